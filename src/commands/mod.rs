@@ -1,0 +1,3 @@
+//! Subcommand implementations: the application edge, where errors become `anyhow` reports.
+
+pub mod sandbox;

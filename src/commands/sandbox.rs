@@ -1,0 +1,83 @@
+//! `kubectl meta sandbox`: run the embedded API server in the foreground until SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::cli::sandbox::SandboxArgs;
+use crate::sandbox::{Sandbox, SandboxConfig, Storage, Tunables};
+
+/// The per-user data directory of kubectl-meta (`$XDG_DATA_HOME/kubectl-meta`, else `~/.local/share/kubectl-meta`).
+pub fn data_dir() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d).join("kubectl-meta"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("cannot find a data directory: neither XDG_DATA_HOME nor HOME is set; pass --state DIR or --ephemeral with --write-kubeconfig PATH")?;
+    Ok(PathBuf::from(home).join(".local/share/kubectl-meta"))
+}
+
+/// Turn arguments into a sandbox configuration.
+pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
+    let (storage, default_kubeconfig) = if args.ephemeral {
+        (
+            Storage::Ephemeral,
+            data_dir()?.join("sandbox-ephemeral.kubeconfig"),
+        )
+    } else {
+        let dir = match &args.state {
+            Some(d) => d.clone(),
+            None => data_dir()?.join("sandbox"),
+        };
+        let kc = dir.join("kubeconfig");
+        (Storage::Dir(dir), kc)
+    };
+    let tunables = Tunables {
+        kubelet_delay: (!args.no_kubelet).then(|| Duration::from_millis(args.kubelet_delay_ms)),
+        ..Tunables::default()
+    };
+    Ok(SandboxConfig {
+        listen: args.listen,
+        storage,
+        kubeconfig: Some(args.write_kubeconfig.clone().unwrap_or(default_kubeconfig)),
+        tunables,
+        ..SandboxConfig::ephemeral()
+    })
+}
+
+/// Run until interrupted.
+pub async fn run(args: SandboxArgs) -> Result<()> {
+    let cfg = config(&args)?;
+    if !cfg.listen.ip().is_loopback() {
+        tracing::warn!(
+            "listening on {} which is not loopback: anyone who can reach it and has the token can use the sandbox",
+            cfg.listen
+        );
+    }
+    let storage = match &cfg.storage {
+        Storage::Ephemeral => "in memory".to_string(),
+        Storage::Dir(d) => format!("state in {}", d.display()),
+    };
+    let bound = Sandbox::bind(cfg).await.context("starting the sandbox")?;
+    let kc = bound
+        .kubeconfig_path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    println!(
+        "sandbox listening on https://{} ({storage}); kubeconfig: {kc}  (export KUBECONFIG={kc})",
+        bound.addr()
+    );
+    let mut sandbox = bound.serve();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+        r = sandbox.wait() => return r.context("the sandbox server stopped"),
+    }
+    eprintln!("shutting down");
+    sandbox.shutdown().await;
+    Ok(())
+}

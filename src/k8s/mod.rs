@@ -1,0 +1,3 @@
+//! Kubernetes building blocks shared by the sandbox server and the controller engine.
+
+pub mod selector;

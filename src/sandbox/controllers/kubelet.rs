@@ -1,0 +1,122 @@
+//! A simulated kubelet: pods that are Pending become Running with every container ready after
+//! a short delay, so controllers that wait on readiness (rolling updates with status checks)
+//! can be developed without nodes. Turned off with `--no-kubelet`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::sandbox::ops;
+use crate::sandbox::state::{State, now_rfc3339, random_u64};
+use crate::sandbox::store::Stored;
+
+/// Tracks pods already scheduled to start, so each is started once.
+#[derive(Debug, Default)]
+pub struct Kubelet {
+    starting: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Kubelet {
+    /// Look at a pod; schedule it to start if it is pending.
+    pub fn observe(&self, state: &Arc<State>, pod: &Arc<Stored>) {
+        let Some(delay) = state.tunables.kubelet_delay else {
+            return;
+        };
+        if pod.deleting {
+            return;
+        }
+        let Ok(v) = pod.value() else {
+            return;
+        };
+        if v["status"]["phase"]
+            .as_str()
+            .is_some_and(|p| p != "Pending")
+        {
+            return;
+        }
+        {
+            let mut s = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+            if !s.insert(pod.uid.clone()) {
+                return;
+            }
+        }
+        let state = state.clone();
+        let starting = self.starting.clone();
+        let key = pod.key.clone();
+        let uid = pod.uid.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = state.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => {
+                    let r = ops::mutate(&state, &key, |p: &mut Value| start(p, &uid));
+                    if let Err(e) = r {
+                        tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not start pod");
+                    }
+                }
+            }
+            starting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
+        });
+    }
+}
+
+/// Mark a pending pod Running and Ready. Returns false if it is no longer the same pending pod.
+fn start(pod: &mut Value, uid: &str) -> bool {
+    if pod["metadata"]["uid"].as_str() != Some(uid)
+        || !pod["metadata"]["deletionTimestamp"].is_null()
+        || pod["status"]["phase"]
+            .as_str()
+            .is_some_and(|p| p != "Pending")
+    {
+        return false;
+    }
+    let now = now_rfc3339();
+    let ip = format!(
+        "10.244.{}.{}",
+        (random_u64() >> 8) % 256,
+        random_u64() % 254 + 1
+    );
+    let statuses: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": true,
+                        "started": true, "restartCount": 0,
+                        "containerID": format!("sandbox://{uid}/{}", c["name"].as_str().unwrap_or_default()),
+                        "state": {"running": {"startedAt": now}}})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let cond = |t: &str| json!({"type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
+    pod["status"] = json!({
+        "phase": "Running",
+        "conditions": [cond("PodReadyToStartContainers"), cond("Initialized"), cond("Ready"),
+                       cond("ContainersReady"), cond("PodScheduled")],
+        "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
+        "podIP": ip, "podIPs": [{"ip": ip}],
+        "startTime": now, "qosClass": "BestEffort",
+        "containerStatuses": statuses,
+    });
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_only_the_same_pending_pod() {
+        let mut p = json!({"metadata": {"uid": "u"}, "spec": {"containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": "Pending"}});
+        assert!(!start(&mut p.clone(), "other"));
+        assert!(start(&mut p, "u"));
+        assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
+        assert!(!start(&mut p, "u"), "already running");
+    }
+}

@@ -1,0 +1,82 @@
+//! Controllers that run inside the sandbox, as kube-controller-manager and the kubelet would:
+//! garbage collection, namespace deletion, CRD establishment and a simulated kubelet.
+//!
+//! They react to the store's change feed in one task (in store order) and fall back to a full
+//! pass at start-up, after falling behind the feed, and periodically, so a missed event can
+//! delay work but never lose it.
+
+pub mod crd;
+pub mod gc;
+pub mod kubelet;
+pub mod namespace;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+
+use super::state::State;
+use super::store::{Event, EventKind, Stored};
+
+/// How often every object is re-examined even without events.
+const RESYNC: Duration = Duration::from_secs(30);
+
+fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
+    let obj = &ev.obj;
+    match &*obj.key.gr {
+        "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
+        "/namespaces" => namespace::sync(state, &obj.key.name, ev.kind == EventKind::Added),
+        "/pods" if ev.kind != EventKind::Deleted => kubelet.observe(state, obj),
+        _ => {}
+    }
+    if ev.kind == EventKind::Deleted {
+        gc::owner_gone(state, obj);
+        if !obj.key.ns.is_empty() {
+            namespace::content_gone(state, &obj.key.ns);
+        }
+        for o in &obj.owners {
+            gc::dependent_gone(state, &o.uid);
+        }
+    } else {
+        gc::check(state, obj);
+    }
+}
+
+fn full_pass(state: &Arc<State>, kubelet: &kubelet::Kubelet) {
+    for obj in state.store.all() {
+        examine(state, kubelet, &obj);
+    }
+}
+
+fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
+    match &*obj.key.gr {
+        "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
+        "/namespaces" if obj.deleting => namespace::sync(state, &obj.key.name, false),
+        "/pods" => kubelet.observe(state, obj),
+        _ => {}
+    }
+    gc::check(state, obj);
+}
+
+/// Run every controller until the sandbox shuts down.
+pub async fn run(state: Arc<State>) {
+    let kubelet = kubelet::Kubelet::default();
+    let mut rx = state.store.subscribe();
+    full_pass(&state, &kubelet);
+    let mut tick = tokio::time::interval(RESYNC);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = tick.tick() => full_pass(&state, &kubelet),
+            r = rx.recv() => match r {
+                Ok(ev) => handle(&state, &kubelet, &ev),
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "sandbox controllers fell behind; re-examining every object");
+                    full_pass(&state, &kubelet);
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! `kubectl meta sandbox`: an embedded, Kubernetes-compatible API server.
+//!
+//! It serves discovery, the built-in types controllers use, CustomResourceDefinitions, every
+//! verb including watch and server-side apply, and runs garbage collection, namespace
+//! deletion and a simulated kubelet — enough that kubectl and kube-rs work against it
+//! unchanged. State lives in memory, optionally persisted to SQLite in a state directory.
+//!
+//! Layout: [`request`] parses paths, [`server`] authenticates and dispatches, [`ops`] owns the
+//! object lifecycle, [`store`] holds objects (with [`persist`] underneath), [`watch`] streams
+//! changes, [`controllers`] run inside, and [`resources`] says what is served.
+//!
+//! Start one in-process with [`Sandbox::start`]; the CLI uses [`Sandbox::bind`] so it can print
+//! where it listens before it accepts requests.
+
+pub mod admission;
+pub mod apply;
+pub mod controllers;
+pub mod kubeconfig;
+pub mod openapi;
+pub mod ops;
+pub mod output;
+pub mod patch;
+pub mod persist;
+pub mod request;
+pub mod resources;
+pub mod schema;
+pub mod server;
+pub mod state;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod tls;
+pub mod validation;
+pub mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use persist::{Db, Loaded, PersistError};
+use state::State;
+pub use state::Tunables;
+use store::{Store, StoreError};
+
+/// Where a sandbox keeps its objects.
+#[derive(Debug, Clone)]
+pub enum Storage {
+    /// In memory only; gone when the sandbox stops.
+    Ephemeral,
+    /// In a SQLite database in this directory, kept across restarts.
+    Dir(PathBuf),
+}
+
+/// How to start a sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Storage.
+    pub storage: Storage,
+    /// Where to write the kubeconfig (None: don't write one).
+    pub kubeconfig: Option<PathBuf>,
+    /// Tunables.
+    pub tunables: Tunables,
+    /// Number of changes kept for watches that resume from a resourceVersion.
+    pub history: usize,
+}
+
+impl SandboxConfig {
+    /// An in-memory sandbox on a free loopback port, writing no kubeconfig (for tests and `dev --sandbox`).
+    pub fn ephemeral() -> Self {
+        SandboxConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            storage: Storage::Ephemeral,
+            kubeconfig: None,
+            tunables: Tunables::default(),
+            history: 50_000,
+        }
+    }
+}
+
+/// Errors starting a sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The state directory could not be used.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// The stored state could not be loaded.
+    #[error("loading stored objects: {0}")]
+    Store(#[from] StoreError),
+    /// Bootstrapping built-in objects failed.
+    #[error("creating built-in objects: {0}")]
+    Bootstrap(String),
+    /// TLS material could not be created.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The listen address could not be bound.
+    #[error(
+        "cannot listen on {addr}: {source} (pick another address with --listen, or port 0 for a free one)"
+    )]
+    Bind {
+        /// Requested address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Token or kubeconfig file problem.
+    #[error("{path}: {source}")]
+    File {
+        /// File involved.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::File {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A sandbox that is listening but not yet serving.
+pub struct Bound {
+    state: Arc<State>,
+    tls: tls::TlsMaterial,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    kubeconfig: Option<PathBuf>,
+}
+
+/// A running sandbox. Dropping it stops it; [`Sandbox::shutdown`] stops it and waits.
+pub struct Sandbox {
+    state: Arc<State>,
+    ca_pem: String,
+    addr: SocketAddr,
+    kubeconfig: Option<PathBuf>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+    controllers: Option<JoinHandle<()>>,
+}
+
+fn load_or_create_token(dir: &Path) -> Result<String, SandboxError> {
+    let path = dir.join("token");
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        Ok(_) | Err(_) => {
+            let t = random_token();
+            kubeconfig::write_private(&path, &t).map_err(file_err(&path))?;
+            Ok(t)
+        }
+    }
+}
+
+fn random_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+fn bootstrap(state: &Arc<State>) -> Result<(), SandboxError> {
+    for crd in state.store.all() {
+        if &*crd.key.gr == "apiextensions.k8s.io/customresourcedefinitions" {
+            controllers::crd::sync(state, &crd.key.name);
+        }
+    }
+    let def = state
+        .def_for_gr("/namespaces")
+        .map_err(|e| SandboxError::Bootstrap(e.message))?;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        if state.store.get("/namespaces", "", ns).is_some() {
+            continue;
+        }
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let opts = ops::WriteOpts {
+            field_manager: "kube-apiserver".into(),
+            ..Default::default()
+        };
+        ops::create(state, &def, None, obj, &opts)
+            .map_err(|e| SandboxError::Bootstrap(e.message))?;
+    }
+    Ok(())
+}
+
+impl Sandbox {
+    /// Open storage, bootstrap built-in objects, bind the listener and write the kubeconfig.
+    pub async fn bind(cfg: SandboxConfig) -> Result<Bound, SandboxError> {
+        let (db, loaded, token) = match &cfg.storage {
+            Storage::Ephemeral => (None, Loaded::default(), random_token()),
+            Storage::Dir(dir) => {
+                let (db, loaded) = Db::open(dir)?;
+                let token = load_or_create_token(dir)?;
+                (Some(db), loaded, token)
+            }
+        };
+        let store = Store::new(db, loaded, cfg.history)?;
+        let state = State::new(store, token, cfg.tunables.clone());
+        bootstrap(&state)?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|source| SandboxError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SandboxError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        let tls = tls::generate(addr.ip())?;
+        if let Some(path) = &cfg.kubeconfig {
+            let yaml = kubeconfig::render(&format!("https://{addr}"), &tls.ca_pem, &state.token);
+            kubeconfig::write_private(path, &yaml).map_err(file_err(path))?;
+        }
+        Ok(Bound {
+            state,
+            tls,
+            listener,
+            addr,
+            kubeconfig: cfg.kubeconfig,
+        })
+    }
+
+    /// Bind and serve at once.
+    pub async fn start(cfg: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        Ok(Self::bind(cfg).await?.serve())
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) clients must trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The bearer token clients must send.
+    pub fn token(&self) -> &str {
+        &self.state.token
+    }
+
+    /// A kubeconfig for this sandbox (context `sandbox`).
+    pub fn kubeconfig_yaml(&self) -> String {
+        kubeconfig::render(&self.url(), &self.ca_pem, &self.state.token)
+    }
+
+    /// Where the kubeconfig was written, if anywhere.
+    pub fn kubeconfig_path(&self) -> Option<&Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// Stop serving (ending watches), stop the controllers, and wait for both.
+    pub async fn shutdown(mut self) {
+        self.state.shutdown.cancel();
+        if let Some(s) = self.server.take() {
+            let _ = s.await;
+        }
+        if let Some(c) = self.controllers.take() {
+            let _ = c.await;
+        }
+    }
+
+    /// Wait until the server stops by itself (it only does on error) — used by the CLI with a signal race.
+    pub async fn wait(&mut self) -> std::io::Result<()> {
+        match self.server.as_mut() {
+            Some(s) => s.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+    }
+}
+
+impl Bound {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where the kubeconfig was written, if anywhere.
+    pub fn kubeconfig_path(&self) -> Option<&Path> {
+        self.kubeconfig.as_deref()
+    }
+
+    /// Start accepting requests and running controllers.
+    pub fn serve(self) -> Sandbox {
+        let state = self.state.clone();
+        let controllers = tokio::spawn(controllers::run(state.clone()));
+        let shutdown = state.shutdown.clone();
+        let app = server::router(state.clone());
+        let server = tokio::spawn(tls::serve(self.listener, self.tls.acceptor, app, shutdown));
+        Sandbox {
+            state,
+            ca_pem: self.tls.ca_pem,
+            addr: self.addr,
+            kubeconfig: self.kubeconfig,
+            server: Some(server),
+            controllers: Some(controllers),
+        }
+    }
+}

@@ -1,0 +1,1040 @@
+//! The object lifecycle: create, update, patch and delete with everything kube-apiserver does
+//! around a write — name generation, validation, CRD schema pruning/defaulting/validation,
+//! status-subresource rules, generation, managedFields, finalizers and graceful deletion.
+//!
+//! HTTP handlers and the built-in controllers both go through these functions, so the rules
+//! hold whoever writes.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::admission;
+use super::apply::{self, ApplyError};
+use super::patch;
+use super::resources::ResourceDef;
+use super::state::{State, new_uid, now_rfc3339, random_u64};
+use super::status::{ApiError, ApiResult, Target};
+use super::store::{ObjKey, StoreError, Stored};
+use super::validation::{self, NameRule};
+
+/// Finalizer the garbage collector uses for foreground deletion.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// Finalizer the garbage collector uses for orphan deletion.
+pub const ORPHAN: &str = "orphan";
+/// Finalizer on CRDs until their objects are gone.
+pub const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// `fieldValidation` query parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Drop unknown fields silently.
+    Ignore,
+    /// Drop unknown fields and warn (server default).
+    #[default]
+    Warn,
+    /// Reject unknown fields.
+    Strict,
+}
+
+/// Options shared by every write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOpts {
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+    /// The field manager recorded in managedFields.
+    pub field_manager: String,
+    /// Unknown-field handling.
+    pub field_validation: FieldValidation,
+}
+
+/// The result of a write.
+#[derive(Debug)]
+pub struct Written {
+    /// The object as stored (or as it would be, for dry runs).
+    pub obj: Value,
+    /// Warnings for the `Warning` response header.
+    pub warnings: Vec<String>,
+    /// The write created the object (201) rather than updating it (200).
+    pub created: bool,
+}
+
+/// The kinds of PATCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// application/merge-patch+json
+    Merge,
+    /// application/json-patch+json
+    Json,
+    /// application/strategic-merge-patch+json
+    Strategic,
+    /// application/apply-patch+yaml
+    Apply {
+        /// `force=true`.
+        force: bool,
+    },
+}
+
+/// Deletion propagation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Keep dependents, removing their owner references.
+    Orphan,
+    /// Delete the owner now, dependents afterwards.
+    Background,
+    /// Delete dependents first, then the owner.
+    Foreground,
+}
+
+/// Options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    /// Propagation policy (default Background).
+    pub propagation: Option<Propagation>,
+    /// uid precondition.
+    pub uid: Option<String>,
+    /// resourceVersion precondition.
+    pub rv: Option<u64>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub enum Deleted {
+    /// The object is gone; this was its last state.
+    Gone(Value),
+    /// The object is marked for deletion and waits for finalizers.
+    Pending(Value),
+}
+
+fn target<'a>(def: &'a ResourceDef, name: &'a str) -> Target<'a> {
+    Target {
+        group: &def.group,
+        resource: &def.plural,
+        name,
+    }
+}
+
+fn qualified_kind(def: &ResourceDef) -> String {
+    if def.group.is_empty() {
+        def.kind.clone()
+    } else {
+        format!("{}.{}", def.kind, def.group)
+    }
+}
+
+fn name_rule(def: &ResourceDef) -> NameRule {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "namespaces") => NameRule::Label,
+        ("", "services") => NameRule::Dns1035Label,
+        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        _ => NameRule::Subdomain,
+    }
+}
+
+/// Map a store error to the API error kube-apiserver would return.
+pub fn store_err(def: &ResourceDef, name: &str, e: StoreError) -> ApiError {
+    let t = target(def, name);
+    match e {
+        StoreError::NotFound => ApiError::not_found(t),
+        StoreError::AlreadyExists => ApiError::already_exists(t),
+        StoreError::Conflict => ApiError::conflict_modified(t),
+        StoreError::Precondition(m) => ApiError::conflict(t, &m),
+        StoreError::Gone { requested, oldest } => {
+            ApiError::gone(format!("too old resource version: {requested} ({oldest})"))
+        }
+        StoreError::Persist(e) => ApiError::internal(e.to_string()),
+        StoreError::Corrupt(e) => ApiError::internal(e),
+    }
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str()
+}
+
+/// The key an object of `def` named `name` is stored under.
+pub fn key(def: &ResourceDef, ns: Option<&str>, name: &str) -> ObjKey {
+    ObjKey {
+        gr: Arc::from(def.group_resource().as_str()),
+        ns: if def.namespaced {
+            ns.unwrap_or_default().to_string()
+        } else {
+            String::new()
+        },
+        name: name.to_string(),
+    }
+}
+
+/// Rewrite a stored object's apiVersion to the version it is served at.
+pub fn as_served(def: &ResourceDef, mut obj: Value) -> Value {
+    if def.is_custom() {
+        obj["apiVersion"] = json!(def.api_version());
+    }
+    obj
+}
+
+fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the body of the request must be a JSON object describing a {}",
+            def.kind
+        )));
+    }
+    let want_av = def.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => obj["apiVersion"] = json!(want_av),
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => obj["kind"] = json!(def.kind),
+        Some(k) if k == def.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+    }
+    if obj.get("metadata").is_none_or(Value::is_null) {
+        obj["metadata"] = json!({});
+    }
+    if !obj["metadata"].is_object() {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+/// Prune, default and validate a custom resource against its schema. Returns warnings.
+fn apply_schema(
+    def: &ResourceDef,
+    obj: &mut Value,
+    name: &str,
+    fv: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    let Some(schema) = def.schema() else {
+        return Ok(Vec::new());
+    };
+    let pruned = schema.prune(obj);
+    let mut warnings = Vec::new();
+    if !pruned.is_empty() {
+        let fields: Vec<String> = pruned
+            .iter()
+            .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+            .collect();
+        match fv {
+            FieldValidation::Strict => {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    fields.join(", "),
+                    kind = def.kind,
+                    v = def.version
+                )));
+            }
+            FieldValidation::Warn => warnings.extend(fields),
+            FieldValidation::Ignore => {}
+        }
+    }
+    schema.apply_defaults(obj);
+    let violations = schema.validate(obj);
+    if !violations.is_empty() {
+        let msgs: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+        let causes = violations
+            .iter()
+            .map(|v| (v.field.clone(), v.to_string()))
+            .collect();
+        let message = if msgs.len() == 1 {
+            format!("{} \"{name}\" is invalid: {}", qualified_kind(def), msgs[0])
+        } else {
+            format!(
+                "{} \"{name}\" is invalid: [{}]",
+                qualified_kind(def),
+                msgs.join(", ")
+            )
+        };
+        return Err(ApiError::invalid(
+            target(def, name),
+            &def.kind,
+            message,
+            causes,
+        ));
+    }
+    Ok(warnings)
+}
+
+fn validate_meta(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()> {
+    let errs = validation::validate_metadata(&obj["metadata"], name_rule(def));
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let message = validation::invalid_message(&qualified_kind(def), name, &errs);
+    let causes = errs
+        .iter()
+        .map(|e| (e.field.clone(), e.to_string()))
+        .collect();
+    Err(ApiError::invalid(
+        target(def, name),
+        &def.kind,
+        message,
+        causes,
+    ))
+}
+
+fn check_namespace(state: &State, def: &ResourceDef, ns: &str) -> ApiResult<()> {
+    if !def.namespaced {
+        return Ok(());
+    }
+    match state.store.get("/namespaces", "", ns) {
+        None => Err(ApiError::not_found(Target {
+            group: "",
+            resource: "namespaces",
+            name: ns,
+        })),
+        Some(n) if n.deleting => Err(ApiError::forbidden(format!(
+            "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+            def.plural, "",
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Create an object (POST). `url_ns` is the namespace from the path.
+pub fn create(
+    state: &State,
+    def: &ResourceDef,
+    url_ns: Option<&str>,
+    mut obj: Value,
+    opts: &WriteOpts,
+) -> ApiResult<Written> {
+    check_type(def, &mut obj)?;
+    create_checked(state, def, url_ns, obj, opts, false)
+}
+
+fn create_checked(
+    state: &State,
+    def: &ResourceDef,
+    url_ns: Option<&str>,
+    mut obj: Value,
+    opts: &WriteOpts,
+    managed_fields_done: bool,
+) -> ApiResult<Written> {
+    let meta_ns = str_at(&obj, &["metadata", "namespace"]).map(String::from);
+    let ns = if def.namespaced {
+        let ns = match (url_ns, meta_ns.as_deref()) {
+            (Some(u), Some(m)) if !m.is_empty() && u != m => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (Some(u), _) => u.to_string(),
+            (None, Some(m)) if !m.is_empty() => m.to_string(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "the server could not find the requested resource: a namespace is required",
+                ));
+            }
+        };
+        obj["metadata"]["namespace"] = json!(ns);
+        ns
+    } else {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        String::new()
+    };
+    if let Some(rv) = str_at(&obj, &["metadata", "resourceVersion"])
+        && !rv.is_empty()
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let given_name = str_at(&obj, &["metadata", "name"])
+        .unwrap_or_default()
+        .to_string();
+    let generate = str_at(&obj, &["metadata", "generateName"])
+        .unwrap_or_default()
+        .to_string();
+    if given_name.is_empty() && generate.is_empty() {
+        return Err(ApiError::invalid(
+            target(def, ""),
+            &def.kind,
+            format!(
+                "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                qualified_kind(def)
+            ),
+            vec![(
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        ));
+    }
+    check_namespace(state, def, &ns)?;
+
+    // Server-owned metadata.
+    {
+        let m = obj["metadata"]
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "selfLink",
+        ] {
+            m.remove(k);
+        }
+        if m.get("managedFields")
+            .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+        {
+            m.remove("managedFields");
+        }
+    }
+    if def.status_subresource {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+    }
+    admission::on_create(&def.group_resource(), &mut obj);
+    let warnings = apply_schema(
+        def,
+        &mut obj,
+        if given_name.is_empty() {
+            &generate
+        } else {
+            &given_name
+        },
+        opts.field_validation,
+    )?;
+    if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions" {
+        super::schema::apply_crd_defaults(&mut obj);
+        if let Err(errs) = super::schema::parse_crd(&obj) {
+            let message = format!(
+                "CustomResourceDefinition.apiextensions.k8s.io \"{given_name}\" is invalid: {}",
+                if errs.len() == 1 {
+                    errs[0].clone()
+                } else {
+                    format!("[{}]", errs.join(", "))
+                }
+            );
+            let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
+            return Err(ApiError::invalid(
+                target(def, &given_name),
+                &def.kind,
+                message,
+                causes,
+            ));
+        }
+        add_finalizer(&mut obj, CRD_CLEANUP);
+    }
+    let now = now_rfc3339();
+    obj["metadata"]["uid"] = json!(new_uid());
+    obj["metadata"]["creationTimestamp"] = json!(now);
+    if def.is_custom() || obj.get("spec").is_some() {
+        obj["metadata"]["generation"] = json!(1);
+    }
+    obj["apiVersion"] = json!(def.storage_api_version());
+
+    for attempt in 0..8 {
+        let name = if given_name.is_empty() {
+            format!(
+                "{generate}{}",
+                validation::generate_name_suffix(random_u64())
+            )
+        } else {
+            given_name.clone()
+        };
+        obj["metadata"]["name"] = json!(name);
+        if attempt == 0 {
+            validate_meta(def, &obj, &name)?;
+        }
+        let mut candidate = obj.clone();
+        if !managed_fields_done {
+            apply::record_update(None, &mut candidate, &opts.field_manager, None, &now);
+        }
+        if opts.dry_run {
+            return Ok(Written {
+                obj: as_served(def, candidate),
+                warnings,
+                created: true,
+            });
+        }
+        match state.store.create(key(def, Some(&ns), &name), candidate) {
+            Ok(stored) => {
+                let v = stored.value().map_err(|e| store_err(def, &name, e))?;
+                return Ok(Written {
+                    obj: as_served(def, v),
+                    warnings,
+                    created: true,
+                });
+            }
+            Err(StoreError::AlreadyExists) if given_name.is_empty() => continue,
+            Err(e) => return Err(store_err(def, &name, e)),
+        }
+    }
+    Err(ApiError::new(
+        409,
+        "AlreadyExists",
+        format!("could not generate a unique name for generateName {generate:?}"),
+    ))
+}
+
+fn add_finalizer(obj: &mut Value, f: &str) {
+    let fs = &mut obj["metadata"]["finalizers"];
+    if !fs.is_array() {
+        *fs = json!([]);
+    }
+    if let Some(a) = fs.as_array_mut()
+        && !a.iter().any(|x| x == f)
+    {
+        a.push(json!(f));
+    }
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything but metadata and status (what `generation` tracks).
+fn spec_part(v: &Value) -> Value {
+    let mut c = v.clone();
+    if let Some(m) = c.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+    }
+    c
+}
+
+/// Update an object (PUT), optionally on a subresource.
+pub fn update(
+    state: &State,
+    def: &ResourceDef,
+    url_ns: Option<&str>,
+    name: &str,
+    sub: Option<&str>,
+    mut obj: Value,
+    opts: &WriteOpts,
+) -> ApiResult<Written> {
+    check_type(def, &mut obj)?;
+    if let Some(n) = str_at(&obj, &["metadata", "name"])
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if def.namespaced
+        && let (Some(u), Some(m)) = (url_ns, str_at(&obj, &["metadata", "namespace"]))
+        && !m.is_empty()
+        && u != m
+    {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    let k = key(def, url_ns, name);
+    let current = state
+        .store
+        .get(&k.gr, &k.ns, name)
+        .ok_or_else(|| ApiError::not_found(target(def, name)))?;
+    let expected = match str_at(&obj, &["metadata", "resourceVersion"]) {
+        None | Some("") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+    };
+    if let Some(e) = expected
+        && e != current.rv
+    {
+        return Err(ApiError::conflict_modified(target(def, name)));
+    }
+    if let Some(uid) = str_at(&obj, &["metadata", "uid"])
+        && !uid.is_empty()
+        && uid != current.uid
+    {
+        return Err(ApiError::conflict(
+            target(def, name),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                current.uid
+            ),
+        ));
+    }
+    let old = current.value().map_err(|e| store_err(def, name, e))?;
+    write_update(state, def, &k, &current, old, obj, sub, opts, false, true)
+}
+
+/// Apply the update rules to `new` against `old` and store it (expecting `current.rv`).
+#[allow(clippy::too_many_arguments)]
+fn write_update(
+    state: &State,
+    def: &ResourceDef,
+    k: &ObjKey,
+    current: &Arc<Stored>,
+    old: Value,
+    mut new: Value,
+    sub: Option<&str>,
+    opts: &WriteOpts,
+    managed_fields_done: bool,
+    external: bool,
+) -> ApiResult<Written> {
+    let name = k.name.as_str();
+    let gr = def.group_resource();
+    match sub {
+        Some("status") => {
+            if !def.status_subresource {
+                return Err(ApiError::no_route(&format!("{}/status", def.plural)));
+            }
+            let status = new.get("status").cloned();
+            let mf = new["metadata"].get("managedFields").cloned();
+            new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if managed_fields_done && let Some(mf) = mf {
+                new["metadata"]["managedFields"] = mf;
+            }
+        }
+        Some("finalize") if gr == "/namespaces" => {
+            let fins = new["spec"]["finalizers"].clone();
+            new = old.clone();
+            new["spec"]["finalizers"] = fins;
+        }
+        Some(other) => return Err(ApiError::no_route(&format!("{}/{other}", def.plural))),
+        None => {
+            if def.status_subresource {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Immutable and server-owned metadata comes from the stored object.
+    for f in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old["metadata"].get(f) {
+            Some(v) => new["metadata"][f] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(f);
+                }
+            }
+        }
+    }
+    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    if new["metadata"]
+        .get("managedFields")
+        .is_none_or(Value::is_null)
+    {
+        if let Some(mf) = old["metadata"].get("managedFields") {
+            new["metadata"]["managedFields"] = mf.clone();
+        }
+    }
+    new["apiVersion"] = json!(def.storage_api_version());
+    let old_fins = finalizers(&old);
+    if external && current.deleting {
+        let added: Vec<String> = finalizers(&new)
+            .into_iter()
+            .filter(|f| !old_fins.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let msg = format!(
+                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+            );
+            return Err(ApiError::invalid(
+                target(def, name),
+                &def.kind,
+                format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
+                vec![("metadata.finalizers".into(), msg)],
+            ));
+        }
+    }
+    admission::on_update(&gr, &old, &mut new);
+    let mut warnings = Vec::new();
+    if sub.is_none() {
+        warnings = apply_schema(def, &mut new, name, opts.field_validation)?;
+        validate_meta(def, &new, name)?;
+        if gr == "apiextensions.k8s.io/customresourcedefinitions" {
+            super::schema::apply_crd_defaults(&mut new);
+            if let Err(errs) = super::schema::parse_crd(&new) {
+                let message = format!(
+                    "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: [{}]",
+                    errs.join(", ")
+                );
+                let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
+                return Err(ApiError::invalid(
+                    target(def, name),
+                    &def.kind,
+                    message,
+                    causes,
+                ));
+            }
+        }
+    }
+    if let Some(g) = old["metadata"]["generation"].as_i64()
+        && spec_part(&old) != spec_part(&new)
+    {
+        new["metadata"]["generation"] = json!(g + 1);
+    }
+    if new == old {
+        return Ok(Written {
+            obj: as_served(def, old),
+            warnings,
+            created: false,
+        });
+    }
+    if !managed_fields_done {
+        apply::record_update(
+            Some(&old),
+            &mut new,
+            &opts.field_manager,
+            sub,
+            &now_rfc3339(),
+        );
+    }
+    if opts.dry_run {
+        return Ok(Written {
+            obj: as_served(def, new),
+            warnings,
+            created: false,
+        });
+    }
+    let done_deleting = current.deleting
+        && finalizers(&new).is_empty()
+        && !(gr == "/namespaces"
+            && new["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()));
+    if done_deleting {
+        let gone = state
+            .store
+            .delete(k, Some(&current.uid), Some(current.rv))
+            .map_err(|e| match e {
+                StoreError::Precondition(_) => ApiError::conflict_modified(target(def, name)),
+                e => store_err(def, name, e),
+            })?;
+        let mut v = gone.value().map_err(|e| store_err(def, name, e))?;
+        v["metadata"]["finalizers"] = new["metadata"]["finalizers"].clone();
+        return Ok(Written {
+            obj: as_served(def, v),
+            warnings,
+            created: false,
+        });
+    }
+    let stored = state
+        .store
+        .update(k.clone(), Some(current.rv), new)
+        .map_err(|e| store_err(def, name, e))?;
+    let v = stored.value().map_err(|e| store_err(def, name, e))?;
+    Ok(Written {
+        obj: as_served(def, v),
+        warnings,
+        created: false,
+    })
+}
+
+/// Patch an object (PATCH), optionally on a subresource. Server-side apply creates missing objects.
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    state: &State,
+    def: &ResourceDef,
+    url_ns: Option<&str>,
+    name: &str,
+    sub: Option<&str>,
+    kind: PatchKind,
+    body: &Value,
+    opts: &WriteOpts,
+) -> ApiResult<Written> {
+    if kind == PatchKind::Strategic && def.is_custom() {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
+    let k = key(def, url_ns, name);
+    let now = now_rfc3339();
+    for _ in 0..16 {
+        let Some(current) = state.store.get(&k.gr, &k.ns, name) else {
+            let PatchKind::Apply { force } = kind else {
+                return Err(ApiError::not_found(target(def, name)));
+            };
+            if sub.is_some() {
+                return Err(ApiError::not_found(target(def, name)));
+            }
+            let mut applied = body.clone();
+            check_type(def, &mut applied)?;
+            if let Some(n) = str_at(&applied, &["metadata", "name"])
+                && n != name
+            {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            applied["metadata"]["name"] = json!(name);
+            let obj = apply::apply(None, &applied, &opts.field_manager, force, sub, &now)
+                .map_err(|e| apply_err(def, name, e))?;
+            return match create_checked(state, def, url_ns, obj, opts, true) {
+                Err(e) if e.reason == "AlreadyExists" => continue,
+                other => other,
+            };
+        };
+        let old = current.value().map_err(|e| store_err(def, name, e))?;
+        let old_served = as_served(def, old.clone());
+        let mut new = old_served.clone();
+        let mut managed_done = false;
+        match kind {
+            PatchKind::Merge => {
+                if !body.is_object() {
+                    return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                }
+                patch::merge_patch(&mut new, body)
+            }
+            PatchKind::Json => patch::json_patch(&mut new, body).map_err(|e| {
+                ApiError::invalid(
+                    target(def, name),
+                    &def.kind,
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                    vec![],
+                )
+            })?,
+            PatchKind::Strategic => patch::strategic_merge_patch(&mut new, body)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            PatchKind::Apply { force } => {
+                let mut applied = body.clone();
+                check_type(def, &mut applied)?;
+                if let Some(rv) = str_at(&applied, &["metadata", "resourceVersion"])
+                    && !rv.is_empty()
+                    && rv != current.rv.to_string()
+                {
+                    return Err(ApiError::conflict_modified(target(def, name)));
+                }
+                new = apply::apply(
+                    Some(&old_served),
+                    &applied,
+                    &opts.field_manager,
+                    force,
+                    sub,
+                    &now,
+                )
+                .map_err(|e| apply_err(def, name, e))?;
+                managed_done = true;
+            }
+        }
+        // A resourceVersion in the patch is a precondition.
+        let patched_rv = str_at(&new, &["metadata", "resourceVersion"]).map(String::from);
+        if patched_rv
+            .as_deref()
+            .is_some_and(|rv| rv != current.rv.to_string())
+        {
+            return Err(ApiError::conflict_modified(target(def, name)));
+        }
+        if !new.is_object() {
+            return Err(ApiError::bad_request("the patch did not produce an object"));
+        }
+        match write_update(
+            state,
+            def,
+            &k,
+            &current,
+            old,
+            new,
+            sub,
+            opts,
+            managed_done,
+            true,
+        ) {
+            Err(e) if e.reason == "Conflict" && e.message.contains("has been modified") => continue,
+            other => return other,
+        }
+    }
+    Err(ApiError::conflict_modified(target(def, name)))
+}
+
+fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
+    match &e {
+        ApplyError::Conflict { .. } => {
+            let mut err = ApiError::new(409, "Conflict", e.to_string());
+            err.details = Some(json!({"name": name, "group": def.group, "kind": def.plural}));
+            err
+        }
+        ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),
+        ApplyError::Invalid(m) => ApiError::invalid(
+            target(def, name),
+            &def.kind,
+            format!("{} \"{name}\" is invalid: {m}", qualified_kind(def)),
+            vec![],
+        ),
+    }
+}
+
+/// Change an object from inside the sandbox (controllers): read, apply `f`, write, retrying on conflicts.
+/// `f` returns false to leave the object alone. Returns the new state, or None if the object is gone.
+pub fn mutate(
+    state: &State,
+    k: &ObjKey,
+    mut f: impl FnMut(&mut Value) -> bool,
+) -> ApiResult<Option<Value>> {
+    let def = state.def_for_gr(&k.gr)?;
+    for _ in 0..16 {
+        let Some(current) = state.store.get(&k.gr, &k.ns, &k.name) else {
+            return Ok(None);
+        };
+        let old = current.value().map_err(|e| store_err(&def, &k.name, e))?;
+        let mut new = old.clone();
+        if !f(&mut new) {
+            return Ok(Some(old));
+        }
+        let sub = if new.get("status") != old.get("status") && def.status_subresource {
+            // Controllers write status and metadata in separate steps, as real ones do.
+            Some("status")
+        } else {
+            None
+        };
+        let opts = WriteOpts {
+            field_manager: "kubectl-meta-sandbox".into(),
+            field_validation: FieldValidation::Ignore,
+            ..Default::default()
+        };
+        match write_update(state, &def, k, &current, old, new, sub, &opts, false, false) {
+            Ok(w) => return Ok(Some(w.obj)),
+            Err(e) if e.code == 409 || e.code == 404 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict_modified(target(&def, &k.name)))
+}
+
+/// Delete an object (DELETE).
+pub fn delete(
+    state: &State,
+    def: &ResourceDef,
+    k: &ObjKey,
+    opts: &DeleteOpts,
+) -> ApiResult<Deleted> {
+    let name = k.name.as_str();
+    for _ in 0..16 {
+        let current = state
+            .store
+            .get(&k.gr, &k.ns, name)
+            .ok_or_else(|| ApiError::not_found(target(def, name)))?;
+        if let Some(uid) = &opts.uid
+            && *uid != current.uid
+        {
+            return Err(ApiError::conflict(
+                target(def, name),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current.uid
+                ),
+            ));
+        }
+        if let Some(rv) = opts.rv
+            && rv != current.rv
+        {
+            return Err(ApiError::conflict(
+                target(def, name),
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    current.rv
+                ),
+            ));
+        }
+        let mut obj = current.value().map_err(|e| store_err(def, name, e))?;
+        let is_ns = def.group_resource() == "/namespaces";
+        let gc_finalizer = match opts.propagation {
+            Some(Propagation::Foreground) => Some(FOREGROUND),
+            Some(Propagation::Orphan) => Some(ORPHAN),
+            _ => None,
+        };
+        let has_dependents = !state.store.dependents(&current.uid).is_empty();
+        let mut fins = finalizers(&obj);
+        if let Some(f) = gc_finalizer
+            && (has_dependents || !fins.is_empty())
+            && !fins.iter().any(|x| x == f)
+        {
+            fins.push(f.to_string());
+        }
+        let ns_pending = is_ns
+            && obj["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+        if fins.is_empty() && !ns_pending {
+            if opts.dry_run {
+                return Ok(Deleted::Gone(as_served(def, obj)));
+            }
+            match state.store.delete(k, Some(&current.uid), Some(current.rv)) {
+                Ok(gone) => {
+                    let v = gone.value().map_err(|e| store_err(def, name, e))?;
+                    return Ok(Deleted::Gone(as_served(def, v)));
+                }
+                Err(StoreError::Precondition(_)) => continue,
+                Err(e) => return Err(store_err(def, name, e)),
+            }
+        }
+        // Graceful: mark and wait for finalizers.
+        let before = obj.clone();
+        obj["metadata"]["finalizers"] = json!(fins);
+        if obj["metadata"]["deletionTimestamp"].is_null() {
+            obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if let Some(g) = obj["metadata"]["generation"].as_i64() {
+                obj["metadata"]["generation"] = json!(g + 1);
+            }
+        }
+        if is_ns {
+            obj["status"]["phase"] = json!("Terminating");
+        }
+        if obj == before {
+            return Ok(Deleted::Pending(as_served(def, obj)));
+        }
+        if opts.dry_run {
+            return Ok(Deleted::Pending(as_served(def, obj)));
+        }
+        match state.store.update(k.clone(), Some(current.rv), obj) {
+            Ok(s) => {
+                let v = s.value().map_err(|e| store_err(def, name, e))?;
+                return Ok(Deleted::Pending(as_served(def, v)));
+            }
+            Err(StoreError::Conflict) => continue,
+            Err(e) => return Err(store_err(def, name, e)),
+        }
+    }
+    Err(ApiError::conflict_modified(target(def, name)))
+}

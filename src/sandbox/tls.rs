@@ -1,0 +1,143 @@
+//! TLS for the sandbox: a fresh certificate authority and serving certificate per start, and
+//! the accept loop that serves the router over HTTPS (HTTP/1.1 and HTTP/2).
+//!
+//! kubectl (client-go) only sends credentials to TLS servers, so the sandbox always speaks
+//! HTTPS; clients trust it through the CA written into the kubeconfig.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+/// Errors creating TLS material.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Certificate generation failed.
+    #[error("generating the sandbox certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    /// rustls rejected the configuration.
+    #[error("configuring TLS: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A CA (for the kubeconfig) and a server configuration using a certificate it signed.
+pub struct TlsMaterial {
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    /// The server side.
+    pub acceptor: TlsAcceptor,
+}
+
+/// Generate a CA and a serving certificate valid for localhost, 127.0.0.1, ::1 and `extra_ip`.
+pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "kubectl-meta sandbox CA");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca, ca_key);
+
+    let mut names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    if !extra_ip.is_unspecified() && !names.contains(&extra_ip.to_string()) {
+        names.push(extra_ip.to_string());
+    }
+    let mut server = CertificateParams::new(names)?;
+    server
+        .distinguished_name
+        .push(DnType::CommonName, "kubectl-meta-sandbox");
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_key = KeyPair::generate()?;
+    let server_cert = server.signed_by(&server_key, &issuer)?;
+
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(server_cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der())),
+        )?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsMaterial {
+        ca_pem: ca_cert.pem(),
+        acceptor: TlsAcceptor::from(Arc::new(cfg)),
+    })
+}
+
+/// Serve `app` over TLS on `listener` until `shutdown` is cancelled; then stop accepting and
+/// give open connections a few seconds to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    acceptor: TlsAcceptor,
+    app: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let builder = Builder::new(TokioExecutor::new());
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        let builder = builder.clone();
+        let shutdown = shutdown.clone();
+        conns.spawn(async move {
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let svc = TowerToHyperService::new(app);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn.as_mut()).await;
+                }
+            }
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(6), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}
