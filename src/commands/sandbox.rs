@@ -21,18 +21,18 @@ pub fn data_dir() -> Result<PathBuf> {
 
 /// Turn arguments into a sandbox configuration.
 pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
-    let (storage, default_kubeconfig) = if args.ephemeral {
-        (
-            Storage::Ephemeral,
-            data_dir()?.join("sandbox-ephemeral.kubeconfig"),
-        )
+    let storage = if args.ephemeral {
+        Storage::Ephemeral
     } else {
-        let dir = match &args.state {
+        Storage::Dir(match &args.state {
             Some(d) => d.clone(),
             None => data_dir()?.join("sandbox"),
-        };
-        let kc = dir.join("kubeconfig");
-        (Storage::Dir(dir), kc)
+        })
+    };
+    let kubeconfig = match (&args.write_kubeconfig, &storage) {
+        (Some(p), _) => p.clone(),
+        (None, Storage::Dir(dir)) => dir.join("kubeconfig"),
+        (None, Storage::Ephemeral) => data_dir()?.join("sandbox-ephemeral.kubeconfig"),
     };
     let tunables = Tunables {
         kubelet_delay: (!args.no_kubelet).then(|| Duration::from_millis(args.kubelet_delay_ms)),
@@ -41,7 +41,7 @@ pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
     Ok(SandboxConfig {
         listen: args.listen,
         storage,
-        kubeconfig: Some(args.write_kubeconfig.clone().unwrap_or(default_kubeconfig)),
+        kubeconfig: Some(kubeconfig),
         tunables,
         ..SandboxConfig::ephemeral()
     })

@@ -19,11 +19,7 @@ pub fn on_create(gr: &str, obj: &mut Value) {
         }
         "/pods" => default_pod(obj),
         "/services" => default_service(obj, None),
-        "/secrets" => {
-            if obj["type"].is_null() {
-                obj["type"] = json!("Opaque");
-            }
-        }
+        "/secrets" if obj["type"].is_null() => obj["type"] = json!("Opaque"),
         "apps/deployments" => {
             default_replicas(obj);
             set_default(&mut obj["spec"], "revisionHistoryLimit", json!(10));

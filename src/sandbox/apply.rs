@@ -14,6 +14,10 @@ use super::patch::{ListKey, list_merge_key};
 const APPLY: &str = "Apply";
 const UPDATE: &str = "Update";
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+/// The field manager of `kubectl apply --server-side`, which kube-apiserver lets take over from
+/// client-side apply (its lastAppliedManager and lastAppliedUpdater).
+const KUBECTL: &str = "kubectl";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Metadata fields set by the server: never taken from an applied configuration, never owned.
 const SERVER_METADATA: [&str; 7] = [
@@ -171,12 +175,23 @@ pub fn apply(
     }
 
     let (changed, removed) = diff(&old, &merged);
+    // `kubectl apply --server-side` takes over, without conflicts, the fields the last client-side
+    // apply set that still have the values it set.
+    let upgradable = (manager == KUBECTL)
+        .then(|| fields_from_last_applied(&old, &api_version))
+        .flatten()
+        .unwrap_or_default();
     let mut conflicts = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         if Some(i) == own {
             continue;
         }
-        for path in entry.fields.intersection(&changed).member_paths() {
+        for path in entry
+            .fields
+            .intersection(&changed)
+            .difference(&upgradable)
+            .member_paths()
+        {
             conflicts.push(Conflict {
                 manager: entry.manager.clone(),
                 manager_description: entry.description(),
@@ -192,6 +207,14 @@ pub fn apply(
             entry.fields = entry.fields.difference(&changed).difference(&removed);
         }
     }
+    if manager == KUBECTL {
+        // ...and the client-side appliers (owners of the last-applied annotation) lose their entries.
+        let annotation = ["f:metadata", "f:annotations", &format!("f:{LAST_APPLIED}")];
+        entries.retain(|e| e.manager == KUBECTL || !e.fields.has(&annotation));
+    }
+    let own = entries
+        .iter()
+        .position(|e| e.is(manager, APPLY, subresource));
     let object_changed = merged != old;
     match own {
         Some(own) => {
@@ -212,7 +235,85 @@ pub fn apply(
         }),
     }
     write_entries(&mut merged, entries);
+    if manager == KUBECTL && subresource.is_none() {
+        sync_last_applied(&mut merged, applied);
+    }
     Ok(merged)
+}
+
+/// The fields of `live`'s last-applied annotation (written by client-side apply at
+/// `api_version`) whose values `live` still has: kube-apiserver's
+/// `allowedConflictsFromLastApplied`.
+fn fields_from_last_applied(live: &Value, api_version: &str) -> Option<FieldSet> {
+    let text = live
+        .pointer("/metadata/annotations")?
+        .get(LAST_APPLIED)?
+        .as_str()?;
+    let last: Value = serde_json::from_str(text).ok()?;
+    if !last.is_object() || api_version_of(&last).as_deref() != Some(api_version) {
+        return None;
+    }
+    let mut fields = FieldSet::default();
+    collect(&last, "", &mut Vec::new(), &mut fields, true);
+    strip_server_fields(&mut fields);
+    let (changed, removed) = diff(&last, live);
+    Some(fields.difference(&changed).difference(&removed))
+}
+
+/// After `kubectl apply --server-side`, an existing last-applied annotation is replaced by the
+/// applied configuration, encoded like Go's `encoding/json` (sorted keys, HTML-safe escapes,
+/// trailing newline); dropped if annotations would exceed 256 KiB (kube-apiserver's
+/// lastAppliedUpdater).
+fn sync_last_applied(object: &mut Value, applied: &Value) {
+    let Some(Value::Object(annotations)) = object.pointer_mut("/metadata/annotations") else {
+        return;
+    };
+    if annotations
+        .get(LAST_APPLIED)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return;
+    }
+    let mut config = applied.clone();
+    if let Some(Value::Object(a)) = config.pointer_mut("/metadata/annotations") {
+        a.shift_remove(LAST_APPLIED);
+    }
+    let mut text = String::new();
+    for c in sorted_keys(&config).to_string().chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(text, "\\u{:04x}", c as u32);
+            }
+            c => text.push(c),
+        }
+    }
+    text.push('\n');
+    annotations.insert(LAST_APPLIED.to_string(), Value::String(text));
+    let size: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if size > 256 * 1024 {
+        annotations.shift_remove(LAST_APPLIED);
+    }
+}
+
+/// `value` with every object's keys in byte order (how Go encodes maps).
+fn sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted_keys(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
+    }
 }
 
 /// Records `metadata.managedFields` for a non-apply write (create, update, patch) by `manager`:
@@ -349,6 +450,18 @@ impl FieldSet {
             }
         }
         out
+    }
+
+    /// Whether `path` is a member.
+    fn has(&self, path: &[&str]) -> bool {
+        let mut node = self;
+        for element in path {
+            match node.children.get(*element) {
+                Some(child) => node = child,
+                None => return false,
+            }
+        }
+        node.member
     }
 
     fn intersection(&self, other: &FieldSet) -> FieldSet {
@@ -1235,19 +1348,19 @@ mod tests {
         assert_eq!(forced["data"]["a"], "2");
         assert_eq!(forced["metadata"]["uid"], "u1");
         assert_eq!(forced["metadata"]["resourceVersion"], "1");
-        assert_eq!(
-            entry(&forced, "kubectl-client-side-apply", "Update")["fieldsV1"],
-            json!({"f:data": {}, "f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}}})
-        );
-        assert_eq!(
-            entry(&forced, "kubectl-client-side-apply", "Update")["time"],
-            T1
-        );
+        // Like kube-apiserver's lastAppliedManager, `kubectl` drops the client-side applier's
+        // entry (it owns the last-applied annotation) and, like its lastAppliedUpdater, rewrites
+        // the annotation to the applied configuration.
+        assert_eq!(managers(&forced), vec![("kubectl".into(), "Apply".into())]);
         assert_eq!(
             entry(&forced, "kubectl", "Apply")["fieldsV1"],
             json!({"f:data": {"f:a": {}}})
         );
-        // Applying a value the updater already set is no conflict: ownership is shared.
+        assert_eq!(
+            forced["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+            "{\"apiVersion\":\"v1\",\"data\":{\"a\":\"2\"},\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\",\"namespace\":\"default\"}}\n"
+        );
+        // Applying a value the updater already set is no conflict either.
         let shared = apply(
             Some(&created),
             &config_map(json!({"a": "1"})),
@@ -1258,10 +1371,78 @@ mod tests {
         )
         .unwrap();
         assert_eq!(shared["data"]["a"], "1");
+        assert_eq!(managers(&shared), vec![("kubectl".into(), "Apply".into())]);
+        // Another manager keeps the client-side applier's entry and its conflicts.
+        let other = apply(Some(&created), &server_side, "other", true, None, T2).unwrap();
         assert_eq!(
-            entry(&shared, "kubectl-client-side-apply", "Update")["fieldsV1"]["f:data"],
-            json!({".": {}, "f:a": {}})
+            entry(&other, "kubectl-client-side-apply", "Update")["time"],
+            T1
         );
+    }
+
+    #[test]
+    fn kubectl_server_side_apply_takes_over_fields_last_applied_client_side() {
+        let last = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "default"}, "data": {"a": "1", "b": "1"}});
+        let mut created = config_map(json!({"a": "1", "b": "1"}));
+        created["metadata"]["annotations"] = json!({
+            "kubectl.kubernetes.io/last-applied-configuration": last.to_string()});
+        record_update(None, &mut created, "kubectl-client-side-apply", None, T1);
+        // Someone else changed b since the last client-side apply.
+        let mut edited = created.clone();
+        edited["data"]["b"] = json!("edited");
+        record_update(Some(&created), &mut edited, "editor", None, T1);
+        let mut changed_by_csa = edited.clone();
+        changed_by_csa["data"]["c"] = json!("1");
+        record_update(
+            Some(&edited),
+            &mut changed_by_csa,
+            "kubectl-client-side-apply",
+            None,
+            T1,
+        );
+
+        // a still has its last-applied value: kubectl may change it without conflict.
+        let ok = apply(
+            Some(&changed_by_csa),
+            &config_map(json!({"a": "2", "b": "edited"})),
+            "kubectl",
+            false,
+            None,
+            T2,
+        )
+        .unwrap();
+        assert_eq!(ok["data"]["a"], "2");
+        // c is not in last-applied, so changing it still conflicts; so does b for "editor".
+        let (found, _) = conflicts(apply(
+            Some(&changed_by_csa),
+            &config_map(json!({"a": "2", "b": "mine", "c": "2"})),
+            "kubectl",
+            false,
+            None,
+            T2,
+        ));
+        let fields: Vec<(&str, &str)> = found
+            .iter()
+            .map(|c| (c.manager.as_str(), c.field.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("kubectl-client-side-apply", ".data.c"),
+                ("editor", ".data.b")
+            ]
+        );
+        // Any other manager conflicts on a as before.
+        let (found, _) = conflicts(apply(
+            Some(&changed_by_csa),
+            &config_map(json!({"a": "2"})),
+            "other",
+            false,
+            None,
+            T2,
+        ));
+        assert_eq!(found[0].field, ".data.a");
     }
 
     #[test]

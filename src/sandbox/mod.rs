@@ -21,6 +21,7 @@ pub mod ops;
 pub mod output;
 pub mod patch;
 pub mod persist;
+pub mod protobuf;
 pub mod request;
 pub mod resources;
 pub mod schema;
@@ -90,7 +91,7 @@ pub enum SandboxError {
     Persist(#[from] PersistError),
     /// The stored state could not be loaded.
     #[error("loading stored objects: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// Bootstrapping built-in objects failed.
     #[error("creating built-in objects: {0}")]
     Bootstrap(String),
@@ -99,28 +100,34 @@ pub enum SandboxError {
     Tls(#[from] tls::TlsError),
     /// The listen address could not be bound.
     #[error(
-        "cannot listen on {addr}: {source} (pick another address with --listen, or port 0 for a free one)"
+        "cannot listen on {addr}: {cause} (pick another address with --listen, or port 0 for a free one)"
     )]
     Bind {
         /// Requested address.
         addr: SocketAddr,
-        /// Cause.
-        source: std::io::Error,
+        /// Cause (part of the message, not a `source`, so error chains don't print it twice).
+        cause: std::io::Error,
     },
     /// Token or kubeconfig file problem.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     File {
         /// File involved.
         path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
+        /// Cause (part of the message, not a `source`).
+        cause: std::io::Error,
     },
 }
 
+impl From<StoreError> for SandboxError {
+    fn from(e: StoreError) -> Self {
+        SandboxError::Store(e)
+    }
+}
+
 fn file_err(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
-    move |source| SandboxError::File {
+    move |cause| SandboxError::File {
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 
@@ -203,13 +210,13 @@ impl Sandbox {
         bootstrap(&state)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
-            .map_err(|source| SandboxError::Bind {
+            .map_err(|cause| SandboxError::Bind {
                 addr: cfg.listen,
-                source,
+                cause,
             })?;
-        let addr = listener.local_addr().map_err(|source| SandboxError::Bind {
+        let addr = listener.local_addr().map_err(|cause| SandboxError::Bind {
             addr: cfg.listen,
-            source,
+            cause,
         })?;
         let tls = tls::generate(addr.ip())?;
         if let Some(path) = &cfg.kubeconfig {

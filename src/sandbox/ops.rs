@@ -401,10 +401,10 @@ fn create_checked(
             m.remove("managedFields");
         }
     }
-    if def.status_subresource {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+    if def.status_subresource
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
     }
     admission::on_create(&def.group_resource(), &mut obj);
     let warnings = apply_schema(
@@ -662,10 +662,9 @@ fn write_update(
     if new["metadata"]
         .get("managedFields")
         .is_none_or(Value::is_null)
+        && let Some(mf) = old["metadata"].get("managedFields")
     {
-        if let Some(mf) = old["metadata"].get("managedFields") {
-            new["metadata"]["managedFields"] = mf.clone();
-        }
+        new["metadata"]["managedFields"] = mf.clone();
     }
     new["apiVersion"] = json!(def.storage_api_version());
     let old_fins = finalizers(&old);
@@ -891,7 +890,9 @@ fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
     match &e {
         ApplyError::Conflict { .. } => {
             let mut err = ApiError::new(409, "Conflict", e.to_string());
-            err.details = Some(json!({"name": name, "group": def.group, "kind": def.plural}));
+            err.details = Some(Box::new(
+                json!({"name": name, "group": def.group, "kind": def.plural}),
+            ));
             err
         }
         ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),

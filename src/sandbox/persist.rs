@@ -15,12 +15,12 @@ use rusqlite::{Connection, params};
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
     /// Filesystem problem with the state directory.
-    #[error("state directory {path}: {source}")]
+    #[error("state directory {path}: {cause}")]
     Io {
         /// The path involved.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (part of the message, not a `source`, so chains don't repeat it).
+        cause: std::io::Error,
     },
     /// Another sandbox already uses this state directory.
     #[error(
@@ -29,7 +29,14 @@ pub enum PersistError {
     Locked(PathBuf),
     /// SQLite failed.
     #[error("state database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+}
+
+// Not `#[from]`: that would also expose the cause as `source()`, and the message already has it.
+impl From<rusqlite::Error> for PersistError {
+    fn from(e: rusqlite::Error) -> Self {
+        PersistError::Sqlite(e)
+    }
 }
 
 /// One stored row, as loaded at start-up.
@@ -67,9 +74,9 @@ impl std::fmt::Debug for Db {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PersistError + '_ {
-    move |source| PersistError::Io {
+    move |cause| PersistError::Io {
         path: path.to_path_buf(),
-        source,
+        cause,
     }
 }
 

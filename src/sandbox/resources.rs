@@ -448,7 +448,7 @@ impl Registry {
         }
         let mut out: Vec<(String, Vec<String>)> = groups.into_iter().collect();
         for (_, vs) in &mut out {
-            vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+            vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out.sort_by_key(|(g, _)| {
             (
@@ -642,7 +642,7 @@ mod tests {
     #[test]
     fn version_priority_orders_like_kubernetes() {
         let mut vs = vec!["v1alpha1", "v1", "v2beta1", "v1beta2", "v2", "foo"];
-        vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(vs, ["v2", "v1", "v2beta1", "v1beta2", "v1alpha1", "foo"]);
     }
 

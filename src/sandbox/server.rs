@@ -255,11 +255,15 @@ fn decode(body: &[u8], yaml: bool) -> ApiResult<Value> {
     }
 }
 
-fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+fn decode_object(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     let mt = media_type(headers);
     match mt.as_str() {
         "application/json" | "" | "*/*" => decode(body, false),
         "application/yaml" => decode(body, true),
+        // Custom resources have no protobuf form, as on a real cluster.
+        super::protobuf::CONTENT_TYPE if !def.is_custom() => {
+            super::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))
+        }
         other => Err(ApiError::unsupported_media_type(
             other,
             "application/json, application/yaml",
@@ -269,16 +273,12 @@ fn decode_object(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
 
 fn filter_from(def: &ResourceDef, p: &Params) -> ApiResult<Filter> {
     let labels = match p.get("labelSelector").filter(|s| !s.is_empty()) {
-        Some(s) => Some(
-            LabelSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?,
-        ),
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
         None => None,
     };
     let fields = match p.get("fieldSelector").filter(|s| !s.is_empty()) {
         Some(s) => {
-            let f = FieldSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+            let f = FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let allowed = allowed_fields(def);
             for k in f.keys() {
                 if !allowed.contains(&k) {
@@ -350,7 +350,7 @@ fn hex_encode(s: &str) -> String {
 }
 
 fn hex_decode(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
@@ -458,9 +458,10 @@ async fn resource(
             let filter = filter_from(&def, &p)?;
             let limit = match p.get("limit").filter(|s| !s.is_empty()) {
                 None => None,
-                Some(l) => match l.parse::<usize>() {
-                    Ok(0) => None,
-                    Ok(n) => Some(n),
+                // Like kube-apiserver: an int64, and zero or less means no limit.
+                Some(l) => match l.parse::<i64>() {
+                    Ok(n) if n <= 0 => None,
+                    Ok(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
                     Err(_) => {
                         return Err(ApiError::bad_request(format!("limit: invalid value {l:?}")));
                     }
@@ -517,7 +518,7 @@ async fn resource(
         (Method::POST, None) => {
             let opts = write_opts(&p, &headers)?;
             let body = read_body(&state, req).await?;
-            let obj = decode_object(&headers, &body)?;
+            let obj = decode_object(&def, &headers, &body)?;
             let w = ops::create(&state, &def, ns.as_deref(), obj, &opts)?;
             after_write(&state, &def, &w.obj);
             Ok(value_resp(StatusCode::CREATED, &w.obj, &w.warnings))
@@ -525,7 +526,7 @@ async fn resource(
         (Method::PUT, Some(name)) => {
             let opts = write_opts(&p, &headers)?;
             let body = read_body(&state, req).await?;
-            let obj = decode_object(&headers, &body)?;
+            let obj = decode_object(&def, &headers, &body)?;
             let w = ops::update(&state, &def, ns.as_deref(), &name, sub, obj, &opts)?;
             after_write(&state, &def, &w.obj);
             Ok(value_resp(StatusCode::OK, &w.obj, &w.warnings))
@@ -594,7 +595,18 @@ async fn resource(
                 }
                 Deleted::Pending(v) => {
                     after_write(&state, &def, &v);
-                    Ok(value_resp(StatusCode::ACCEPTED, &v, &[]))
+                    // Like kube-apiserver: 200 while finalizers are pending, 202 only when the
+                    // client set the deprecated `orphanDependents: false`.
+                    let orphan = serde_json::from_slice::<Value>(&body)
+                        .ok()
+                        .and_then(|b| b["orphanDependents"].as_bool())
+                        .or_else(|| p.get("orphanDependents").map(|s| s == "true"));
+                    let code = if orphan == Some(false) {
+                        StatusCode::ACCEPTED
+                    } else {
+                        StatusCode::OK
+                    };
+                    Ok(value_resp(code, &v, &[]))
                 }
             }
         }

@@ -18,7 +18,7 @@ pub struct ApiError {
     /// Human-readable message.
     pub message: String,
     /// `details` of the Status (name, group, kind, causes), if any.
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     /// Seconds a client should wait before retrying (sets `Retry-After`).
     pub retry_after: Option<u64>,
 }
@@ -86,7 +86,7 @@ impl ApiError {
             "NotFound",
             format!("{} \"{}\" not found", t.qualified(), t.name),
         );
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
 
@@ -115,7 +115,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{} \"{}\" already exists", t.qualified(), t.name),
         );
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
 
@@ -138,7 +138,7 @@ impl ApiError {
                 t.name
             ),
         );
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
 
@@ -194,7 +194,7 @@ impl ApiError {
                 .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
                 .collect(),
         );
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e
     }
 
@@ -215,7 +215,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            s["details"] = (**d).clone();
         }
         if let Some(r) = self.retry_after {
             s["details"]["retryAfterSeconds"] = json!(r);

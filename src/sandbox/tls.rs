@@ -25,10 +25,22 @@ use tokio_util::sync::CancellationToken;
 pub enum TlsError {
     /// Certificate generation failed.
     #[error("generating the sandbox certificate: {0}")]
-    Cert(#[from] rcgen::Error),
+    Cert(rcgen::Error),
     /// rustls rejected the configuration.
     #[error("configuring TLS: {0}")]
-    Rustls(#[from] rustls::Error),
+    Rustls(rustls::Error),
+}
+
+impl From<rcgen::Error> for TlsError {
+    fn from(e: rcgen::Error) -> Self {
+        TlsError::Cert(e)
+    }
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> Self {
+        TlsError::Rustls(e)
+    }
 }
 
 /// A CA (for the kubeconfig) and a server configuration using a certificate it signed.

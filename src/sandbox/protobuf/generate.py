@@ -60,6 +60,9 @@ SPECIAL = {
 # JSON names that neither source spells out: (message, prost field) -> JSON name.
 OVERRIDES = {
     ("k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps", "ref"): "$ref",
+    ("k8s.io.api.core.v1.PodLogOptions", "insecure_skip_tls_verify_backend"): "insecureSkipTLSVerifyBackend",
+    ("k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1.ConversionRequest",
+     "desired_api_version"): "desiredAPIVersion",
 }
 
 SCALARS = {"string", "int32", "int64", "bool", "bytes", "double"}
@@ -198,25 +201,46 @@ def main():
         seen.add(key)
         todo.extend(f[4] for f in pb[key] if f[4])
 
+    def openapi_fields(key):
+        info = oa.get((key[0], norm(key[1])))
+        return info["fields"] if info else {}
+
+    # Embedded Go structs (`json:",inline"`): k8s-openapi has the child's fields
+    # directly in the parent, so the child takes its JSON names from there.
+    inline, inherited = set(), {}
+    for key in sorted(seen):
+        parent = openapi_fields(key)
+        for tag, field, card, kind, target in pb[key]:
+            if (kind == "message" and card == "optional" and norm(field) not in parent
+                    and parent and {norm(f[1]) for f in pb[target]} <= set(parent)):
+                inline.add((key, tag))
+                inherited.setdefault(target, {}).update(parent)
+
+    # Last resort for types k8s-openapi lacks: a field name that has one JSON
+    # spelling across all of k8s-openapi (e.g. scale_io -> scaleIO).
+    spellings = {}
+    for info in oa.values():
+        for n, json_name in info["fields"].items():
+            spellings.setdefault(n, set()).add(json_name)
+
     lines, guessed, unknown, inlined, kinds = [], [], [], [], []
     for key in sorted(seen, key=full_name):
         msg = full_name(key)
         info = oa.get((key[0], norm(key[1])))
-        if info is None and msg not in SPECIAL:
+        json_fields = openapi_fields(key) or inherited.get(key, {})
+        is_list = msg.endswith("List") and {f[1] for f in pb[key]} == {"metadata", "items"}
+        if not json_fields and msg not in SPECIAL and not is_list:
             unknown.append(msg)
-        json_fields = info["fields"] if info else {}
         for tag, field, card, kind, target in sorted(pb[key]):
             json_name = OVERRIDES.get((msg, field)) or json_fields.get(norm(field))
-            if json_name is None and kind == "message" and card == "optional" and json_fields:
-                # An embedded Go struct (`json:",inline"`): k8s-openapi has its
-                # fields directly in the parent object.
-                if {norm(f[1]) for f in pb[target]} <= set(json_fields):
-                    card, json_name = "inline", "-"
-                    inlined.append(f"{msg}.{field} -> {full_name(target)}")
-            if json_name is None:
-                json_name = lower_camel(field)
-                if info is not None and msg not in SPECIAL:
-                    guessed.append(f"{msg} {tag} {field} -> {json_name}")
+            if (key, tag) in inline:
+                card, json_name = "inline", "-"
+                inlined.append(f"{msg}.{field} -> {full_name(target)}")
+            if json_name is None and not is_list and msg not in SPECIAL:
+                candidates = spellings.get(norm(field), set())
+                json_name = candidates.pop() if len(candidates) == 1 else lower_camel(field)
+                guessed.append(f"{msg} {tag} {field} -> {json_name}")
+            json_name = json_name or lower_camel(field)
             line = f"{msg} {tag} {json_name} {card} {kind}"
             if target:
                 line += " " + full_name(target)
@@ -237,11 +261,11 @@ def main():
     print(f"inlined embedded structs ({len(inlined)}):")
     for entry in inlined:
         print("  " + entry)
-    print(f"fields missing from their k8s-openapi type, JSON name guessed ({len(guessed)}):")
-    for entry in guessed:
-        print("  " + entry)
-    print(f"messages absent from k8s-openapi, all JSON names guessed ({len(unknown)}):")
+    print(f"messages absent from k8s-openapi ({len(unknown)}):")
     for entry in unknown:
+        print("  " + entry)
+    print(f"fields not in k8s-openapi, JSON name guessed -- please check ({len(guessed)}):")
+    for entry in guessed:
         print("  " + entry)
 
 
