@@ -255,25 +255,24 @@ async fn bench(state: bool, total: usize) {
     let srv = Server::start(state);
     let kc = srv.kubeconfig.clone();
     let rss0 = srv.rss_mib();
+    eprintln!("[{mode}] creating 10,000 ConfigMaps with 1 client");
     let one = creates(&kc, "bench-1", 1, 10_000, 1).await;
     let rss10k = srv.rss_mib();
+    eprintln!("[{mode}] creating 10,000 ConfigMaps with 8 clients");
     let eight = creates(&kc, "bench-8", 8, 10_000, 8).await;
     let c = client(&kc).await;
+    eprintln!("[{mode}] listing");
     let (list, n) = list_latency(&c, "bench-1").await;
+    eprintln!("[{mode}] watch fan-out");
     let (p50, p99, max) = watch_latency(&kc, 100, 100).await;
     let mut created = 20_000 + 100;
     let mut batch = 0;
-    while created < total {
-        let n = (total - created).min(20_000);
-        creates(
-            &kc,
-            &format!("bench-fill-{batch}"),
-            100 + batch,
-            n - n % 8,
-            8,
-        )
-        .await;
-        created += n - n % 8;
+    eprintln!("[{mode}] filling to {total} objects");
+    // Fill in batches of whole multiples of 8 (one share per client).
+    while total.saturating_sub(created) >= 8 {
+        let n = (total - created).min(20_000) / 8 * 8;
+        creates(&kc, &format!("bench-fill-{batch}"), 100 + batch, n, 8).await;
+        created += n;
         batch += 1;
     }
     let rss_total = srv.rss_mib();
