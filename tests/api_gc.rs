@@ -519,3 +519,33 @@ async fn without_kubelet_pods_stay_pending() {
         "no kubelet, no readiness"
     );
 }
+
+#[tokio::test]
+async fn foreground_and_orphan_deletion_pass_through_the_collector_without_dependents() {
+    let t = common::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
+    for (name, dp, fin) in [
+        (
+            "lonely-fg",
+            DeleteParams::foreground(),
+            "foregroundDeletion",
+        ),
+        ("lonely-or", DeleteParams::orphan(), "orphan"),
+    ] {
+        create_cm(&api, name, vec![], &[]).await;
+        let resp = api.delete(name, &dp).await.expect("delete");
+        let obj = resp.left().unwrap_or_else(|| {
+            panic!("{name}: delete should answer with the object marked for deletion")
+        });
+        assert!(
+            obj.metadata.deletion_timestamp.is_some(),
+            "{name}: deletionTimestamp set"
+        );
+        assert!(
+            obj.finalizers().iter().any(|f| f == fin),
+            "{name}: {fin} finalizer added, got {:?}",
+            obj.finalizers()
+        );
+        wait_gone(&api, name).await;
+    }
+}

@@ -984,10 +984,10 @@ pub fn delete(
             Some(Propagation::Orphan) => Some(ORPHAN),
             _ => None,
         };
-        let has_dependents = !state.store.dependents(&current.uid).is_empty();
+        // As in kube-apiserver, foreground and orphan deletion always pass through the garbage
+        // collector's finalizer; the collector removes it once dependents are handled.
         let mut fins = finalizers(&obj);
         if let Some(f) = gc_finalizer
-            && (has_dependents || !fins.is_empty())
             && !fins.iter().any(|x| x == f)
         {
             fins.push(f.to_string());
