@@ -213,7 +213,8 @@ impl LabelSelector {
         self.matches_with(|k| map.and_then(|m| m.get(k)).and_then(Value::as_str))
     }
 
-    fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    /// Like [`LabelSelector::matches`], with labels looked up through `get` (any label storage).
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| r.matches(get(&r.key)))
     }
 

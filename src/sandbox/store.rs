@@ -51,8 +51,8 @@ pub struct Stored {
     pub uid: String,
     /// Serialized JSON (with `metadata.resourceVersion` set).
     pub bytes: Bytes,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels`, sorted by key (a slice: a one-entry BTreeMap costs a ~500-byte node).
+    pub labels: Box<[(String, String)]>,
     /// `metadata.ownerReferences`.
     pub owners: Vec<OwnerRef>,
     /// `metadata.deletionTimestamp` is set.
@@ -64,7 +64,7 @@ pub struct Stored {
 impl Stored {
     fn new(key: ObjKey, rv: u64, obj: &Value) -> Result<Stored, StoreError> {
         let meta = &obj["metadata"];
-        let labels = meta["labels"]
+        let mut labels: Vec<(String, String)> = meta["labels"]
             .as_object()
             .map(|m| {
                 m.iter()
@@ -72,6 +72,7 @@ impl Stored {
                     .collect()
             })
             .unwrap_or_default();
+        labels.sort_unstable();
         let owners = meta["ownerReferences"]
             .as_array()
             .map(|a| {
@@ -94,18 +95,28 @@ impl Stored {
                     .collect()
             })
             .unwrap_or_default();
-        let bytes =
-            Bytes::from(serde_json::to_vec(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        let mut json = serde_json::to_vec(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        // to_vec grows by doubling; don't keep the slack for the object's lifetime.
+        json.shrink_to_fit();
+        let bytes = Bytes::from(json);
         Ok(Stored {
             key,
             rv,
             uid: meta["uid"].as_str().unwrap_or_default().to_string(),
             bytes,
-            labels,
+            labels: labels.into_boxed_slice(),
             owners,
             deleting: !meta["deletionTimestamp"].is_null(),
             finalizers,
         })
+    }
+
+    /// The value of label `key`, if set.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| k.as_str().cmp(key))
+            .ok()
+            .map(|i| self.labels[i].1.as_str())
     }
 
     /// Parse the stored JSON.
@@ -645,6 +656,8 @@ mod tests {
             .create(key("b"), cm("b", "u2", Some("u1")))
             .expect("create b");
         assert!(b.rv > a.rv);
+        assert_eq!(a.label("a"), Some("b"));
+        assert_eq!(a.label("z"), None);
         assert!(matches!(
             s.create(key("a"), cm("a", "u3", None)),
             Err(StoreError::AlreadyExists)

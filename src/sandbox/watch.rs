@@ -37,7 +37,7 @@ impl Filter {
     /// Does the object match both selectors?
     pub fn matches(&self, s: &Stored) -> bool {
         if let Some(l) = &self.labels
-            && !l.matches(&s.labels)
+            && !l.matches_with(|k| s.label(k))
         {
             return false;
         }
