@@ -586,12 +586,7 @@ async fn printer_columns_appear_in_a_table() {
     let table: Value = serde_json::from_str(&t.client.request_text(req).await.expect("table"))
         .expect("table is JSON");
     assert_eq!(table["kind"], "Table", "{table}");
-    let cols: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .expect("columnDefinitions")
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let cols: Vec<&str> = common::table_columns(&table);
     assert_eq!(cols, ["Name", "Size", "Color", "Age"]);
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], "tbl");

@@ -1190,12 +1190,7 @@ async fn server_side_table_for_kubectl_get() {
     let table: Value = t.client.request(req).await.expect("table request");
     assert_eq!(table["kind"], "Table", "{table}");
     assert_eq!(table["apiVersion"], "meta.k8s.io/v1");
-    let cols: Vec<&str> = table["columnDefinitions"]
-        .as_array()
-        .expect("columnDefinitions")
-        .iter()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
+    let cols: Vec<&str> = common::table_columns(&table);
     assert_eq!(cols.first(), Some(&"Name"), "columns: {cols:?}");
     let rows = table["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{table}");

@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -333,14 +332,6 @@ async fn a_state_directory_in_use_is_refused_with_a_clear_error() {
     second.shutdown().await;
 }
 
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p)
-        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
-        .permissions()
-        .mode()
-        & 0o777
-}
-
 #[tokio::test]
 async fn state_directory_is_0700_and_its_files_0600() {
     let state = tempfile::tempdir().expect("tempdir");
@@ -359,13 +350,13 @@ async fn state_directory_is_0700_and_its_files_0600() {
             .await
             .expect("create");
     }
-    assert_eq!(mode(&dir), 0o700, "state directory mode");
+    assert_eq!(common::mode(&dir), 0o700, "state directory mode");
     let check_files = |when: &str| {
         let mut seen = Vec::new();
         for entry in std::fs::read_dir(&dir).expect("read state dir") {
             let p = entry.expect("dir entry").path();
             if p.is_file() {
-                assert_eq!(mode(&p), 0o600, "{when}: mode of {}", p.display());
+                assert_eq!(common::mode(&p), 0o600, "{when}: mode of {}", p.display());
                 seen.push(
                     p.file_name()
                         .and_then(|n| n.to_str())

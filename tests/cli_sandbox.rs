@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -109,14 +108,6 @@ async fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> std::
     .expect("kubectl task")
 }
 
-fn mode(p: &Path) -> u32 {
-    std::fs::metadata(p)
-        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
-        .permissions()
-        .mode()
-        & 0o777
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ephemeral_sandbox_announces_itself_serves_kubectl_and_exits_on_sigterm() {
     let home = tempfile::tempdir().expect("tempdir");
@@ -156,7 +147,7 @@ async fn ephemeral_sandbox_announces_itself_serves_kubectl_and_exits_on_sigterm(
     assert_ne!(port, 0, "a real port was picked");
 
     // The kubeconfig exists (it was written before the line), is private and points at that port.
-    assert_eq!(mode(&kc), 0o600, "kubeconfig mode");
+    assert_eq!(common::mode(&kc), 0o600, "kubeconfig mode");
     let yaml = std::fs::read_to_string(&kc).expect("read kubeconfig");
     assert!(
         yaml.contains(&format!("server: https://127.0.0.1:{port}")),
@@ -208,8 +199,8 @@ async fn state_directory_keeps_a_configmap_across_restarts() {
     );
     assert!(!uid.is_empty());
     r.stop("INT").await;
-    assert_eq!(mode(&state), 0o700, "state dir mode");
-    assert_eq!(mode(&kc), 0o600, "kubeconfig mode");
+    assert_eq!(common::mode(&state), 0o700, "state dir mode");
+    assert_eq!(common::mode(&kc), 0o600, "kubeconfig mode");
 
     let r = start(home.path(), &["--state", state_s]).await;
     assert!(

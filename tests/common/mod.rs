@@ -128,3 +128,23 @@ pub fn ok_stdout(out: &Output) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Permission bits (`0o600`, ...) of a file.
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Column names of a server-side `Table` response.
+pub fn table_columns(table: &serde_json::Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .expect("columnDefinitions")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect()
+}
