@@ -11,6 +11,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::names::{go_quote, is_label_value, is_qualified_name};
+
 /// Why a label or field selector was rejected; the messages are kube-apiserver's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
@@ -782,114 +784,12 @@ fn field_string(obj: &Value, path: &str) -> String {
     }
 }
 
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// apimachinery's `IsQualifiedName` (label keys): `[prefix/]name`.
-fn is_qualified_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    is_dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            return vec![format!(
-                "a valid label key {QUALIFIED_NAME_ERR} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 bytes".to_string());
-    }
-    if !is_qualified_token(name) {
-        errs.push(format!("name part {QUALIFIED_NAME_ERR}"));
-    }
-    errs
-}
-
-/// apimachinery's `IsValidLabelValue`: empty, or ≤63 bytes of a qualified-name token.
-fn is_label_value(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 bytes".to_string());
-    }
-    if !value.is_empty() && !is_qualified_token(value) {
-        errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string());
-    }
-    errs
-}
-
-/// apimachinery's `IsDNS1123Subdomain`, used for label key prefixes.
-fn is_dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push("must be no more than 253 bytes".to_string());
-    }
-    let well_formed = value.split('.').all(|label| {
-        let b = label.as_bytes();
-        let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
-        let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-        b.first().is_some_and(edge) && b.last().is_some_and(edge) && b.iter().all(inner)
-    });
-    if !well_formed {
-        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string());
-    }
-    errs
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
-fn is_qualified_token(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-}
-
-/// Quotes a string like Go's `%q`, as apimachinery prints bad values.
-fn go_quote(s: &str) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{07}' => out.push_str("\\a"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{0b}' => out.push_str("\\v"),
-            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// apimachinery's qualified-name message, spelled out so the shared validators are checked against it.
+    const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -261,12 +261,7 @@ fn apply_schema(
                 msgs.join(", ")
             )
         };
-        return Err(ApiError::invalid(
-            target(def, name),
-            &def.kind,
-            message,
-            causes,
-        ));
+        return Err(ApiError::invalid(target(def, name), message, causes));
     }
     Ok(warnings)
 }
@@ -281,12 +276,7 @@ fn validate_meta(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()> {
         .iter()
         .map(|e| (e.field.clone(), e.to_string()))
         .collect();
-    Err(ApiError::invalid(
-        target(def, name),
-        &def.kind,
-        message,
-        causes,
-    ))
+    Err(ApiError::invalid(target(def, name), message, causes))
 }
 
 fn check_namespace(state: &State, def: &ResourceDef, ns: &str) -> ApiResult<()> {
@@ -367,7 +357,6 @@ fn create_checked(
     if given_name.is_empty() && generate.is_empty() {
         return Err(ApiError::invalid(
             target(def, ""),
-            &def.kind,
             format!(
                 "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
                 qualified_kind(def)
@@ -429,12 +418,7 @@ fn create_checked(
                 }
             );
             let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-            return Err(ApiError::invalid(
-                target(def, &given_name),
-                &def.kind,
-                message,
-                causes,
-            ));
+            return Err(ApiError::invalid(target(def, &given_name), message, causes));
         }
         add_finalizer(&mut obj, CRD_CLEANUP);
     }
@@ -679,7 +663,6 @@ fn write_update(
             );
             return Err(ApiError::invalid(
                 target(def, name),
-                &def.kind,
                 format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
                 vec![("metadata.finalizers".into(), msg)],
             ));
@@ -698,12 +681,7 @@ fn write_update(
                     errs.join(", ")
                 );
                 let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-                return Err(ApiError::invalid(
-                    target(def, name),
-                    &def.kind,
-                    message,
-                    causes,
-                ));
+                return Err(ApiError::invalid(target(def, name), message, causes));
             }
         }
     }
@@ -828,7 +806,6 @@ pub fn patch(
             PatchKind::Json => patch::json_patch(&mut new, body).map_err(|e| {
                 ApiError::invalid(
                     target(def, name),
-                    &def.kind,
                     format!("the server rejected our request due to an error in our request: {e}"),
                     vec![],
                 )
@@ -898,7 +875,6 @@ fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
         ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),
         ApplyError::Invalid(m) => ApiError::invalid(
             target(def, name),
-            &def.kind,
             format!("{} \"{name}\" is invalid: {m}", qualified_kind(def)),
             vec![],
         ),

@@ -179,13 +179,7 @@ impl ApiError {
     }
 
     /// 422 Invalid with field causes (`causes` are `(field, message)` pairs).
-    pub fn invalid(
-        t: Target<'_>,
-        kind: &str,
-        message: String,
-        causes: Vec<(String, String)>,
-    ) -> Self {
-        let _ = kind;
+    pub fn invalid(t: Target<'_>, message: String, causes: Vec<(String, String)>) -> Self {
         let mut e = Self::new(422, "Invalid", message);
         let mut d = t.details();
         d["causes"] = Value::Array(

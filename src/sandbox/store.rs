@@ -344,7 +344,7 @@ impl Store {
             .collect()
     }
 
-    /// All objects of one resource in one namespace ("" and `all_ns` false = cluster-scoped).
+    /// All objects of one resource in one namespace ("" for cluster-scoped objects).
     pub fn in_namespace(&self, gr: &str, ns: &str) -> Vec<Arc<Stored>> {
         let inner = self.lock();
         let Some(t) = inner.tables.get(gr) else {
