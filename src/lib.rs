@@ -3,10 +3,17 @@
 //! Map of the crate:
 //! - [`cli`]: clap definitions of every subcommand, plain data, no behaviour.
 //! - [`commands`]: one module per subcommand, turning parsed arguments into work (the CLI edge).
-//! - [`k8s`]: Kubernetes building blocks shared by the server and (later) the engine: selectors.
+//! - [`spec`]: controller definitions: types, loading from files, validation.
+//! - [`k8s`]: Kubernetes client side: connection and context safety, discovery, shared informers
+//!   with indexes, leases, object accessors, selectors, manifests.
+//! - [`hooks`]: calling hooks: webhooks and local programs (exec).
+//! - [`engine`]: the controller engine (pure plan + executor, CompositeController, work queue).
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
 
 pub mod cli;
 pub mod commands;
+pub mod engine;
+pub mod hooks;
 pub mod k8s;
 pub mod sandbox;
+pub mod spec;

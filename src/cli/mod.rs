@@ -1,5 +1,6 @@
 //! Command-line definitions (clap). Plain data only: behaviour lives in [`crate::commands`].
 
+pub mod dev;
 pub mod sandbox;
 
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ pub struct GlobalArgs {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run controller definitions locally: the engine on your machine, hooks served or run locally.
+    Dev(dev::DevArgs),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
 }

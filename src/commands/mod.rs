@@ -1,3 +1,5 @@
 //! Subcommand implementations: the application edge, where errors become `anyhow` reports.
 
+pub mod dev;
+pub mod dev_output;
 pub mod sandbox;

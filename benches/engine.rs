@@ -1,0 +1,251 @@
+//! Engine benchmark: `cargo bench --bench engine [-- --parents N --children C]`.
+//!
+//! Runs the CompositeController engine in-process against an in-process sandbox (no kubelet),
+//! with a sync hook served over HTTP on 127.0.0.1 (a small Rust server, so the figures measure
+//! the engine, not a hook's language), and prints:
+//! - the time from the first parent creation until every parent has all its children
+//!   (default 1,000 parents x 3 ConfigMap children), and the hook calls it took;
+//! - for a full resync of all those parents with nothing changed: the time, the hook calls,
+//!   and the number of API writes, counted twice: the engine's own write events, and the
+//!   sandbox's global resourceVersion before and after (must both be 0).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::routing::post;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::ApiResource;
+use kubectl_meta::engine::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::events::{EngineEvent, EventBus};
+use kubectl_meta::engine::runtime::Engine;
+use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
+use kubectl_meta::spec::{self, Source};
+use serde_json::{Value, json};
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn hook_server(children: usize, calls: Arc<AtomicUsize>) -> String {
+    let app = axum::Router::new().route(
+        "/sync",
+        post(move |Json(req): Json<Value>| {
+            let calls = Arc::clone(&calls);
+            async move {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let name = req["parent"]["metadata"]["name"].as_str().unwrap_or("x");
+                let kids: Vec<Value> = (0..children)
+                    .map(|i| {
+                        json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": format!("{name}-{i}")},
+                            "data": {"index": i.to_string(), "parent": name}})
+                    })
+                    .collect();
+                let ready = req["children"]["ConfigMap.v1"]
+                    .as_object()
+                    .map_or(0, |m| m.len());
+                Json(json!({"status": {"children": ready}, "children": kids}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind hook server");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/sync")
+}
+
+async fn client_for(sb: &Sandbox) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+async fn global_rv(client: &kube::Client) -> u64 {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(client.clone());
+    let list = api
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list");
+    list.metadata
+        .resource_version
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let parents = arg("--parents", 1000);
+    let children = arg("--children", 3);
+    let mut cfg = SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = None;
+    let sb = Sandbox::start(cfg).await.expect("sandbox");
+    let client = client_for(&sb).await;
+
+    // The parent CRD.
+    let crd_ar = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "benches.bench.kubectl-meta.dev"},
+        "spec": {"group": "bench.kubectl-meta.dev", "scope": "Namespaced",
+            "names": {"plural": "benches", "singular": "bench", "kind": "Bench"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("crd");
+    Api::<DynamicObject>::all_with(client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = hook_server(children, Arc::clone(&calls)).await;
+    let def = spec::parse_controller(
+        &json!({
+            "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": "benches"},
+                "childResources": [{"apiVersion": "v1", "resource": "configmaps",
+                    "updateStrategy": {"method": "InPlace"}}],
+                "generateSelector": true,
+                "hooks": {"sync": {"webhook": {"url": url}}}
+            }
+        }),
+        Source::cluster("compositecontroller", "bench"),
+    )
+    .expect("definition");
+
+    let bus = EventBus::new();
+    let writes = Arc::new(AtomicUsize::new(0));
+    {
+        let mut rx = bus.subscribe();
+        let writes = Arc::clone(&writes);
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(EngineEvent::Action { error: None, .. }) => {
+                        writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+    let ctx = Arc::new(
+        EngineContext::new(client.clone(), bus, EngineOptions::default()).expect("engine context"),
+    );
+    let mut engine = Engine::new(ctx);
+    engine.start(def).expect("start");
+    let idle = engine.wait_converged(Duration::from_secs(60)).await;
+    assert!(idle.converged, "engine did not start: {idle:?}");
+
+    // 1. Parent creation to all children created.
+    let bench_ar = ApiResource {
+        group: "bench.kubectl-meta.dev".into(),
+        version: "v1".into(),
+        api_version: "bench.kubectl-meta.dev/v1".into(),
+        kind: "Bench".into(),
+        plural: "benches".into(),
+    };
+    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &bench_ar);
+    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let start = Instant::now();
+    for i in 0..parents {
+        let p: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Bench",
+            "metadata": {"name": format!("p{i:05}")}, "spec": {"n": i}
+        }))
+        .expect("parent");
+        papi.create(&PostParams::default(), &p)
+            .await
+            .expect("create parent");
+    }
+    let created = start.elapsed();
+    let want = parents * children;
+    loop {
+        let n = cm
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .len();
+        if n >= want {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(900),
+            "only {n}/{want} children after 15 min"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let all_children = start.elapsed();
+    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let converged = start.elapsed();
+    println!(
+        "{parents} parents x {children} children: parents created in {:.2}s; all {want} children created after {:.2}s ({:.0} children/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
+        created.as_secs_f64(),
+        all_children.as_secs_f64(),
+        want as f64 / all_children.as_secs_f64(),
+        converged.as_secs_f64(),
+        calls.load(Ordering::Relaxed),
+        writes.load(Ordering::Relaxed),
+        if conv.converged {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
+
+    // 2. No-op resync.
+    let rv_before = global_rv(&client).await;
+    let writes_before = writes.load(Ordering::Relaxed);
+    let calls_before = calls.load(Ordering::Relaxed);
+    let t = Instant::now();
+    engine.resync_all();
+    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let resync = t.elapsed();
+    let rv_after = global_rv(&client).await;
+    let resync_writes = writes.load(Ordering::Relaxed) - writes_before;
+    println!(
+        "no-op resync of {parents} parents: {:.2}s (includes a 0.3s quiet period), {} hook calls, {} writes by the engine, resourceVersion {} -> {} ({} writes seen by the server){}",
+        resync.as_secs_f64(),
+        calls.load(Ordering::Relaxed) - calls_before,
+        resync_writes,
+        rv_before,
+        rv_after,
+        rv_after.saturating_sub(rv_before),
+        if conv.converged {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
+    engine.shutdown().await;
+    sb.shutdown().await;
+    if resync_writes != 0 || rv_after != rv_before {
+        eprintln!("FAIL: a no-op resync must make 0 writes");
+        std::process::exit(1);
+    }
+}

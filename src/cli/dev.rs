@@ -1,0 +1,85 @@
+//! `kubectl meta dev` arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+/// Output format of the event log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputArg {
+    /// One readable line per event (colored on a terminal).
+    Human,
+    /// One JSON object per line (NDJSON), for scripts.
+    Json,
+}
+
+/// How children are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApplyStrategyArg {
+    /// Three-way merge with the last-applied annotation (Metacontroller's default).
+    ClientSide,
+    /// Server-side apply with field manager kubectl-meta.
+    ServerSide,
+}
+
+/// Arguments of `kubectl meta dev`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "Examples:\n  \
+    kubectl meta dev --sandbox --apply -f examples/hello-world/\n  \
+    kubectl meta dev --sandbox --apply -f examples/hello-world/ --once\n  \
+    kubectl meta dev -f controller.yaml --hook-base-url http://127.0.0.1:8080\n  \
+    kubectl meta dev --from-cluster my-controller --hook-base-url http://127.0.0.1:8080 -o json")]
+pub struct DevArgs {
+    /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Read the CompositeController NAME from the cluster instead of a file (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub from_cluster: Vec<String>,
+    /// Apply the documents that are not controllers (CRDs, namespaces, sample parents) first.
+    #[arg(long)]
+    pub apply: bool,
+    /// Sync every parent until nothing is left to do, then exit (non-zero if a sync failed).
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: give up after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+    /// Print the event log (the interface of this version; also used when stdout is not a terminal).
+    #[arg(long)]
+    pub no_tui: bool,
+    /// Event log format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "human")]
+    pub output: OutputArg,
+    /// Print every event, including no-op syncs in full.
+    #[arg(long)]
+    pub verbose_events: bool,
+    /// Run against a sandbox API server started in-process (ephemeral unless --state is given).
+    #[arg(long)]
+    pub sandbox: bool,
+    /// With --sandbox: keep the sandbox's objects in DIR across runs.
+    #[arg(long, value_name = "DIR", requires = "sandbox")]
+    pub state: Option<PathBuf>,
+    /// With --sandbox: where to write its kubeconfig (default: a file in the data directory).
+    #[arg(long, value_name = "PATH", requires = "sandbox")]
+    pub write_kubeconfig: Option<PathBuf>,
+    /// Replace scheme, host and port of every webhook URL (keeping the path); also resolves
+    /// service webhooks, which cannot be reached from a laptop.
+    #[arg(long, value_name = "URL")]
+    pub hook_base_url: Option<String>,
+    /// Concurrent syncs per controller.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub workers: usize,
+    /// How children are created and updated.
+    #[arg(long, value_enum, default_value = "client-side")]
+    pub apply_strategy: ApplyStrategyArg,
+    /// Allow writing to this non-local context (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub allow_context: Vec<String>,
+    /// Run even though a Metacontroller in the cluster runs a controller of the same name.
+    #[arg(long)]
+    pub force: bool,
+    /// Namespace of the Lease that keeps two dev loops from driving the same controller.
+    #[arg(long, value_name = "NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+}

@@ -1,0 +1,1166 @@
+//! The headless event log of `kubectl meta dev` (`--no-tui`, or stdout not a terminal).
+//!
+//! This module owns how [`EngineEvent`]s are printed without the TUI:
+//! - `-o human`: one scannable line per event that matters, `HH:MM:SS.mmm controller parent
+//!   tag content`, columns aligned, optionally colored. Outside verbose mode a sync that changed
+//!   nothing (sync started, successful hook calls, sync finished with no write and no error) is
+//!   collapsed into one `sync no changes` line, so a periodic resync of many parents stays short
+//!   while every trigger, write and error is still shown.
+//! - `-o json`: one JSON object per line (NDJSON), the serialized event plus a `time` field.
+//!
+//! It also decides whether to color ([`color_enabled`]) and drains the engine's broadcast
+//! channel ([`run`]).
+
+use std::io::{self, Write};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde_json::{Map, Value};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::engine::events::{ActionVerb, EngineEvent, Trigger};
+
+/// How the event log is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// One readable line per event, aligned, colored when asked.
+    Human,
+    /// One JSON object per line (NDJSON), never colored.
+    Json,
+}
+
+/// Controller column starts this wide, so common names align from the first line.
+const MIN_CONTROLLER_WIDTH: usize = 12;
+/// Parent column starts this wide, so common keys align from the first line.
+const MIN_PARENT_WIDTH: usize = 20;
+/// Controller column width never grows past this (longer names overflow the column).
+const MAX_CONTROLLER_WIDTH: usize = 24;
+/// Parent column width never grows past this (longer keys overflow the column).
+const MAX_PARENT_WIDTH: usize = 40;
+/// Width of the tag column (`finalizer` is the longest tag).
+const TAG_WIDTH: usize = 9;
+/// Triggers listed on a sync line before `+N more`.
+const MAX_TRIGGERS: usize = 3;
+
+/// ANSI SGR codes used by the human format.
+mod sgr {
+    /// Green: creates, successful hook calls.
+    pub const GREEN: &str = "32";
+    /// Yellow: updates, dropped events.
+    pub const YELLOW: &str = "33";
+    /// Red: deletes, releases, failed hook calls.
+    pub const RED: &str = "31";
+    /// Cyan: adoptions.
+    pub const CYAN: &str = "36";
+    /// Blue: parent status, finalizer and revision writes.
+    pub const BLUE: &str = "34";
+    /// Magenta: rollout steps.
+    pub const MAGENTA: &str = "35";
+    /// Bold red: errors.
+    pub const BOLD_RED: &str = "1;31";
+    /// Dim: timestamps.
+    pub const DIM: &str = "2";
+}
+
+/// A sync being held back (non-verbose human mode) until we know whether it changed anything.
+struct PendingSync {
+    controller: String,
+    parent: String,
+    /// `SyncStarted` and the successful `HookCalled`s of this sync, with their arrival time.
+    events: Vec<(Timestamp, EngineEvent)>,
+}
+
+/// Prints engine events to `out` in one [`OutputFormat`].
+pub struct Printer<W: Write> {
+    out: W,
+    format: OutputFormat,
+    color: bool,
+    verbose: bool,
+    tz: TimeZone,
+    controller_width: usize,
+    parent_width: usize,
+    pending: Vec<PendingSync>,
+}
+
+impl<W: Write> Printer<W> {
+    /// A printer writing to `out`. `color` adds ANSI colors to the human format (never to JSON);
+    /// `verbose` prints every event as it comes instead of collapsing no-op syncs.
+    pub fn new(out: W, format: OutputFormat, color: bool, verbose: bool) -> Self {
+        Printer {
+            out,
+            format,
+            color: color && format == OutputFormat::Human,
+            verbose,
+            tz: TimeZone::system(),
+            controller_width: MIN_CONTROLLER_WIDTH,
+            parent_width: MIN_PARENT_WIDTH,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Print one event, stamped with the current time. In non-verbose human mode the event may be
+    /// held back until its sync finishes (see the module documentation).
+    pub fn print(&mut self, event: &EngineEvent) -> io::Result<()> {
+        self.print_at(event, Timestamp::now())
+    }
+
+    /// Print whatever is still held back (syncs that have not finished). Call before exiting.
+    pub fn finish(&mut self) -> io::Result<()> {
+        for p in std::mem::take(&mut self.pending) {
+            self.flush_pending(p)?;
+        }
+        self.out.flush()
+    }
+
+    fn print_at(&mut self, event: &EngineEvent, now: Timestamp) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Json => {
+                let value = serde_json::to_value(event)?;
+                self.json_line(now, value)
+            }
+            OutputFormat::Human if self.verbose => self.human(now, event),
+            OutputFormat::Human => self.human_collapsing(now, event),
+        }
+    }
+
+    /// Say that `n` events were lost because this printer fell behind the engine.
+    fn dropped_at(&mut self, n: u64, now: Timestamp) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Json => {
+                let mut m = Map::new();
+                m.insert("event".into(), "eventsDropped".into());
+                m.insert("count".into(), n.into());
+                self.json_line(now, Value::Object(m))
+            }
+            OutputFormat::Human => {
+                // The syncs held back may have lost their end: show what we have.
+                for p in std::mem::take(&mut self.pending) {
+                    self.flush_pending(p)?;
+                }
+                let what = if n == 1 { "event" } else { "events" };
+                let content = format!("{n} {what} not shown: the event log fell behind the engine");
+                self.line(now, "", "", ("dropped", Some(sgr::YELLOW)), &content)
+            }
+        }
+    }
+
+    fn json_line(&mut self, now: Timestamp, value: Value) -> io::Result<()> {
+        let mut obj = Map::new();
+        obj.insert("time".into(), Value::String(format!("{now:.3}")));
+        match value {
+            Value::Object(m) => obj.extend(m),
+            other => {
+                obj.insert("value".into(), other);
+            }
+        }
+        serde_json::to_writer(&mut self.out, &obj)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+
+    /// Non-verbose human mode: hold back syncs until they prove to be no-ops.
+    fn human_collapsing(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let Some((controller, parent)) = sync_key(event) else {
+            return self.human(now, event);
+        };
+        let held = self
+            .pending
+            .iter()
+            .position(|p| p.controller == controller && p.parent == parent);
+        match (event, held) {
+            (EngineEvent::SyncStarted { .. }, held) => {
+                if let Some(i) = held {
+                    // The previous sync's end was lost (lag): show it as it was.
+                    let old = self.pending.remove(i);
+                    self.flush_pending(old)?;
+                }
+                self.pending.push(PendingSync {
+                    controller: controller.to_string(),
+                    parent: parent.to_string(),
+                    events: vec![(now, event.clone())],
+                });
+                Ok(())
+            }
+            (EngineEvent::HookCalled { status, error, .. }, Some(i)) if hook_ok(*status, error) => {
+                self.pending[i].events.push((now, event.clone()));
+                Ok(())
+            }
+            (
+                EngineEvent::SyncFinished {
+                    writes: 0,
+                    error: None,
+                    duration,
+                    ..
+                },
+                Some(i),
+            ) => {
+                let p = self.pending.remove(i);
+                self.collapsed(now, p, *duration)
+            }
+            (_, Some(i)) => {
+                let p = self.pending.remove(i);
+                self.flush_pending(p)?;
+                self.human(now, event)
+            }
+            (_, None) => self.human(now, event),
+        }
+    }
+
+    fn flush_pending(&mut self, p: PendingSync) -> io::Result<()> {
+        for (at, e) in &p.events {
+            self.human(*at, e)?;
+        }
+        Ok(())
+    }
+
+    /// The one line of a sync that changed nothing.
+    fn collapsed(&mut self, now: Timestamp, p: PendingSync, duration: Duration) -> io::Result<()> {
+        let mut content = String::from("no changes");
+        let mut hooks = Vec::new();
+        for (_, e) in &p.events {
+            match e {
+                EngineEvent::SyncStarted { triggers, .. } if !triggers.is_empty() => {
+                    content.push_str(&format!(" ({})", trigger_list(triggers)));
+                }
+                EngineEvent::HookCalled {
+                    hook,
+                    status,
+                    latency,
+                    error,
+                    ..
+                } => hooks.push(self.hook_text(hook, *status, *latency, error.as_deref())),
+                _ => {}
+            }
+        }
+        content.push_str(&format!(" in {}", fmt_duration(duration)));
+        for h in hooks {
+            content.push_str(", hook ");
+            content.push_str(&h);
+        }
+        self.line(now, &p.controller, &p.parent, ("sync", None), &content)
+    }
+
+    /// One event as its own line.
+    fn human(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        match event {
+            EngineEvent::ControllerStarted {
+                controller_kind,
+                controller,
+                parent_resource,
+                parents,
+            } => {
+                let what = if *parents == 1 { "parent" } else { "parents" };
+                let content = format!(
+                    "{} watching {} ({parents} {what})",
+                    clean(controller_kind),
+                    clean(parent_resource)
+                );
+                self.line(now, controller, "", ("start", None), &content)
+            }
+            EngineEvent::ControllerStopped { controller } => {
+                self.line(now, controller, "", ("stop", None), "stopped")
+            }
+            EngineEvent::SyncStarted {
+                controller,
+                parent,
+                triggers,
+            } => {
+                let content = if triggers.is_empty() {
+                    "started".to_string()
+                } else {
+                    format!("started ({})", trigger_list(triggers))
+                };
+                self.line(now, controller, parent, ("sync", None), &content)
+            }
+            EngineEvent::HookCalled {
+                controller,
+                parent,
+                hook,
+                status,
+                latency,
+                error,
+            } => {
+                let content = self.hook_text(hook, *status, *latency, error.as_deref());
+                self.line(now, controller, parent, ("hook", None), &content)
+            }
+            EngineEvent::Action {
+                controller,
+                parent,
+                verb,
+                resource,
+                object,
+                detail,
+                error,
+            } => {
+                let (tag, code, prefix) = verb_style(*verb);
+                let mut content = format!("{prefix}{} {}", clean(resource), clean(object));
+                if let Some(d) = non_empty(detail) {
+                    content.push_str("  ");
+                    content.push_str(&clean(d));
+                }
+                if let Some(e) = non_empty(error) {
+                    content.push_str("  ");
+                    content.push_str(&self.paint(&format!("failed: {}", clean(e)), sgr::BOLD_RED));
+                }
+                self.line(now, controller, parent, (tag, Some(code)), &content)
+            }
+            EngineEvent::SyncFinished {
+                controller,
+                parent,
+                duration,
+                writes,
+                error,
+                retry_in,
+            } => {
+                let took = fmt_duration(*duration);
+                let wrote = match writes {
+                    0 => "no changes".to_string(),
+                    1 => "1 write".to_string(),
+                    n => format!("{n} writes"),
+                };
+                match non_empty(error) {
+                    None => {
+                        let content = format!("done in {took}, {wrote}");
+                        self.line(now, controller, parent, ("sync", None), &content)
+                    }
+                    Some(e) => {
+                        let mut text = format!("sync failed after {took}");
+                        if *writes > 0 {
+                            text.push_str(&format!(" ({wrote})"));
+                        }
+                        text.push_str(": ");
+                        text.push_str(&clean(e));
+                        if let Some(r) = retry_in {
+                            text.push_str(&format!("; retry in {}", fmt_seconds(*r)));
+                        }
+                        let content = self.paint(&text, sgr::BOLD_RED);
+                        self.line(
+                            now,
+                            controller,
+                            parent,
+                            ("error", Some(sgr::BOLD_RED)),
+                            &content,
+                        )
+                    }
+                }
+            }
+            EngineEvent::Rollout {
+                controller,
+                parent,
+                reason,
+                message,
+            } => {
+                let content = if message.trim().is_empty() {
+                    clean(reason)
+                } else {
+                    format!("{}: {}", clean(reason), clean(message))
+                };
+                self.line(
+                    now,
+                    controller,
+                    parent,
+                    ("rollout", Some(sgr::MAGENTA)),
+                    &content,
+                )
+            }
+            EngineEvent::Error {
+                controller,
+                object,
+                message,
+            } => {
+                let content = self.paint(&clean(message), sgr::BOLD_RED);
+                self.line(
+                    now,
+                    controller.as_deref().unwrap_or(""),
+                    object.as_deref().unwrap_or(""),
+                    ("error", Some(sgr::BOLD_RED)),
+                    &content,
+                )
+            }
+            EngineEvent::Info {
+                controller,
+                message,
+            } => self.line(
+                now,
+                controller.as_deref().unwrap_or(""),
+                "",
+                ("info", None),
+                &clean(message),
+            ),
+        }
+    }
+
+    /// `sync 200 3.1ms`, `sync 500 3.1ms: <error>`, `sync ok 3.1ms` (exec hook).
+    fn hook_text(
+        &self,
+        hook: &str,
+        status: Option<u16>,
+        latency: Duration,
+        error: Option<&str>,
+    ) -> String {
+        let error = error.filter(|e| !e.trim().is_empty());
+        let outcome = match status {
+            Some(s) if (200..300).contains(&s) => self.paint(&s.to_string(), sgr::GREEN),
+            Some(s) => self.paint(&s.to_string(), sgr::RED),
+            None if error.is_some() => self.paint("failed", sgr::RED),
+            None => self.paint("ok", sgr::GREEN),
+        };
+        let mut text = format!("{} {outcome} {}", clean(hook), fmt_duration(latency));
+        if let Some(e) = error {
+            text.push_str(": ");
+            text.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
+        }
+        text
+    }
+
+    /// Write one aligned line; continuation lines of `content` are indented under it.
+    fn line(
+        &mut self,
+        now: Timestamp,
+        controller: &str,
+        parent: &str,
+        (tag, tag_code): (&str, Option<&str>),
+        content: &str,
+    ) -> io::Result<()> {
+        let controller = clean(controller);
+        let parent = clean(parent);
+        let cw = controller.chars().count();
+        let pw = parent.chars().count();
+        self.controller_width = self.controller_width.max(cw.min(MAX_CONTROLLER_WIDTH));
+        self.parent_width = self.parent_width.max(pw.min(MAX_PARENT_WIDTH));
+        let time = local_time(&self.tz, now);
+        let cpad = self.controller_width.saturating_sub(cw);
+        let ppad = self.parent_width.saturating_sub(pw);
+        let tpad = TAG_WIDTH.saturating_sub(tag.chars().count());
+        let indent =
+            time.len() + 1 + cw + cpad + 2 + pw + ppad + 2 + tag.chars().count() + tpad + 1;
+        let tag = match tag_code {
+            Some(code) => self.paint(tag, code),
+            None => tag.to_string(),
+        };
+        let mut text = format!(
+            "{} {controller}{:cpad$}  {parent}{:ppad$}  {tag}{:tpad$} ",
+            self.paint(&time, sgr::DIM),
+            "",
+            "",
+            "",
+        );
+        for (i, l) in content.split('\n').enumerate() {
+            if i > 0 {
+                text.push('\n');
+                text.push_str(&" ".repeat(indent));
+            }
+            text.push_str(l);
+        }
+        text.push('\n');
+        self.out.write_all(text.as_bytes())?;
+        self.out.flush()
+    }
+
+    /// `s` wrapped in an SGR color when coloring (line by line, so each line resets).
+    fn paint(&self, s: &str, code: &str) -> String {
+        if !self.color {
+            return s.to_string();
+        }
+        s.split('\n')
+            .map(|l| {
+                if l.is_empty() {
+                    String::new()
+                } else {
+                    format!("\x1b[{code}m{l}\x1b[0m")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Print every event from `rx` until the channel closes (then print what is still held back).
+/// When the printer falls behind, says how many events were lost and goes on. Returns early
+/// only when writing fails (for example stdout closed).
+pub async fn run<W: Write>(
+    mut rx: broadcast::Receiver<EngineEvent>,
+    mut printer: Printer<W>,
+) -> io::Result<()> {
+    loop {
+        match rx.recv().await {
+            Ok(event) => printer.print(&event)?,
+            Err(RecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
+            Err(RecvError::Closed) => break,
+        }
+    }
+    printer.finish()
+}
+
+/// Whether the human output should be colored: `NO_COLOR` (non-empty) disables, then
+/// `CLICOLOR_FORCE` or `FORCE_COLOR` (non-empty, not `0`) enables, else color on a terminal.
+pub fn color_enabled(stdout_is_tty: bool) -> bool {
+    color_from_env(|k| std::env::var_os(k), stdout_is_tty)
+}
+
+fn color_from_env(get: impl Fn(&str) -> Option<std::ffi::OsString>, tty: bool) -> bool {
+    let set = |k: &str| get(k).is_some_and(|v| !v.is_empty());
+    let forced = |k: &str| get(k).is_some_and(|v| !v.is_empty() && v != "0");
+    if set("NO_COLOR") {
+        return false;
+    }
+    if forced("CLICOLOR_FORCE") || forced("FORCE_COLOR") {
+        return true;
+    }
+    tty
+}
+
+/// The (controller, parent) of events that belong to one sync.
+fn sync_key(event: &EngineEvent) -> Option<(&str, &str)> {
+    match event {
+        EngineEvent::SyncStarted {
+            controller, parent, ..
+        }
+        | EngineEvent::HookCalled {
+            controller, parent, ..
+        }
+        | EngineEvent::Action {
+            controller, parent, ..
+        }
+        | EngineEvent::SyncFinished {
+            controller, parent, ..
+        }
+        | EngineEvent::Rollout {
+            controller, parent, ..
+        } => Some((controller, parent)),
+        EngineEvent::Error {
+            controller: Some(c),
+            object: Some(o),
+            ..
+        } => Some((c, o)),
+        _ => None,
+    }
+}
+
+/// A hook call that is part of an uneventful sync.
+fn hook_ok(status: Option<u16>, error: &Option<String>) -> bool {
+    error.is_none() && status.is_none_or(|s| (200..300).contains(&s))
+}
+
+/// Tag, color and content prefix of an action.
+fn verb_style(verb: ActionVerb) -> (&'static str, &'static str, &'static str) {
+    match verb {
+        ActionVerb::Create => ("create", sgr::GREEN, ""),
+        ActionVerb::Update => ("update", sgr::YELLOW, ""),
+        ActionVerb::Delete => ("delete", sgr::RED, ""),
+        ActionVerb::Adopt => ("adopt", sgr::CYAN, ""),
+        ActionVerb::Release => ("release", sgr::RED, ""),
+        ActionVerb::Status => ("status", sgr::BLUE, ""),
+        ActionVerb::AddFinalizer => ("finalizer", sgr::BLUE, "add "),
+        ActionVerb::RemoveFinalizer => ("finalizer", sgr::BLUE, "remove "),
+        ActionVerb::Revision => ("revision", sgr::BLUE, ""),
+        ActionVerb::ApplyDocument => ("apply", sgr::GREEN, ""),
+    }
+}
+
+/// `parent added, parent changed, retry, +2 more`.
+fn trigger_list(triggers: &[Trigger]) -> String {
+    let mut parts: Vec<String> = triggers
+        .iter()
+        .take(MAX_TRIGGERS)
+        .map(|t| clean(&t.to_string()))
+        .collect();
+    if triggers.len() > MAX_TRIGGERS {
+        parts.push(format!("+{} more", triggers.len() - MAX_TRIGGERS));
+    }
+    parts.join(", ")
+}
+
+fn non_empty(s: &Option<String>) -> Option<&str> {
+    s.as_deref().filter(|s| !s.trim().is_empty())
+}
+
+/// Text from the engine or a hook, made safe for a terminal: no trailing blank, no carriage
+/// returns, other control characters (escape sequences) shown escaped, newlines kept.
+fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.trim_end().chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\t' => out.push(' '),
+            '\r' => {}
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `0.4ms`, `12.9ms`, `420ms`, `1.3s`, `2m05s`.
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 99.95 {
+        format!("{ms:.1}ms")
+    } else if ms < 999.5 {
+        format!("{ms:.0}ms")
+    } else {
+        fmt_seconds(d.as_secs_f64())
+    }
+}
+
+/// `1.0s`, `2m05s` (seconds as the engine reports `retry_in`).
+fn fmt_seconds(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return format!("{s}s");
+    }
+    if s < 59.95 {
+        format!("{s:.1}s")
+    } else {
+        let total = s.round() as u64;
+        format!("{}m{:02}s", total / 60, total % 60)
+    }
+}
+
+/// `HH:MM:SS.mmm` in `tz`.
+fn local_time(tz: &TimeZone, ts: Timestamp) -> String {
+    let dt = tz.to_datetime(ts);
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        dt.hour(),
+        dt.minute(),
+        dt.second(),
+        dt.millisecond()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    const T0: i64 = 1_700_000_000; // 2023-11-14T22:13:20Z
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(T0 * 1000 + ms).expect("valid timestamp")
+    }
+
+    fn printer(format: OutputFormat, color: bool, verbose: bool) -> Printer<Vec<u8>> {
+        let mut p = Printer::new(Vec::new(), format, color, verbose);
+        p.tz = TimeZone::UTC;
+        p
+    }
+
+    /// Print `events` 1 ms apart, then `finish`, and return the output lines.
+    fn render(p: &mut Printer<Vec<u8>>, events: &[EngineEvent]) -> Vec<String> {
+        for (i, e) in events.iter().enumerate() {
+            p.print_at(e, at(i as i64)).expect("print");
+        }
+        p.finish().expect("finish");
+        String::from_utf8(p.out.clone())
+            .expect("utf-8")
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn human(events: &[EngineEvent], verbose: bool) -> Vec<String> {
+        render(&mut printer(OutputFormat::Human, false, verbose), events)
+    }
+
+    fn started(parent: &str, triggers: Vec<Trigger>) -> EngineEvent {
+        EngineEvent::SyncStarted {
+            controller: "hello-world".into(),
+            parent: parent.into(),
+            triggers,
+        }
+    }
+
+    fn hook(parent: &str, status: Option<u16>, error: Option<&str>) -> EngineEvent {
+        EngineEvent::HookCalled {
+            controller: "hello-world".into(),
+            parent: parent.into(),
+            hook: "sync".into(),
+            status,
+            latency: Duration::from_micros(12_900),
+            error: error.map(str::to_string),
+        }
+    }
+
+    fn action(parent: &str, verb: ActionVerb, detail: Option<&str>) -> EngineEvent {
+        EngineEvent::Action {
+            controller: "hello-world".into(),
+            parent: parent.into(),
+            verb,
+            resource: "Pod.v1".into(),
+            object: "default/world".into(),
+            detail: detail.map(str::to_string),
+            error: None,
+        }
+    }
+
+    fn finished(parent: &str, writes: usize, error: Option<&str>) -> EngineEvent {
+        EngineEvent::SyncFinished {
+            controller: "hello-world".into(),
+            parent: parent.into(),
+            duration: Duration::from_millis(42),
+            writes,
+            error: error.map(str::to_string),
+            retry_in: error.map(|_| 1.0),
+        }
+    }
+
+    #[test]
+    fn a_sync_with_writes_prints_every_step() {
+        let lines = human(
+            &[
+                started("default/world", vec![Trigger::ParentAdded]),
+                hook("default/world", Some(200), None),
+                action("default/world", ActionVerb::Create, None),
+                action(
+                    "default/world",
+                    ActionVerb::Update,
+                    Some("spec.containers[name=c].image"),
+                ),
+                finished("default/world", 2, None),
+            ],
+            false,
+        );
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.000 hello-world   default/world         sync      started (parent added)",
+                "22:13:20.001 hello-world   default/world         hook      sync 200 12.9ms",
+                "22:13:20.002 hello-world   default/world         create    Pod.v1 default/world",
+                "22:13:20.003 hello-world   default/world         update    Pod.v1 default/world  spec.containers[name=c].image",
+                "22:13:20.004 hello-world   default/world         sync      done in 42.0ms, 2 writes",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_no_op_sync_is_one_line_unless_verbose() {
+        let events = [
+            started("default/world", vec![Trigger::ResyncPeriod]),
+            hook("default/world", Some(200), None),
+            finished("default/world", 0, None),
+        ];
+        assert_eq!(
+            human(&events, false),
+            [
+                "22:13:20.002 hello-world   default/world         sync      no changes (resync period) in 42.0ms, hook sync 200 12.9ms"
+            ]
+        );
+        assert_eq!(
+            human(&events, true),
+            [
+                "22:13:20.000 hello-world   default/world         sync      started (resync period)",
+                "22:13:20.001 hello-world   default/world         hook      sync 200 12.9ms",
+                "22:13:20.002 hello-world   default/world         sync      done in 42.0ms, no changes",
+            ]
+        );
+    }
+
+    #[test]
+    fn collapsing_is_per_parent_when_syncs_interleave() {
+        let lines = human(
+            &[
+                started("ns/a", vec![Trigger::ResyncPeriod]),
+                started("ns/b", vec![Trigger::ParentChanged]),
+                hook("ns/a", Some(200), None),
+                hook("ns/b", Some(200), None),
+                action(
+                    "ns/b",
+                    ActionVerb::Delete,
+                    Some("not in the desired children"),
+                ),
+                finished("ns/a", 0, None),
+                finished("ns/b", 1, None),
+            ],
+            false,
+        );
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.001 hello-world   ns/b                  sync      started (parent changed)",
+                "22:13:20.003 hello-world   ns/b                  hook      sync 200 12.9ms",
+                "22:13:20.004 hello-world   ns/b                  delete    Pod.v1 default/world  not in the desired children",
+                "22:13:20.005 hello-world   ns/a                  sync      no changes (resync period) in 42.0ms, hook sync 200 12.9ms",
+                "22:13:20.006 hello-world   ns/b                  sync      done in 42.0ms, 1 write",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_sync_shows_its_start_hook_and_indented_multiline_error() {
+        let lines = human(
+            &[
+                started("default/world", vec![Trigger::Retry]),
+                hook(
+                    "default/world",
+                    Some(500),
+                    Some("hook http://127.0.0.1:8080/sync returned 500"),
+                ),
+                finished(
+                    "default/world",
+                    0,
+                    Some("hook returned 500:\nTraceback (most recent call last)\n  boom\n"),
+                ),
+            ],
+            false,
+        );
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.000 hello-world   default/world         sync      started (retry)",
+                "22:13:20.001 hello-world   default/world         hook      sync 500 12.9ms: hook http://127.0.0.1:8080/sync returned 500",
+                "22:13:20.002 hello-world   default/world         error     sync failed after 42.0ms: hook returned 500:",
+                "                                                           Traceback (most recent call last)",
+                "                                                             boom; retry in 1.0s",
+            ]
+        );
+    }
+
+    #[test]
+    fn every_action_verb_has_its_tag() {
+        let verbs = [
+            (ActionVerb::Create, "create    Pod.v1 default/world"),
+            (ActionVerb::Update, "update    Pod.v1 default/world"),
+            (ActionVerb::Delete, "delete    Pod.v1 default/world"),
+            (ActionVerb::Adopt, "adopt     Pod.v1 default/world"),
+            (ActionVerb::Release, "release   Pod.v1 default/world"),
+            (ActionVerb::Status, "status    Pod.v1 default/world"),
+            (
+                ActionVerb::AddFinalizer,
+                "finalizer add Pod.v1 default/world",
+            ),
+            (
+                ActionVerb::RemoveFinalizer,
+                "finalizer remove Pod.v1 default/world",
+            ),
+            (ActionVerb::Revision, "revision  Pod.v1 default/world"),
+            (ActionVerb::ApplyDocument, "apply     Pod.v1 default/world"),
+        ];
+        for (verb, want) in verbs {
+            let lines = human(&[action("p", verb, None)], false);
+            assert_eq!(
+                lines,
+                [format!(
+                    "22:13:20.000 hello-world   p                     {want}"
+                )]
+            );
+        }
+        let failed = EngineEvent::Action {
+            controller: "hello-world".into(),
+            parent: "p".into(),
+            verb: ActionVerb::Create,
+            resource: "Pod.v1".into(),
+            object: "default/world".into(),
+            detail: Some("reason".into()),
+            error: Some("pods \"world\" is forbidden".into()),
+        };
+        assert_eq!(
+            human(&[failed], false),
+            [
+                "22:13:20.000 hello-world   p                     create    Pod.v1 default/world  reason  failed: pods \"world\" is forbidden"
+            ]
+        );
+    }
+
+    #[test]
+    fn other_events_and_empty_optional_fields() {
+        let events = [
+            EngineEvent::Info {
+                controller: None,
+                message: "context sandbox pinned".into(),
+            },
+            EngineEvent::ControllerStarted {
+                controller_kind: "CompositeController".into(),
+                controller: "hello-world".into(),
+                parent_resource: "HelloWorld.example.com/v1".into(),
+                parents: 1,
+            },
+            EngineEvent::Rollout {
+                controller: "hello-world".into(),
+                parent: "default/world".into(),
+                reason: "RolloutWaiting".into(),
+                message: "waiting for Pod default/world-0 to be Ready".into(),
+            },
+            EngineEvent::Error {
+                controller: None,
+                object: None,
+                message: "discovery failed".into(),
+            },
+            EngineEvent::Error {
+                controller: Some("hello-world".into()),
+                object: Some("Thing.example.com/v1".into()),
+                message: "resource not found; create its CRD".into(),
+            },
+            hook("default/world", None, None),
+            hook("default/world", None, Some("exec hook timed out after 10s")),
+            action("default/world", ActionVerb::Update, Some("")),
+            EngineEvent::ControllerStopped {
+                controller: "hello-world".into(),
+            },
+        ];
+        let lines = human(&events, false);
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.000                                     info      context sandbox pinned",
+                "22:13:20.001 hello-world                         start     CompositeController watching HelloWorld.example.com/v1 (1 parent)",
+                "22:13:20.002 hello-world   default/world         rollout   RolloutWaiting: waiting for Pod default/world-0 to be Ready",
+                "22:13:20.003                                     error     discovery failed",
+                "22:13:20.004 hello-world   Thing.example.com/v1  error     resource not found; create its CRD",
+                "22:13:20.005 hello-world   default/world         hook      sync ok 12.9ms",
+                "22:13:20.006 hello-world   default/world         hook      sync failed 12.9ms: exec hook timed out after 10s",
+                "22:13:20.007 hello-world   default/world         update    Pod.v1 default/world",
+                "22:13:20.008 hello-world                         stop      stopped",
+            ]
+        );
+        for l in lines.iter().chain(&human(&events, true)) {
+            for bad in ["None", "null", "Some(", "\"\""] {
+                assert!(!l.contains(bad), "{bad} in {l:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn triggers_are_capped_at_three() {
+        let triggers = vec![
+            Trigger::ParentChanged,
+            Trigger::Child {
+                resource: "Pod.v1".into(),
+                object: "default/world".into(),
+                event: "deleted".into(),
+            },
+            Trigger::Related {
+                resource: "ConfigMap.v1".into(),
+                object: "default/cfg".into(),
+            },
+            Trigger::ResyncAfter,
+            Trigger::Converge,
+        ];
+        let lines = human(&[started("p", triggers)], true);
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.000 hello-world   p                     sync      started (parent changed, Pod.v1 default/world deleted, related ConfigMap.v1 default/cfg, +2 more)"
+            ]
+        );
+    }
+
+    #[test]
+    fn unfinished_syncs_are_printed_on_finish() {
+        let lines = human(
+            &[
+                started("p", vec![Trigger::ParentAdded]),
+                hook("p", Some(200), None),
+            ],
+            false,
+        );
+        assert_eq!(
+            lines,
+            [
+                "22:13:20.000 hello-world   p                     sync      started (parent added)",
+                "22:13:20.001 hello-world   p                     hook      sync 200 12.9ms",
+            ]
+        );
+    }
+
+    #[test]
+    fn control_characters_from_hooks_are_escaped() {
+        let lines = human(
+            &[EngineEvent::Info {
+                controller: None,
+                message: "evil\x1b[2Jhook\r\n".into(),
+            }],
+            false,
+        );
+        assert_eq!(
+            lines,
+            ["22:13:20.000                                     info      evil\\u{1b}[2Jhook"]
+        );
+    }
+
+    #[test]
+    fn colors_only_when_enabled() {
+        let events = [
+            started("p", vec![Trigger::ParentAdded]),
+            hook("p", Some(200), None),
+            hook("p", Some(500), Some("boom")),
+            action("p", ActionVerb::Create, None),
+            action("p", ActionVerb::Update, None),
+            action("p", ActionVerb::Delete, None),
+            action("p", ActionVerb::Adopt, None),
+            action("p", ActionVerb::Status, None),
+            finished("p", 4, Some("failed")),
+        ];
+        let plain = render(&mut printer(OutputFormat::Human, false, false), &events).join("\n");
+        assert!(!plain.contains('\x1b'), "{plain}");
+        let colored = render(&mut printer(OutputFormat::Human, true, false), &events);
+        assert!(colored[0].starts_with("\x1b[2m22:13:20.000\x1b[0m "));
+        assert!(colored[1].contains("sync \x1b[32m200\x1b[0m 12.9ms"));
+        assert!(colored[2].contains("sync \x1b[31m500\x1b[0m 12.9ms: \x1b[1;31mboom\x1b[0m"));
+        assert!(colored[3].contains("\x1b[32mcreate\x1b[0m    Pod.v1"));
+        assert!(colored[4].contains("\x1b[33mupdate\x1b[0m"));
+        assert!(colored[5].contains("\x1b[31mdelete\x1b[0m"));
+        assert!(colored[6].contains("\x1b[36madopt\x1b[0m"));
+        assert!(colored[7].contains("\x1b[34mstatus\x1b[0m"));
+        assert!(colored[8].contains("\x1b[1;31merror\x1b[0m     \x1b[1;31msync failed"));
+        let json = render(&mut printer(OutputFormat::Json, true, false), &events).join("\n");
+        assert!(!json.contains('\x1b'), "{json}");
+    }
+
+    #[test]
+    fn json_is_one_object_per_line_with_time() {
+        let events = [
+            started("default/world", vec![Trigger::ResyncPeriod]),
+            hook("default/world", Some(200), None),
+            finished("default/world", 0, None),
+            EngineEvent::Error {
+                controller: None,
+                object: None,
+                message: "line one\nline two".into(),
+            },
+        ];
+        let mut p = printer(OutputFormat::Json, false, false);
+        let lines = render(&mut p, &events);
+        assert_eq!(
+            lines.len(),
+            events.len(),
+            "no collapsing in JSON: {lines:?}"
+        );
+        for (i, (line, event)) in lines.iter().zip(&events).enumerate() {
+            let v: Value = serde_json::from_str(line).expect("each line is JSON");
+            let mut want = serde_json::to_value(event).expect("serializes");
+            let time = v["time"].as_str().expect("time is a string");
+            assert_eq!(time, format!("2023-11-14T22:13:20.00{i}Z"));
+            assert_eq!(time.parse::<Timestamp>().expect("RFC 3339"), at(i as i64));
+            want.as_object_mut()
+                .expect("object")
+                .insert("time".into(), time.into());
+            assert_eq!(v, want);
+        }
+        let v: Value = serde_json::from_str(&lines[1]).expect("JSON");
+        assert_eq!(v["event"], "hookCalled");
+        assert_eq!(v["latencyMs"], 12.9);
+        // Lost events are reported as JSON too.
+        let mut p = printer(OutputFormat::Json, false, false);
+        p.dropped_at(7, at(0)).expect("print");
+        let v: Value = serde_json::from_slice(&p.out).expect("JSON");
+        assert_eq!(v["event"], "eventsDropped");
+        assert_eq!(v["count"], 7);
+    }
+
+    #[test]
+    fn durations_are_short_and_readable() {
+        assert_eq!(fmt_duration(Duration::from_micros(400)), "0.4ms");
+        assert_eq!(fmt_duration(Duration::from_micros(12_940)), "12.9ms");
+        assert_eq!(fmt_duration(Duration::from_millis(420)), "420ms");
+        assert_eq!(fmt_duration(Duration::from_millis(1_250)), "1.2s");
+        assert_eq!(fmt_duration(Duration::from_secs(125)), "2m05s");
+        assert_eq!(fmt_seconds(1.0), "1.0s");
+        assert_eq!(fmt_seconds(f64::NAN), "NaNs");
+    }
+
+    #[test]
+    fn color_follows_environment_then_terminal() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert!(color_from_env(env(&[]), true));
+        assert!(!color_from_env(env(&[]), false));
+        assert!(!color_from_env(env(&[("NO_COLOR", "1")]), true));
+        assert!(color_from_env(env(&[("NO_COLOR", "")]), true));
+        assert!(!color_from_env(
+            env(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")]),
+            true
+        ));
+        assert!(color_from_env(env(&[("CLICOLOR_FORCE", "1")]), false));
+        assert!(color_from_env(env(&[("FORCE_COLOR", "true")]), false));
+        assert!(!color_from_env(env(&[("FORCE_COLOR", "0")]), false));
+    }
+
+    /// A writer the test can read while `run` owns the printer.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn lines(&self) -> Vec<String> {
+            let buf = self.0.lock().expect("lock").clone();
+            String::from_utf8(buf)
+                .expect("utf-8")
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn run_reports_lag_and_stops_when_the_channel_closes() {
+        let (tx, rx) = broadcast::channel(2);
+        // Five events into a channel of two: the first three are lost before `run` reads.
+        for i in 0..5 {
+            tx.send(EngineEvent::Info {
+                controller: None,
+                message: format!("n{i}"),
+            })
+            .expect("receiver alive");
+        }
+        drop(tx);
+        let out = Shared::default();
+        let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
+        tokio::time::timeout(Duration::from_secs(30), run(rx, p))
+            .await
+            .expect("run returns when the channel closes")
+            .expect("printing succeeds");
+        let lines = out.lines();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        let tails: Vec<&str> = lines.iter().map(|l| &l[12..]).collect();
+        assert_eq!(
+            tails,
+            [
+                "                                     dropped   3 events not shown: the event log fell behind the engine",
+                "                                     info      n3",
+                "                                     info      n4",
+            ]
+        );
+        for l in &lines {
+            let t = &l.as_bytes()[..12];
+            assert!(
+                t[2] == b':' && t[5] == b':' && t[8] == b'.',
+                "HH:MM:SS.mmm in {l:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn run_flushes_held_back_syncs_at_close() {
+        let (tx, rx) = broadcast::channel(16);
+        tx.send(started("p", vec![Trigger::Manual]))
+            .expect("receiver alive");
+        drop(tx);
+        let out = Shared::default();
+        let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
+        run(rx, p).await.expect("printing succeeds");
+        let lines = out.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].ends_with("hello-world   p                     sync      started (manual)")
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! What every controller of one engine shares: the client, discovery, informers, the hook
+//! client, the executor, the event bus and the options; plus turning a definition's hook into
+//! something callable.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::events::{EngineEvent, EventBus};
+use super::execute::{ApplyStrategy, Executor};
+use super::hookapi::Version;
+use super::recorder::Recorder;
+use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
+use crate::k8s::discovery::Discovery;
+use crate::k8s::informer::InformerRegistry;
+use crate::spec::{Hook, HookVersion};
+
+/// Engine-wide settings (from the command line).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Concurrent syncs per controller.
+    pub workers: usize,
+    /// Replaces scheme, host and port of webhook URLs (and resolves service webhooks).
+    pub hook_base_url: Option<String>,
+    /// Only sync parents in this namespace.
+    pub namespace: Option<String>,
+    /// Client-side three-way merge or server-side apply.
+    pub apply_strategy: ApplyStrategy,
+    /// How long to wait for informers to sync at start.
+    pub sync_timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            workers: 5,
+            hook_base_url: None,
+            namespace: None,
+            apply_strategy: ApplyStrategy::ClientSide,
+            sync_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Shared engine services.
+pub struct EngineContext {
+    /// The API client.
+    pub client: kube::Client,
+    /// Resource discovery.
+    pub discovery: Discovery,
+    /// Shared informers.
+    pub informers: InformerRegistry,
+    /// Hook caller.
+    pub hooks: HookClient,
+    /// Plan executor.
+    pub executor: Executor,
+    /// Event stream.
+    pub bus: EventBus,
+    /// Kubernetes Events on parents.
+    pub recorder: Recorder,
+    /// Options.
+    pub options: EngineOptions,
+}
+
+impl EngineContext {
+    /// Build the shared services for `client`.
+    pub fn new(
+        client: kube::Client,
+        bus: EventBus,
+        options: EngineOptions,
+    ) -> Result<Self, crate::hooks::HookError> {
+        Ok(EngineContext {
+            discovery: Discovery::new(client.clone()),
+            informers: InformerRegistry::new(client.clone()),
+            hooks: HookClient::new()?,
+            executor: Executor::new(client.clone(), options.apply_strategy, bus.clone()),
+            recorder: Recorder::new(client.clone()),
+            client,
+            bus,
+            options,
+        })
+    }
+}
+
+/// A hook ready to call: where, and which wire-format version.
+#[derive(Debug, Clone)]
+pub struct HookSpec {
+    /// Where the hook is.
+    pub target: HookTarget,
+    /// v1 or v2.
+    pub version: Version,
+}
+
+/// A hook definition that cannot be turned into a callable target.
+#[derive(Debug, thiserror::Error)]
+#[error("hooks.{hook}: {message}")]
+pub struct HookConfigError {
+    /// Which hook.
+    pub hook: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl HookSpec {
+    /// Resolve a definition's hook (`base_dir` is where exec hooks run by default).
+    pub fn from_spec(
+        name: &str,
+        hook: &Hook,
+        base_url: Option<&str>,
+        base_dir: Option<&Path>,
+    ) -> Result<Self, HookConfigError> {
+        let err = |message: String| HookConfigError {
+            hook: name.to_string(),
+            message,
+        };
+        let timeout = hook.timeout();
+        let version = match hook.version() {
+            HookVersion::V1 => Version::V1,
+            HookVersion::V2 => Version::V2,
+        };
+        let target = if let Some(w) = &hook.webhook {
+            let service = w
+                .service
+                .as_ref()
+                .map(|s| crate::hooks::resolve::ServiceAddr {
+                    name: s.name.clone(),
+                    namespace: s.namespace.clone(),
+                    port: s.port,
+                    protocol: s.protocol.clone(),
+                });
+            let url = crate::hooks::resolve::webhook_url(
+                w.url.as_deref(),
+                service.as_ref(),
+                w.path.as_deref(),
+                base_url,
+            )
+            .map_err(|e| err(e.to_string()))?;
+            HookTarget::Webhook { url, timeout }
+        } else if let Some(x) = &hook.exec {
+            let working_dir = match (&x.working_dir, base_dir) {
+                (Some(d), Some(base)) => Some(base.join(d)),
+                (Some(d), None) => Some(d.into()),
+                (None, base) => base.map(Path::to_path_buf),
+            };
+            HookTarget::Exec {
+                command: x.command.clone(),
+                timeout,
+                working_dir,
+                env: x
+                    .env
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            }
+        } else {
+            return Err(err("needs webhook or exec".into()));
+        };
+        Ok(HookSpec { target, version })
+    }
+}
+
+/// Call a hook and publish the call as an event.
+pub async fn call_hook(
+    ctx: &EngineContext,
+    hook: &HookSpec,
+    info: CallInfo,
+    body: &serde_json::Value,
+) -> HookCall {
+    let call = ctx.hooks.call(&hook.target, &info, body).await;
+    ctx.bus.publish(EngineEvent::HookCalled {
+        controller: info.controller.clone(),
+        parent: info.parent.clone(),
+        hook: info.hook.clone(),
+        status: call.status,
+        latency: call.latency,
+        error: call.result.as_ref().err().map(ToString::to_string),
+    });
+    call
+}

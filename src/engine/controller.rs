@@ -1,0 +1,198 @@
+//! The controller loop shared by every controller kind: workers pulling keys from the work
+//! queue, calling the kind's sync, scheduling retries and resyncs, publishing sync events,
+//! and remembering each key's last outcome (for `--once`, the TUI and exit codes).
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::events::{EngineEvent, EventBus, Trigger};
+use super::queue::WorkQueue;
+
+/// How one sync ended.
+#[derive(Debug, Clone, Default)]
+pub struct SyncOutcome {
+    /// API writes made.
+    pub writes: usize,
+    /// The failure, if the sync failed.
+    pub error: Option<SyncFailure>,
+    /// One-time resync requested by the hook (`resyncAfterSeconds`).
+    pub resync_after: Option<Duration>,
+    /// A rollout is in progress and waits for children (it can still progress).
+    pub rollout_pending: bool,
+}
+
+/// A failed sync.
+#[derive(Debug, Clone)]
+pub struct SyncFailure {
+    /// What went wrong, naming the object concerned.
+    pub message: String,
+    /// The hook answered 429: retry after this long (not counted as a failure for backoff).
+    pub retry_after: Option<Duration>,
+}
+
+/// One kind of controller (CompositeController, ...), as the shared loop drives it.
+pub trait Reconciler: Send + Sync + 'static {
+    /// The work-queue key (a parent, or a parent plus a map key).
+    type Key: Clone + Eq + Hash + Send + Sync + Display + 'static;
+
+    /// The controller's name.
+    fn name(&self) -> &str;
+
+    /// The controller's work queue.
+    fn queue(&self) -> &WorkQueue<Self::Key, Trigger>;
+
+    /// Sync one key.
+    fn sync(
+        &self,
+        key: &Self::Key,
+        triggers: &[Trigger],
+    ) -> impl Future<Output = SyncOutcome> + Send;
+}
+
+/// The last outcome of every key of one controller.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    last: Mutex<HashMap<String, KeyState>>,
+}
+
+/// The last known state of one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyState {
+    /// Last sync succeeded without writing: converged.
+    Ok,
+    /// Last sync wrote; a confirming sync is queued.
+    Wrote,
+    /// Last sync failed with this message.
+    Failed(String),
+    /// Waiting for a 429 retry.
+    RateLimited,
+    /// A rollout is waiting for children.
+    RolloutPending,
+}
+
+impl Tracker {
+    /// Record the outcome for a key.
+    pub fn record(&self, key: String, state: KeyState) {
+        if let Ok(mut m) = self.last.lock() {
+            m.insert(key, state);
+        }
+    }
+
+    /// Forget a key (its parent is gone).
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut m) = self.last.lock() {
+            m.remove(key);
+        }
+    }
+
+    /// Snapshot of all key states.
+    pub fn snapshot(&self) -> Vec<(String, KeyState)> {
+        let mut v: Vec<_> = self
+            .last
+            .lock()
+            .map(|m| m.iter().map(|(k, s)| (k.clone(), s.clone())).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+}
+
+/// Run `workers` workers for `r` until `stop` is cancelled; returns when all workers ended
+/// (in-flight syncs finish first).
+pub async fn run_workers<R: Reconciler>(
+    r: Arc<R>,
+    workers: usize,
+    bus: EventBus,
+    tracker: Arc<Tracker>,
+    stop: CancellationToken,
+) {
+    let mut handles = Vec::new();
+    for _ in 0..workers.max(1) {
+        let r = Arc::clone(&r);
+        let bus = bus.clone();
+        let tracker = Arc::clone(&tracker);
+        let stop = stop.clone();
+        handles.push(tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    n = r.queue().next() => n,
+                    () = stop.cancelled() => None,
+                };
+                let Some((key, triggers)) = next else { break };
+                sync_one(&*r, &bus, &tracker, key, triggers).await;
+            }
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+}
+
+async fn sync_one<R: Reconciler>(
+    r: &R,
+    bus: &EventBus,
+    tracker: &Tracker,
+    key: R::Key,
+    triggers: Vec<Trigger>,
+) {
+    let name = r.name().to_string();
+    let key_s = key.to_string();
+    bus.publish(EngineEvent::SyncStarted {
+        controller: name.clone(),
+        parent: key_s.clone(),
+        triggers: triggers.clone(),
+    });
+    let start = Instant::now();
+    let out = r.sync(&key, &triggers).await;
+    let q = r.queue();
+    let mut retry_in = None;
+    match &out.error {
+        Some(f) => {
+            let delay = match f.retry_after {
+                Some(d) => {
+                    q.add_retry_after(key.clone(), Trigger::Retry, d);
+                    tracker.record(key_s.clone(), KeyState::RateLimited);
+                    d
+                }
+                None => {
+                    tracker.record(key_s.clone(), KeyState::Failed(f.message.clone()));
+                    q.add_rate_limited(key.clone(), Trigger::Retry)
+                }
+            };
+            retry_in = Some(delay.as_secs_f64());
+        }
+        None => {
+            q.forget(&key);
+            let state = if out.rollout_pending {
+                KeyState::RolloutPending
+            } else if out.writes > 0 {
+                KeyState::Wrote
+            } else {
+                KeyState::Ok
+            };
+            tracker.record(key_s.clone(), state);
+            if out.writes > 0 {
+                // Confirm convergence with one more sync (re-queued when this one is done).
+                q.add(key.clone(), Trigger::Converge);
+            }
+            if let Some(d) = out.resync_after {
+                q.add_after(key.clone(), Trigger::ResyncAfter, d);
+            }
+        }
+    }
+    bus.publish(EngineEvent::SyncFinished {
+        controller: name,
+        parent: key_s,
+        duration: start.elapsed(),
+        writes: out.writes,
+        error: out.error.as_ref().map(|f| f.message.clone()),
+        retry_in,
+    });
+    q.done(key);
+}

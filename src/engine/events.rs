@@ -1,0 +1,307 @@
+//! The engine's event stream: everything that happens, as plain data on a channel.
+//!
+//! The engine never prints. It publishes [`EngineEvent`]s on a [`tokio::sync::broadcast`]
+//! channel ([`EventBus`]); the headless printer (`--no-tui`, `-o json`), the TUI and tests
+//! consume the same stream. Events are `Serialize` so `-o json` prints them as NDJSON
+//! unchanged.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+/// Why a parent was synced (a parent can have several reasons, coalesced by the work queue).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Trigger {
+    /// The parent was seen for the first time (start-up list or creation).
+    ParentAdded,
+    /// The parent object changed (spec, metadata or status).
+    ParentChanged,
+    /// The parent is being deleted (finalize).
+    ParentDeleting,
+    /// An event on a child or candidate child.
+    Child {
+        /// `Kind.apiVersion` of the object.
+        resource: String,
+        /// `namespace/name` of the object.
+        object: String,
+        /// `added`, `updated` or `deleted`.
+        event: String,
+    },
+    /// An event on an object returned by the customize hook.
+    Related {
+        /// `Kind.apiVersion` of the object.
+        resource: String,
+        /// `namespace/name` of the object.
+        object: String,
+    },
+    /// `resyncPeriodSeconds` elapsed.
+    ResyncPeriod,
+    /// The hook asked for `resyncAfterSeconds`.
+    ResyncAfter,
+    /// Retry after a failed sync (exponential backoff) or a 429.
+    Retry,
+    /// The previous sync wrote objects; this one checks that they converged.
+    Converge,
+    /// A user or tool asked for it.
+    Manual,
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Trigger::ParentAdded => f.write_str("parent added"),
+            Trigger::ParentChanged => f.write_str("parent changed"),
+            Trigger::ParentDeleting => f.write_str("parent deleting"),
+            Trigger::Child {
+                resource,
+                object,
+                event,
+            } => write!(f, "{resource} {object} {event}"),
+            Trigger::Related { resource, object } => write!(f, "related {resource} {object}"),
+            Trigger::ResyncPeriod => f.write_str("resync period"),
+            Trigger::ResyncAfter => f.write_str("resyncAfterSeconds"),
+            Trigger::Retry => f.write_str("retry"),
+            Trigger::Converge => f.write_str("converge"),
+            Trigger::Manual => f.write_str("manual"),
+        }
+    }
+}
+
+/// What an action did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ActionVerb {
+    /// Created a child.
+    Create,
+    /// Updated a child (three-way merge or server-side apply).
+    Update,
+    /// Deleted a child.
+    Delete,
+    /// Added our ControllerRef to an orphan.
+    Adopt,
+    /// Removed our ControllerRef from an object that no longer matches.
+    Release,
+    /// Wrote the parent's status.
+    Status,
+    /// Added the finalizer to the parent.
+    AddFinalizer,
+    /// Removed the finalizer from the parent.
+    RemoveFinalizer,
+    /// Wrote a ControllerRevision (rolling updates).
+    Revision,
+    /// Applied a non-controller document from a controller file (`--apply`).
+    ApplyDocument,
+}
+
+impl std::fmt::Display for ActionVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ActionVerb::Create => "create",
+            ActionVerb::Update => "update",
+            ActionVerb::Delete => "delete",
+            ActionVerb::Adopt => "adopt",
+            ActionVerb::Release => "release",
+            ActionVerb::Status => "status",
+            ActionVerb::AddFinalizer => "add-finalizer",
+            ActionVerb::RemoveFinalizer => "remove-finalizer",
+            ActionVerb::Revision => "revision",
+            ActionVerb::ApplyDocument => "apply",
+        })
+    }
+}
+
+/// Serialize a duration as fractional milliseconds.
+fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0)
+}
+
+/// One thing that happened in the engine.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "camelCase")]
+pub enum EngineEvent {
+    /// A controller started watching (after discovery and informer sync).
+    #[serde(rename_all = "camelCase")]
+    ControllerStarted {
+        /// Controller kind (`CompositeController`, ...).
+        controller_kind: String,
+        /// Controller name.
+        controller: String,
+        /// The parent resource, `Kind.apiVersion`.
+        parent_resource: String,
+        /// Number of parents seen at start.
+        parents: usize,
+    },
+    /// A controller stopped (shutdown or reload).
+    #[serde(rename_all = "camelCase")]
+    ControllerStopped {
+        /// Controller name.
+        controller: String,
+    },
+    /// A sync of one parent began.
+    #[serde(rename_all = "camelCase")]
+    SyncStarted {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// Why (coalesced).
+        triggers: Vec<Trigger>,
+    },
+    /// A hook was called.
+    #[serde(rename_all = "camelCase")]
+    HookCalled {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent (or the map key for map hooks).
+        parent: String,
+        /// `sync`, `finalize`, `customize`, `map`, `tombstone`.
+        hook: String,
+        /// HTTP status, when the hook is a webhook that answered.
+        status: Option<u16>,
+        /// Wall time of the call.
+        #[serde(serialize_with = "ms", rename = "latencyMs")]
+        latency: Duration,
+        /// The error, when the call failed.
+        error: Option<String>,
+    },
+    /// A write (or, when paused or dry-run, a planned write).
+    #[serde(rename_all = "camelCase")]
+    Action {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// What was done.
+        verb: ActionVerb,
+        /// `Kind.apiVersion` of the object.
+        resource: String,
+        /// `namespace/name` of the object.
+        object: String,
+        /// Short detail (changed fields, reason).
+        detail: Option<String>,
+        /// The error, when the write failed.
+        error: Option<String>,
+    },
+    /// A sync of one parent ended.
+    #[serde(rename_all = "camelCase")]
+    SyncFinished {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// Wall time of the sync.
+        #[serde(serialize_with = "ms", rename = "durationMs")]
+        duration: Duration,
+        /// Number of writes made.
+        writes: usize,
+        /// The error, when the sync failed.
+        error: Option<String>,
+        /// When the sync will be retried, if it will.
+        #[serde(rename = "retryInSeconds")]
+        retry_in: Option<f64>,
+    },
+    /// A rollout step or state (rolling update strategies).
+    #[serde(rename_all = "camelCase")]
+    Rollout {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// `RolloutWaiting`, `RolloutProgressing` or `OnLatestRevision`.
+        reason: String,
+        /// Human detail.
+        message: String,
+    },
+    /// A problem not tied to one sync (discovery, watch, configuration).
+    #[serde(rename_all = "camelCase")]
+    Error {
+        /// Controller name, when known.
+        controller: Option<String>,
+        /// The object concerned, when known.
+        object: Option<String>,
+        /// What went wrong and how to fix it.
+        message: String,
+    },
+    /// A notice worth a line (context pinned, lease acquired, resource appeared, ...).
+    #[serde(rename_all = "camelCase")]
+    Info {
+        /// Controller name, when relevant.
+        controller: Option<String>,
+        /// The notice.
+        message: String,
+    },
+}
+
+/// The broadcast channel engine events travel on. Cloning shares the channel.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    tx: broadcast::Sender<EngineEvent>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBus {
+    /// A bus with room for 16,384 undelivered events per subscriber.
+    pub fn new() -> Self {
+        let (tx, _) = broadcast::channel(16_384);
+        EventBus { tx }
+    }
+
+    /// Publish an event (dropped when nobody listens).
+    pub fn publish(&self, event: EngineEvent) {
+        let _ = self.tx.send(event);
+    }
+
+    /// A new subscriber that sees every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<EngineEvent> {
+        self.tx.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_as_tagged_json() {
+        let e = EngineEvent::HookCalled {
+            controller: "c".into(),
+            parent: "ns/p".into(),
+            hook: "sync".into(),
+            status: Some(200),
+            latency: Duration::from_micros(1500),
+            error: None,
+        };
+        let v = serde_json::to_value(&e).expect("serializes");
+        assert_eq!(v["event"], "hookCalled");
+        assert_eq!(v["latencyMs"], 1.5);
+        assert_eq!(v["status"], 200);
+        let t = serde_json::to_value(Trigger::Child {
+            resource: "Pod.v1".into(),
+            object: "ns/a".into(),
+            event: "deleted".into(),
+        })
+        .expect("serializes");
+        assert_eq!(t["kind"], "child");
+    }
+
+    #[tokio::test]
+    async fn bus_delivers_to_subscribers() {
+        let bus = EventBus::new();
+        let mut rx = bus.subscribe();
+        bus.publish(EngineEvent::Info {
+            controller: None,
+            message: "hi".into(),
+        });
+        match rx.recv().await {
+            Ok(EngineEvent::Info { message, .. }) => assert_eq!(message, "hi"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,655 @@
+//! The executor: carries a [`Plan`] out against the API server.
+//!
+//! Order: finalizer add, adoptions (after re-reading the parent), releases, deletes (uid
+//! precondition, background propagation), creates, updates, revisions, status, finalizer
+//! removal. One failed write does not stop the others; every write is published as an
+//! [`EngineEvent::Action`] and recorded as an [`Expectation`] so the caller can wait until its
+//! informers have seen it. All writes use field manager `kubectl-meta`.
+
+use std::collections::BTreeMap;
+
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
+};
+use serde_json::{Value, json};
+
+use super::events::{ActionVerb, EngineEvent, EventBus};
+use super::plan::{ChildId, FinalizerChange, Plan};
+use super::rollout::RevisionWrite;
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::object::{self, ObjectKey};
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "kubectl-meta";
+
+/// How children are created and updated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApplyStrategy {
+    /// Three-way merge with the last-applied annotation, written with PUT (Metacontroller's
+    /// default).
+    #[default]
+    ClientSide,
+    /// Server-side apply (field manager `kubectl-meta`, force).
+    ServerSide,
+}
+
+/// What the caller should wait for in its caches after a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expectation {
+    /// The object exists with a resourceVersion other than `previous`.
+    Changed {
+        /// Resource (`Kind.apiVersion`).
+        type_key: String,
+        /// Object.
+        key: ObjectKey,
+        /// resourceVersion before the write (`None` for a create).
+        previous: Option<String>,
+    },
+    /// The object is gone or being deleted.
+    Gone {
+        /// Resource (`Kind.apiVersion`).
+        type_key: String,
+        /// Object.
+        key: ObjectKey,
+    },
+}
+
+/// The result of executing a plan.
+#[derive(Debug, Default)]
+pub struct ExecReport {
+    /// Successful writes.
+    pub writes: usize,
+    /// Failed writes, as messages naming the object.
+    pub errors: Vec<String>,
+    /// Writes to wait for in the caches.
+    pub expectations: Vec<Expectation>,
+    /// The status written, when it was.
+    pub status_written: Option<Value>,
+}
+
+/// Everything the executor needs to know about the parent and the child types.
+#[derive(Debug)]
+pub struct Target<'a> {
+    /// Controller name (for events).
+    pub controller: &'a str,
+    /// The parent as observed.
+    pub parent: &'a Value,
+    /// The parent's resource.
+    pub parent_info: &'a ResourceInfo,
+    /// Child resources by type key.
+    pub types: &'a BTreeMap<String, ResourceInfo>,
+    /// The revision resource, when rolling updates are in use.
+    pub revisions: Option<&'a ResourceInfo>,
+    /// The parent's finalizer name.
+    pub finalizer: &'a str,
+}
+
+/// Executes plans.
+#[derive(Clone)]
+pub struct Executor {
+    client: kube::Client,
+    strategy: ApplyStrategy,
+    bus: EventBus,
+}
+
+fn api_for(client: &kube::Client, info: &ResourceInfo, ns: Option<&str>) -> Api<DynamicObject> {
+    match (info.namespaced, ns) {
+        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &info.api_resource),
+        _ => Api::all_with(client.clone(), &info.api_resource),
+    }
+}
+
+fn to_dynamic(v: &Value) -> Result<DynamicObject, String> {
+    serde_json::from_value(v.clone()).map_err(|e| format!("cannot encode object: {e}"))
+}
+
+/// A short message for a kube error (the API server's message when there is one).
+pub fn kube_error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+impl Executor {
+    /// An executor writing through `client`.
+    pub fn new(client: kube::Client, strategy: ApplyStrategy, bus: EventBus) -> Self {
+        Executor {
+            client,
+            strategy,
+            bus,
+        }
+    }
+
+    /// The kube client.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    fn publish(
+        &self,
+        t: &Target<'_>,
+        verb: ActionVerb,
+        resource: &str,
+        object: String,
+        detail: Option<String>,
+        error: Option<String>,
+    ) {
+        self.bus.publish(EngineEvent::Action {
+            controller: t.controller.to_string(),
+            parent: ObjectKey::of(t.parent)
+                .map(|k| k.to_string())
+                .unwrap_or_default(),
+            verb,
+            resource: resource.to_string(),
+            object,
+            detail,
+            error,
+        });
+    }
+
+    /// Execute `plan` (see the module docs for the order).
+    pub async fn execute(&self, t: &Target<'_>, plan: &Plan) -> ExecReport {
+        let mut report = ExecReport::default();
+        let parent_key = ObjectKey::of(t.parent).unwrap_or_else(|| ObjectKey::new(None, ""));
+        let parent_type = t.parent_info.key();
+        let parent_api = api_for(&self.client, t.parent_info, parent_key.namespace.as_deref());
+        // The parent's resourceVersion moves with each parent write we make.
+        let mut parent_rv = object::resource_version(t.parent).map(str::to_string);
+
+        if plan.finalizer == Some(FinalizerChange::Add) {
+            let mut finalizers: Vec<String> = object::finalizers(t.parent)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            finalizers.push(t.finalizer.to_string());
+            let r = self
+                .patch_parent_finalizers(&parent_api, &parent_key, parent_rv.as_deref(), finalizers)
+                .await;
+            self.record_parent(
+                t,
+                &mut report,
+                ActionVerb::AddFinalizer,
+                r,
+                &parent_type,
+                &parent_key,
+                &mut parent_rv,
+            );
+        }
+
+        if !plan.adopt.is_empty() {
+            match self
+                .recheck_parent(&parent_api, t.parent, &parent_key)
+                .await
+            {
+                Ok(()) => {
+                    for edit in &plan.adopt {
+                        self.owner_edit(t, &mut report, ActionVerb::Adopt, edit)
+                            .await;
+                    }
+                }
+                Err(msg) => {
+                    for edit in &plan.adopt {
+                        self.publish(
+                            t,
+                            ActionVerb::Adopt,
+                            &edit.id.type_key,
+                            edit.id.object(),
+                            None,
+                            Some(msg.clone()),
+                        );
+                    }
+                    report.errors.push(msg);
+                }
+            }
+        }
+        for edit in &plan.release {
+            self.owner_edit(t, &mut report, ActionVerb::Release, edit)
+                .await;
+        }
+        for d in &plan.delete {
+            let Some(info) = t.types.get(&d.id.type_key) else {
+                continue;
+            };
+            let api = api_for(&self.client, info, d.id.key.namespace.as_deref());
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions {
+                    uid: Some(d.uid.clone()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let detail = Some(match d.reason {
+                super::plan::DeleteReason::NotDesired => "not desired".to_string(),
+                super::plan::DeleteReason::Recreate => {
+                    format!("recreate: {}", super::plan::summarize_changes(&d.changes))
+                }
+            });
+            match api.delete(&d.id.key.name, &dp).await {
+                Ok(_) => {
+                    report.writes += 1;
+                    report.expectations.push(Expectation::Gone {
+                        type_key: d.id.type_key.clone(),
+                        key: to_key(&d.id),
+                    });
+                    self.publish(
+                        t,
+                        ActionVerb::Delete,
+                        &d.id.type_key,
+                        d.id.object(),
+                        detail,
+                        None,
+                    );
+                }
+                Err(e) if is_not_found(&e) => {
+                    self.publish(
+                        t,
+                        ActionVerb::Delete,
+                        &d.id.type_key,
+                        d.id.object(),
+                        Some("already gone".into()),
+                        None,
+                    );
+                }
+                Err(e) => self.fail(t, &mut report, ActionVerb::Delete, &d.id, &e),
+            }
+        }
+        for c in &plan.create {
+            let Some(info) = t.types.get(&c.id.type_key) else {
+                continue;
+            };
+            let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
+            let result = match self.strategy {
+                ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
+                    Ok(obj) => api.create(&self.post_params(), &obj).await.map_err(Some),
+                    Err(m) => {
+                        report.errors.push(m);
+                        Err(None)
+                    }
+                },
+                ApplyStrategy::ServerSide => api
+                    .patch(
+                        &c.id.key.name,
+                        &self.apply_params(),
+                        &Patch::Apply(&c.object),
+                    )
+                    .await
+                    .map_err(Some),
+            };
+            match result {
+                Ok(_) => {
+                    report.writes += 1;
+                    report.expectations.push(Expectation::Changed {
+                        type_key: c.id.type_key.clone(),
+                        key: to_key(&c.id),
+                        previous: None,
+                    });
+                    self.publish(
+                        t,
+                        ActionVerb::Create,
+                        &c.id.type_key,
+                        c.id.object(),
+                        None,
+                        None,
+                    );
+                }
+                Err(Some(e)) => self.fail(t, &mut report, ActionVerb::Create, &c.id, &e),
+                Err(None) => {}
+            }
+        }
+        for u in &plan.update {
+            let Some(info) = t.types.get(&u.id.type_key) else {
+                continue;
+            };
+            let api = api_for(&self.client, info, u.id.key.namespace.as_deref());
+            let previous = object::resource_version(&u.object).map(str::to_string);
+            let result = match self.strategy {
+                ApplyStrategy::ClientSide => match to_dynamic(&u.object) {
+                    Ok(obj) => api
+                        .replace(&u.id.key.name, &self.post_params(), &obj)
+                        .await
+                        .map(|_| ())
+                        .map_err(Some),
+                    Err(m) => {
+                        report.errors.push(m);
+                        Err(None)
+                    }
+                },
+                ApplyStrategy::ServerSide => {
+                    let mut desired = super::apply::for_create(&u.desired);
+                    desired["metadata"]["ownerReferences"] = u.object["metadata"]
+                        .get("ownerReferences")
+                        .cloned()
+                        .unwrap_or(json!([]));
+                    api.patch(
+                        &u.id.key.name,
+                        &self.apply_params(),
+                        &Patch::Apply(&desired),
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(Some)
+                }
+            };
+            match result {
+                Ok(()) => {
+                    report.writes += 1;
+                    report.expectations.push(Expectation::Changed {
+                        type_key: u.id.type_key.clone(),
+                        key: to_key(&u.id),
+                        previous,
+                    });
+                    self.publish(
+                        t,
+                        ActionVerb::Update,
+                        &u.id.type_key,
+                        u.id.object(),
+                        Some(super::plan::summarize_changes(&u.changes)),
+                        None,
+                    );
+                }
+                Err(Some(e)) => self.fail(t, &mut report, ActionVerb::Update, &u.id, &e),
+                Err(None) => {}
+            }
+        }
+        if let Some(info) = t.revisions {
+            for w in &plan.revisions {
+                self.revision_write(t, &mut report, info, w).await;
+            }
+        }
+        if let Some(status) = &plan.status {
+            let mut obj = t.parent.clone();
+            obj["status"] = status.clone();
+            if let Some(rv) = &parent_rv {
+                obj["metadata"]["resourceVersion"] = json!(rv);
+            }
+            let r = match to_dynamic(&obj) {
+                Ok(d) if t.parent_info.has_status => parent_api
+                    .replace_status(&parent_key.name, &self.post_params(), &d)
+                    .await
+                    .map_err(|e| kube_error_message(&e)),
+                Ok(d) => parent_api
+                    .replace(&parent_key.name, &self.post_params(), &d)
+                    .await
+                    .map_err(|e| kube_error_message(&e)),
+                Err(m) => Err(m),
+            };
+            if r.is_ok() {
+                report.status_written = Some(status.clone());
+            }
+            self.record_parent(
+                t,
+                &mut report,
+                ActionVerb::Status,
+                r,
+                &parent_type,
+                &parent_key,
+                &mut parent_rv,
+            );
+        }
+        if plan.finalizer == Some(FinalizerChange::Remove) {
+            let finalizers: Vec<String> = object::finalizers(t.parent)
+                .into_iter()
+                .filter(|f| *f != t.finalizer)
+                .map(str::to_string)
+                .collect();
+            let r = self
+                .patch_parent_finalizers(&parent_api, &parent_key, parent_rv.as_deref(), finalizers)
+                .await;
+            self.record_parent(
+                t,
+                &mut report,
+                ActionVerb::RemoveFinalizer,
+                r,
+                &parent_type,
+                &parent_key,
+                &mut parent_rv,
+            );
+        }
+        report
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            dry_run: false,
+            field_manager: Some(FIELD_MANAGER.to_string()),
+        }
+    }
+
+    fn apply_params(&self) -> PatchParams {
+        PatchParams::apply(FIELD_MANAGER).force()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_parent(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        verb: ActionVerb,
+        result: Result<DynamicObject, String>,
+        parent_type: &str,
+        parent_key: &ObjectKey,
+        parent_rv: &mut Option<String>,
+    ) {
+        match result {
+            Ok(obj) => {
+                report.writes += 1;
+                let previous = parent_rv.clone();
+                *parent_rv = obj.metadata.resource_version.clone();
+                report.expectations.push(Expectation::Changed {
+                    type_key: parent_type.to_string(),
+                    key: parent_key.clone(),
+                    previous,
+                });
+                self.publish(t, verb, parent_type, parent_key.to_string(), None, None);
+            }
+            Err(m) => {
+                let msg = format!("{verb} {parent_type} {parent_key}: {m}");
+                self.publish(t, verb, parent_type, parent_key.to_string(), None, Some(m));
+                report.errors.push(msg);
+            }
+        }
+    }
+
+    fn fail(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        verb: ActionVerb,
+        id: &ChildId,
+        e: &kube::Error,
+    ) {
+        let m = kube_error_message(e);
+        self.publish(t, verb, &id.type_key, id.object(), None, Some(m.clone()));
+        report.errors.push(format!("{verb} {id}: {m}"));
+    }
+
+    async fn patch_parent_finalizers(
+        &self,
+        api: &Api<DynamicObject>,
+        key: &ObjectKey,
+        rv: Option<&str>,
+        finalizers: Vec<String>,
+    ) -> Result<DynamicObject, String> {
+        let mut patch = json!({"metadata": {"finalizers": finalizers}});
+        if let Some(rv) = rv {
+            patch["metadata"]["resourceVersion"] = json!(rv);
+        }
+        api.patch(
+            &key.name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| kube_error_message(&e))
+    }
+
+    /// Re-read the parent before adopting: it must still exist with the same uid and not be
+    /// being deleted (ControllerRef proposal).
+    async fn recheck_parent(
+        &self,
+        api: &Api<DynamicObject>,
+        parent: &Value,
+        key: &ObjectKey,
+    ) -> Result<(), String> {
+        let fresh = api.get_opt(&key.name).await.map_err(|e| {
+            format!(
+                "cannot re-read parent {key} before adoption: {}",
+                kube_error_message(&e)
+            )
+        })?;
+        match fresh {
+            None => Err(format!("parent {key} is gone; not adopting")),
+            Some(p) if p.metadata.uid.as_deref() != object::uid(parent) => Err(format!(
+                "parent {key} was recreated (uid changed); not adopting"
+            )),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                Err(format!("parent {key} is being deleted; not adopting"))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    async fn owner_edit(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        verb: ActionVerb,
+        edit: &super::plan::OwnerEdit,
+    ) {
+        let Some(info) = t.types.get(&edit.id.type_key) else {
+            return;
+        };
+        let api = api_for(&self.client, info, edit.id.key.namespace.as_deref());
+        let patch = json!({"metadata": {
+            "ownerReferences": edit.owner_references,
+            "resourceVersion": edit.resource_version,
+        }});
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&edit.id.key.name, &pp, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                report.writes += 1;
+                report.expectations.push(Expectation::Changed {
+                    type_key: edit.id.type_key.clone(),
+                    key: to_key(&edit.id),
+                    previous: Some(edit.resource_version.clone()),
+                });
+                self.publish(t, verb, &edit.id.type_key, edit.id.object(), None, None);
+            }
+            Err(e) => self.fail(t, report, verb, &edit.id, &e),
+        }
+    }
+
+    async fn revision_write(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        info: &ResourceInfo,
+        w: &RevisionWrite,
+    ) {
+        let type_key = info.key();
+        let (key, result, previous) = match w {
+            RevisionWrite::Create { object } => {
+                let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey::new(None, ""));
+                let api = api_for(&self.client, info, key.namespace.as_deref());
+                let r = match to_dynamic(object) {
+                    Ok(d) => api
+                        .create(&self.post_params(), &d)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| kube_error_message(&e)),
+                    Err(m) => Err(m),
+                };
+                (key, r, None)
+            }
+            RevisionWrite::Update { object } => {
+                let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey::new(None, ""));
+                let api = api_for(&self.client, info, key.namespace.as_deref());
+                let r = match to_dynamic(object) {
+                    Ok(d) => api
+                        .replace(&key.name, &self.post_params(), &d)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| kube_error_message(&e)),
+                    Err(m) => Err(m),
+                };
+                (key, r, object::resource_version(object).map(str::to_string))
+            }
+            RevisionWrite::Delete {
+                name,
+                namespace,
+                uid,
+            } => {
+                let key = ObjectKey::new(Some(namespace), name);
+                let api = api_for(&self.client, info, Some(namespace));
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                let r = match api.delete(name, &dp).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    Err(e) => Err(kube_error_message(&e)),
+                };
+                report.expectations.push(Expectation::Gone {
+                    type_key: type_key.clone(),
+                    key: key.clone(),
+                });
+                (key, r, Some(String::new()))
+            }
+        };
+        match result {
+            Ok(()) => {
+                report.writes += 1;
+                if !matches!(w, RevisionWrite::Delete { .. }) {
+                    report.expectations.push(Expectation::Changed {
+                        type_key: type_key.clone(),
+                        key: key.clone(),
+                        previous,
+                    });
+                }
+                self.publish(
+                    t,
+                    ActionVerb::Revision,
+                    &type_key,
+                    key.to_string(),
+                    None,
+                    None,
+                );
+            }
+            Err(m) => {
+                self.publish(
+                    t,
+                    ActionVerb::Revision,
+                    &type_key,
+                    key.to_string(),
+                    None,
+                    Some(m.clone()),
+                );
+                report.errors.push(format!("revision {key}: {m}"));
+            }
+        }
+    }
+}
+
+fn to_key(id: &ChildId) -> ObjectKey {
+    ObjectKey::new(id.key.namespace.as_deref(), &id.key.name)
+}

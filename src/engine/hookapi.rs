@@ -1,0 +1,438 @@
+//! The hook wire format: building requests and decoding responses.
+//!
+//! Owns the JSON shapes of the spec's "Hooks" section: the observed-object maps keyed
+//! `<Kind>.<apiVersion>` and then by name (v1) or namespace/name (v2), and the decoding of
+//! sync/finalize/customize responses with v1 (lenient: unknown fields ignored) or v2 (strict:
+//! unknown fields rejected) semantics. Pure functions; no I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::k8s::object;
+
+/// Which hook version's keying and decoding rules apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Version {
+    /// Metacontroller's original format (default).
+    #[default]
+    V1,
+    /// Namespace-qualified keys and strict response decoding.
+    V2,
+}
+
+/// A response that could not be decoded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the {hook} hook's response is invalid: {message}")]
+pub struct DecodeError {
+    /// The hook (`sync`, `finalize`, `customize`, ...).
+    pub hook: String,
+    /// What is wrong, with the field path.
+    pub message: String,
+}
+
+/// The inner key of an observed object in a children/related map.
+///
+/// v1: `name`, or `namespace/name` when the parent is cluster-scoped and the object namespaced.
+/// v2: `namespace/name` for every namespaced object, `name` for cluster-scoped ones.
+pub fn object_key(version: Version, parent_namespaced: bool, obj: &Value) -> String {
+    let name = object::name(obj).unwrap_or_default();
+    match (object::namespace(obj), version) {
+        (Some(ns), Version::V2) => format!("{ns}/{name}"),
+        (Some(ns), Version::V1) if !parent_namespaced => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// Build an observed-object map: one entry per declared type (`Kind.apiVersion`), always
+/// present, each mapping object keys to objects.
+pub fn object_map(
+    version: Version,
+    parent_namespaced: bool,
+    groups: &[(String, Vec<Arc<Value>>)],
+) -> Value {
+    let mut out = Map::new();
+    for (type_key, objects) in groups {
+        let mut inner = Map::new();
+        for obj in objects {
+            inner.insert(
+                object_key(version, parent_namespaced, obj),
+                Value::clone(obj),
+            );
+        }
+        out.insert(type_key.clone(), Value::Object(inner));
+    }
+    Value::Object(out)
+}
+
+/// A decoded sync or finalize response (CompositeController).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SyncResponse {
+    /// `status`; `None` when absent or null.
+    pub status: Option<Value>,
+    /// `children`: desired objects (absent or null means none).
+    pub children: Vec<Value>,
+    /// `resyncAfterSeconds`, when > 0.
+    pub resync_after_seconds: Option<f64>,
+    /// `finalized` (finalize hook only).
+    pub finalized: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StrictSync {
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    children: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+    #[serde(default)]
+    finalized: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LooseSync {
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    children: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+    #[serde(default)]
+    finalized: Option<bool>,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(hook: &str, body: &Value) -> Result<T, DecodeError> {
+    serde_path_to_error::deserialize(body).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        DecodeError {
+            hook: hook.to_string(),
+            message: if path == "." {
+                inner.to_string()
+            } else {
+                format!("{path}: {inner}")
+            },
+        }
+    })
+}
+
+/// Decode a sync/finalize response.
+pub fn decode_sync(
+    hook: &str,
+    version: Version,
+    body: &Value,
+) -> Result<SyncResponse, DecodeError> {
+    let (status, children, resync, finalized) = match version {
+        Version::V2 => {
+            let s: StrictSync = decode(hook, body)?;
+            (s.status, s.children, s.resync_after_seconds, s.finalized)
+        }
+        Version::V1 => {
+            let s: LooseSync = decode(hook, body)?;
+            (s.status, s.children, s.resync_after_seconds, s.finalized)
+        }
+    };
+    let children = children.unwrap_or_default();
+    for (i, child) in children.iter().enumerate() {
+        check_object(hook, &format!("children[{i}]"), child)?;
+    }
+    let status = status.filter(|s| !s.is_null());
+    if let Some(s) = &status
+        && !s.is_object()
+    {
+        return Err(DecodeError {
+            hook: hook.to_string(),
+            message: "status: must be an object or null".into(),
+        });
+    }
+    Ok(SyncResponse {
+        status,
+        children,
+        resync_after_seconds: positive(hook, resync)?,
+        finalized: finalized.unwrap_or(false),
+    })
+}
+
+fn positive(hook: &str, v: Option<f64>) -> Result<Option<f64>, DecodeError> {
+    match v {
+        Some(s) if !s.is_finite() || s < 0.0 => Err(DecodeError {
+            hook: hook.to_string(),
+            message: format!("resyncAfterSeconds: must be a non-negative number, got {s}"),
+        }),
+        Some(s) if s > 0.0 => Ok(Some(s)),
+        _ => Ok(None),
+    }
+}
+
+/// Check that a desired object has apiVersion, kind and metadata.name.
+pub fn check_object(hook: &str, at: &str, obj: &Value) -> Result<(), DecodeError> {
+    let err = |m: &str| DecodeError {
+        hook: hook.to_string(),
+        message: format!("{at}: {m}"),
+    };
+    if !obj.is_object() {
+        return Err(err("must be an object"));
+    }
+    if object::api_version(obj).is_none_or(str::is_empty) {
+        return Err(err("apiVersion is required"));
+    }
+    if object::kind(obj).is_none_or(str::is_empty) {
+        return Err(err("kind is required"));
+    }
+    if object::name(obj).is_none_or(str::is_empty) {
+        return Err(err(
+            "metadata.name is required (generateName is not supported: children need stable names)",
+        ));
+    }
+    Ok(())
+}
+
+/// One `relatedResources` rule from a customize response.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedRule {
+    /// `apiVersion` of the related resource.
+    pub api_version: String,
+    /// Plural resource name.
+    pub resource: String,
+    /// Optional label selector (metav1.LabelSelector).
+    #[serde(default)]
+    pub label_selector: Option<Value>,
+    /// Optional namespace selector (metav1.LabelSelector over namespaces' labels).
+    #[serde(default)]
+    pub namespace_selector: Option<Value>,
+    /// Optional namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Optional object names.
+    #[serde(default)]
+    pub names: Option<Vec<String>>,
+}
+
+/// v2 customize answers: decoded only to reject unknown fields (the values come from
+/// [`LooseCustomize`]).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct StrictCustomize {
+    #[serde(default)]
+    related_resources: Option<Vec<StrictRelatedRule>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+struct StrictRelatedRule {
+    api_version: String,
+    resource: String,
+    #[serde(default)]
+    label_selector: Option<Value>,
+    #[serde(default)]
+    namespace_selector: Option<Value>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    names: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LooseCustomize {
+    #[serde(default)]
+    related_resources: Option<Vec<RelatedRule>>,
+}
+
+/// Decode a customize response and check each rule's combination of fields.
+pub fn decode_customize(version: Version, body: &Value) -> Result<Vec<RelatedRule>, DecodeError> {
+    if version == Version::V2 {
+        let _: StrictCustomize = decode("customize", body)?;
+    }
+    let loose: LooseCustomize = decode("customize", body)?;
+    let rules = loose.related_resources.unwrap_or_default();
+    for (i, r) in rules.iter().enumerate() {
+        let err = |m: &str| DecodeError {
+            hook: "customize".into(),
+            message: format!("relatedResources[{i}]: {m}"),
+        };
+        if r.api_version.is_empty() || r.resource.is_empty() {
+            return Err(err("apiVersion and resource are required"));
+        }
+        if r.names.as_ref().is_some_and(|n| !n.is_empty())
+            && (r.label_selector.is_some() || r.namespace_selector.is_some())
+        {
+            return Err(err(
+                "names cannot be combined with labelSelector or namespaceSelector",
+            ));
+        }
+        if r.namespace.is_some() && r.namespace_selector.is_some() {
+            return Err(err("namespace cannot be combined with namespaceSelector"));
+        }
+    }
+    Ok(rules)
+}
+
+/// Build the CompositeController sync/finalize request body.
+pub fn composite_request(
+    controller: &Value,
+    parent: &Value,
+    children: Value,
+    related: Value,
+    finalizing: bool,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("controller".into(), controller.clone());
+    m.insert("parent".into(), parent.clone());
+    m.insert("children".into(), children);
+    m.insert("related".into(), related);
+    m.insert("finalizing".into(), Value::Bool(finalizing));
+    Value::Object(m)
+}
+
+/// Build a customize request body.
+pub fn customize_request(controller: &Value, parent: &Value) -> Value {
+    let mut m = Map::new();
+    m.insert("controller".into(), controller.clone());
+    m.insert("parent".into(), parent.clone());
+    Value::Object(m)
+}
+
+/// Group desired objects by `Kind.apiVersion` (in the order the hook listed them).
+pub fn group_by_type(objects: &[Value]) -> BTreeMap<String, Vec<&Value>> {
+    let mut out: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for o in objects {
+        let key = format!(
+            "{}.{}",
+            object::kind(o).unwrap_or_default(),
+            object::api_version(o).unwrap_or_default()
+        );
+        out.entry(key).or_default().push(o);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(ns: Option<&str>, name: &str) -> Arc<Value> {
+        let mut meta = json!({"name": name});
+        if let Some(ns) = ns {
+            meta["namespace"] = json!(ns);
+        }
+        Arc::new(json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta}))
+    }
+
+    #[test]
+    fn keys_follow_version_and_scope() {
+        let p = pod(Some("ns"), "a");
+        assert_eq!(object_key(Version::V1, true, &p), "a");
+        assert_eq!(object_key(Version::V1, false, &p), "ns/a");
+        assert_eq!(object_key(Version::V2, true, &p), "ns/a");
+        let c = pod(None, "c");
+        assert_eq!(object_key(Version::V2, true, &c), "c");
+        assert_eq!(object_key(Version::V1, false, &c), "c");
+    }
+
+    #[test]
+    fn object_map_always_has_every_type() {
+        let m = object_map(
+            Version::V1,
+            true,
+            &[
+                ("Pod.v1".into(), vec![pod(Some("ns"), "a")]),
+                ("Service.v1".into(), vec![]),
+            ],
+        );
+        assert_eq!(m["Pod.v1"]["a"]["metadata"]["name"], "a");
+        assert_eq!(m["Service.v1"], json!({}));
+    }
+
+    #[test]
+    fn v1_tolerates_unknown_fields_v2_rejects_them() {
+        let body = json!({"children": [], "extra": 1});
+        assert!(decode_sync("sync", Version::V1, &body).is_ok());
+        let e = decode_sync("sync", Version::V2, &body).expect_err("strict");
+        assert!(e.message.contains("extra"), "{e}");
+        // keys are case-sensitive: `Children` is unknown, not children
+        let body = json!({"Children": [{"apiVersion": "v1"}]});
+        assert_eq!(
+            decode_sync("sync", Version::V1, &body)
+                .expect("lenient")
+                .children
+                .len(),
+            0
+        );
+    }
+
+    #[test]
+    fn sync_response_fields() {
+        let body = json!({"status": {"a": 1}, "children": null, "resyncAfterSeconds": 1.5, "finalized": true});
+        let r = decode_sync("finalize", Version::V2, &body).expect("decodes");
+        assert_eq!(r.status, Some(json!({"a": 1})));
+        assert!(r.children.is_empty());
+        assert_eq!(r.resync_after_seconds, Some(1.5));
+        assert!(r.finalized);
+        let r = decode_sync("sync", Version::V1, &json!({"status": null})).expect("decodes");
+        assert_eq!(r.status, None);
+        assert_eq!(r.resync_after_seconds, None);
+    }
+
+    #[test]
+    fn bad_responses_name_the_field() {
+        let e = decode_sync("sync", Version::V1, &json!({"children": [{"kind": "Pod"}]}))
+            .expect_err("missing apiVersion");
+        assert!(e.message.contains("children[0]: apiVersion"), "{e}");
+        let e = decode_sync("sync", Version::V1, &json!({"children": {"a": 1}}))
+            .expect_err("children must be a list");
+        assert!(e.message.contains("children"), "{e}");
+        let e = decode_sync("sync", Version::V1, &json!({"status": [1]})).expect_err("status");
+        assert!(e.message.contains("status"), "{e}");
+        let e = decode_sync("sync", Version::V1, &json!({"resyncAfterSeconds": -1}))
+            .expect_err("negative");
+        assert!(e.message.contains("resyncAfterSeconds"), "{e}");
+        let e = decode_sync(
+            "sync",
+            Version::V1,
+            &json!({"children": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "x-"}}]}),
+        )
+        .expect_err("needs a name");
+        assert!(e.message.contains("metadata.name"), "{e}");
+    }
+
+    #[test]
+    fn customize_rules_are_checked() {
+        let ok = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "namespace": "a", "names": ["x"]}]});
+        assert_eq!(decode_customize(Version::V2, &ok).expect("ok").len(), 1);
+        let bad = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "names": ["x"], "labelSelector": {}}]});
+        assert!(decode_customize(Version::V1, &bad).is_err());
+        let bad = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "namespace": "a", "namespaceSelector": {}}]});
+        assert!(decode_customize(Version::V1, &bad).is_err());
+        let unknown = json!({"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "nam": ["x"]}]});
+        assert!(decode_customize(Version::V1, &unknown).is_ok());
+        assert!(decode_customize(Version::V2, &unknown).is_err());
+        assert!(
+            decode_customize(Version::V1, &json!({}))
+                .expect("empty")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn grouping_keeps_hook_order() {
+        let objs = vec![
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}}),
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}),
+        ];
+        let g = group_by_type(&objs);
+        let pods: Vec<_> = g["Pod.v1"].iter().filter_map(|o| object::name(o)).collect();
+        assert_eq!(pods, vec!["b", "a"]);
+        assert_eq!(g["StatefulSet.apps/v1"].len(), 1);
+    }
+}

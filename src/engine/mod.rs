@@ -1,0 +1,32 @@
+//! The controller engine: runs Metacontroller-style controller definitions.
+//!
+//! Map of the engine (one concept per file):
+//! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
+//! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
+//! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
+//! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
+//! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
+//! - [`plan`]: the pure plan (observed + desired -> actions); what dryrun and the TUI print.
+//! - [`apply`]: the three-way merge with the last-applied annotation.
+//! - [`rollout`]: rolling updates, revisions and status checks.
+//! - [`related`]: customize-hook related resources.
+//! - [`hookapi`]: the hook wire format (request maps, v1/v2 response decoding).
+//! - [`execute`]: carries a plan out against the API server.
+//! - [`recorder`]: `SyncError` Events on parents.
+//! - [`context`]: services shared by all controllers of one engine; hook resolution.
+//! - [`events`]: the event stream the printer, the TUI and tests consume.
+
+pub mod apply;
+pub mod composite;
+pub mod context;
+pub mod controller;
+pub mod events;
+pub mod execute;
+pub mod hookapi;
+pub mod ownership;
+pub mod plan;
+pub mod queue;
+pub mod recorder;
+pub mod related;
+pub mod rollout;
+pub mod runtime;

@@ -1,0 +1,238 @@
+//! The engine: starts controllers from definitions, runs them until stopped, and tells when
+//! everything has converged (`--once`).
+//!
+//! Controllers start concurrently (one whose resources do not exist yet waits for them without
+//! holding up the others). Stopping cancels the shared token: routers end, workers finish their
+//! in-flight sync (hook calls finish or time out) and exit, informers stop.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::composite::{Composite, CompositeLoop};
+use super::context::EngineContext;
+use super::controller::{KeyState, Tracker, run_workers};
+use super::events::{EngineEvent, Trigger};
+use crate::spec::ControllerDef;
+
+/// A controller kind this engine cannot run yet.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{kind} {name}: this kind is not supported by this version of kubectl-meta (CompositeController is); remove it from the files passed with -f"
+)]
+pub struct UnsupportedKind {
+    /// Kind.
+    pub kind: String,
+    /// Controller name.
+    pub name: String,
+}
+
+/// One controller's handles.
+struct Running {
+    name: String,
+    tracker: Arc<Tracker>,
+    /// Set once the controller started (resources resolved, caches synced).
+    composite: Arc<Mutex<Option<Arc<Composite>>>>,
+    task: JoinHandle<()>,
+    /// Set when the controller can never start (its error).
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+/// Where `--once` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnceReport {
+    /// True when every controller started and nothing is left to do.
+    pub converged: bool,
+    /// Parents whose last sync failed: (controller, parent, error).
+    pub failed: Vec<(String, String, String)>,
+    /// Work still pending at the deadline: (controller, what).
+    pub pending: Vec<(String, String)>,
+}
+
+/// The running engine.
+pub struct Engine {
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    running: Vec<Running>,
+}
+
+impl Engine {
+    /// An engine over shared services.
+    pub fn new(ctx: Arc<EngineContext>) -> Self {
+        Engine {
+            ctx,
+            stop: CancellationToken::new(),
+            running: Vec::new(),
+        }
+    }
+
+    /// The shared services.
+    pub fn context(&self) -> &Arc<EngineContext> {
+        &self.ctx
+    }
+
+    /// Start a controller (in the background; it begins syncing once its resources exist).
+    pub fn start(&mut self, def: ControllerDef) -> Result<(), UnsupportedKind> {
+        let ControllerDef::Composite(c) = def else {
+            return Err(UnsupportedKind {
+                kind: def.kind().to_string(),
+                name: def.name().to_string(),
+            });
+        };
+        let name = c.name.clone();
+        let tracker = Arc::new(Tracker::default());
+        let slot: Arc<Mutex<Option<Arc<Composite>>>> = Arc::new(Mutex::new(None));
+        let failed = Arc::new(Mutex::new(None));
+        let ctx = Arc::clone(&self.ctx);
+        let stop = self.stop.clone();
+        let (t, s, f) = (Arc::clone(&tracker), Arc::clone(&slot), Arc::clone(&failed));
+        let task = tokio::spawn(async move {
+            let comp = match Composite::start(c, Arc::clone(&ctx), &stop).await {
+                Ok(comp) => comp,
+                Err(e) => {
+                    if !stop.is_cancelled() {
+                        ctx.bus.publish(EngineEvent::Error {
+                            controller: None,
+                            object: None,
+                            message: e.to_string(),
+                        });
+                        if let Ok(mut f) = f.lock() {
+                            *f = Some(e.to_string());
+                        }
+                    }
+                    return;
+                }
+            };
+            comp.spawn_routers(&stop);
+            comp.enqueue_all(Trigger::ParentAdded);
+            ctx.bus.publish(EngineEvent::ControllerStarted {
+                controller_kind: "CompositeController".into(),
+                controller: comp.name().to_string(),
+                parent_resource: comp.parent_resource().key(),
+                parents: comp.parent_count(),
+            });
+            if let Ok(mut s) = s.lock() {
+                *s = Some(Arc::clone(&comp));
+            }
+            let lp = Arc::new(CompositeLoop {
+                inner: Arc::clone(&comp),
+                stop: stop.clone(),
+            });
+            run_workers(lp, ctx.options.workers, ctx.bus.clone(), t, stop.clone()).await;
+            ctx.bus.publish(EngineEvent::ControllerStopped {
+                controller: comp.name().to_string(),
+            });
+        });
+        self.running.push(Running {
+            name,
+            tracker,
+            composite: slot,
+            task,
+            failed,
+        });
+        Ok(())
+    }
+
+    /// Queue every parent of every controller (manual resync).
+    pub fn resync_all(&self) {
+        for r in &self.running {
+            if let Some(c) = r.composite.lock().ok().and_then(|c| c.clone()) {
+                c.enqueue_all(Trigger::Manual);
+            }
+        }
+    }
+
+    /// One look at whether everything is done.
+    fn look(&self) -> OnceReport {
+        let mut rep = OnceReport {
+            converged: true,
+            failed: Vec::new(),
+            pending: Vec::new(),
+        };
+        for r in &self.running {
+            if let Some(msg) = r.failed.lock().ok().and_then(|f| f.clone()) {
+                rep.failed.push((r.name.clone(), String::new(), msg));
+                continue;
+            }
+            let Some(c) = r.composite.lock().ok().and_then(|c| c.clone()) else {
+                rep.converged = false;
+                rep.pending.push((
+                    r.name.clone(),
+                    "not started (waiting for its resources)".into(),
+                ));
+                continue;
+            };
+            let stats = c.queue_stats();
+            if stats.ready > 0 || stats.in_flight > 0 {
+                rep.converged = false;
+                rep.pending.push((
+                    r.name.clone(),
+                    format!("{} queued, {} syncing", stats.ready, stats.in_flight),
+                ));
+            }
+            for (key, state) in r.tracker.snapshot() {
+                match state {
+                    KeyState::Ok => {}
+                    KeyState::Failed(m) => rep.failed.push((r.name.clone(), key, m)),
+                    KeyState::Wrote => {
+                        rep.converged = false;
+                        rep.pending
+                            .push((r.name.clone(), format!("{key}: converging")));
+                    }
+                    KeyState::RateLimited => {
+                        rep.converged = false;
+                        rep.pending.push((
+                            r.name.clone(),
+                            format!("{key}: hook asked to retry later (429)"),
+                        ));
+                    }
+                    KeyState::RolloutPending => {
+                        rep.converged = false;
+                        rep.pending
+                            .push((r.name.clone(), format!("{key}: rollout in progress")));
+                    }
+                }
+            }
+        }
+        rep
+    }
+
+    /// Wait until nothing is left to do (no queued or running syncs, no unconfirmed writes, no
+    /// pending 429 retry or rollout), or until `timeout`. Failed parents do not keep it waiting.
+    pub async fn wait_converged(&self, timeout: Duration) -> OnceReport {
+        let deadline = Instant::now() + timeout;
+        let quiet = Duration::from_millis(300);
+        let mut idle_since: Option<Instant> = None;
+        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        loop {
+            tick.tick().await;
+            let rep = self.look();
+            let done = rep.converged && rep.pending.is_empty();
+            if done {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= quiet {
+                    return rep;
+                }
+            } else {
+                idle_since = None;
+            }
+            if Instant::now() >= deadline {
+                return OnceReport {
+                    converged: false,
+                    ..rep
+                };
+            }
+        }
+    }
+
+    /// Stop everything: cancel, let in-flight syncs finish, stop informers.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        for r in self.running {
+            let _ = r.task.await;
+        }
+        self.ctx.informers.shutdown();
+    }
+}

@@ -1,0 +1,1660 @@
+//! Shared informers: one list+watch cache per resource (apiVersion + plural), with the indexes the
+//! controller engine routes events and claims children through.
+//!
+//! [`InformerRegistry::informer`] starts a cache the first time a resource is asked for and hands
+//! the same [`Informer`] to every later caller, as Metacontroller shares informers between
+//! controllers. Each informer runs one `kube::runtime::watcher` (with the default backoff, so a
+//! resource that does not exist yet is picked up when it appears) and keeps:
+//!
+//! - the objects, as `Arc<serde_json::Value>` (one copy each; `apiVersion`/`kind` filled in,
+//!   `metadata.managedFields` dropped), sorted by namespace/name;
+//! - a ControllerRef index (owner uid -> objects it controls) and the set of orphans (objects
+//!   without a ControllerRef), for claiming children;
+//! - a label index (`key=value` -> objects), for selector lookups.
+//!
+//! The objects and every index change together under one lock, so a reader never sees them
+//! disagree. Changes are published as [`InformerEvent`]s on a broadcast channel after the cache
+//! holds them. A re-list (start-up, a 410 after the watch expired, a reconnect) is applied as the
+//! difference between the old cache and the new list, followed by [`InformerEvent::Relisted`], so
+//! no change is lost. [`Informer::wait_until`] lets the engine wait until the cache shows its own
+//! writes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, watch};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::k8s::object::{self, ObjectKey};
+use crate::k8s::selector::LabelSelector;
+
+/// Capacity of each informer's event channel. A subscriber more than this many events behind
+/// gets `RecvError::Lagged` and must resync everything, as for [`InformerEvent::Relisted`].
+pub const EVENT_CAPACITY: usize = 65_536;
+
+/// A change to an informer's cache, published after the cache holds it.
+///
+/// A subscriber that receives `Err(RecvError::Lagged(_))` has missed events and must treat it
+/// exactly like [`InformerEvent::Relisted`]: resync everything from the cache.
+#[derive(Debug, Clone)]
+pub enum InformerEvent {
+    /// An object appeared.
+    Added(Arc<Value>),
+    /// An object changed (its resourceVersion differs).
+    Updated {
+        /// The cached state before the change.
+        old: Arc<Value>,
+        /// The new state.
+        new: Arc<Value>,
+    },
+    /// An object was deleted (its last known state).
+    Deleted(Arc<Value>),
+    /// The informer (re-)listed: the Added/Updated/Deleted events for the differences between the
+    /// previous cache and the new list were sent just before this. Also sent after the first sync.
+    Relisted,
+}
+
+/// Errors waiting for an informer.
+#[derive(Debug, thiserror::Error)]
+pub enum InformerError {
+    /// The first list did not complete in time.
+    #[error(
+        "the cache of {resource} did not sync within {waited:?}: {}; check that the resource is served (`kubectl api-resources`) and that your credentials may list and watch it",
+        describe_last_error(.last_error)
+    )]
+    NotSynced {
+        /// The resource, e.g. `widgets (example.com/v1)`.
+        resource: String,
+        /// How long we waited.
+        waited: Duration,
+        /// The last error of the watch, if any (e.g. a 403 or 404 from the API server).
+        last_error: Option<String>,
+    },
+    /// The informer was stopped before it synced.
+    #[error("the cache of {resource} is stopped: {reason}")]
+    Stopped {
+        /// The resource.
+        resource: String,
+        /// Why it stopped.
+        reason: String,
+    },
+}
+
+fn describe_last_error(e: &Option<String>) -> String {
+    match e {
+        Some(e) => format!("last watch error: {e}"),
+        None => "no answer from the API server yet".to_string(),
+    }
+}
+
+/// `widgets (example.com/v1)`: how errors name a resource.
+fn describe(ar: &ApiResource) -> String {
+    format!("{} ({})", ar.plural, ar.api_version)
+}
+
+/// Every informer of one client, keyed by (apiVersion, plural). Cheap to clone (shared).
+#[derive(Clone)]
+pub struct InformerRegistry {
+    client: kube::Client,
+    inner: Arc<Mutex<RegistryInner>>,
+}
+
+#[derive(Default)]
+struct RegistryInner {
+    informers: HashMap<(String, String), Arc<Informer>>,
+    stopped: bool,
+}
+
+impl InformerRegistry {
+    /// A registry whose informers use `client`.
+    pub fn new(client: kube::Client) -> Self {
+        InformerRegistry {
+            client,
+            inner: Arc::new(Mutex::new(RegistryInner::default())),
+        }
+    }
+
+    /// The shared informer of a resource, started on first request. `namespaced` is the
+    /// resource's scope (from discovery); the first caller's value is kept. Must be called from
+    /// within a Tokio runtime (the watch runs as a task); otherwise, and after
+    /// [`InformerRegistry::shutdown`], the informer is not started and
+    /// [`Informer::wait_synced`] says why.
+    pub fn informer(&self, ar: &ApiResource, namespaced: bool) -> Arc<Informer> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (ar.api_version.clone(), ar.plural.clone());
+        if let Some(i) = inner.informers.get(&key) {
+            return Arc::clone(i);
+        }
+        let informer = Arc::new(if inner.stopped {
+            Informer::stopped(ar, namespaced, "the engine is shutting down")
+        } else {
+            Informer::start(self.client.clone(), ar, namespaced)
+        });
+        inner.informers.insert(key, Arc::clone(&informer));
+        informer
+    }
+
+    /// Stop every watch (on exit). The caches keep their last content; informers asked for
+    /// afterwards are not started.
+    pub fn shutdown(&self) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.stopped = true;
+        for i in inner.informers.values() {
+            i.stop("the engine is shutting down");
+        }
+    }
+}
+
+/// One shared list+watch cache of a resource. Dropping the last handle stops its watch.
+pub struct Informer {
+    resource: ApiResource,
+    namespaced: bool,
+    shared: Arc<Shared>,
+    task: Option<AbortHandle>,
+}
+
+/// What the watch task and the readers share.
+struct Shared {
+    state: RwLock<State>,
+    events: broadcast::Sender<InformerEvent>,
+    /// Bumped after every cache change and status change; waiters watch it.
+    version: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // Nothing panics while the lock is held, so a poisoned lock still holds consistent data.
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Apply one watcher event and publish what changed.
+    fn apply(&self, ev: watcher::Event<Value>) {
+        let events = self.write().apply(ev);
+        if events.is_empty() {
+            return;
+        }
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+        for e in events {
+            // Err only means nobody is subscribed.
+            let _ = self.events.send(e);
+        }
+    }
+
+    fn set_error(&self, e: String) {
+        self.write().last_error = Some(e);
+    }
+
+    fn stop(&self, reason: &str) {
+        self.write().stopped = Some(reason.to_string());
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+impl Informer {
+    fn new(ar: &ApiResource, namespaced: bool) -> Self {
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let (version, _) = watch::channel(0);
+        Informer {
+            resource: ar.clone(),
+            namespaced,
+            shared: Arc::new(Shared {
+                state: RwLock::new(State::default()),
+                events,
+                version,
+            }),
+            task: None,
+        }
+    }
+
+    fn start(client: kube::Client, ar: &ApiResource, namespaced: bool) -> Self {
+        let mut informer = Informer::new(ar, namespaced);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let api = Api::<DynamicObject>::all_with(client, ar);
+                let task = rt.spawn(run(Arc::clone(&informer.shared), api, ar.clone()));
+                informer.task = Some(task.abort_handle());
+            }
+            Err(_) => informer.shared.stop(
+                "no Tokio runtime to run the watch on (ask for informers from within the runtime)",
+            ),
+        }
+        informer
+    }
+
+    fn stopped(ar: &ApiResource, namespaced: bool, reason: &str) -> Self {
+        let informer = Informer::new(ar, namespaced);
+        informer.shared.stop(reason);
+        informer
+    }
+
+    fn stop(&self, reason: &str) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+        self.shared.stop(reason);
+    }
+
+    /// The resource this informer caches.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// Whether the resource is namespaced.
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// Whether the first list completed (stays true across later re-lists and reconnects).
+    pub fn is_synced(&self) -> bool {
+        self.shared.read().synced
+    }
+
+    /// Wait until the first list completed. On timeout the error names the resource and the
+    /// watch's last error (a 404 for a resource that is not served, a 403 without permission).
+    /// The watch keeps retrying, so calling again later can succeed.
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), InformerError> {
+        let mut rx = self.shared.version.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            rx.borrow_and_update();
+            {
+                let st = self.shared.read();
+                if st.synced {
+                    return Ok(());
+                }
+                if let Some(reason) = &st.stopped {
+                    return Err(InformerError::Stopped {
+                        resource: describe(&self.resource),
+                        reason: reason.clone(),
+                    });
+                }
+            }
+            // Ok(Err) cannot happen while `self` holds the sender; treat it like a timeout.
+            if !matches!(
+                tokio::time::timeout_at(deadline, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return Err(InformerError::NotSynced {
+                    resource: describe(&self.resource),
+                    waited: timeout,
+                    last_error: self.shared.read().last_error.clone(),
+                });
+            }
+        }
+    }
+
+    /// The cached object with this key.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.shared.read().objects.get(key).cloned()
+    }
+
+    /// Every cached object in `namespace` (`None` or `Some("")`: all; cluster-scoped objects have
+    /// no namespace, so `Some(ns)` finds none of them), sorted by namespace/name.
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let st = self.shared.read();
+        match all_if_empty(namespace) {
+            None => st.objects.values().cloned().collect(),
+            Some(ns) => st.in_namespace(ns).map(|(_, o)| Arc::clone(o)).collect(),
+        }
+    }
+
+    /// The objects whose ControllerRef (the owner reference with `controller: true`) has this
+    /// uid, sorted by namespace/name.
+    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<Value>> {
+        let st = self.shared.read();
+        st.by_controller
+            .get(owner_uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| st.objects.get(k).cloned())
+            .collect()
+    }
+
+    /// The objects without a ControllerRef in `namespace` (`None`/`Some("")`: all) whose labels
+    /// match `selector`, sorted by namespace/name.
+    pub fn orphans(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<Value>> {
+        let st = self.shared.read();
+        let keys: Box<dyn Iterator<Item = &ObjectKey>> = match all_if_empty(namespace) {
+            None => Box::new(st.orphans.iter()),
+            Some(ns) => Box::new(
+                st.orphans
+                    .range(namespace_start(ns)..)
+                    .take_while(move |k| k.namespace.as_deref() == Some(ns)),
+            ),
+        };
+        keys.filter_map(|k| st.objects.get(k))
+            .filter(|o| matches(selector, o))
+            .cloned()
+            .collect()
+    }
+
+    /// Every object in `namespace` (`None`/`Some("")`: all) whose labels match `selector`, sorted
+    /// by namespace/name. Uses the label index when the selector pins a label to one value.
+    pub fn select(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<Value>> {
+        let namespace = all_if_empty(namespace);
+        let st = self.shared.read();
+        if let Some((k, v)) = selector.exact_pairs().first() {
+            return st
+                .by_label
+                .get(*k)
+                .and_then(|values| values.get(*v))
+                .into_iter()
+                .flatten()
+                .filter(|key| namespace.is_none_or(|ns| key.namespace.as_deref() == Some(ns)))
+                .filter_map(|key| st.objects.get(key))
+                .filter(|o| matches(selector, o))
+                .cloned()
+                .collect();
+        }
+        let objects: Box<dyn Iterator<Item = &Arc<Value>>> = match namespace {
+            None => Box::new(st.objects.values()),
+            Some(ns) => Box::new(st.in_namespace(ns).map(|(_, o)| o)),
+        };
+        objects.filter(|o| matches(selector, o)).cloned().collect()
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.shared.read().objects.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Subscribe to changes from now on. On `Err(RecvError::Lagged(_))` (more than
+    /// [`EVENT_CAPACITY`] events behind) treat it like [`InformerEvent::Relisted`]: resync
+    /// everything from the cache.
+    pub fn subscribe(&self) -> broadcast::Receiver<InformerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Wait until the cached entry for `key` (`None` when absent) satisfies `pred`; true as soon
+    /// as it does, false on timeout or when the informer stops first. The engine uses this after
+    /// its own writes so that the next sync reads them.
+    pub async fn wait_until(
+        &self,
+        key: &ObjectKey,
+        pred: impl Fn(Option<&Value>) -> bool,
+        timeout: Duration,
+    ) -> bool {
+        let mut rx = self.shared.version.subscribe();
+        let deadline = Instant::now() + timeout;
+        loop {
+            rx.borrow_and_update();
+            if pred(self.get(key).as_deref()) {
+                return true;
+            }
+            if self.shared.read().stopped.is_some() {
+                return false;
+            }
+            if !matches!(
+                tokio::time::timeout_at(deadline, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return false;
+            }
+        }
+    }
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+fn all_if_empty(namespace: Option<&str>) -> Option<&str> {
+    namespace.filter(|n| !n.is_empty())
+}
+
+/// The smallest key in namespace `ns`.
+fn namespace_start(ns: &str) -> ObjectKey {
+    ObjectKey {
+        namespace: Some(ns.to_string()),
+        name: String::new(),
+    }
+}
+
+fn labels_json(obj: &Value) -> Option<&Value> {
+    obj.get("metadata")?.get("labels")
+}
+
+fn matches(selector: &LabelSelector, obj: &Value) -> bool {
+    selector.matches_json(labels_json(obj))
+}
+
+/// The watch task: feeds the watcher's events into the cache, forever (the backoff retries).
+async fn run(shared: Arc<Shared>, api: Api<DynamicObject>, ar: ApiResource) {
+    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    while let Some(item) = stream.next().await {
+        let ev = match item {
+            Ok(ev) => ev,
+            Err(e) => {
+                let e = describe_watch_error(&e);
+                tracing::debug!("watch of {}: {e}", describe(&ar));
+                shared.set_error(e);
+                continue;
+            }
+        };
+        let converted = match ev {
+            watcher::Event::Init => Ok(watcher::Event::Init),
+            watcher::Event::InitDone => Ok(watcher::Event::InitDone),
+            watcher::Event::InitApply(o) => to_json(o, &ar).map(watcher::Event::InitApply),
+            watcher::Event::Apply(o) => to_json(o, &ar).map(watcher::Event::Apply),
+            watcher::Event::Delete(o) => to_json(o, &ar).map(watcher::Event::Delete),
+        };
+        match converted {
+            Ok(ev) => shared.apply(ev),
+            Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
+        }
+    }
+}
+
+/// A watcher error in one line: the step that failed and the API server's answer
+/// (`list: 404 NotFound: the server could not find the requested resource`).
+fn describe_watch_error(e: &watcher::Error) -> String {
+    let status = |s: &kube::core::Status| format!("{} {}: {}", s.code, s.reason, s.message);
+    let (step, err) = match e {
+        watcher::Error::InitialListFailed(c) => ("list", c),
+        watcher::Error::WatchStartFailed(c) => ("watch", c),
+        watcher::Error::WatchFailed(c) => ("watch stream", c),
+        watcher::Error::WatchError(s) => return format!("watch: {}", status(s)),
+        watcher::Error::NoResourceVersion => return e.to_string(),
+    };
+    match err {
+        kube::Error::Api(s) => format!("{step}: {}", status(s)),
+        other => format!("{step}: {other}"),
+    }
+}
+
+/// The object as JSON: `apiVersion` and `kind` first (filled in from the resource when the API
+/// server left them out, as it does for list items), `metadata` without `managedFields`.
+fn to_json(obj: DynamicObject, ar: &ApiResource) -> Result<Value, serde_json::Error> {
+    let DynamicObject {
+        types,
+        mut metadata,
+        data,
+    } = obj;
+    metadata.managed_fields = None;
+    let (api_version, kind) = match types {
+        Some(t) if !t.api_version.is_empty() && !t.kind.is_empty() => (t.api_version, t.kind),
+        _ => (ar.api_version.clone(), ar.kind.clone()),
+    };
+    let mut out = Map::new();
+    out.insert("apiVersion".into(), Value::String(api_version));
+    out.insert("kind".into(), Value::String(kind));
+    out.insert("metadata".into(), serde_json::to_value(&metadata)?);
+    if let Value::Object(fields) = data {
+        out.extend(fields);
+    }
+    Ok(Value::Object(out))
+}
+
+/// The cache and its indexes (always changed together), plus the watch status.
+#[derive(Default)]
+struct State {
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
+    /// ControllerRef uid -> the objects it controls.
+    by_controller: HashMap<String, BTreeSet<ObjectKey>>,
+    /// Objects without a ControllerRef.
+    orphans: BTreeSet<ObjectKey>,
+    /// Label key -> value -> objects.
+    by_label: HashMap<String, HashMap<String, BTreeSet<ObjectKey>>>,
+    /// The objects of a re-list in progress (between `Init` and `InitDone`).
+    relist: Option<BTreeMap<ObjectKey, Arc<Value>>>,
+    synced: bool,
+    last_error: Option<String>,
+    stopped: Option<String>,
+}
+
+/// Same object version: the same allocation, or the same resourceVersion.
+fn same_version(a: &Arc<Value>, b: &Value) -> bool {
+    std::ptr::eq(a.as_ref(), b)
+        || (object::resource_version(a).is_some()
+            && object::resource_version(a) == object::resource_version(b))
+}
+
+impl State {
+    /// Apply one watcher event; returns the events to publish.
+    fn apply(&mut self, ev: watcher::Event<Value>) -> Vec<InformerEvent> {
+        match ev {
+            watcher::Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                let Some(key) = ObjectKey::of(&obj) else {
+                    return Vec::new();
+                };
+                // An unchanged object keeps its cached allocation: one copy of each object.
+                let obj = match self.objects.get(&key) {
+                    Some(cached) if same_version(cached, &obj) => Arc::clone(cached),
+                    _ => Arc::new(obj),
+                };
+                self.relist.get_or_insert_default().insert(key, obj);
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let fresh = self.relist.take().unwrap_or_default();
+                let gone: Vec<ObjectKey> = self
+                    .objects
+                    .keys()
+                    .filter(|k| !fresh.contains_key(*k))
+                    .cloned()
+                    .collect();
+                let mut events: Vec<InformerEvent> = gone
+                    .iter()
+                    .filter_map(|k| self.remove(k))
+                    .map(InformerEvent::Deleted)
+                    .collect();
+                events.extend(fresh.into_iter().filter_map(|(k, o)| self.upsert(k, o)));
+                self.synced = true;
+                events.push(InformerEvent::Relisted);
+                events
+            }
+            watcher::Event::Apply(obj) => ObjectKey::of(&obj)
+                .and_then(|k| self.upsert(k, Arc::new(obj)))
+                .into_iter()
+                .collect(),
+            watcher::Event::Delete(obj) => match ObjectKey::of(&obj) {
+                Some(k) if self.remove(&k).is_some() => {
+                    vec![InformerEvent::Deleted(Arc::new(obj))]
+                }
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    /// Insert or replace; `None` when the cached version is the same.
+    fn upsert(&mut self, key: ObjectKey, obj: Arc<Value>) -> Option<InformerEvent> {
+        let old = match self.objects.get(&key) {
+            Some(cached) if same_version(cached, &obj) => return None,
+            Some(cached) => Some(Arc::clone(cached)),
+            None => None,
+        };
+        if let Some(old) = &old {
+            self.unindex(&key, old);
+        }
+        self.index(&key, &obj);
+        self.objects.insert(key, Arc::clone(&obj));
+        Some(match old {
+            Some(old) => InformerEvent::Updated { old, new: obj },
+            None => InformerEvent::Added(obj),
+        })
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Value>> {
+        let old = self.objects.remove(key)?;
+        self.unindex(key, &old);
+        Some(old)
+    }
+
+    fn index(&mut self, key: &ObjectKey, obj: &Value) {
+        match object::controller_ref(obj) {
+            Some(r) => {
+                self.by_controller
+                    .entry(r.uid)
+                    .or_default()
+                    .insert(key.clone());
+            }
+            None => {
+                self.orphans.insert(key.clone());
+            }
+        }
+        for (k, v) in string_labels(obj) {
+            self.by_label
+                .entry(k.to_string())
+                .or_default()
+                .entry(v.to_string())
+                .or_default()
+                .insert(key.clone());
+        }
+    }
+
+    /// Exactly undoes [`State::index`] for the same object.
+    fn unindex(&mut self, key: &ObjectKey, obj: &Value) {
+        match object::controller_ref(obj) {
+            Some(r) => {
+                if let Some(set) = self.by_controller.get_mut(&r.uid) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.by_controller.remove(&r.uid);
+                    }
+                }
+            }
+            None => {
+                self.orphans.remove(key);
+            }
+        }
+        for (k, v) in string_labels(obj) {
+            let Some(values) = self.by_label.get_mut(k) else {
+                continue;
+            };
+            if let Some(set) = values.get_mut(v) {
+                set.remove(key);
+                if set.is_empty() {
+                    values.remove(v);
+                }
+            }
+            if values.is_empty() {
+                self.by_label.remove(k);
+            }
+        }
+    }
+
+    /// The objects of one namespace, in key order.
+    fn in_namespace<'a>(
+        &'a self,
+        ns: &'a str,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+        self.objects
+            .range(namespace_start(ns)..)
+            .take_while(move |(k, _)| k.namespace.as_deref() == Some(ns))
+    }
+}
+
+/// The string-valued labels of an object.
+fn string_labels(obj: &Value) -> impl Iterator<Item = (&str, &str)> {
+    labels_json(obj)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{Sandbox, SandboxConfig};
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use serde_json::json;
+    use tokio::sync::broadcast::error::RecvError;
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    // ---- pure cache tests (no server) ----
+
+    fn cm(ns: &str, name: &str, rv: &str, labels: Value, owner: Option<&str>) -> Value {
+        let mut meta =
+            json!({"name": name, "namespace": ns, "resourceVersion": rv, "labels": labels});
+        if let Some(uid) = owner {
+            meta["ownerReferences"] = json!([
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "other", "controller": false},
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "p", "uid": uid, "controller": true}
+            ]);
+        }
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta})
+    }
+
+    fn cm_ar() -> ApiResource {
+        ApiResource::erase::<ConfigMap>(&())
+    }
+
+    fn offline() -> Informer {
+        Informer::new(&cm_ar(), true)
+    }
+
+    fn names(objs: &[Arc<Value>]) -> Vec<String> {
+        objs.iter()
+            .map(|o| ObjectKey::of(o).expect("named").to_string())
+            .collect()
+    }
+
+    fn ev_str(e: &InformerEvent) -> String {
+        let k = |o: &Value| ObjectKey::of(o).expect("named").to_string();
+        let rv = |o: &Value| object::resource_version(o).unwrap_or("-").to_string();
+        match e {
+            InformerEvent::Added(o) => format!("added {}@{}", k(o), rv(o)),
+            InformerEvent::Updated { old, new } => {
+                format!("updated {} {}->{}", k(new), rv(old), rv(new))
+            }
+            InformerEvent::Deleted(o) => format!("deleted {}", k(o)),
+            InformerEvent::Relisted => "relisted".into(),
+        }
+    }
+
+    fn drain(rx: &mut broadcast::Receiver<InformerEvent>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            out.push(ev_str(&e));
+        }
+        out
+    }
+
+    /// Recompute every index from the objects and compare with the maintained ones.
+    fn assert_indexes_consistent(inf: &Informer) {
+        let st = inf.shared.read();
+        let mut fresh = State::default();
+        for (k, o) in &st.objects {
+            fresh.index(k, o);
+        }
+        assert_eq!(st.by_controller, fresh.by_controller);
+        assert_eq!(st.orphans, fresh.orphans);
+        assert_eq!(st.by_label, fresh.by_label);
+    }
+
+    #[test]
+    fn relist_publishes_the_difference_then_relisted() {
+        let inf = offline();
+        let mut rx = inf.subscribe();
+        let a1 = cm("n", "a", "1", json!({}), None);
+        let b1 = cm("n", "b", "1", json!({}), None);
+        let c1 = cm("n", "c", "1", json!({}), None);
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(a1.clone()),
+            watcher::Event::InitApply(b1),
+            watcher::Event::InitApply(c1.clone()),
+        ] {
+            inf.shared.apply(ev);
+        }
+        assert!(!inf.is_synced());
+        assert_eq!(inf.len(), 0, "nothing is visible before the list completes");
+        inf.shared.apply(watcher::Event::InitDone);
+        assert!(inf.is_synced());
+        assert_eq!(
+            drain(&mut rx),
+            ["added n/a@1", "added n/b@1", "added n/c@1", "relisted"]
+        );
+        let c_before = inf.get(&ObjectKey::new(Some("n"), "c")).expect("c");
+
+        // Re-list: a changed, b gone, c unchanged, d new.
+        inf.shared.apply(watcher::Event::Init);
+        inf.shared.apply(watcher::Event::InitApply(cm(
+            "n",
+            "a",
+            "5",
+            json!({}),
+            None,
+        )));
+        inf.shared.apply(watcher::Event::InitApply(c1));
+        inf.shared.apply(watcher::Event::InitApply(cm(
+            "n",
+            "d",
+            "6",
+            json!({}),
+            None,
+        )));
+        assert_eq!(
+            names(&inf.list(None)),
+            ["n/a", "n/b", "n/c"],
+            "the old cache serves reads until the re-list completes"
+        );
+        inf.shared.apply(watcher::Event::InitDone);
+        assert_eq!(
+            drain(&mut rx),
+            ["deleted n/b", "updated n/a 1->5", "added n/d@6", "relisted"]
+        );
+        assert_eq!(names(&inf.list(None)), ["n/a", "n/c", "n/d"]);
+        let c_after = inf.get(&ObjectKey::new(Some("n"), "c")).expect("c");
+        assert!(
+            Arc::ptr_eq(&c_before, &c_after),
+            "an unchanged object keeps its single cached copy"
+        );
+        assert!(inf.shared.read().relist.is_none());
+        assert_indexes_consistent(&inf);
+        let _ = a1;
+    }
+
+    #[test]
+    fn interrupted_relist_starts_over() {
+        let inf = offline();
+        inf.shared.apply(watcher::Event::Init);
+        inf.shared.apply(watcher::Event::InitApply(cm(
+            "n",
+            "x",
+            "1",
+            json!({}),
+            None,
+        )));
+        // The list failed half-way; the watcher starts again.
+        inf.shared.apply(watcher::Event::Init);
+        inf.shared.apply(watcher::Event::InitApply(cm(
+            "n",
+            "y",
+            "2",
+            json!({}),
+            None,
+        )));
+        inf.shared.apply(watcher::Event::InitDone);
+        assert_eq!(names(&inf.list(None)), ["n/y"]);
+    }
+
+    #[test]
+    fn watch_events_update_cache_and_indexes() {
+        let inf = offline();
+        let mut rx = inf.subscribe();
+        inf.shared.apply(watcher::Event::Init);
+        inf.shared.apply(watcher::Event::InitDone);
+        let apply = |v: Value| inf.shared.apply(watcher::Event::Apply(v));
+        apply(cm("n", "a", "1", json!({"app": "x"}), Some("p1")));
+        apply(cm("n", "a", "1", json!({"app": "x"}), Some("p1"))); // same rv: no event
+        apply(cm("m", "b", "2", json!({"app": "x", "tier": "t"}), None));
+        apply(cm("n", "c", "3", json!({"app": "y"}), None));
+        let app_x = LabelSelector::parse("app=x").expect("selector");
+        assert_eq!(names(&inf.controlled_by("p1")), ["n/a"]);
+        assert!(
+            inf.controlled_by("other").is_empty(),
+            "only the ControllerRef counts"
+        );
+        assert_eq!(
+            names(&inf.orphans(None, &LabelSelector::default())),
+            ["m/b", "n/c"]
+        );
+        assert_eq!(
+            names(&inf.orphans(Some("n"), &LabelSelector::default())),
+            ["n/c"]
+        );
+        assert_eq!(names(&inf.orphans(None, &app_x)), ["m/b"]);
+        assert_eq!(names(&inf.select(None, &app_x)), ["m/b", "n/a"]);
+        assert_eq!(names(&inf.select(Some("n"), &app_x)), ["n/a"]);
+        assert_eq!(names(&inf.select(Some(""), &app_x)), ["m/b", "n/a"]);
+
+        // The ControllerRef goes away: a becomes an orphan; its labels change too.
+        apply(cm("n", "a", "4", json!({"app": "y"}), None));
+        assert!(inf.controlled_by("p1").is_empty());
+        assert_eq!(
+            names(&inf.orphans(Some("n"), &LabelSelector::default())),
+            ["n/a", "n/c"]
+        );
+        assert_eq!(names(&inf.select(None, &app_x)), ["m/b"]);
+        // And comes back under another owner.
+        apply(cm("n", "a", "5", json!({"app": "y"}), Some("p2")));
+        assert_eq!(names(&inf.controlled_by("p2")), ["n/a"]);
+        assert_eq!(
+            names(&inf.orphans(Some("n"), &LabelSelector::default())),
+            ["n/c"]
+        );
+        inf.shared.apply(watcher::Event::Delete(cm(
+            "m",
+            "b",
+            "6",
+            json!({"app": "x"}),
+            None,
+        )));
+        inf.shared
+            .apply(watcher::Event::Delete(cm("m", "zz", "7", json!({}), None))); // unknown: no event
+        assert!(inf.select(None, &app_x).is_empty());
+        assert_eq!(
+            drain(&mut rx),
+            [
+                "relisted",
+                "added n/a@1",
+                "added m/b@2",
+                "added n/c@3",
+                "updated n/a 1->4",
+                "updated n/a 4->5",
+                "deleted m/b"
+            ]
+        );
+        assert_indexes_consistent(&inf);
+        let st = inf.shared.read();
+        assert!(
+            !st.by_label.contains_key("tier"),
+            "no empty index entries are left"
+        );
+        assert!(!st.by_controller.contains_key("p1"));
+    }
+
+    #[test]
+    fn select_without_an_exact_pair_and_with_set_requirements() {
+        let inf = offline();
+        inf.shared.apply(watcher::Event::Init);
+        for (ns, name, app) in [
+            ("a", "1", "x"),
+            ("a", "2", "y"),
+            ("b", "3", "z"),
+            ("b", "4", "x"),
+        ] {
+            inf.shared.apply(watcher::Event::InitApply(cm(
+                ns,
+                name,
+                name,
+                json!({"app": app}),
+                None,
+            )));
+        }
+        inf.shared.apply(watcher::Event::InitApply(cm(
+            "a",
+            "5",
+            "5",
+            json!({}),
+            None,
+        )));
+        inf.shared.apply(watcher::Event::InitDone);
+        let sel = |s: &str| LabelSelector::parse(s).expect("selector");
+        assert_eq!(
+            names(&inf.select(None, &sel("app in (x,y)"))),
+            ["a/1", "a/2", "b/4"]
+        );
+        assert_eq!(
+            names(&inf.select(Some("a"), &sel("app!=x"))),
+            ["a/2", "a/5"]
+        );
+        assert_eq!(names(&inf.select(Some("b"), &sel("app"))), ["b/3", "b/4"]);
+        // The label index is used for the exact pair, the rest of the selector still applies.
+        assert_eq!(
+            names(&inf.select(None, &sel("app=x,app notin (x)"))).len(),
+            0
+        );
+        assert_eq!(
+            names(&inf.select(Some("zz"), &LabelSelector::default())).len(),
+            0
+        );
+        assert_eq!(names(&inf.list(Some("b"))), ["b/3", "b/4"]);
+        assert_eq!(inf.len(), 5);
+    }
+
+    #[test]
+    fn to_json_fills_type_and_drops_managed_fields() {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "n", "resourceVersion": "3",
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "data": {"k": "v"}
+        }))
+        .expect("object");
+        assert!(obj.types.is_none());
+        let v = to_json(obj, &cm_ar()).expect("json");
+        assert_eq!(
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "a", "namespace": "n", "resourceVersion": "3"},
+                   "data": {"k": "v"}})
+        );
+        let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
+    }
+
+    #[tokio::test]
+    async fn wait_until_and_wait_synced_follow_changes_offline() {
+        let inf = offline();
+        let key = ObjectKey::new(Some("n"), "a");
+        let checks = std::sync::atomic::AtomicUsize::new(0);
+        // join! polls in order: both waiters check, find nothing and park before the writer runs,
+        // so they can only finish by being woken by the cache changes.
+        let (seen, synced, ()) = tokio::join!(
+            inf.wait_until(
+                &key,
+                |o| {
+                    checks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    o.and_then(object::resource_version) == Some("2")
+                },
+                WAIT,
+            ),
+            inf.wait_synced(WAIT),
+            async {
+                tokio::task::yield_now().await;
+                assert_eq!(checks.load(std::sync::atomic::Ordering::SeqCst), 1);
+                inf.shared.apply(watcher::Event::Init);
+                inf.shared.apply(watcher::Event::InitApply(cm(
+                    "n",
+                    "a",
+                    "1",
+                    json!({}),
+                    None,
+                )));
+                inf.shared.apply(watcher::Event::InitDone);
+                tokio::task::yield_now().await;
+                inf.shared
+                    .apply(watcher::Event::Apply(cm("n", "a", "2", json!({}), None)));
+            }
+        );
+        assert!(seen);
+        assert!(synced.is_ok());
+        assert!(checks.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+        // Absent keys satisfy "gone"; a predicate that never holds times out.
+        assert!(
+            inf.wait_until(&ObjectKey::new(Some("n"), "b"), |o| o.is_none(), WAIT)
+                .await
+        );
+        assert!(
+            !inf.wait_until(&key, |o| o.is_none(), Duration::from_millis(50))
+                .await
+        );
+    }
+
+    #[tokio::test]
+    async fn stopped_informers_say_why() {
+        let inf = Informer::stopped(&cm_ar(), true, "the engine is shutting down");
+        let err = inf.wait_synced(WAIT).await.expect_err("stopped");
+        assert!(matches!(err, InformerError::Stopped { .. }));
+        assert_eq!(
+            err.to_string(),
+            "the cache of configmaps (v1) is stopped: the engine is shutting down"
+        );
+        assert!(
+            !inf.wait_until(&ObjectKey::new(None, "x"), |o| o.is_some(), WAIT)
+                .await
+        );
+    }
+
+    // ---- against the sandbox ----
+
+    async fn client_from_yaml(yaml: &str) -> kube::Client {
+        let kc = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("kube config");
+        kube::Client::try_from(cfg).expect("kube client")
+    }
+
+    async fn sandbox() -> (Sandbox, kube::Client) {
+        sandbox_with(SandboxConfig::ephemeral()).await
+    }
+
+    async fn sandbox_with(cfg: SandboxConfig) -> (Sandbox, kube::Client) {
+        let sb = Sandbox::start(cfg).await.expect("sandbox starts");
+        let client = client_from_yaml(&sb.kubeconfig_yaml()).await;
+        (sb, client)
+    }
+
+    fn cms(client: &kube::Client, ns: &str) -> Api<ConfigMap> {
+        Api::namespaced(client.clone(), ns)
+    }
+
+    async fn create_cm(client: &kube::Client, v: Value) -> ConfigMap {
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let cm: ConfigMap = serde_json::from_value(v).expect("configmap");
+        cms(client, &ns)
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create configmap")
+    }
+
+    async fn merge(client: &kube::Client, ns: &str, name: &str, patch: Value) -> ConfigMap {
+        cms(client, ns)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch configmap")
+    }
+
+    async fn create_ns(client: &kube::Client, name: &str) {
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+    }
+
+    /// The next event concerning `name` (or `Relisted`), failing after 30 s.
+    async fn next_for(rx: &mut broadcast::Receiver<InformerEvent>, name: &str) -> InformerEvent {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let ev = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(ev)) => ev,
+                Ok(Err(e)) => panic!("event channel: {e}"),
+                Err(_) => panic!("no event for {name} within {WAIT:?}"),
+            };
+            let about = match &ev {
+                InformerEvent::Added(o) | InformerEvent::Deleted(o) => object::name(o),
+                InformerEvent::Updated { new, .. } => object::name(new),
+                InformerEvent::Relisted => return ev,
+            };
+            if about == Some(name) {
+                return ev;
+            }
+        }
+    }
+
+    async fn synced(reg: &InformerRegistry, ar: &ApiResource, namespaced: bool) -> Arc<Informer> {
+        let inf = reg.informer(ar, namespaced);
+        inf.wait_synced(WAIT).await.expect("informer syncs");
+        inf
+    }
+
+    #[tokio::test]
+    async fn syncs_existing_objects_and_streams_changes_in_order() {
+        let (sb, client) = sandbox().await;
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "pre", "namespace": "default"}, "data": {"k": "v"}}),
+        )
+        .await;
+        let direct = cms(&client, "default").get("pre").await.expect("get");
+        assert!(
+            direct
+                .metadata
+                .managed_fields
+                .is_some_and(|m| !m.is_empty()),
+            "precondition: the server records managedFields"
+        );
+        let reg = InformerRegistry::new(client.clone());
+        let inf = synced(&reg, &cm_ar(), true).await;
+        assert!(inf.is_synced());
+        assert_eq!(inf.resource().plural, "configmaps");
+        assert!(inf.namespaced());
+        let pre = inf
+            .get(&ObjectKey::new(Some("default"), "pre"))
+            .expect("listed");
+        assert_eq!(pre["apiVersion"], "v1");
+        assert_eq!(pre["kind"], "ConfigMap");
+        assert_eq!(pre["data"]["k"], "v");
+        assert!(pre["metadata"].get("managedFields").is_none());
+        assert!(object::uid(&pre).is_some());
+
+        let mut rx = inf.subscribe();
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "x", "namespace": "default"}, "data": {"n": "1"}}),
+        )
+        .await;
+        merge(&client, "default", "x", json!({"data": {"n": "2"}})).await;
+        cms(&client, "default")
+            .delete("x", &DeleteParams::default())
+            .await
+            .expect("delete");
+        match next_for(&mut rx, "x").await {
+            InformerEvent::Added(o) => {
+                assert_eq!(o["data"]["n"], "1");
+                assert_eq!(o["kind"], "ConfigMap");
+                assert!(o["metadata"].get("managedFields").is_none());
+            }
+            e => panic!("expected Added, got {}", ev_str(&e)),
+        }
+        match next_for(&mut rx, "x").await {
+            InformerEvent::Updated { old, new } => {
+                assert_eq!(old["data"]["n"], "1");
+                assert_eq!(new["data"]["n"], "2");
+                assert_ne!(
+                    object::resource_version(&old),
+                    object::resource_version(&new)
+                );
+            }
+            e => panic!("expected Updated, got {}", ev_str(&e)),
+        }
+        match next_for(&mut rx, "x").await {
+            InformerEvent::Deleted(o) => assert_eq!(o["data"]["n"], "2"),
+            e => panic!("expected Deleted, got {}", ev_str(&e)),
+        }
+        assert!(inf.get(&ObjectKey::new(Some("default"), "x")).is_none());
+        reg.shutdown();
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn owner_orphan_and_label_indexes_track_the_server() {
+        let (sb, client) = sandbox().await;
+        create_ns(&client, "other").await;
+        let parent = create_cm(
+            &client,
+            json!({"metadata": {"name": "parent", "namespace": "default"}}),
+        )
+        .await;
+        let puid = parent.metadata.uid.clone().expect("uid");
+        let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+                            "uid": puid, "controller": true}]);
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "child", "namespace": "default",
+                                "labels": {"app": "web"}, "ownerReferences": owner}}),
+        )
+        .await;
+        for (ns, name, app) in [
+            ("default", "o1", "web"),
+            ("default", "o2", "db"),
+            ("other", "o3", "web"),
+        ] {
+            create_cm(
+                &client,
+                json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}}),
+            )
+            .await;
+        }
+        let reg = InformerRegistry::new(client.clone());
+        let inf = synced(&reg, &cm_ar(), true).await;
+        let web = LabelSelector::from_label_selector(&json!({"matchLabels": {"app": "web"}}))
+            .expect("selector");
+        let any = LabelSelector::default();
+        assert_eq!(names(&inf.controlled_by(&puid)), ["default/child"]);
+        assert_eq!(names(&inf.orphans(Some("default"), &web)), ["default/o1"]);
+        assert_eq!(names(&inf.orphans(None, &web)), ["default/o1", "other/o3"]);
+        let default_orphans = names(&inf.orphans(Some("default"), &any));
+        assert!(default_orphans.contains(&"default/o2".to_string()));
+        assert!(!default_orphans.contains(&"default/child".to_string()));
+        assert_eq!(
+            names(&inf.select(Some("default"), &web)),
+            ["default/child", "default/o1"]
+        );
+        assert_eq!(
+            names(&inf.select(
+                None,
+                &LabelSelector::parse("app in (db, web), app!=web").expect("sel")
+            )),
+            ["default/o2"]
+        );
+
+        // Remove the ControllerRef: the child becomes an orphan.
+        let mut rx = inf.subscribe();
+        merge(
+            &client,
+            "default",
+            "child",
+            json!({"metadata": {"ownerReferences": null}}),
+        )
+        .await;
+        match next_for(&mut rx, "child").await {
+            InformerEvent::Updated { old, new } => {
+                assert!(object::controller_ref(&old).is_some());
+                assert!(object::controller_ref(&new).is_none());
+            }
+            e => panic!("expected Updated, got {}", ev_str(&e)),
+        }
+        assert!(inf.controlled_by(&puid).is_empty());
+        assert_eq!(
+            names(&inf.orphans(Some("default"), &web)),
+            ["default/child", "default/o1"]
+        );
+        // Adopt o1: it moves from the orphans to the owner index.
+        merge(
+            &client,
+            "default",
+            "o1",
+            json!({"metadata": {"ownerReferences": owner}}),
+        )
+        .await;
+        next_for(&mut rx, "o1").await;
+        assert_eq!(names(&inf.controlled_by(&puid)), ["default/o1"]);
+        assert_eq!(
+            names(&inf.orphans(Some("default"), &web)),
+            ["default/child"]
+        );
+        // A label change moves an object in the label index.
+        merge(
+            &client,
+            "other",
+            "o3",
+            json!({"metadata": {"labels": {"app": "db"}}}),
+        )
+        .await;
+        next_for(&mut rx, "o3").await;
+        assert_eq!(
+            names(&inf.select(None, &web)),
+            ["default/child", "default/o1"]
+        );
+        reg.shutdown();
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn registry_shares_one_informer_per_resource_and_shuts_down() {
+        let (sb, client) = sandbox().await;
+        let reg = InformerRegistry::new(client.clone());
+        let first = reg.informer(&cm_ar(), true);
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let reg = reg.clone();
+                tokio::spawn(async move { reg.informer(&cm_ar(), true) })
+            })
+            .collect();
+        for t in tasks {
+            assert!(Arc::ptr_eq(&first, &t.await.expect("join")));
+        }
+        let ns_ar = ApiResource::erase::<Namespace>(&());
+        let namespaces = synced(&reg, &ns_ar, false).await;
+        assert!(!Arc::ptr_eq(&first, &namespaces));
+        assert!(namespaces.get(&ObjectKey::new(None, "default")).is_some());
+        assert!(
+            namespaces.list(Some("default")).is_empty(),
+            "cluster-scoped objects have no namespace"
+        );
+        first.wait_synced(WAIT).await.expect("sync");
+
+        // Both handles see the same changes through one watch.
+        let mut rx1 = first.subscribe();
+        let mut rx2 = reg.informer(&cm_ar(), true).subscribe();
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "s", "namespace": "default"}}),
+        )
+        .await;
+        assert!(matches!(
+            next_for(&mut rx1, "s").await,
+            InformerEvent::Added(_)
+        ));
+        assert!(matches!(
+            next_for(&mut rx2, "s").await,
+            InformerEvent::Added(_)
+        ));
+
+        reg.shutdown();
+        let late = reg.informer(
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+            true,
+        );
+        assert!(matches!(
+            late.wait_synced(WAIT).await,
+            Err(InformerError::Stopped { .. })
+        ));
+        // A stopped informer no longer changes, and waiting on it ends at once.
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "after", "namespace": "default"}}),
+        )
+        .await;
+        let key = ObjectKey::new(Some("default"), "after");
+        assert!(!first.wait_until(&key, |o| o.is_some(), WAIT).await);
+        assert!(first.get(&key).is_none());
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn wait_until_returns_after_a_write_or_false_on_timeout() {
+        let (sb, client) = sandbox().await;
+        let reg = InformerRegistry::new(client.clone());
+        let inf = synced(&reg, &cm_ar(), true).await;
+        let key = ObjectKey::new(Some("default"), "w");
+        assert!(
+            !inf.wait_until(&key, |o| o.is_some(), Duration::from_millis(200))
+                .await
+        );
+        let written = create_cm(
+            &client,
+            json!({"metadata": {"name": "w", "namespace": "default"}}),
+        )
+        .await;
+        let rv = written.metadata.resource_version.expect("rv");
+        // The engine's pattern: right after its own write, wait for the cache to show it.
+        assert!(
+            inf.wait_until(
+                &key,
+                |o| o.and_then(object::resource_version) == Some(rv.as_str()),
+                WAIT
+            )
+            .await
+        );
+        assert!(inf.get(&key).is_some());
+        let updated = merge(&client, "default", "w", json!({"data": {"a": "b"}})).await;
+        let rv2 = updated.metadata.resource_version.expect("rv");
+        assert!(
+            inf.wait_until(
+                &key,
+                |o| o.and_then(object::resource_version) == Some(rv2.as_str()),
+                WAIT
+            )
+            .await
+        );
+        cms(&client, "default")
+            .delete("w", &DeleteParams::default())
+            .await
+            .expect("delete");
+        assert!(inf.wait_until(&key, |o| o.is_none(), WAIT).await);
+        reg.shutdown();
+        sb.shutdown().await;
+    }
+
+    fn widget_ar() -> ApiResource {
+        ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            api_version: "example.com/v1".into(),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_resource_is_reported_then_picked_up_when_its_crd_appears() {
+        let (sb, client) = sandbox().await;
+        let reg = InformerRegistry::new(client.clone());
+        let inf = reg.informer(&widget_ar(), true);
+        // Wait (in short rounds) until the watch has been answered with a 404.
+        let deadline = Instant::now() + WAIT;
+        let err = loop {
+            match inf.wait_synced(Duration::from_millis(250)).await {
+                Err(
+                    e @ InformerError::NotSynced {
+                        last_error: Some(_),
+                        ..
+                    },
+                ) => break e,
+                Err(InformerError::NotSynced {
+                    last_error: None, ..
+                }) if Instant::now() < deadline => {}
+                other => panic!("expected a NotSynced error with the watch error, got {other:?}"),
+            }
+        };
+        let msg = err.to_string();
+        assert!(msg.contains("widgets (example.com/v1)"), "{msg}");
+        assert!(
+            msg.contains("last watch error: list: 404 NotFound:"),
+            "{msg}"
+        );
+        assert!(msg.contains("kubectl api-resources"), "{msg}");
+
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                              "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .expect("crd");
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("create crd");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let c = crds.get("widgets.example.com").await.expect("get crd");
+            let established = c
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            assert!(Instant::now() < deadline, "CRD never became established");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The watch retries with backoff (at most 30 s between attempts) and picks the CRD up.
+        inf.wait_synced(Duration::from_secs(90))
+            .await
+            .expect("synced once the CRD exists");
+        let mut rx = inf.subscribe();
+        let widgets =
+            Api::<DynamicObject>::namespaced_with(client.clone(), "default", &widget_ar());
+        let w = DynamicObject::new("w1", &widget_ar())
+            .within("default")
+            .data(json!({"spec": {"size": 3}}));
+        widgets
+            .create(&PostParams::default(), &w)
+            .await
+            .expect("create widget");
+        match next_for(&mut rx, "w1").await {
+            InformerEvent::Added(o) => {
+                assert_eq!(o["apiVersion"], "example.com/v1");
+                assert_eq!(o["kind"], "Widget");
+                assert_eq!(o["spec"]["size"], 3);
+            }
+            e => panic!("expected Added, got {}", ev_str(&e)),
+        }
+        assert_eq!(names(&inf.list(Some("default"))), ["default/w1"]);
+        reg.shutdown();
+        sb.shutdown().await;
+    }
+
+    /// A TCP proxy in front of the sandbox that can cut every connection and refuse new ones,
+    /// to break the informer's watch for real.
+    struct Proxy {
+        addr: std::net::SocketAddr,
+        blocked: Arc<std::sync::atomic::AtomicBool>,
+        conns: Arc<Mutex<Vec<AbortHandle>>>,
+        accept: AbortHandle,
+    }
+
+    impl Proxy {
+        async fn start(upstream: std::net::SocketAddr) -> Proxy {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+            let (b, c) = (Arc::clone(&blocked), Arc::clone(&conns));
+            let accept = tokio::spawn(async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    if b.load(std::sync::atomic::Ordering::SeqCst) {
+                        continue; // dropped: the client sees the connection fail
+                    }
+                    let task = tokio::spawn(async move {
+                        if let Ok(mut out) = tokio::net::TcpStream::connect(upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        }
+                    });
+                    c.lock().expect("lock").push(task.abort_handle());
+                }
+            })
+            .abort_handle();
+            Proxy {
+                addr,
+                blocked,
+                conns,
+                accept,
+            }
+        }
+
+        fn cut(&self) {
+            self.blocked
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            for c in self.conns.lock().expect("lock").drain(..) {
+                c.abort();
+            }
+        }
+
+        fn resume(&self) {
+            self.blocked
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Drop for Proxy {
+        fn drop(&mut self) {
+            self.accept.abort();
+            self.cut();
+        }
+    }
+
+    #[tokio::test]
+    async fn broken_watch_relists_and_delivers_what_changed_meanwhile() {
+        // A one-event history: resuming after missed writes gets 410 Expired, so the
+        // informer has to re-list, as against a real API server whose watch cache moved on.
+        let (sb, client) = sandbox_with(SandboxConfig {
+            history: 1,
+            ..SandboxConfig::ephemeral()
+        })
+        .await;
+        for name in ["a", "b", "c"] {
+            create_cm(
+                &client,
+                json!({"metadata": {"name": name, "namespace": "default"}, "data": {"v": "1"}}),
+            )
+            .await;
+        }
+        let proxy = Proxy::start(sb.addr()).await;
+        let yaml = sb
+            .kubeconfig_yaml()
+            .replace(&sb.url(), &format!("https://{}", proxy.addr));
+        assert_ne!(yaml, sb.kubeconfig_yaml());
+        let reg = InformerRegistry::new(client_from_yaml(&yaml).await);
+        let inf = synced(&reg, &cm_ar(), true).await;
+        let c_before = inf.get(&ObjectKey::new(Some("default"), "c")).expect("c");
+        let mut rx = inf.subscribe();
+
+        proxy.cut();
+        merge(&client, "default", "a", json!({"data": {"v": "2"}})).await;
+        cms(&client, "default")
+            .delete("b", &DeleteParams::default())
+            .await
+            .expect("delete");
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "d", "namespace": "default"}}),
+        )
+        .await;
+        proxy.resume();
+
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let ev = match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Ok(ev)) => ev,
+                Ok(Err(RecvError::Lagged(n))) => panic!("lagged {n}"),
+                Ok(Err(RecvError::Closed)) => panic!("closed"),
+                Err(_) => panic!("no re-list within 90 s; saw {seen:?}"),
+            };
+            if let InformerEvent::Updated { old, new } = &ev {
+                assert_eq!(
+                    (&old["data"]["v"], &new["data"]["v"]),
+                    (&json!("1"), &json!("2"))
+                );
+            }
+            let s = ev_str(&ev);
+            let done = s == "relisted";
+            seen.push(
+                s.split('@')
+                    .next()
+                    .unwrap_or_default()
+                    .split(' ')
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            if done {
+                break;
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "deleted default/b",
+                "updated default/a",
+                "added default/d",
+                "relisted"
+            ]
+        );
+        let c_after = inf.get(&ObjectKey::new(Some("default"), "c")).expect("c");
+        assert!(
+            Arc::ptr_eq(&c_before, &c_after),
+            "unchanged objects are not copied by a re-list"
+        );
+        assert_eq!(
+            names(&inf.list(None)),
+            ["default/a", "default/c", "default/d"]
+        );
+
+        // And the new watch streams live changes again.
+        merge(&client, "default", "c", json!({"data": {"v": "3"}})).await;
+        assert!(matches!(
+            next_for(&mut rx, "c").await,
+            InformerEvent::Updated { .. }
+        ));
+        reg.shutdown();
+        sb.shutdown().await;
+    }
+}

@@ -1,0 +1,804 @@
+//! One dev loop per controller: a `coordination.k8s.io/v1` Lease per controller definition.
+//!
+//! [`acquire`] creates the Lease, or takes it over when we already hold it or its holder let it
+//! expire (`renewTime + leaseDurationSeconds` in the past); otherwise it says who holds it.
+//! Every write carries the resourceVersion that was read, so two dev loops racing for the same
+//! Lease cannot both win: the loser gets a conflict, reads again and decides again. The returned
+//! [`LeaseGuard`] renews in the background every third of the duration, reports through
+//! [`LeaseGuard::lost`] when someone else took the Lease over (or renewals kept failing for a
+//! whole duration), and deletes the Lease on [`LeaseGuard::release`].
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::k8s::names::is_dns1123_subdomain;
+
+/// Reads and writes before giving up when other writers keep changing the Lease.
+const MAX_ATTEMPTS: usize = 5;
+
+/// Field manager of our writes.
+const FIELD_MANAGER: &str = "kubectl-meta";
+
+/// Renewals never come closer together than this, whatever the duration.
+const MIN_RENEW_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Longest Kubernetes object name.
+const MAX_NAME_LEN: usize = 253;
+
+/// Why the Lease could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Someone else holds the Lease and it has not expired.
+    #[error(
+        "lease {namespace}/{name} is held by {holder} (renewed {}s ago, expires in {}s): another dev loop is driving this controller. \
+         Stop that one first; if it died without releasing the lease, it expires on its own and the next start takes it over",
+        renewed_ago.as_secs(),
+        secs_up(expires_in)
+    )]
+    Held {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// The holder's identity (`user@host pid N` for kubectl-meta).
+        holder: String,
+        /// Time since the holder last renewed.
+        renewed_ago: Duration,
+        /// Time until the Lease expires unless renewed.
+        expires_in: Duration,
+    },
+    /// Other writers changed the Lease every time we tried.
+    #[error(
+        "lease {namespace}/{name} changed under us {attempts} times in a row (another dev loop is starting at the same moment?); try again"
+    )]
+    Contended {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// How many times we tried.
+        attempts: usize,
+    },
+    /// The API server refused or failed a request.
+    #[error("{action} lease {namespace}/{name}: {message}{hint}")]
+    Api {
+        /// What we were doing ("reading", "creating", "taking over").
+        action: &'static str,
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// The server's (or client's) message.
+        message: String,
+        /// How to fix it, when known (starts with "; ").
+        hint: String,
+    },
+}
+
+/// Whole seconds, rounded up.
+fn secs_up(d: &Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+fn api_error(action: &'static str, namespace: &str, name: &str, e: &kube::Error) -> LeaseError {
+    let (message, hint) = match e {
+        kube::Error::Api(s) => {
+            let hint = match s.code {
+                403 => format!(
+                    "; your user may not manage leases.coordination.k8s.io in namespace {namespace}: ask for get/create/update/delete on them, or pick another namespace with --lease-namespace"
+                ),
+                404 => format!(
+                    "; does namespace {namespace} exist? Create it, or pick another one with --lease-namespace"
+                ),
+                _ => String::new(),
+            };
+            (format!("{} ({})", s.message, s.code), hint)
+        }
+        other => (other.to_string(), String::new()),
+    };
+    LeaseError::Api {
+        action,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        message,
+        hint,
+    }
+}
+
+fn is_code(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// The Lease name for a controller definition: `kubectl-meta-<kind>-<name>` in lower case
+/// (`kubectl-meta-compositecontroller-hello`). Inputs that would not give a valid object name
+/// (too long, invalid characters) give a truncated, sanitized name ending in a stable hash of
+/// the inputs, so different controllers keep different Leases.
+pub fn lease_name(controller_kind: &str, controller: &str) -> String {
+    let plain = format!(
+        "kubectl-meta-{}-{controller}",
+        controller_kind.to_ascii_lowercase()
+    );
+    if plain.len() <= MAX_NAME_LEN && is_dns1123_subdomain(&plain).is_empty() {
+        return plain;
+    }
+    let hash = format!("{:016x}", fnv1a(plain.as_bytes()));
+    let mut sanitized: String = plain
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_NAME_LEN - hash.len() - 1)
+        .collect();
+    let kept = sanitized.trim_end_matches('-').len();
+    sanitized.truncate(kept);
+    format!("{sanitized}-{hash}")
+}
+
+/// FNV-1a (64 bit): a hash that never changes between builds, so every version of
+/// kubectl-meta computes the same Lease name.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Who we are, for the Lease's holderIdentity: `user@host pid N` (user from `$USER` or
+/// `$LOGNAME`, else `uid-N`).
+pub fn default_holder() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()))
+        // SAFETY: getuid has no preconditions and cannot fail.
+        .unwrap_or_else(|| format!("uid-{}", unsafe { libc::getuid() }));
+    format!("{user}@{} pid {}", hostname(), std::process::id())
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the pointer and length describe `buf`, which outlives the call.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let len = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(h) if rc == 0 && !h.is_empty() => h.to_string(),
+        _ => "unknown-host".to_string(),
+    }
+}
+
+/// The Lease duration in whole seconds (at least 1), as the API wants it.
+fn duration_secs(d: Duration) -> i32 {
+    i32::try_from(secs_up(&d).max(1)).unwrap_or(i32::MAX)
+}
+
+fn holder_of(lease: &Lease) -> Option<&str> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .filter(|h| !h.is_empty())
+}
+
+/// A new Lease held by `holder`.
+fn new_lease(name: &str, holder: &str, duration: Duration, now: Timestamp) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "kubectl-meta".to_string(),
+                )]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.to_string()),
+            lease_duration_seconds: Some(duration_secs(duration)),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            lease_transitions: Some(0),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// Who holds `lease` against us at `now`, if anyone: `(holder, renewed_ago, expires_in)`.
+/// `None` means we may take it (free, ours, or expired).
+fn blocking_holder(
+    lease: &Lease,
+    holder: &str,
+    now: Timestamp,
+) -> Option<(String, Duration, Duration)> {
+    let other = holder_of(lease).filter(|h| *h != holder)?;
+    let spec = lease.spec.as_ref()?;
+    let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref())?.0;
+    let valid_for = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds?.max(0)));
+    let expires_in = renewed.checked_add(valid_for).ok()?.duration_since(now);
+    if !expires_in.is_positive() {
+        return None;
+    }
+    let renewed_ago = Duration::try_from(now.duration_since(renewed)).unwrap_or_default();
+    Some((
+        other.to_string(),
+        renewed_ago,
+        Duration::try_from(expires_in).unwrap_or_default(),
+    ))
+}
+
+/// `lease` renewed by `holder` at `now`; a change of holder counts a transition.
+fn taken_by(mut lease: Lease, holder: &str, duration: Duration, now: Timestamp) -> Lease {
+    let ours = holder_of(&lease) == Some(holder);
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if !ours {
+        spec.holder_identity = Some(holder.to_string());
+        spec.acquire_time = Some(MicroTime(now));
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+    }
+    spec.lease_duration_seconds = Some(duration_secs(duration));
+    spec.renew_time = Some(MicroTime(now));
+    lease
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.to_string()),
+    }
+}
+
+/// Take the Lease `namespace/name` for `holder`, valid for `duration` after each renewal.
+///
+/// Creates it when absent; takes it over when `holder` already holds it or it expired; fails
+/// with [`LeaseError::Held`] when someone else holds it. Writes are conditional on the
+/// resourceVersion read, and a conflict means reading and deciding again.
+pub async fn acquire(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+    holder: &str,
+    duration: Duration,
+) -> Result<LeaseGuard, LeaseError> {
+    let api: Api<Lease> = Api::namespaced(client, namespace);
+    for _ in 0..MAX_ATTEMPTS {
+        let now = Timestamp::now();
+        let current = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_error("reading", namespace, name, &e))?;
+        let (action, written) = match current {
+            None => (
+                "creating",
+                api.create(&post_params(), &new_lease(name, holder, duration, now))
+                    .await,
+            ),
+            Some(lease) => {
+                if let Some((other, renewed_ago, expires_in)) = blocking_holder(&lease, holder, now)
+                {
+                    return Err(LeaseError::Held {
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        holder: other,
+                        renewed_ago,
+                        expires_in,
+                    });
+                }
+                let next = taken_by(lease, holder, duration, now);
+                (
+                    "taking over",
+                    api.replace(name, &post_params(), &next).await,
+                )
+            }
+        };
+        match written {
+            Ok(lease) => return Ok(LeaseGuard::start(api, name, holder, duration, lease)),
+            Err(e) if is_code(&e, 409) => continue,
+            Err(e) => return Err(api_error(action, namespace, name, &e)),
+        }
+    }
+    Err(LeaseError::Contended {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// A held Lease, renewed in the background until released or dropped.
+pub struct LeaseGuard {
+    api: Api<Lease>,
+    name: String,
+    holder: String,
+    lost: watch::Sender<bool>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl LeaseGuard {
+    fn start(api: Api<Lease>, name: &str, holder: &str, duration: Duration, lease: Lease) -> Self {
+        let (lost, _) = watch::channel(false);
+        let renewer = tokio::spawn(renew_loop(
+            api.clone(),
+            name.to_string(),
+            holder.to_string(),
+            duration,
+            lease,
+            lost.clone(),
+        ));
+        LeaseGuard {
+            api,
+            name: name.to_string(),
+            holder: holder.to_string(),
+            lost,
+            renewer: Some(renewer),
+        }
+    }
+
+    /// Becomes `true` when a renewal finds that someone else holds the Lease, or renewals
+    /// failed for longer than the Lease duration; renewing stops then. The channel closes
+    /// (receivers get an error) when the guard is released or dropped.
+    pub fn lost(&self) -> watch::Receiver<bool> {
+        self.lost.subscribe()
+    }
+
+    /// Stop renewing and delete the Lease if we still hold it (conditional on its uid and
+    /// resourceVersion). Failures are logged: an unreleased Lease expires on its own.
+    pub async fn release(mut self) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+            let _ = renewer.await;
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let lease = match self.api.get_opt(&self.name).await {
+                Ok(Some(l)) => l,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(lease = %self.name, "cannot read the lease to release it (it will expire): {e}");
+                    return;
+                }
+            };
+            if holder_of(&lease) != Some(self.holder.as_str()) {
+                tracing::debug!(lease = %self.name, "not deleting the lease: someone else holds it");
+                return;
+            }
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: lease.metadata.uid.clone(),
+                    resource_version: lease.metadata.resource_version.clone(),
+                }),
+                ..DeleteParams::default()
+            };
+            match self.api.delete(&self.name, &params).await {
+                Ok(_) => return,
+                Err(e) if is_code(&e, 409) => continue,
+                Err(e) if is_code(&e, 404) => return,
+                Err(e) => {
+                    tracing::warn!(lease = %self.name, "cannot delete the lease (it will expire): {e}");
+                    return;
+                }
+            }
+        }
+        tracing::warn!(lease = %self.name, "the lease kept changing; not deleted (it will expire)");
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+        }
+    }
+}
+
+/// The result of one renewal.
+enum Renewal {
+    Renewed,
+    TakenBy(String),
+    Failed(String),
+}
+
+async fn renew_loop(
+    api: Api<Lease>,
+    name: String,
+    holder: String,
+    duration: Duration,
+    mut current: Lease,
+    lost: watch::Sender<bool>,
+) {
+    let every = (duration / 3).max(MIN_RENEW_INTERVAL);
+    let mut last_renewed = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        match renew_once(&api, &name, &holder, duration, &mut current).await {
+            Renewal::Renewed => last_renewed = Instant::now(),
+            Renewal::TakenBy(other) => {
+                tracing::warn!(lease = %name, "lease taken over by {other}");
+                lost.send_replace(true);
+                return;
+            }
+            Renewal::Failed(message) => {
+                tracing::warn!(lease = %name, "renewing the lease failed: {message}");
+                if last_renewed.elapsed() > duration {
+                    lost.send_replace(true);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Write a fresh renewTime over `current` (our last write); on a conflict, re-read and
+/// retry if we still hold it. A Lease deleted under us is created again.
+async fn renew_once(
+    api: &Api<Lease>,
+    name: &str,
+    holder: &str,
+    duration: Duration,
+    current: &mut Lease,
+) -> Renewal {
+    for _ in 0..MAX_ATTEMPTS {
+        let now = Timestamp::now();
+        let next = taken_by(current.clone(), holder, duration, now);
+        let error = match api.replace(name, &post_params(), &next).await {
+            Ok(lease) => {
+                *current = lease;
+                return Renewal::Renewed;
+            }
+            Err(e) if is_code(&e, 409) || is_code(&e, 404) => e,
+            Err(e) => return Renewal::Failed(e.to_string()),
+        };
+        tracing::debug!(lease = %name, "lease changed under us ({error}); re-reading");
+        match api.get_opt(name).await {
+            Ok(Some(lease)) => match holder_of(&lease) {
+                Some(h) if h == holder => *current = lease,
+                Some(other) => return Renewal::TakenBy(other.to_string()),
+                None => *current = lease,
+            },
+            Ok(None) => match api
+                .create(&post_params(), &new_lease(name, holder, duration, now))
+                .await
+            {
+                Ok(lease) => {
+                    *current = lease;
+                    return Renewal::Renewed;
+                }
+                Err(e) if is_code(&e, 409) => continue,
+                Err(e) => return Renewal::Failed(e.to_string()),
+            },
+            Err(e) => return Renewal::Failed(e.to_string()),
+        }
+    }
+    Renewal::Failed(format!(
+        "the lease changed under us {MAX_ATTEMPTS} times in a row"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::client::connect;
+    use crate::sandbox::{Sandbox, SandboxConfig};
+
+    const NS: &str = "default";
+
+    async fn setup() -> (Sandbox, kube::Client, tempfile::TempDir) {
+        let sb = Sandbox::start(SandboxConfig::ephemeral()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(&path, sb.kubeconfig_yaml()).unwrap();
+        let conn = connect(Some(&path), None, None).await.unwrap();
+        (sb, conn.client, dir)
+    }
+
+    fn leases(client: &kube::Client) -> Api<Lease> {
+        Api::namespaced(client.clone(), NS)
+    }
+
+    fn spec(lease: &Lease) -> &LeaseSpec {
+        lease.spec.as_ref().unwrap()
+    }
+
+    /// Poll `check` every 50 ms until it returns Some (30 s limit).
+    async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Make `thief` the holder, as another dev loop would (retrying on conflicts with renewals).
+    async fn steal(api: &Api<Lease>, name: &str, thief: &str) {
+        for _ in 0..20 {
+            let lease = api.get(name).await.unwrap();
+            let next = taken_by(lease, thief, Duration::from_secs(60), Timestamp::now());
+            match api.replace(name, &PostParams::default(), &next).await {
+                Ok(_) => return,
+                Err(e) if is_code(&e, 409) => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("could not steal the lease");
+    }
+
+    #[tokio::test]
+    async fn acquire_creates_and_second_holder_is_refused() {
+        let (sb, client, _dir) = setup().await;
+        let name = lease_name("CompositeController", "hello");
+        let alice = acquire(
+            client.clone(),
+            NS,
+            &name,
+            "alice@laptop pid 4242",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let stored = leases(&client).get(&name).await.unwrap();
+        assert_eq!(
+            spec(&stored).holder_identity.as_deref(),
+            Some("alice@laptop pid 4242")
+        );
+        assert_eq!(spec(&stored).lease_duration_seconds, Some(30));
+        assert_eq!(spec(&stored).lease_transitions, Some(0));
+        assert!(spec(&stored).renew_time.is_some());
+
+        let err = acquire(
+            client.clone(),
+            NS,
+            &name,
+            "bob@desk pid 7",
+            Duration::from_secs(30),
+        )
+        .await
+        .err()
+        .unwrap();
+        match &err {
+            LeaseError::Held {
+                holder,
+                expires_in,
+                renewed_ago,
+                name: n,
+                namespace,
+            } => {
+                assert_eq!(holder, "alice@laptop pid 4242");
+                assert_eq!((namespace.as_str(), n.as_str()), (NS, name.as_str()));
+                assert!(
+                    *expires_in > Duration::from_secs(15) && *expires_in <= Duration::from_secs(30),
+                    "{expires_in:?}"
+                );
+                assert!(*renewed_ago < Duration::from_secs(15), "{renewed_ago:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("held by alice@laptop pid 4242"), "{msg}");
+        assert!(
+            msg.contains("another dev loop is driving this controller"),
+            "{msg}"
+        );
+        assert!(msg.contains("expires in"), "{msg}");
+
+        // The same holder (a restart of the same process identity) takes it back.
+        drop(alice);
+        let again = acquire(
+            client.clone(),
+            NS,
+            &name,
+            "alice@laptop pid 4242",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let stored = leases(&client).get(&name).await.unwrap();
+        assert_eq!(spec(&stored).lease_transitions, Some(0));
+        again.release().await;
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn expired_lease_is_taken_over() {
+        let (sb, client, _dir) = setup().await;
+        let api = leases(&client);
+        let stale = Timestamp::now()
+            .checked_sub(SignedDuration::from_secs(60))
+            .unwrap();
+        let mut lease = new_lease("ctl", "bob@desk pid 1", Duration::from_secs(10), stale);
+        lease.spec.as_mut().unwrap().lease_transitions = Some(3);
+        api.create(&PostParams::default(), &lease).await.unwrap();
+
+        let guard = acquire(client.clone(), NS, "ctl", "alice", Duration::from_secs(20))
+            .await
+            .unwrap();
+        let stored = api.get("ctl").await.unwrap();
+        let s = spec(&stored);
+        assert_eq!(s.holder_identity.as_deref(), Some("alice"));
+        assert_eq!(s.lease_transitions, Some(4));
+        assert_eq!(s.lease_duration_seconds, Some(20));
+        let renewed = s.renew_time.as_ref().unwrap().0;
+        assert!(renewed.duration_since(stale) > SignedDuration::from_secs(50));
+        assert_eq!(s.acquire_time.as_ref().unwrap().0, renewed);
+        guard.release().await;
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn racing_acquirers_cannot_both_win() {
+        let (sb, client, _dir) = setup().await;
+        let d = Duration::from_secs(30);
+        let (a, b) = tokio::join!(
+            acquire(client.clone(), NS, "race", "a", d),
+            acquire(client.clone(), NS, "race", "b", d)
+        );
+        let winners = [a.is_ok(), b.is_ok()].iter().filter(|w| **w).count();
+        assert_eq!(
+            winners,
+            1,
+            "{:?} / {:?}",
+            a.as_ref().err(),
+            b.as_ref().err()
+        );
+        let loser = a.as_ref().err().or(b.as_ref().err()).unwrap();
+        assert!(matches!(loser, LeaseError::Held { .. }), "{loser:?}");
+        let holder = spec(&leases(&client).get("race").await.unwrap())
+            .holder_identity
+            .clone()
+            .unwrap();
+        assert_eq!(holder, if a.is_ok() { "a" } else { "b" });
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn renewals_advance_renew_time() {
+        let (sb, client, _dir) = setup().await;
+        let api = leases(&client);
+        let guard = acquire(client.clone(), NS, "renew", "me", Duration::from_secs(3))
+            .await
+            .unwrap();
+        let first = spec(&api.get("renew").await.unwrap())
+            .renew_time
+            .clone()
+            .unwrap();
+        let later = eventually("a renewal", || async {
+            let t = spec(&api.get("renew").await.unwrap()).renew_time.clone()?;
+            (t > first).then_some(t)
+        })
+        .await;
+        assert!(later > first);
+        assert!(!*guard.lost().borrow());
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn release_deletes_only_our_lease() {
+        let (sb, client, _dir) = setup().await;
+        let api = leases(&client);
+        let guard = acquire(client.clone(), NS, "rel", "me", Duration::from_secs(30))
+            .await
+            .unwrap();
+        let lost = guard.lost();
+        guard.release().await;
+        assert!(api.get_opt("rel").await.unwrap().is_none());
+        assert!(!*lost.borrow(), "a release is not a loss");
+
+        // Someone else took it over: release leaves their lease alone.
+        let guard = acquire(client.clone(), NS, "rel", "me", Duration::from_secs(30))
+            .await
+            .unwrap();
+        steal(&api, "rel", "thief").await;
+        guard.release().await;
+        let stored = api.get("rel").await.unwrap();
+        assert_eq!(spec(&stored).holder_identity.as_deref(), Some("thief"));
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn lost_fires_when_someone_else_takes_over() {
+        let (sb, client, _dir) = setup().await;
+        let api = leases(&client);
+        let guard = acquire(client.clone(), NS, "steal", "me", Duration::from_secs(3))
+            .await
+            .unwrap();
+        let mut lost = guard.lost();
+        assert!(!*lost.borrow());
+        steal(&api, "steal", "mallory@elsewhere pid 9").await;
+        tokio::time::timeout(Duration::from_secs(30), lost.wait_for(|l| *l))
+            .await
+            .expect("lost() never fired")
+            .unwrap();
+        // Renewing stopped: the thief keeps the lease.
+        let stored = api.get("steal").await.unwrap();
+        assert_eq!(
+            spec(&stored).holder_identity.as_deref(),
+            Some("mallory@elsewhere pid 9")
+        );
+        drop(guard);
+        sb.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn missing_namespace_is_explained() {
+        let (sb, client, _dir) = setup().await;
+        let err = acquire(client, "no-such-ns", "x", "me", Duration::from_secs(5))
+            .await
+            .err()
+            .unwrap();
+        let msg = err.to_string();
+        assert!(matches!(err, LeaseError::Api { .. }), "{msg}");
+        assert!(msg.contains("no-such-ns/x"), "{msg}");
+        assert!(msg.contains("--lease-namespace"), "{msg}");
+        sb.shutdown().await;
+    }
+
+    #[test]
+    fn lease_names_are_valid_and_distinct() {
+        assert_eq!(
+            lease_name("CompositeController", "hello"),
+            "kubectl-meta-compositecontroller-hello"
+        );
+        assert_eq!(
+            lease_name("DecoratorController", "a.b"),
+            "kubectl-meta-decoratorcontroller-a.b"
+        );
+        let long_a = "a".repeat(250);
+        let long_b = format!("{}b", "a".repeat(249));
+        let (na, nb) = (
+            lease_name("CompositeController", &long_a),
+            lease_name("CompositeController", &long_b),
+        );
+        assert_ne!(na, nb);
+        for n in [&na, &nb, &lease_name("CompositeController", "Bad_Name!")] {
+            assert!(n.len() <= MAX_NAME_LEN, "{n}");
+            assert!(is_dns1123_subdomain(n).is_empty(), "{n}");
+            assert!(n.starts_with("kubectl-meta-compositecontroller-"), "{n}");
+        }
+        assert_eq!(na, lease_name("CompositeController", &long_a), "stable");
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn holder_identity_names_user_host_and_pid() {
+        let h = default_holder();
+        assert!(h.contains('@'), "{h}");
+        assert!(h.ends_with(&format!(" pid {}", std::process::id())), "{h}");
+        assert!(!h.contains("unknown-host"), "{h}");
+    }
+
+    #[test]
+    fn who_blocks_whom() {
+        let now = Timestamp::now();
+        let ago = |s: i64| now.checked_sub(SignedDuration::from_secs(s)).unwrap();
+        let lease = new_lease("x", "bob", Duration::from_secs(10), ago(4));
+        let (h, renewed, expires) = blocking_holder(&lease, "alice", now).unwrap();
+        assert_eq!(h, "bob");
+        assert_eq!(renewed, Duration::from_secs(4));
+        assert_eq!(expires, Duration::from_secs(6));
+        assert!(
+            blocking_holder(&lease, "bob", now).is_none(),
+            "our own lease"
+        );
+        let expired = new_lease("x", "bob", Duration::from_secs(10), ago(11));
+        assert!(blocking_holder(&expired, "alice", now).is_none());
+        let mut free = lease.clone();
+        free.spec.as_mut().unwrap().holder_identity = Some(String::new());
+        assert!(blocking_holder(&free, "alice", now).is_none());
+        assert_eq!(duration_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(duration_secs(Duration::ZERO), 1);
+        assert_eq!(secs_up(&Duration::from_millis(5200)), 6);
+    }
+}

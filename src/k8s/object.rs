@@ -1,0 +1,212 @@
+//! Read-only accessors for Kubernetes objects held as JSON (`serde_json::Value`).
+//!
+//! The engine keeps every observed object as JSON: it is what hooks receive, what the apply merge
+//! works on and what selectors match. These helpers read the metadata fields the engine needs
+//! without converting to typed structs, and never panic on malformed input (a missing or
+//! mistyped field reads as absent).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// Identity of an object inside one resource: namespace (None for cluster-scoped) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace, `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// A key from parts.
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        ObjectKey {
+            namespace: namespace.filter(|n| !n.is_empty()).map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+
+    /// The key of `obj` (`None` when it has no name).
+    pub fn of(obj: &Value) -> Option<Self> {
+        Some(ObjectKey::new(namespace(obj), name(obj)?))
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// One entry of `metadata.ownerReferences`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// `apiVersion` of the owner.
+    pub api_version: String,
+    /// `kind` of the owner.
+    pub kind: String,
+    /// `name` of the owner.
+    pub name: String,
+    /// `uid` of the owner.
+    pub uid: String,
+    /// `controller: true`.
+    pub controller: bool,
+}
+
+fn meta(obj: &Value) -> Option<&serde_json::Map<String, Value>> {
+    obj.get("metadata")?.as_object()
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    meta(obj)?.get(field)?.as_str()
+}
+
+/// `metadata.name`.
+pub fn name(obj: &Value) -> Option<&str> {
+    meta_str(obj, "name")
+}
+
+/// `metadata.namespace` (None when absent or empty).
+pub fn namespace(obj: &Value) -> Option<&str> {
+    meta_str(obj, "namespace").filter(|s| !s.is_empty())
+}
+
+/// `metadata.uid`.
+pub fn uid(obj: &Value) -> Option<&str> {
+    meta_str(obj, "uid")
+}
+
+/// `metadata.resourceVersion`.
+pub fn resource_version(obj: &Value) -> Option<&str> {
+    meta_str(obj, "resourceVersion")
+}
+
+/// `metadata.generation` (0 when absent).
+pub fn generation(obj: &Value) -> i64 {
+    meta(obj)
+        .and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+/// True when `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    meta(obj)
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|v| !v.is_null())
+}
+
+/// `apiVersion`.
+pub fn api_version(obj: &Value) -> Option<&str> {
+    obj.get("apiVersion")?.as_str()
+}
+
+/// `kind`.
+pub fn kind(obj: &Value) -> Option<&str> {
+    obj.get("kind")?.as_str()
+}
+
+/// `metadata.labels` as a map (non-string values are skipped).
+pub fn labels(obj: &Value) -> BTreeMap<String, String> {
+    string_map(meta(obj).and_then(|m| m.get("labels")))
+}
+
+/// `metadata.annotations` as a map (non-string values are skipped).
+pub fn annotations(obj: &Value) -> BTreeMap<String, String> {
+    string_map(meta(obj).and_then(|m| m.get("annotations")))
+}
+
+/// One annotation.
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    meta(obj)?.get("annotations")?.get(key)?.as_str()
+}
+
+/// One label.
+pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    meta(obj)?.get("labels")?.get(key)?.as_str()
+}
+
+/// `metadata.finalizers`.
+pub fn finalizers(obj: &Value) -> Vec<&str> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// All `metadata.ownerReferences` (malformed entries are skipped).
+pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
+    meta(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| {
+                    Some(OwnerRef {
+                        api_version: r.get("apiVersion")?.as_str()?.to_string(),
+                        kind: r.get("kind")?.as_str()?.to_string(),
+                        name: r.get("name")?.as_str()?.to_string(),
+                        uid: r.get("uid")?.as_str()?.to_string(),
+                        controller: r.get("controller").and_then(Value::as_bool) == Some(true),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The ControllerRef: the owner reference with `controller: true`, if any.
+pub fn controller_ref(obj: &Value) -> Option<OwnerRef> {
+    owner_refs(obj).into_iter().find(|r| r.controller)
+}
+
+/// The `<group>` part of an apiVersion (`""` for core `v1`).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_metadata_and_tolerates_garbage() {
+        let o = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": "a", "namespace": "ns", "uid": "u1", "generation": 3,
+            "labels": {"x": "1", "bad": 5}, "finalizers": ["f"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "p", "uid": "pu", "controller": true},
+                                {"apiVersion": "v1"}]}});
+        assert_eq!(
+            ObjectKey::of(&o).map(|k| k.to_string()).as_deref(),
+            Some("ns/a")
+        );
+        assert_eq!(generation(&o), 3);
+        assert_eq!(labels(&o).len(), 1);
+        assert_eq!(finalizers(&o), vec!["f"]);
+        assert_eq!(owner_refs(&o).len(), 1);
+        assert_eq!(controller_ref(&o).map(|r| r.uid), Some("pu".to_string()));
+        assert_eq!(group_of("apps/v1"), "apps");
+        assert_eq!(group_of("v1"), "");
+        let garbage = json!([1, 2]);
+        assert_eq!(name(&garbage), None);
+        assert!(labels(&garbage).is_empty());
+        assert!(!is_deleting(&garbage));
+        assert_eq!(ObjectKey::new(Some(""), "x").namespace, None);
+    }
+}
