@@ -5,6 +5,7 @@
 #   ./install.sh                   install into $CARGO_HOME/bin (default ~/.cargo/bin)
 #   ./install.sh --root DIR        install into DIR/bin
 #   ./install.sh --run-sandbox     install, then start a throwaway sandbox and smoke-test it with kubectl
+#   ./install.sh --run-example     install, then run the hello-world controller on a throwaway sandbox
 set -euo pipefail
 
 REPO_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -12,7 +13,7 @@ BIN_NAME="kubectl-meta"
 
 usage() {
     cat <<'EOF'
-Usage: ./install.sh [--root DIR] [--run-sandbox] [--help]
+Usage: ./install.sh [--root DIR] [--run-sandbox] [--run-example] [--help]
 
 Builds kubectl-meta from this checkout with `cargo install --path . --locked`
 and installs it onto your PATH so that `kubectl meta ...` works.
@@ -25,6 +26,11 @@ Options:
                   the background, wait for it (at most 60s), run a short kubectl
                   smoke test against it (apply a ConfigMap, read it back, list
                   namespaces) and stop it again. Needs kubectl.
+  --run-example   After installing, run the main job on a throwaway sandbox:
+                  `kubectl-meta dev --sandbox --apply -f examples/hello-world --once`
+                  (the CompositeController example with its Python hook: the
+                  engine creates a Pod for the sample HelloWorld parent, writes its
+                  status, and exits when everything converged). Needs python3.
   -h, --help      Show this help.
 
 Environment:
@@ -44,6 +50,7 @@ die() {
 
 ROOT=""
 RUN_SANDBOX=0
+RUN_EXAMPLE=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
     --root)
@@ -58,6 +65,10 @@ while [[ $# -gt 0 ]]; do
         ;;
     --run-sandbox)
         RUN_SANDBOX=1
+        shift
+        ;;
+    --run-example)
+        RUN_EXAMPLE=1
         shift
         ;;
     -h | --help)
@@ -173,6 +184,22 @@ if command -v kubectl >/dev/null 2>&1; then
     fi
 else
     warn "kubectl not found on PATH: $BIN_NAME is installed, but 'kubectl meta' needs kubectl (https://kubernetes.io/docs/tasks/tools/)."
+fi
+
+# ---------------------------------------------------------------- --run-example
+
+if [[ $RUN_EXAMPLE -eq 1 ]]; then
+    command -v python3 >/dev/null 2>&1 || die "--run-example needs python3 on PATH (the example hooks are Python scripts)"
+    say "running: $BIN dev --sandbox --apply -f examples/hello-world --once"
+    EXAMPLE_HOME="$(mktemp -d "${TMPDIR:-/tmp}/kubectl-meta-example.XXXXXX")"
+    if ! "$BIN" dev --sandbox --write-kubeconfig "$EXAMPLE_HOME/kubeconfig" \
+        --apply -f "$REPO_DIR/examples/hello-world" --once; then
+        rm -rf -- "$EXAMPLE_HOME"
+        die "the hello-world example did not converge (output above)"
+    fi
+    rm -rf -- "$EXAMPLE_HOME"
+    say "the hello-world controller ran: it created Pod default/hello for HelloWorld default/hello"
+    say "next: kubectl meta dev --sandbox --apply -f $REPO_DIR/examples/hello-world   (keeps running; Ctrl-C stops)"
 fi
 
 [[ $RUN_SANDBOX -eq 1 ]] || exit 0

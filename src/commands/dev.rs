@@ -42,8 +42,10 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
         spec::Loaded::default()
-    } else {
+    } else if args.from_cluster.is_empty() {
         spec::load_paths(&args.files)?
+    } else {
+        spec::load_documents(&args.files)?
     };
     for def in &loaded.controllers {
         if !matches!(def, ControllerDef::Composite(_)) {
@@ -120,7 +122,7 @@ async fn run_connected(
     conn: &Connection,
 ) -> Result<()> {
     let ctxinfo = &conn.context;
-    println!("context {} (pinned for this session)", ctxinfo.describe());
+    println!("{} (pinned for this session)", ctxinfo.describe());
     // 3. Write guard.
     if let Err(e) = client::write_guard(ctxinfo, &args.allow_context) {
         if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.once {

@@ -164,7 +164,7 @@ pub enum ClientError {
     /// The context is not local and the user did not allow writing to it.
     #[error(
         "refusing to write to context {context:?} (server {server}): the server is not on loopback and {context:?} is not a known local context name (kind-*, k3d-*, minikube, docker-desktop, rancher-desktop, orbstack, sandbox). \
-         To write to it anyway, pass --allow-context {context}; to see what would change without writing anything, run `kubectl meta dryrun` with the same arguments"
+         To write to it anyway, pass --allow-context {context}; to develop without touching a cluster, run with --sandbox (an embedded API server on this machine) instead"
     )]
     ContextNotAllowed {
         /// The context name.
@@ -662,7 +662,7 @@ mod tests {
         assert!(msg.contains("https://prod.example.com:6443"), "{msg}");
         assert!(msg.contains("not on loopback"), "{msg}");
         assert!(msg.contains("--allow-context prod"), "{msg}");
-        assert!(msg.contains("kubectl meta dryrun"), "{msg}");
+        assert!(msg.contains("--sandbox"), "{msg}");
         assert!(write_guard(&prod, &["staging".into(), "prod".into()]).is_ok());
     }
 }

@@ -49,6 +49,25 @@ pub struct Loaded {
 /// that definition's problems), on two definitions of the same kind with the same name, and
 /// when the paths hold no controller definition at all.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
+    let loaded = load_documents(paths)?;
+    if loaded.controllers.is_empty() {
+        let found: BTreeSet<String> = loaded
+            .others
+            .iter()
+            .filter_map(|d| d.value.get("kind").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        return Err(SpecError::NoControllers {
+            paths: paths.to_vec(),
+            found: found.into_iter().collect(),
+        });
+    }
+    Ok(loaded)
+}
+
+/// As [`load_paths`], but paths without any controller definition are fine (for
+/// `--from-cluster`, where the files only carry documents to `--apply`).
+pub fn load_documents(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
     let mut loaded = Loaded::default();
     let mut first_seen: BTreeMap<(&'static str, String), Source> = BTreeMap::new();
     for file in expand_paths(paths)? {
@@ -70,18 +89,6 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
             first_seen.insert(key, def.source().clone());
             loaded.controllers.push(def);
         }
-    }
-    if loaded.controllers.is_empty() {
-        let found: BTreeSet<String> = loaded
-            .others
-            .iter()
-            .filter_map(|d| d.value.get("kind").and_then(Value::as_str))
-            .map(str::to_string)
-            .collect();
-        return Err(SpecError::NoControllers {
-            paths: paths.to_vec(),
-            found: found.into_iter().collect(),
-        });
     }
     Ok(loaded)
 }

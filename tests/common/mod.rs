@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+pub mod engine;
+
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 

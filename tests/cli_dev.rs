@@ -1,0 +1,805 @@
+//! `kubectl meta dev` as users run it: the real binary against a sandbox, the shipped examples
+//! with their real Python hooks (exec and HTTP server forms), `--once` exit codes, `-o json`,
+//! bad definitions rejected before any write, the write guard, the lease, and the in-cluster
+//! Metacontroller check.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::engine::core_ar;
+use common::{TIMEOUT, TestSandbox, wait_for};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn example(name: &str) -> String {
+    repo().join("examples").join(name).display().to_string()
+}
+
+/// The binary with a private HOME (nothing touches the user's files).
+fn meta(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Run to completion on a blocking thread (the sandbox keeps serving meanwhile).
+async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("kubectl-meta runs"))
+        .await
+        .expect("join")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_ok(out: &Output) -> String {
+    let (stdout, stderr) = text(out);
+    assert!(
+        out.status.success(),
+        "kubectl-meta failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+fn assert_fails(out: &Output) -> String {
+    let (stdout, stderr) = text(out);
+    assert!(
+        !out.status.success(),
+        "kubectl-meta should have failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    stderr
+}
+
+fn kc(sb: &TestSandbox) -> String {
+    sb.kubeconfig().display().to_string()
+}
+
+fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+async fn get(sb: &TestSandbox, ar: &ApiResource, ns: Option<&str>, name: &str) -> Option<Value> {
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(sb.client.clone(), ns, ar),
+        None => Api::all_with(sb.client.clone(), ar),
+    };
+    api.get_opt(name)
+        .await
+        .expect("get")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
+async fn names(sb: &TestSandbox, ar: &ApiResource, ns: &str) -> Vec<String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), ns, ar);
+    let mut v: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    v.sort();
+    v
+}
+
+fn pods() -> ApiResource {
+    core_ar("Pod", "pods")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_world_example_exec_hook_once_creates_the_pod_and_status() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("context sandbox ("), "{stdout}");
+    assert!(
+        stdout.contains("applied CustomResourceDefinition helloworlds.example.kubectl-meta.dev"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("create    Pod.v1 default/hello"),
+        "{stdout}"
+    );
+
+    let pod = get(&sb, &pods(), Some("default"), "hello")
+        .await
+        .expect("pod hello");
+    let parent_ar = ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds");
+    let parent = get(&sb, &parent_ar, Some("default"), "hello")
+        .await
+        .expect("parent");
+    let uid = parent["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(pod["metadata"]["labels"]["controller-uid"], json!(uid));
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], json!(uid));
+    assert_eq!(
+        pod["spec"]["containers"][0]["command"],
+        json!(["echo", "Hello, World!"])
+    );
+    assert_eq!(parent["status"]["replicas"], json!(1));
+    assert_eq!(parent["status"]["observedGeneration"], json!(1));
+
+    // A second run with nothing changed converges without a single write.
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "-f",
+            &example("hello-world"),
+            "--once",
+            "-o",
+            "json",
+        ],
+    ))
+    .await;
+    let stdout = assert_ok(&out);
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "syncFinished" && e["error"].is_null()),
+        "{stdout}"
+    );
+    let writes: Vec<&Value> = events.iter().filter(|e| e["event"] == "action").collect();
+    assert!(writes.is_empty(), "restart wrote: {writes:?}");
+    // The non-controller documents are reported, not applied, without --apply.
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("pass --apply"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catset_example_rolls_out_pods_and_volumes_in_order() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &example("catset"),
+            "--once",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    let pod_names = names(&sb, &pods(), "default").await;
+    assert_eq!(
+        pod_names,
+        ["nginx-backend-0", "nginx-backend-1", "nginx-backend-2"]
+    );
+    let pvcs = names(
+        &sb,
+        &core_ar("PersistentVolumeClaim", "persistentvolumeclaims"),
+        "default",
+    )
+    .await;
+    assert_eq!(
+        pvcs,
+        [
+            "www-nginx-backend-0",
+            "www-nginx-backend-1",
+            "www-nginx-backend-2"
+        ]
+    );
+    let parent = get(
+        &sb,
+        &ar("example.kubectl-meta.dev", "CatSet", "catsets"),
+        Some("default"),
+        "nginx-backend",
+    )
+    .await
+    .expect("catset");
+    assert_eq!(parent["status"]["readyReplicas"], json!(3), "{parent:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_propagation_example_copies_into_every_target_namespace() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &example("configmap-propagation"),
+            "--once",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    let cm = core_ar("ConfigMap", "configmaps");
+    let source = get(&sb, &cm, Some("config-source"), "app-settings")
+        .await
+        .expect("source configmap");
+    for ns in ["team-a", "team-b"] {
+        let copy = get(&sb, &cm, Some(ns), "app-settings")
+            .await
+            .unwrap_or_else(|| panic!("no copy in {ns}"));
+        assert_eq!(copy["data"], source["data"], "{ns}");
+    }
+}
+
+/// The HTTP form: the example's Python server on a free port, reached through --hook-base-url.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hello_world_webhook_form_through_hook_base_url() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = Command::new("python3")
+        .arg(repo().join("examples/hello-world/server.py"))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let health = format!("127.0.0.1:{port}");
+    wait_for("the example hook server to listen", TIMEOUT, || {
+        let h = health.clone();
+        async move { tokio::net::TcpStream::connect(h).await.ok().map(|_| ()) }
+    })
+    .await;
+    let dir = example("hello-world");
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &format!("{dir}/00-crd.yaml"),
+            "-f",
+            &format!("{dir}/20-sample.yaml"),
+            "-f",
+            &format!("{dir}/webhook/controller.yaml"),
+            "--hook-base-url",
+            &format!("http://127.0.0.1:{port}"),
+            "--once",
+        ],
+    ))
+    .await;
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("hook      sync 200"), "{stdout}");
+    assert!(get(&sb, &pods(), Some("default"), "hello").await.is_some());
+}
+
+/// `--sandbox`: zero setup; the kubeconfig path is printed and points at the running server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_flag_runs_an_example_with_zero_setup_and_json_output() {
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = home.path().join("dev.kubeconfig");
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--sandbox",
+            "--write-kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--once",
+            "-o",
+            "json",
+        ],
+    ))
+    .await;
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains(&format!("kubeconfig: {}", kubeconfig.display())),
+        "{stdout}"
+    );
+    assert!(kubeconfig.exists());
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    let created: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "action" && e["verb"] == "create")
+        .collect();
+    assert_eq!(created.len(), 1, "{stdout}");
+    assert_eq!(created[0]["resource"], "Pod.v1");
+    assert_eq!(created[0]["object"], "default/hello");
+    let hook = events
+        .iter()
+        .find(|e| e["event"] == "hookCalled")
+        .expect("a hookCalled event");
+    assert_eq!(hook["hook"], "sync");
+    assert!(hook["latencyMs"].as_f64().unwrap() > 0.0);
+}
+
+/// A definition with a mistake: the error names the file, the document and the field, and
+/// nothing at all is written (not even the CRD next to it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_definition_is_rejected_before_anything_is_written() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let crd = std::fs::read_to_string(repo().join("examples/hello-world/00-crd.yaml")).unwrap();
+    std::fs::write(dir.path().join("00-crd.yaml"), crd).unwrap();
+    std::fs::write(
+        dir.path().join("10-controller.yaml"),
+        "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: broken
+spec:
+  parentResource: {apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}
+  childResources:
+  - apiVersion: v1
+    resource: pods
+    updateStrategy: {method: Rolling}
+  hooks:
+    sync: {webhook: {url: 'http://127.0.0.1:9/sync'}}
+",
+    )
+    .unwrap();
+    let rv_before = global_rv(&sb).await;
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &dir.path().display().to_string(),
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(stderr.contains("10-controller.yaml"), "{stderr}");
+    assert!(
+        stderr.contains("spec.childResources[0].updateStrategy.method"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Rolling"), "{stderr}");
+    assert_eq!(global_rv(&sb).await, rv_before, "something was written");
+    let crds = ar(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    assert!(
+        get(&sb, &crds, None, "helloworlds.example.kubectl-meta.dev")
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_definitions_and_missing_files_are_clear_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(home.path(), &["dev"])).await;
+    let stderr = assert_fails(&out);
+    assert!(stderr.contains("-f FILE|DIR"), "{stderr}");
+    let out = run(meta(
+        home.path(),
+        &["dev", "-f", "/nonexistent/controller.yaml", "--once"],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(stderr.contains("/nonexistent/controller.yaml"), "{stderr}");
+}
+
+/// A context that is neither on loopback nor a known local name is refused before any request;
+/// the message says how to allow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_context_needs_allow_context() {
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = home.path().join("remote.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: prod
+  cluster: {server: 'https://prod.example.invalid:6443'}
+users:
+- name: admin
+  user: {token: not-a-real-token}
+contexts:
+- name: prod
+  context: {cluster: prod, user: admin, namespace: default}
+current-context: prod
+",
+    )
+    .unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "dev",
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(
+        stderr.contains("refusing to write to context \"prod\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-context prod"), "{stderr}");
+    assert!(
+        stderr.contains("https://prod.example.invalid:6443"),
+        "{stderr}"
+    );
+}
+
+async fn global_rv(sb: &TestSandbox) -> u64 {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(sb.client.clone());
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .and_then(|r| r.parse().ok())
+        .expect("resourceVersion")
+}
+
+/// A dev loop that keeps running until signalled.
+struct Background {
+    child: std::process::Child,
+    stdout: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Background {
+    fn start(mut cmd: Command) -> Background {
+        use std::io::{BufRead, BufReader};
+        let mut child = cmd.spawn().expect("kubectl-meta runs");
+        let out = child.stdout.take().expect("stdout");
+        let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&stdout);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Background { child, stdout }
+    }
+
+    async fn wait_output(&self, what: &str) {
+        wait_for(&format!("output {what:?}"), TIMEOUT, || {
+            let seen = self.stdout.lock().unwrap().contains(what);
+            async move { seen.then_some(()) }
+        })
+        .await;
+    }
+
+    /// SIGINT, then wait for the exit; returns (success, stderr).
+    async fn interrupt(mut self) -> (bool, String) {
+        // SAFETY-free: kill(1) from procps would do the same; libc keeps it in-process.
+        let pid = self.child.id() as i32;
+        unsafe {
+            libc::kill(pid, libc::SIGINT);
+        }
+        let status = tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            loop {
+                if let Some(st) = self.child.try_wait().expect("wait") {
+                    let mut err = String::new();
+                    if let Some(mut e) = self.child.stderr.take() {
+                        use std::io::Read;
+                        let _ = e.read_to_string(&mut err);
+                    }
+                    return (st.success(), err);
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = self.child.kill();
+                    panic!("kubectl-meta did not exit within {TIMEOUT:?} of SIGINT");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .await
+        .expect("join");
+        status
+    }
+}
+
+/// Two dev loops never drive the same controller: the second says who holds it. Ctrl-C stops
+/// the first cleanly and releases the lease, so the next one runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_dev_loop_is_refused_by_the_lease_and_ctrl_c_releases_it() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let first = Background::start(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--no-tui",
+        ],
+    ));
+    first.wait_output("start     CompositeController").await;
+    first.wait_output("create    Pod.v1 default/hello").await;
+
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(stderr.contains("hello-world-controller"), "{stderr}");
+    assert!(stderr.contains("held by"), "{stderr}");
+
+    let (ok, stderr) = first.interrupt().await;
+    assert!(ok, "the dev loop did not exit cleanly on SIGINT: {stderr}");
+    let leases = names(
+        &sb,
+        &ar("coordination.k8s.io", "Lease", "leases"),
+        "default",
+    )
+    .await;
+    // Released = deleted, so the next dev loop starts at once.
+    assert!(leases.is_empty(), "lease left behind: {leases:?}");
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+}
+
+/// A CompositeController object of the same name on the cluster means an in-cluster
+/// Metacontroller may run it: refused without --force, allowed with it; --from-cluster reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_reads_it() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    // The Metacontroller CRD and the example's definition as an object on the cluster.
+    let crd_ar = ar(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "compositecontrollers.metacontroller.k8s.io"},
+        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
+            "names": {"plural": "compositecontrollers", "singular": "compositecontroller",
+                "kind": "CompositeController", "shortNames": ["cc"]},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let cc_ar = ApiResource {
+        group: "metacontroller.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "metacontroller.k8s.io/v1alpha1".into(),
+        kind: "CompositeController".into(),
+        plural: "compositecontrollers".into(),
+    };
+    let cc_api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &cc_ar);
+    wait_for("compositecontrollers to be served", TIMEOUT, || {
+        let api = cc_api.clone();
+        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    let yaml =
+        std::fs::read_to_string(repo().join("examples/hello-world/10-controller.yaml")).unwrap();
+    let mut cc: Value = serde_saphyr::from_str(&yaml).unwrap();
+    // In a cluster the hook would be a webhook; the exec form works here because --from-cluster
+    // definitions run in the current directory, so point it at the script by absolute path.
+    cc["spec"]["hooks"]["sync"] = json!({"exec": {"command":
+        ["python3", repo().join("examples/hello-world/exec_hook.py").display().to_string()]}});
+    let obj: DynamicObject = serde_json::from_value(cc).unwrap();
+    cc_api.create(&PostParams::default(), &obj).await.unwrap();
+
+    let files = [example("hello-world")];
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &files[0],
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(
+        stderr.contains("CompositeController hello-world-controller exists"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert!(
+        get(&sb, &pods(), Some("default"), "hello").await.is_none(),
+        "wrote before refusing"
+    );
+
+    // --from-cluster, with --force: runs the cluster's definition.
+    let apply_only: Vec<String> = ["00-crd.yaml", "20-sample.yaml"]
+        .iter()
+        .map(|f| format!("{}/{f}", files[0]))
+        .collect();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &apply_only[0],
+            "-f",
+            &apply_only[1],
+            "--from-cluster",
+            "hello-world-controller",
+            "--force",
+            "--once",
+        ],
+    ))
+    .await;
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains("create    Pod.v1 default/hello"),
+        "{stdout}"
+    );
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("continuing because of --force"), "{stderr}");
+
+    // A name the cluster does not have.
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--from-cluster",
+            "nope",
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(
+        stderr.contains("no CompositeController named nope"),
+        "{stderr}"
+    );
+}
+
+/// `--once` exits non-zero when a parent's last sync failed, naming the parent and the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_fails_when_a_sync_fails_and_names_the_parent() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        std::fs::copy(
+            repo().join("examples/hello-world").join(f),
+            dir.path().join(f),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.path().join("fail.py"),
+        "import sys\nsys.stdin.read()\nsys.stderr.write('boom: the hook is broken\\n')\nsys.exit(3)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("10-controller.yaml"),
+        "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: failing}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}
+  childResources: [{apiVersion: v1, resource: pods}]
+  hooks:
+    sync: {exec: {command: [python3, fail.py]}}
+",
+    )
+    .unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &dir.path().display().to_string(),
+            "--once",
+            "--timeout",
+            "60",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(stderr.contains("failing default/hello"), "{stderr}");
+    assert!(stderr.contains("boom: the hook is broken"), "{stderr}");
+    assert!(names(&sb, &pods(), "default").await.is_empty());
+}
