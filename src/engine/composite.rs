@@ -263,14 +263,25 @@ impl Composite {
         } else {
             None
         };
-        self.parent_informer.list(ns)
+        let mut parents = self.parent_informer.list(ns);
+        parents.retain(|p| self.in_scope(p));
+        parents
     }
 
+    /// Is this parent ours to sync: in the `-n` namespace (if any), and selected by the
+    /// definition's `parentResource.labelSelector` or still carrying our finalizer (a parent
+    /// that stopped matching is finalized, not forgotten).
     fn in_scope(&self, parent: &Value) -> bool {
-        match (&self.ctx.options.namespace, self.parent.namespaced) {
+        let ns_ok = match (&self.ctx.options.namespace, self.parent.namespaced) {
             (Some(ns), true) => object::namespace(parent) == Some(ns.as_str()),
             _ => true,
-        }
+        };
+        ns_ok
+            && (self
+                .parent_selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object::labels(parent)))
+                || object::finalizers(parent).contains(&self.finalizer.as_str()))
     }
 
     /// Queue every parent (start-up, resync period, manual resync, hook reload).
