@@ -47,7 +47,8 @@ pub fn object_key(version: Version, parent_namespaced: bool, obj: &Value) -> Str
 }
 
 /// Build an observed-object map: one entry per declared type (`Kind.apiVersion`), always
-/// present, each mapping object keys to objects.
+/// present, each mapping object keys to objects. Groups of the same type (several customize
+/// rules on one resource) merge into one entry.
 pub fn object_map(
     version: Version,
     parent_namespaced: bool,
@@ -55,14 +56,17 @@ pub fn object_map(
 ) -> Value {
     let mut out = Map::new();
     for (type_key, objects) in groups {
-        let mut inner = Map::new();
-        for obj in objects {
-            inner.insert(
-                object_key(version, parent_namespaced, obj),
-                Value::clone(obj),
-            );
+        let entry = out
+            .entry(type_key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(inner) = entry {
+            for obj in objects {
+                inner.insert(
+                    object_key(version, parent_namespaced, obj),
+                    Value::clone(obj),
+                );
+            }
         }
-        out.insert(type_key.clone(), Value::Object(inner));
     }
     Value::Object(out)
 }
@@ -351,6 +355,28 @@ mod tests {
         );
         assert_eq!(m["Pod.v1"]["a"]["metadata"]["name"], "a");
         assert_eq!(m["Service.v1"], json!({}));
+    }
+
+    #[test]
+    fn object_map_merges_groups_of_one_type() {
+        // Two customize rules on the same resource: both rules' objects are related.
+        let m = object_map(
+            Version::V1,
+            true,
+            &[
+                (
+                    "Pod.v1".into(),
+                    vec![pod(Some("ns"), "a"), pod(Some("ns"), "b")],
+                ),
+                (
+                    "Pod.v1".into(),
+                    vec![pod(Some("ns"), "b"), pod(Some("ns"), "c")],
+                ),
+                ("Pod.v1".into(), vec![]),
+            ],
+        );
+        let keys: Vec<&String> = m["Pod.v1"].as_object().expect("map").keys().collect();
+        assert_eq!(keys, vec!["a", "b", "c"]);
     }
 
     #[test]

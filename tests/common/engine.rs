@@ -645,3 +645,66 @@ pub fn versions(objs: &BTreeMap<String, Value>) -> BTreeMap<String, (String, Str
         })
         .collect()
 }
+
+impl World {
+    /// As [`World::new`], with the sandbox's simulated kubelet turned off: pods stay without
+    /// status until the test writes it (readiness under the test's control).
+    pub async fn without_kubelet(parent_kind: &str, handler: Handler) -> World {
+        let mut cfg = kubectl_meta::sandbox::SandboxConfig::ephemeral();
+        cfg.tunables.kubelet_delay = None;
+        let sb = super::start_with(cfg).await;
+        install_crd(&sb.client, parent_kind, true).await;
+        let hook = HookServer::start(handler).await;
+        World { sb, hook }
+    }
+}
+
+impl Running {
+    /// Wait until the engine is idle (nothing queued or syncing, no unconfirmed writes, no sync
+    /// started or finished for a while) while allowing rollouts to stay pending, which
+    /// [`Running::converge`] does not. Failed parents do not keep it waiting.
+    pub async fn settle(&self) -> OnceReport {
+        let deadline = tokio::time::Instant::now() + TIMEOUT * 2;
+        let count = |ev: &[EngineEvent]| {
+            let started = ev
+                .iter()
+                .filter(|e| matches!(e, EngineEvent::SyncStarted { .. }))
+                .count();
+            let finished = ev
+                .iter()
+                .filter(|e| matches!(e, EngineEvent::SyncFinished { .. }))
+                .count();
+            (started, finished)
+        };
+        let mut quiet = 0;
+        let mut last = count(&self.events());
+        loop {
+            let rep = self.engine.wait_converged(Duration::from_millis(100)).await;
+            let now = count(&self.events());
+            let busy = rep
+                .pending
+                .iter()
+                .any(|(_, m)| !m.ends_with("rollout in progress"));
+            if busy || now != last || now.0 != now.1 {
+                quiet = 0;
+            } else {
+                quiet += 1;
+                if quiet >= 4 {
+                    return rep;
+                }
+            }
+            last = now;
+            if tokio::time::Instant::now() > deadline {
+                panic!("engine did not settle: {rep:?}");
+            }
+        }
+    }
+}
+
+/// The status condition of type `type_` of `obj`, if any.
+pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == json!(type_))
+}
