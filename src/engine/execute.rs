@@ -182,6 +182,9 @@ impl Executor {
             );
         }
 
+        // resourceVersions of the objects adopted now: an update planned for an adopted child
+        // must be sent with it (the planned object carries the one from before the adoption).
+        let mut adopted_rv: BTreeMap<ChildId, String> = BTreeMap::new();
         if !plan.adopt.is_empty() {
             match self
                 .recheck_parent(&parent_api, t.parent, &parent_key)
@@ -189,8 +192,12 @@ impl Executor {
             {
                 Ok(()) => {
                     for edit in &plan.adopt {
-                        self.owner_edit(t, &mut report, ActionVerb::Adopt, edit)
-                            .await;
+                        if let Some(rv) = self
+                            .owner_edit(t, &mut report, ActionVerb::Adopt, edit)
+                            .await
+                        {
+                            adopted_rv.insert(edit.id.clone(), rv);
+                        }
                     }
                 }
                 Err(msg) => {
@@ -209,7 +216,8 @@ impl Executor {
             }
         }
         for edit in &plan.release {
-            self.owner_edit(t, &mut report, ActionVerb::Release, edit)
+            let _ = self
+                .owner_edit(t, &mut report, ActionVerb::Release, edit)
                 .await;
         }
         for d in &plan.delete {
@@ -234,9 +242,16 @@ impl Executor {
             match api.delete(&d.id.key.name, &dp).await {
                 Ok(_) => {
                     report.writes += 1;
+                    let key = to_key(&d.id);
+                    // An adoption earlier in this plan expected a change to show up; the object
+                    // is gone now, so only its absence can be waited for.
+                    report.expectations.retain(|e| {
+                        !matches!(e, Expectation::Changed { type_key, key: k, .. }
+                            if *type_key == d.id.type_key && *k == key)
+                    });
                     report.expectations.push(Expectation::Gone {
                         type_key: d.id.type_key.clone(),
-                        key: to_key(&d.id),
+                        key,
                     });
                     self.publish(
                         t,
@@ -308,9 +323,13 @@ impl Executor {
                 continue;
             };
             let api = api_for(&self.client, info, u.id.key.namespace.as_deref());
-            let previous = object::resource_version(&u.object).map(str::to_string);
+            let mut sent = std::borrow::Cow::Borrowed(&u.object);
+            if let Some(rv) = adopted_rv.get(&u.id) {
+                sent.to_mut()["metadata"]["resourceVersion"] = json!(rv);
+            }
+            let previous = object::resource_version(&sent).map(str::to_string);
             let result = match self.strategy {
-                ApplyStrategy::ClientSide => match to_dynamic(&u.object) {
+                ApplyStrategy::ClientSide => match to_dynamic(&sent) {
                     Ok(obj) => api
                         .replace(&u.id.key.name, &self.post_params(), &obj)
                         .await
@@ -525,10 +544,8 @@ impl Executor {
         report: &mut ExecReport,
         verb: ActionVerb,
         edit: &super::plan::OwnerEdit,
-    ) {
-        let Some(info) = t.types.get(&edit.id.type_key) else {
-            return;
-        };
+    ) -> Option<String> {
+        let info = t.types.get(&edit.id.type_key)?;
         let api = api_for(&self.client, info, edit.id.key.namespace.as_deref());
         let patch = json!({"metadata": {
             "ownerReferences": edit.owner_references,
@@ -542,7 +559,7 @@ impl Executor {
             .patch(&edit.id.key.name, &pp, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => {
+            Ok(obj) => {
                 report.writes += 1;
                 report.expectations.push(Expectation::Changed {
                     type_key: edit.id.type_key.clone(),
@@ -550,8 +567,12 @@ impl Executor {
                     previous: Some(edit.resource_version.clone()),
                 });
                 self.publish(t, verb, &edit.id.type_key, edit.id.object(), None, None);
+                obj.metadata.resource_version
             }
-            Err(e) => self.fail(t, report, verb, &edit.id, &e),
+            Err(e) => {
+                self.fail(t, report, verb, &edit.id, &e);
+                None
+            }
         }
     }
 

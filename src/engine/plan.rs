@@ -217,6 +217,64 @@ impl Plan {
     pub fn is_empty(&self) -> bool {
         self.writes() == 0
     }
+
+    /// One line per write, in execution order (`delete Pod.v1 default/web-0 (not desired)`,
+    /// `update ConfigMap.v1 default/c (data.k)`): what paused mode shows instead of writing.
+    pub fn describe(&self) -> Vec<String> {
+        let id = |i: &ChildId| format!("{} {}", i.type_key, i.object());
+        let fields = |changes: &[FieldChange]| {
+            let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+            if paths.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", paths.join(", "))
+            }
+        };
+        let mut out = Vec::new();
+        if self.finalizer == Some(FinalizerChange::Add) {
+            out.push("add-finalizer (parent)".to_string());
+        }
+        out.extend(self.adopt.iter().map(|e| format!("adopt {}", id(&e.id))));
+        out.extend(
+            self.release
+                .iter()
+                .map(|e| format!("release {}", id(&e.id))),
+        );
+        out.extend(self.delete.iter().map(|d| {
+            let why = match d.reason {
+                DeleteReason::NotDesired => "not desired",
+                DeleteReason::Recreate => "recreate",
+            };
+            format!("delete {} ({why})", id(&d.id))
+        }));
+        out.extend(self.revisions.iter().map(|r| {
+            let (verb, name) = match r {
+                super::rollout::RevisionWrite::Create { object } => (
+                    "create",
+                    object::name(object).unwrap_or_default().to_string(),
+                ),
+                super::rollout::RevisionWrite::Update { object } => (
+                    "update",
+                    object::name(object).unwrap_or_default().to_string(),
+                ),
+                super::rollout::RevisionWrite::Delete { name, .. } => ("delete", name.clone()),
+            };
+            format!("{verb} ControllerRevision {name}")
+        }));
+        out.extend(self.create.iter().map(|c| format!("create {}", id(&c.id))));
+        out.extend(
+            self.update
+                .iter()
+                .map(|u| format!("update {}{}", id(&u.id), fields(&u.changes))),
+        );
+        if self.status.is_some() {
+            out.push("status (parent)".to_string());
+        }
+        if self.finalizer == Some(FinalizerChange::Remove) {
+            out.push("remove-finalizer (parent)".to_string());
+        }
+        out
+    }
 }
 
 /// A desired state the engine refuses before writing anything.
@@ -405,10 +463,32 @@ fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
 pub fn plan_children(input: &ChildrenInput<'_>, plan: &mut Plan) {
     let parent = input.parent;
     let mut desired_ids = BTreeSet::new();
-    let observed_by_id: BTreeMap<ChildId, &Arc<Value>> = input
+    // Objects adopted in this plan are planned as they will be after the adoption (with our
+    // ControllerRef), so an update of an adopted child keeps the reference; the executor sends
+    // the update with the resourceVersion the adoption returned.
+    let adopted: BTreeMap<ChildId, Vec<Value>> = plan
+        .adopt
+        .iter()
+        .map(|e| (e.id.clone(), e.owner_references.clone()))
+        .collect();
+    let adopted = &adopted;
+    let observed_by_id: BTreeMap<ChildId, Arc<Value>> = input
         .observed
         .iter()
-        .flat_map(|(k, objs)| objs.iter().map(move |o| (ChildId::of(k, o), o)))
+        .flat_map(|(k, objs)| {
+            objs.iter().map(move |o| {
+                let id = ChildId::of(k, o);
+                let o = match adopted.get(&id) {
+                    Some(refs) => {
+                        let mut o = (**o).clone();
+                        o["metadata"]["ownerReferences"] = Value::Array(refs.clone());
+                        Arc::new(o)
+                    }
+                    None => Arc::clone(o),
+                };
+                (id, o)
+            })
+        })
         .collect();
     for (id, desired) in input.desired {
         desired_ids.insert(id.clone());
@@ -870,6 +950,41 @@ mod tests {
         assert_eq!(plan.release[0].owner_references.len(), 1);
         assert_eq!(plan.release[0].owner_references[0]["uid"], "other");
         assert_eq!(plan.writes(), 2);
+    }
+
+    #[test]
+    fn an_adopted_child_is_updated_with_our_controller_ref() {
+        let p = parent();
+        let t = types(UpdateMethod::InPlace);
+        // An orphan (no ownerReferences) whose content differs from the desired state.
+        let mut orphan = (*observed(&pod("o", "v1"))).clone();
+        orphan["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("ownerReferences");
+        let orphan = Arc::new(orphan);
+        let mut plan = Plan::default();
+        plan_ownership(&p, "Pod.v1", std::slice::from_ref(&orphan), &[], &mut plan);
+        let desired = normalize_desired(&p, &t, &sel(), false, vec![pod("o", "v2")]).expect("ok");
+        let mut obs = BTreeMap::new();
+        obs.insert("Pod.v1".to_string(), vec![orphan]);
+        plan_children(
+            &ChildrenInput {
+                parent: &p,
+                types: &t,
+                observed: &obs,
+                desired: &desired,
+            },
+            &mut plan,
+        );
+        assert_eq!(plan.adopt.len(), 1);
+        assert_eq!(plan.update.len(), 1, "{plan:?}");
+        let refs = &plan.update[0].object["metadata"]["ownerReferences"];
+        assert_eq!(
+            refs[0]["uid"], "puid",
+            "the update must keep the adoption: {refs}"
+        );
+        assert_eq!(refs[0]["controller"], true);
     }
 
     #[test]
