@@ -8,10 +8,13 @@
 //!   with indexes, leases, object accessors, selectors, manifests.
 //! - [`hooks`]: calling hooks: webhooks and local programs (exec).
 //! - [`engine`]: the controller engine (pure plan + executor, CompositeController, work queue).
+//! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
+//!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
 
 pub mod cli;
 pub mod commands;
+pub mod devloop;
 pub mod engine;
 pub mod hooks;
 pub mod k8s;

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Sandbox(args) => commands::sandbox::run(args).await,
-            Command::Dev(args) => commands::dev::run(cli.global.clone(), args).await,
+            Command::Dev(args) => commands::dev::run(cli.global.clone(), *args).await,
         }
     });
     match result {

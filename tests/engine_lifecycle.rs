@@ -76,11 +76,10 @@ async fn parent_crd_created_after_start_is_reported_then_picked_up() {
         .unwrap();
     let first = tokio::time::timeout(common::TIMEOUT, async {
         loop {
-            match rx.recv().await.unwrap() {
-                e @ (EngineEvent::Error { .. } | EngineEvent::ControllerStarted { .. }) => {
-                    return e;
-                }
-                _ => {}
+            if let e @ (EngineEvent::Error { .. } | EngineEvent::ControllerStarted { .. }) =
+                rx.recv().await.unwrap()
+            {
+                return e;
             }
         }
     })

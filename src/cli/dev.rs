@@ -28,7 +28,13 @@ pub enum ApplyStrategyArg {
     kubectl meta dev --sandbox --apply -f examples/hello-world/\n  \
     kubectl meta dev --sandbox --apply -f examples/hello-world/ --once\n  \
     kubectl meta dev -f controller.yaml --hook-base-url http://127.0.0.1:8080\n  \
-    kubectl meta dev --from-cluster my-controller --hook-base-url http://127.0.0.1:8080 -o json")]
+    kubectl meta dev --from-cluster my-controller --hook-base-url http://127.0.0.1:8080 -o json\n  \
+    kubectl meta dev -f examples/hello-world/webhook/ --hook-base-url http://127.0.0.1:8081 \\\n      \
+      --hook-server 'python3 examples/hello-world/server.py --port 8081'\n  \
+    kubectl meta dev --resync default/hello      (ask the running dev loop to resync a parent)\n\n\
+Keys while running on a terminal (then Enter): r = resync all, r NAME = resync one parent,\n\
+p = pause/resume writes, R = replay the last requests. Signals: SIGUSR1 resyncs everything,\n\
+SIGUSR2 pauses/resumes writes.")]
 pub struct DevArgs {
     /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
@@ -82,4 +88,33 @@ pub struct DevArgs {
     /// Namespace of the Lease that keeps two dev loops from driving the same controller.
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
+    /// Start this command as the hook server (`sh -c`, own process group), restart it when its
+    /// files change, stop it on exit.
+    #[arg(long, value_name = "COMMAND")]
+    pub hook_server: Option<String>,
+    /// The managed server is ready when a GET of this URL answers 2xx (default: the port of
+    /// --hook-base-url accepts connections).
+    #[arg(long, value_name = "URL", requires = "hook_server")]
+    pub hook_server_ready: Option<String>,
+    /// Watch these files or directories for changes (repeatable; default: the hook server's
+    /// script directory, every exec hook's directory, and the -f paths). .gitignore-aware.
+    #[arg(long, value_name = "PATH")]
+    pub watch: Vec<PathBuf>,
+    /// Quiet time after the last file change before reloading.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub debounce: u64,
+    /// Do not watch files (no hot reload).
+    #[arg(long)]
+    pub no_watch: bool,
+    /// Ask the running dev loop(s) to resync PARENT (`namespace/name` or `name`), or every
+    /// parent; then exit.
+    #[arg(long, value_name = "PARENT", num_args = 0..=1, default_missing_value = "",
+        conflicts_with_all = ["pause", "resume"])]
+    pub resync: Option<String>,
+    /// Ask the running dev loop(s) to stop writing (hooks are still called, plans shown); then exit.
+    #[arg(long, conflicts_with = "resume")]
+    pub pause: bool,
+    /// Ask the running dev loop(s) to write again (and resync every parent); then exit.
+    #[arg(long)]
+    pub resume: bool,
 }

@@ -40,7 +40,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run controller definitions locally: the engine on your machine, hooks served or run locally.
-    Dev(dev::DevArgs),
+    Dev(Box<dev::DevArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
 }

@@ -16,10 +16,14 @@ use kube::api::{Api, DynamicObject};
 use super::dev_output::{self, OutputFormat, Printer};
 use crate::cli::GlobalArgs;
 use crate::cli::dev::{ApplyStrategyArg, DevArgs, OutputArg};
+use crate::devloop::control::{self, Command, ControlServer};
+use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::context::{EngineContext, EngineOptions};
+use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::execute::ApplyStrategy;
 use crate::engine::runtime::Engine;
+use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::{lease, manifests};
@@ -31,6 +35,9 @@ const LEASE_DURATION: Duration = Duration::from_secs(15);
 
 /// Run `kubectl meta dev`.
 pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
+    if let Some(command) = control_command(&args) {
+        return send_control(command).await;
+    }
     if args.files.is_empty() && args.from_cluster.is_empty() {
         bail!(
             "nothing to run: pass controller definitions with -f FILE|DIR, or --from-cluster NAME (try: kubectl meta dev --sandbox --apply -f examples/hello-world/)"
@@ -39,6 +46,7 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }
+    let server = hook_server_config(&args)?;
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
         spec::Loaded::default()
@@ -89,7 +97,7 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         )
         .await?
     };
-    let result = run_connected(&global, &args, loaded, &conn).await;
+    let result = run_connected(&global, &args, loaded, &conn, server).await;
     if let Some(sb) = sandbox {
         sb.shutdown().await;
     }
@@ -120,6 +128,7 @@ async fn run_connected(
     args: &DevArgs,
     mut loaded: spec::Loaded,
     conn: &Connection,
+    server: Option<(ServerConfig, String)>,
 ) -> Result<()> {
     let ctxinfo = &conn.context;
     println!("{} (pinned for this session)", ctxinfo.describe());
@@ -237,10 +246,62 @@ async fn run_connected(
         EngineContext::new(conn.client.clone(), bus, options)
             .map_err(|e| anyhow!("cannot set up the hook client: {e}"))?,
     );
-    let mut engine = Engine::new(ctx);
-    for def in loaded.controllers {
-        engine.start(def)?;
+    let engine = Engine::new(ctx);
+    let (server_cfg, server_base_url) = match server {
+        Some((c, u)) => (Some(c), Some(u)),
+        None => (None, None),
+    };
+    let cfg = DevLoopConfig {
+        files: args.files.clone(),
+        watch: args.watch.clone(),
+        debounce: Duration::from_millis(args.debounce),
+        server: server_cfg,
+        server_base_url,
+        watch_files: !args.once && !args.no_watch,
+    };
+    let mut dev = DevLoop::start(engine, loaded.controllers, cfg).await?;
+    let bus = dev.engine().context().bus.clone();
+
+    // Commands: keyboard (on a terminal), signals, the control socket.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let (answers_tx, mut answers_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut control_server = None;
+    if !args.once {
+        if std::io::stdin().is_terminal() {
+            control::spawn_keyboard(tx.clone(), answers_tx.clone());
+            bus.publish(EngineEvent::Info {
+                controller: None,
+                message: control::KEY_HELP.to_string(),
+            });
+        }
+        control::spawn_signals(tx.clone(), answers_tx.clone())
+            .context("installing the SIGUSR1/SIGUSR2 handlers")?;
+        match super::sandbox::data_dir()
+            .map_err(|e| e.to_string())
+            .and_then(|d| {
+                ControlServer::start(&control::socket_dir(&d), tx.clone()).map_err(|e| e.to_string())
+            }) {
+            Ok(s) => control_server = Some(s),
+            Err(e) => bus.publish(EngineEvent::Error {
+                controller: None,
+                object: None,
+                message: format!(
+                    "no control socket ({e}); `kubectl meta dev --resync/--pause` will not reach this loop, signals and keys still work"
+                ),
+            }),
+        }
+        let bus2 = bus.clone();
+        tokio::spawn(async move {
+            while let Some(a) = answers_rx.recv().await {
+                bus2.publish(EngineEvent::Info {
+                    controller: None,
+                    message: a,
+                });
+            }
+        });
     }
+    drop(tx);
+
     let mut lost: Vec<_> = leases.iter().map(|l| l.lost()).collect();
     let lease_lost = async move {
         let waits = lost.iter_mut().map(|rx| {
@@ -254,7 +315,7 @@ async fn run_connected(
         .context("installing the SIGTERM handler")?;
     let outcome: Result<()> = if args.once {
         tokio::select! {
-            rep = engine.wait_converged(Duration::from_secs(args.timeout)) => {
+            rep = dev.engine().wait_converged(Duration::from_secs(args.timeout)) => {
                 if !rep.failed.is_empty() {
                     let lines: Vec<String> = rep.failed.iter()
                         .map(|(c, k, m)| format!("  {c} {k}: {m}"))
@@ -272,18 +333,94 @@ async fn run_connected(
             () = lease_lost => Err(anyhow!("lost the controller lease: another dev loop took over")),
         }
     } else {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => Ok(()),
-            _ = term.recv() => Ok(()),
-            () = lease_lost => Err(anyhow!("lost the controller lease: another dev loop took over; stopping")),
+        let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
+        let stop = async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                () = lease_lost => { let _ = lost_tx.send(()); }
+            }
+        };
+        dev.run_until(rx, stop).await;
+        if lost_rx.try_recv().is_ok() {
+            Err(anyhow!(
+                "lost the controller lease: another dev loop took over; stopping"
+            ))
+        } else {
+            Ok(())
         }
     };
-    engine.shutdown().await;
+    drop(control_server);
+    dev.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
     for l in leases {
         l.release().await;
     }
     outcome
+}
+
+/// The command `--resync/--pause/--resume` asks for, if any.
+fn control_command(args: &DevArgs) -> Option<Command> {
+    if let Some(p) = &args.resync {
+        return Some(Command::Resync {
+            parent: (!p.is_empty()).then(|| p.clone()),
+        });
+    }
+    if args.pause {
+        return Some(Command::Pause);
+    }
+    args.resume.then_some(Command::Resume)
+}
+
+/// Send a command to every running dev loop and print their answers.
+async fn send_control(command: Command) -> Result<()> {
+    let dir = control::socket_dir(&super::sandbox::data_dir()?);
+    let answers = control::send(&dir, &command).await?;
+    let mut failed = false;
+    for (socket, ok, message) in answers {
+        let pid = socket
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        println!("dev loop pid {pid}: {message}");
+        failed |= !ok;
+    }
+    if failed {
+        bail!("a dev loop refused the command (see above)");
+    }
+    Ok(())
+}
+
+/// The managed hook server configuration from `--hook-server`, with the base URL whose calls
+/// wait for it.
+fn hook_server_config(args: &DevArgs) -> Result<Option<(ServerConfig, String)>> {
+    let Some(command) = &args.hook_server else {
+        return Ok(None);
+    };
+    let base = match (&args.hook_base_url, &args.hook_server_ready) {
+        (Some(b), _) => b.clone(),
+        (None, Some(ready)) => origin(ready).ok_or_else(|| {
+            anyhow!("--hook-server-ready {ready}: not an http:// URL with a host and port")
+        })?,
+        (None, None) => bail!(
+            "--hook-server needs to know where the server listens: pass --hook-base-url http://127.0.0.1:PORT (webhook URLs are pointed there) or --hook-server-ready http://127.0.0.1:PORT/healthz"
+        ),
+    };
+    let readiness = match &args.hook_server_ready {
+        Some(url) => Readiness::Http(url.clone()),
+        None => readiness_for(&base).ok_or_else(|| {
+            anyhow!("--hook-base-url {base}: not an http:// URL with a host; cannot tell when the hook server is ready")
+        })?,
+    };
+    Ok(Some((ServerConfig::new(command.clone(), readiness), base)))
+}
+
+/// `http://host:port` of a URL.
+fn origin(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?;
+    let port = u.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", u.scheme()))
 }
 
 async fn read_from_cluster(

@@ -388,6 +388,153 @@ impl<W: Write> Printer<W> {
                 ("info", None),
                 &clean(message),
             ),
+            EngineEvent::PlanHeld {
+                controller,
+                parent,
+                actions,
+            } => {
+                let content = if actions.is_empty() {
+                    "paused: nothing to write".to_string()
+                } else {
+                    let list: Vec<String> = actions.iter().map(|a| clean(a)).collect();
+                    format!("paused, not written:\n{}", list.join("\n"))
+                };
+                let content = self.paint(&content, sgr::YELLOW);
+                self.line(
+                    now,
+                    controller,
+                    parent,
+                    ("held", Some(sgr::YELLOW)),
+                    &content,
+                )
+            }
+            EngineEvent::Paused { paused } => {
+                let content = if *paused {
+                    "writes paused: hooks are still called and plans shown, nothing is written (resume: p, SIGUSR2 or kubectl meta dev --resume)"
+                } else {
+                    "writes resumed"
+                };
+                self.line(now, "", "", ("pause", Some(sgr::YELLOW)), content)
+            }
+            EngineEvent::HookServer {
+                state,
+                pid,
+                message,
+            } => {
+                let mut content = clean(state);
+                if let Some(pid) = pid {
+                    content.push_str(&format!(" (pid {pid})"));
+                }
+                if !message.trim().is_empty() {
+                    content.push_str(": ");
+                    content.push_str(&clean(message));
+                }
+                let style = match state.as_str() {
+                    "failed" | "exited" => Some(sgr::BOLD_RED),
+                    "ready" => Some(sgr::GREEN),
+                    _ => None,
+                };
+                let content = match style {
+                    Some(code) => self.paint(&content, code),
+                    None => content,
+                };
+                self.line(now, "", "", ("server", style), &content)
+            }
+            EngineEvent::HookServerOutput { stream, line } => {
+                let content = self.paint(&clean(line), sgr::DIM);
+                let tag = if stream == "stderr" {
+                    "server!"
+                } else {
+                    "server>"
+                };
+                self.line(now, "", "", (tag, None), &content)
+            }
+            EngineEvent::Reload {
+                what,
+                paths,
+                message,
+                error,
+            } => {
+                let files: Vec<String> = paths.iter().map(|p| clean(p)).collect();
+                let mut content = format!("{} ({})", clean(what), files.join(", "));
+                if !message.trim().is_empty() {
+                    content.push_str(": ");
+                    content.push_str(&clean(message));
+                }
+                match non_empty(error) {
+                    Some(e) => {
+                        content.push_str(": ");
+                        content.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
+                        self.line(now, "", "", ("reload", Some(sgr::BOLD_RED)), &content)
+                    }
+                    None => self.line(now, "", "", ("reload", Some(sgr::CYAN)), &content),
+                }
+            }
+            EngineEvent::Replay {
+                controller,
+                parent,
+                hook,
+                changes,
+                error,
+            } => {
+                let content = match (non_empty(error), changes.is_empty()) {
+                    (Some(e), _) => self.paint(
+                        &format!(
+                            "{} hook failed on the last request: {}",
+                            clean(hook),
+                            clean(e)
+                        ),
+                        sgr::BOLD_RED,
+                    ),
+                    (None, true) => format!("{} answers the last request as before", clean(hook)),
+                    (None, false) => {
+                        let mut text = format!(
+                            "{} answers the last request differently ({} change{}):",
+                            clean(hook),
+                            changes.len(),
+                            if changes.len() == 1 { "" } else { "s" }
+                        );
+                        for c in changes {
+                            text.push('\n');
+                            text.push_str(&self.change_text(c));
+                        }
+                        text
+                    }
+                };
+                self.line(
+                    now,
+                    controller,
+                    parent,
+                    ("replay", Some(sgr::CYAN)),
+                    &content,
+                )
+            }
+        }
+    }
+
+    /// `path: old -> new` with the removed side red and the added side green.
+    fn change_text(&self, c: &crate::engine::apply::FieldChange) -> String {
+        let show = |v: &Option<serde_json::Value>| match v {
+            Some(v) => clean(&v.to_string()),
+            None => "(none)".to_string(),
+        };
+        match (&c.old, &c.new) {
+            (None, Some(_)) => format!(
+                "{} {}",
+                self.paint(&format!("+ {}:", clean(&c.path)), sgr::GREEN),
+                show(&c.new)
+            ),
+            (Some(_), None) => format!(
+                "{} {}",
+                self.paint(&format!("- {}:", clean(&c.path)), sgr::RED),
+                show(&c.old)
+            ),
+            _ => format!(
+                "~ {}: {} -> {}",
+                clean(&c.path),
+                self.paint(&show(&c.old), sgr::RED),
+                self.paint(&show(&c.new), sgr::GREEN)
+            ),
         }
     }
 
@@ -527,6 +674,9 @@ fn sync_key(event: &EngineEvent) -> Option<(&str, &str)> {
             controller, parent, ..
         }
         | EngineEvent::Rollout {
+            controller, parent, ..
+        }
+        | EngineEvent::PlanHeld {
             controller, parent, ..
         } => Some((controller, parent)),
         EngineEvent::Error {

@@ -544,6 +544,14 @@ fn json_type(v: &Value) -> &'static str {
     }
 }
 
+/// Every difference between two JSON values, by path (numbers compared by value, lists of
+/// objects with a merge key matched item by item), as [`Applied::changes`] reports them.
+pub fn value_changes(old: &Value, new: &Value) -> Vec<FieldChange> {
+    let mut out = Vec::new();
+    diff("", old, new, &mut out);
+    out
+}
+
 /// The differences between `observed` and `merged`, annotation handled as [`Applied::changes`] says.
 fn field_changes(observed: &Value, merged: &Value) -> Vec<FieldChange> {
     let mut out = Vec::new();

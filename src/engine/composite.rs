@@ -61,7 +61,8 @@ struct State {
     /// The status we last wrote per parent (to ignore its echo).
     last_status: HashMap<ObjectKey, Value>,
     /// Last hook request/response per parent (replay, TUI).
-    last_exchange: HashMap<ObjectKey, (Value, Value)>,
+    /// The last sync/finalize exchange per parent: (hook name, request, response).
+    last_exchange: HashMap<ObjectKey, (String, Value, Value)>,
 }
 
 /// A running CompositeController.
@@ -300,12 +301,88 @@ impl Composite {
         }
     }
 
-    /// The last hook request and response for a parent.
-    pub fn last_exchange(&self, key: &ObjectKey) -> Option<(Value, Value)> {
+    /// The last sync/finalize exchange of a parent: (hook name, request, response).
+    pub fn last_exchange(&self, key: &ObjectKey) -> Option<(String, Value, Value)> {
         self.state
             .lock()
             .ok()
             .and_then(|s| s.last_exchange.get(key).cloned())
+    }
+
+    /// Queue the parents named `namespace/name` (or `name`); returns how many were queued.
+    pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        let mut n = 0;
+        for p in self.parents_in_scope() {
+            if let Some(k) = ObjectKey::of(&p)
+                && (k.to_string() == name || object::name(&p) == Some(name))
+            {
+                self.remember_uid(&p, &k);
+                self.queue.add(k, trigger.clone());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A hook changed (hot reload): forget customize answers, then queue every parent.
+    pub fn hook_reloaded(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.customize.clear();
+        }
+        self.enqueue_all(Trigger::HookReloaded);
+    }
+
+    /// The hooks this controller calls, by name.
+    pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
+        let mut out = vec![("sync", &self.sync_hook)];
+        if let Some(h) = &self.finalize_hook {
+            out.push(("finalize", h));
+        }
+        if let Some(h) = &self.customize_hook {
+            out.push(("customize", h));
+        }
+        out
+    }
+
+    /// Send every parent's last sync/finalize request again (to a reloaded hook) and compare
+    /// the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
+    pub async fn replay(&self) -> Vec<EngineEvent> {
+        let exchanges: Vec<(ObjectKey, (String, Value, Value))> = self
+            .state
+            .lock()
+            .map(|s| {
+                s.last_exchange
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for (key, (hook, request, before)) in exchanges {
+            let spec = if hook == "finalize" {
+                self.finalize_hook.as_ref()
+            } else {
+                Some(&self.sync_hook)
+            };
+            let Some(spec) = spec else {
+                continue;
+            };
+            let call = call_hook(&self.ctx, spec, self.call_info(&hook, &key), &request).await;
+            let (changes, error) = match call.result {
+                Ok(after) => (super::replay::response_changes(&before, &after), None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
+            let ev = EngineEvent::Replay {
+                controller: self.name.clone(),
+                parent: key.to_string(),
+                hook,
+                changes,
+                error,
+            };
+            self.ctx.bus.publish(ev.clone());
+            out.push(ev);
+        }
+        out
     }
 
     /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
@@ -840,7 +917,7 @@ impl Composite {
                 .map_err(with_parent)?;
             if let Ok(mut st) = self.state.lock() {
                 st.last_exchange
-                    .insert(key.clone(), (request, body.clone()));
+                    .insert(key.clone(), (hook_name.to_string(), request, body.clone()));
             }
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
@@ -920,6 +997,15 @@ impl Composite {
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
         };
+        if self.ctx.is_paused() {
+            // Paused: show what would be written, write nothing, and do not wait for it.
+            self.ctx.bus.publish(EngineEvent::PlanHeld {
+                controller: self.name.clone(),
+                parent: key.to_string(),
+                actions: plan.describe(),
+            });
+            return Ok(outcome);
+        }
         let report = self.ctx.executor.execute(&target, &plan).await;
         if let Some(st) = &report.status_written
             && let Ok(mut s) = self.state.lock()

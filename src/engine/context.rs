@@ -3,7 +3,11 @@
 //! something callable.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use futures::future::BoxFuture;
 
 use super::events::{EngineEvent, EventBus};
 use super::execute::{ApplyStrategy, Executor};
@@ -59,6 +63,20 @@ pub struct EngineContext {
     pub recorder: Recorder,
     /// Options.
     pub options: EngineOptions,
+    /// While set, syncs call hooks and plan, but write nothing (the plan is published instead).
+    paused: AtomicBool,
+    /// Webhook calls wait on this first (a managed hook server that may be restarting).
+    gate: RwLock<Option<Arc<dyn HookGate>>>,
+}
+
+/// Something webhook calls must wait for before they are sent: a managed hook server that is
+/// starting or restarting. Calls that arrive meanwhile wait for readiness instead of failing.
+pub trait HookGate: Send + Sync {
+    /// Whether calls to `url` go to the gated server.
+    fn covers(&self, url: &str) -> bool;
+    /// Resolve once the server is ready; `Err` (with what the server said) when it failed or
+    /// did not become ready within `timeout`.
+    fn wait_ready(&self, timeout: Duration) -> BoxFuture<'_, Result<(), String>>;
 }
 
 impl EngineContext {
@@ -77,9 +95,46 @@ impl EngineContext {
             client,
             bus,
             options,
+            paused: AtomicBool::new(false),
+            gate: RwLock::new(None),
         })
     }
 }
+
+impl EngineContext {
+    /// Pause or resume writes. While paused, syncs still call hooks and publish their plans as
+    /// [`EngineEvent::PlanHeld`], but nothing is written; resuming does not resync by itself.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::SeqCst);
+    }
+
+    /// Whether writes are paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    /// Make webhook calls wait on `gate` (or on nothing, with `None`).
+    pub fn set_gate(&self, gate: Option<Arc<dyn HookGate>>) {
+        if let Ok(mut g) = self.gate.write() {
+            *g = gate;
+        }
+    }
+
+    fn gate_for(&self, target: &HookTarget) -> Option<Arc<dyn HookGate>> {
+        let HookTarget::Webhook { url, .. } = target else {
+            return None;
+        };
+        self.gate
+            .read()
+            .ok()
+            .and_then(|g| g.clone())
+            .filter(|g| g.covers(url))
+    }
+}
+
+/// How long a call waits for a restarting hook server, at least (the hook's own timeout when
+/// that is longer): a server is given this long to come back before the sync fails.
+pub const GATE_WAIT: Duration = Duration::from_secs(30);
 
 /// A hook ready to call: where, and which wire-format version.
 #[derive(Debug, Clone)]
@@ -166,7 +221,13 @@ pub async fn call_hook(
     info: CallInfo,
     body: &serde_json::Value,
 ) -> HookCall {
-    let call = ctx.hooks.call(&hook.target, &info, body).await;
+    let call = match ctx.gate_for(&hook.target) {
+        Some(gate) => match gate.wait_ready(GATE_WAIT.max(hook.target.timeout())).await {
+            Ok(()) => ctx.hooks.call(&hook.target, &info, body).await,
+            Err(why) => HookCall::not_ready(&hook.target, why),
+        },
+        None => ctx.hooks.call(&hook.target, &info, body).await,
+    };
     ctx.bus.publish(EngineEvent::HookCalled {
         controller: info.controller.clone(),
         parent: info.parent.clone(),

@@ -46,6 +46,8 @@ pub enum Trigger {
     Converge,
     /// A user or tool asked for it.
     Manual,
+    /// A hook changed (hot reload): its server restarted or its program was edited.
+    HookReloaded,
 }
 
 impl std::fmt::Display for Trigger {
@@ -65,6 +67,7 @@ impl std::fmt::Display for Trigger {
             Trigger::Retry => f.write_str("retry"),
             Trigger::Converge => f.write_str("converge"),
             Trigger::Manual => f.write_str("manual"),
+            Trigger::HookReloaded => f.write_str("hook reloaded"),
         }
     }
 }
@@ -223,6 +226,67 @@ pub enum EngineEvent {
         object: Option<String>,
         /// What went wrong and how to fix it.
         message: String,
+    },
+    /// Writes are paused: the sync planned these actions and wrote nothing.
+    #[serde(rename_all = "camelCase")]
+    PlanHeld {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// One line per action that would have been written (`create Pod.v1 default/x`).
+        actions: Vec<String>,
+    },
+    /// Writes were paused or resumed.
+    #[serde(rename_all = "camelCase")]
+    Paused {
+        /// True when paused.
+        paused: bool,
+    },
+    /// The managed hook server changed state (`starting`, `ready`, `restarting`, `exited`,
+    /// `failed`).
+    #[serde(rename_all = "camelCase")]
+    HookServer {
+        /// The new state.
+        state: String,
+        /// Its process id, when running.
+        pid: Option<u32>,
+        /// Detail (command line, exit status, why it is not ready with its output).
+        message: String,
+    },
+    /// A line the managed hook server printed.
+    #[serde(rename_all = "camelCase")]
+    HookServerOutput {
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The line.
+        line: String,
+    },
+    /// Files changed and something was reloaded (or a reload was refused).
+    #[serde(rename_all = "camelCase")]
+    Reload {
+        /// What was reloaded: `hook-server`, `exec-hook`, `definition`.
+        what: String,
+        /// The changed files.
+        paths: Vec<String>,
+        /// What happened (which controllers restarted or resynced, what changed).
+        message: String,
+        /// Why the reload was refused or failed (the running version is kept).
+        error: Option<String>,
+    },
+    /// The last request of a parent was sent again to a reloaded hook, and the answers compared.
+    #[serde(rename_all = "camelCase")]
+    Replay {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// The hook (`sync` or `finalize`).
+        hook: String,
+        /// Differences between the previous answer and the new one (empty: same answer).
+        changes: Vec<super::apply::FieldChange>,
+        /// The call failed: the new hook's error.
+        error: Option<String>,
     },
     /// A notice worth a line (context pinned, lease acquired, resource appeared, ...).
     #[serde(rename_all = "camelCase")]

@@ -10,6 +10,7 @@
 //! - [`apply`]: the three-way merge with the last-applied annotation.
 //! - [`rollout`]: rolling updates, revisions and status checks.
 //! - [`related`]: customize-hook related resources.
+//! - [`replay`]: comparing a reloaded hook's answer to the previous one.
 //! - [`hookapi`]: the hook wire format (request maps, v1/v2 response decoding).
 //! - [`execute`]: carries a plan out against the API server.
 //! - [`recorder`]: `SyncError` Events on parents.
@@ -28,5 +29,6 @@ pub mod plan;
 pub mod queue;
 pub mod recorder;
 pub mod related;
+pub mod replay;
 pub mod rollout;
 pub mod runtime;

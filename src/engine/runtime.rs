@@ -32,6 +32,8 @@ pub struct UnsupportedKind {
 /// One controller's handles.
 struct Running {
     name: String,
+    /// Stops this controller only (a child of the engine's token).
+    stop: CancellationToken,
     tracker: Arc<Tracker>,
     /// Set once the controller started (resources resolved, caches synced).
     composite: Arc<Mutex<Option<Arc<Composite>>>>,
@@ -86,7 +88,8 @@ impl Engine {
         let slot: Arc<Mutex<Option<Arc<Composite>>>> = Arc::new(Mutex::new(None));
         let failed = Arc::new(Mutex::new(None));
         let ctx = Arc::clone(&self.ctx);
-        let stop = self.stop.clone();
+        let own_stop = self.stop.child_token();
+        let stop = own_stop.clone();
         let (t, s, f) = (Arc::clone(&tracker), Arc::clone(&slot), Arc::clone(&failed));
         let task = tokio::spawn(async move {
             let comp = match Composite::start(c, Arc::clone(&ctx), &stop).await {
@@ -127,6 +130,7 @@ impl Engine {
         });
         self.running.push(Running {
             name,
+            stop: own_stop,
             tracker,
             composite: slot,
             task,
@@ -137,10 +141,84 @@ impl Engine {
 
     /// Queue every parent of every controller (manual resync).
     pub fn resync_all(&self) {
-        for r in &self.running {
-            if let Some(c) = r.composite.lock().ok().and_then(|c| c.clone()) {
-                c.enqueue_all(Trigger::Manual);
+        self.resync(None, None);
+    }
+
+    /// Queue parents for a manual resync: of controller `controller` (all when `None`), the
+    /// parent `namespace/name` or `name` (all when `None`). Returns how many were queued.
+    pub fn resync(&self, controller: Option<&str>, parent: Option<&str>) -> usize {
+        let mut n = 0;
+        for c in self.started(controller) {
+            n += match parent {
+                Some(p) => c.enqueue_named(p, Trigger::Manual),
+                None => {
+                    let count = c.parent_count();
+                    c.enqueue_all(Trigger::Manual);
+                    count
+                }
+            };
+        }
+        n
+    }
+
+    /// Names of the controllers (started or waiting for their resources), in start order.
+    pub fn controllers(&self) -> Vec<String> {
+        self.running.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// The started controllers, all or the one named.
+    pub fn started(&self, name: Option<&str>) -> Vec<Arc<Composite>> {
+        self.running
+            .iter()
+            .filter(|r| name.is_none_or(|n| n == r.name))
+            .filter_map(|r| r.composite.lock().ok().and_then(|c| c.clone()))
+            .collect()
+    }
+
+    /// A hook of these controllers changed (hot reload): forget cached customize answers and
+    /// resync every parent of each.
+    pub fn hook_reloaded(&self, controllers: &[String]) {
+        for name in controllers {
+            for c in self.started(Some(name)) {
+                c.hook_reloaded();
             }
+        }
+    }
+
+    /// Send the last request of every parent of these controllers to their (reloaded) hooks
+    /// and publish how the answers differ ([`EngineEvent::Replay`]).
+    pub async fn replay(&self, controllers: &[String]) -> Vec<EngineEvent> {
+        let mut out = Vec::new();
+        for name in controllers {
+            for c in self.started(Some(name)) {
+                out.extend(c.replay().await);
+            }
+        }
+        out
+    }
+
+    /// Stop one controller (its in-flight syncs finish first) and forget it; shared informers
+    /// keep running. Returns false when no controller has that name.
+    pub async fn stop_controller(&mut self, name: &str) -> bool {
+        let Some(i) = self.running.iter().position(|r| r.name == name) else {
+            return false;
+        };
+        let r = self.running.remove(i);
+        r.stop.cancel();
+        let _ = r.task.await;
+        true
+    }
+
+    /// Pause or resume writes (see [`EngineContext::set_paused`]); resuming resyncs every
+    /// parent so the plans held meanwhile are carried out.
+    pub fn set_paused(&self, paused: bool) {
+        if self.ctx.is_paused() == paused {
+            return;
+        }
+        self.ctx.set_paused(paused);
+        self.ctx.bus.publish(EngineEvent::Paused { paused });
+        if !paused {
+            self.resync_all();
         }
     }
 

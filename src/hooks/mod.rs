@@ -9,9 +9,13 @@
 //! - [`webhook`]: the HTTP transport (one pooled client, per-call timeout, size limit).
 //! - [`exec`]: one process per call, request on stdin, answer on stdout, process-group cleanup.
 //! - [`resolve`]: webhook URL from `url` / `service` + `path` and `--hook-base-url`.
+//! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
+//! - [`watch`]: a debounced, ignore-aware file watcher for hot reload.
 
 pub mod exec;
 pub mod resolve;
+pub mod server;
+pub mod watch;
 pub mod webhook;
 
 use std::path::PathBuf;
@@ -96,9 +100,34 @@ pub struct HookCall {
     pub raw_response: Option<String>,
 }
 
+impl HookCall {
+    /// The record of a call that was not made because the hook server is not ready.
+    pub fn not_ready(target: &HookTarget, reason: String) -> HookCall {
+        HookCall {
+            result: Err(HookError::NotReady {
+                target: target.describe(),
+                reason,
+            }),
+            status: None,
+            latency: Duration::ZERO,
+            stderr: String::new(),
+            raw_response: None,
+        }
+    }
+}
+
 /// Why a hook call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HookError {
+    /// The managed hook server behind the hook is not ready (restarting, crashed, or its new
+    /// version does not start).
+    #[error("hook {target} was not called: {reason}")]
+    NotReady {
+        /// URL.
+        target: String,
+        /// Why, with what the server printed.
+        reason: String,
+    },
     /// The hook did not answer in time.
     #[error(
         "hook {target} did not answer within {} ({setting}); make it faster or raise the timeout",

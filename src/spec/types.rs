@@ -473,6 +473,32 @@ impl ControllerDef {
     pub fn base_dir(&self) -> Option<&Path> {
         self.source().base_dir()
     }
+
+    /// The hooks the definition sets, by name (`sync`, `finalize`, `customize`, `map`,
+    /// `tombstone`).
+    pub fn hooks(&self) -> Vec<(&'static str, &Hook)> {
+        let all: Vec<(&'static str, &Option<Hook>)> = match self {
+            Self::Composite(c) => vec![
+                ("sync", &c.spec.hooks.sync),
+                ("finalize", &c.spec.hooks.finalize),
+                ("customize", &c.spec.hooks.customize),
+            ],
+            Self::Decorator(c) => vec![
+                ("sync", &c.spec.hooks.sync),
+                ("finalize", &c.spec.hooks.finalize),
+                ("customize", &c.spec.hooks.customize),
+            ],
+            Self::Map(c) => vec![
+                ("map", &c.spec.hooks.map),
+                ("tombstone", &c.spec.hooks.tombstone),
+                ("finalize", &c.spec.hooks.finalize),
+                ("customize", &c.spec.hooks.customize),
+            ],
+        };
+        all.into_iter()
+            .filter_map(|(n, h)| h.as_ref().map(|h| (n, h)))
+            .collect()
+    }
 }
 
 /// The API group of controller definitions.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+pub mod cli;
 pub mod engine;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};

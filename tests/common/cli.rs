@@ -1,0 +1,204 @@
+//! Helpers for tests that run the kubectl-meta binary: a private HOME, blocking runs, a
+//! background dev loop whose output is collected, and sandbox look-ups.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::ApiResource;
+use serde_json::Value;
+
+use super::engine::core_ar;
+use super::{TIMEOUT, TestSandbox};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn example(name: &str) -> String {
+    repo().join("examples").join(name).display().to_string()
+}
+
+/// The binary with a private HOME (nothing touches the user's files).
+pub fn meta(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Run to completion on a blocking thread (the sandbox keeps serving meanwhile).
+pub async fn run(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("kubectl-meta runs"))
+        .await
+        .expect("join")
+}
+
+pub fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn assert_ok(out: &Output) -> String {
+    let (stdout, stderr) = text(out);
+    assert!(
+        out.status.success(),
+        "kubectl-meta failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+pub fn assert_fails(out: &Output) -> String {
+    let (stdout, stderr) = text(out);
+    assert!(
+        !out.status.success(),
+        "kubectl-meta should have failed:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    stderr
+}
+
+pub fn kc(sb: &TestSandbox) -> String {
+    sb.kubeconfig().display().to_string()
+}
+
+pub fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+pub async fn get(
+    sb: &TestSandbox,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(sb.client.clone(), ns, ar),
+        None => Api::all_with(sb.client.clone(), ar),
+    };
+    api.get_opt(name)
+        .await
+        .expect("get")
+        .map(|o| serde_json::to_value(o).expect("json"))
+}
+
+pub async fn names(sb: &TestSandbox, ar: &ApiResource, ns: &str) -> Vec<String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), ns, ar);
+    let mut v: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    v.sort();
+    v
+}
+
+pub fn pods() -> ApiResource {
+    core_ar("Pod", "pods")
+}
+
+pub async fn global_rv(sb: &TestSandbox) -> u64 {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(sb.client.clone());
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .and_then(|r| r.parse().ok())
+        .expect("resourceVersion")
+}
+
+/// A dev loop that keeps running until signalled.
+pub struct Background {
+    /// The process.
+    pub child: std::process::Child,
+    /// Its stdout so far.
+    pub stdout: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Background {
+    pub fn start(mut cmd: Command) -> Background {
+        use std::io::{BufRead, BufReader};
+        let mut child = cmd.spawn().expect("kubectl-meta runs");
+        let out = child.stdout.take().expect("stdout");
+        let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&stdout);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Background { child, stdout }
+    }
+
+    /// Everything printed on stdout so far.
+    pub fn output(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    /// Wait until stdout contains `what` (panics with the output so far after [`TIMEOUT`]).
+    pub async fn wait_output(&self, what: &str) {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while !self.output().contains(what) {
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "timed out after {TIMEOUT:?} waiting for {what:?} in the output:\n{}",
+                    self.output()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// SIGINT, then wait for the exit; returns (success, stderr).
+    pub async fn interrupt(mut self) -> (bool, String) {
+        // SAFETY-free: kill(1) from procps would do the same; libc keeps it in-process.
+        let pid = self.child.id() as i32;
+        unsafe {
+            libc::kill(pid, libc::SIGINT);
+        }
+        tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            loop {
+                if let Some(st) = self.child.try_wait().expect("wait") {
+                    let mut err = String::new();
+                    if let Some(mut e) = self.child.stderr.take() {
+                        use std::io::Read;
+                        let _ = e.read_to_string(&mut err);
+                    }
+                    return (st.success(), err);
+                }
+                if std::time::Instant::now() > deadline {
+                    let _ = self.child.kill();
+                    panic!("kubectl-meta did not exit within {TIMEOUT:?} of SIGINT");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+        .await
+        .expect("join")
+    }
+}
