@@ -468,9 +468,16 @@ impl DevLoop {
         if reloaded.is_empty() {
             return;
         }
+        // Take the last exchanges before the resync replaces them, resync at once (the replay
+        // is for reading, not on the way to the new children), and replay alongside.
         let names: Vec<String> = reloaded.into_iter().collect();
-        self.engine.replay(&names).await;
+        let jobs = self.engine.replay_jobs(&names);
         self.engine.hook_reloaded(&names);
+        tokio::spawn(async move {
+            for (c, exchanges) in jobs {
+                c.replay(exchanges).await;
+            }
+        });
     }
 
     fn controllers_using_server(&self) -> Vec<String> {

@@ -31,6 +31,9 @@ use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
 use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
 
+/// One parent's last hook exchange: (parent, (hook name, request, response)).
+pub type Exchange = (ObjectKey, (String, Value, Value));
+
 /// How long to wait for the caches to show our own writes before finishing a sync.
 const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -344,11 +347,9 @@ impl Composite {
         out
     }
 
-    /// Send every parent's last sync/finalize request again (to a reloaded hook) and compare
-    /// the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
-    pub async fn replay(&self) -> Vec<EngineEvent> {
-        let exchanges: Vec<(ObjectKey, (String, Value, Value))> = self
-            .state
+    /// Every parent's last sync/finalize exchange: (parent, (hook, request, response)).
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.state
             .lock()
             .map(|s| {
                 s.last_exchange
@@ -356,33 +357,41 @@ impl Composite {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect()
             })
-            .unwrap_or_default();
-        let mut out = Vec::new();
-        for (key, (hook, request, before)) in exchanges {
-            let spec = if hook == "finalize" {
-                self.finalize_hook.as_ref()
-            } else {
-                Some(&self.sync_hook)
-            };
-            let Some(spec) = spec else {
-                continue;
-            };
-            let call = call_hook(&self.ctx, spec, self.call_info(&hook, &key), &request).await;
-            let (changes, error) = match call.result {
-                Ok(after) => (super::replay::response_changes(&before, &after), None),
-                Err(e) => (Vec::new(), Some(e.to_string())),
-            };
-            let ev = EngineEvent::Replay {
-                controller: self.name.clone(),
-                parent: key.to_string(),
-                hook,
-                changes,
-                error,
-            };
-            self.ctx.bus.publish(ev.clone());
-            out.push(ev);
-        }
-        out
+            .unwrap_or_default()
+    }
+
+    /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
+    /// compare the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
+    pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
+        use futures::StreamExt;
+        futures::stream::iter(exchanges)
+            .map(|ex| self.replay_one(ex))
+            .buffer_unordered(self.ctx.options.workers.max(1))
+            .filter_map(|e| async move { e })
+            .collect()
+            .await
+    }
+
+    async fn replay_one(&self, (key, (hook, request, before)): Exchange) -> Option<EngineEvent> {
+        let spec = if hook == "finalize" {
+            self.finalize_hook.as_ref()?
+        } else {
+            &self.sync_hook
+        };
+        let call = call_hook(&self.ctx, spec, self.call_info(&hook, &key), &request).await;
+        let (changes, error) = match call.result {
+            Ok(after) => (super::replay::response_changes(&before, &after), None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        let ev = EngineEvent::Replay {
+            controller: self.name.clone(),
+            parent: key.to_string(),
+            hook,
+            changes,
+            error,
+        };
+        self.ctx.bus.publish(ev.clone());
+        Some(ev)
     }
 
     /// Spawn the event routers (parent, children, resync timer). They end with `stop`.

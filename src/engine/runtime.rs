@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::composite::{Composite, CompositeLoop};
+use super::composite::{Composite, CompositeLoop, Exchange};
 use super::context::EngineContext;
 use super::controller::{KeyState, Tracker, run_workers};
 use super::events::{EngineEvent, Trigger};
@@ -189,12 +189,23 @@ impl Engine {
     /// and publish how the answers differ ([`EngineEvent::Replay`]).
     pub async fn replay(&self, controllers: &[String]) -> Vec<EngineEvent> {
         let mut out = Vec::new();
-        for name in controllers {
-            for c in self.started(Some(name)) {
-                out.extend(c.replay().await);
-            }
+        for (c, exchanges) in self.replay_jobs(controllers) {
+            out.extend(c.replay(exchanges).await);
         }
         out
+    }
+
+    /// The exchanges to replay per controller, taken now (before a resync replaces them); run
+    /// them with [`Composite::replay`].
+    pub fn replay_jobs(&self, controllers: &[String]) -> Vec<(Arc<Composite>, Vec<Exchange>)> {
+        controllers
+            .iter()
+            .flat_map(|name| self.started(Some(name)))
+            .map(|c| {
+                let ex = c.exchanges();
+                (c, ex)
+            })
+            .collect()
     }
 
     /// Stop one controller (its in-flight syncs finish first) and forget it; shared informers
