@@ -6,9 +6,9 @@
 //!   is re-read and validated (a bad edit is reported and the running definition kept), then its
 //!   controller restarted; a managed server's file restarts the server (calls wait for it to be
 //!   ready again; a new version that does not start leaves every child as it is); an exec hook's
-//!   file needs no restart. After a hook change the last request of every parent is replayed to
-//!   the new hook and the answers compared ([`crate::engine::replay`]), then every parent is
-//!   resynced;
+//!   file needs no restart. After a hook change every parent is resynced at once; the last
+//!   request of every parent (taken before the resync) is then replayed to the new hook and the
+//!   answers compared ([`crate::engine::replay`]), off the path to the new children;
 //! - commands ([`control`]): resync one parent or all, pause/resume writes, replay, from the
 //!   keyboard, signals, or `kubectl meta dev --resync/--pause/--resume` via a control socket.
 
@@ -30,6 +30,9 @@ use crate::hooks::server::{ManagedServer, ServerConfig, ServerLine, ServerState,
 use crate::hooks::watch::{ChangeBatch, FileWatcher, WatchConfig};
 use crate::spec::{self, ControllerDef};
 use control::{Command, Request};
+
+/// How long a replay waits for the resync after a reload to finish before it runs anyway.
+const REPLAY_WAIT: Duration = Duration::from_secs(60);
 
 /// How the dev loop runs.
 #[derive(Debug, Clone)]
@@ -475,6 +478,15 @@ impl DevLoop {
         self.engine.hook_reloaded(&names);
         tokio::spawn(async move {
             for (c, exchanges) in jobs {
+                // After the resync, so the replay does not compete with it for the hook.
+                let deadline = tokio::time::Instant::now() + REPLAY_WAIT;
+                while tokio::time::Instant::now() < deadline {
+                    let q = c.queue_stats();
+                    if q.ready == 0 && q.in_flight == 0 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 c.replay(exchanges).await;
             }
         });
