@@ -397,17 +397,19 @@ async fn objects_controlled_by_others_are_never_touched_or_shown() {
     )
     .await;
     let err = engine.wait_sync_error("default/p", "theirs").await;
-    assert!(err.contains("already exists"), "{err}");
-    // The other child still got its update (one failed write does not stop the others).
-    w.wait_object(&cm, "a", "a updated to y", |o| {
-        o.is_some_and(|o| o["data"]["value"] == json!("y"))
-    })
-    .await;
+    assert!(
+        err.contains("ConfigMap.v1 default/theirs is controlled by ConfigMap owner"),
+        "{err}"
+    );
+    assert!(err.contains("never taken over"), "{err}");
+    // The desired state is refused as a whole, before any write: `a` keeps its old value.
     engine.converge().await;
     unchanged(&w.get(&cm, "theirs").await.unwrap());
-    assert_ne!(rv_of(&w.get(&cm, "a").await.unwrap()), a_rv);
+    let a = w.get(&cm, "a").await.unwrap();
+    assert_eq!(rv_of(&a), a_rv);
+    assert_eq!(a["data"]["value"], json!("x"));
 
-    // The hook was never shown `theirs`, and nothing but the failed create was tried on it.
+    // The hook was never shown `theirs`, and nothing was tried on it.
     let calls = w.hook.calls_of("sync");
     assert!(calls.len() >= 2);
     for c in &calls {
@@ -424,8 +426,7 @@ async fn objects_controlled_by_others_are_never_touched_or_shown() {
         } = e
             && object == "default/theirs"
         {
-            assert_eq!(verb, ActionVerb::Create, "only a create may be tried");
-            assert!(error.is_some(), "a create of theirs succeeded?");
+            panic!("{verb:?} tried on theirs: {error:?}");
         }
     }
     let events = w.k8s_events("p").await;

@@ -360,6 +360,36 @@ impl Composite {
             .unwrap_or_default()
     }
 
+    /// Desired children whose names are taken by objects another controller controls: the sync
+    /// fails before anything is written (objects of others are never taken over, and a create
+    /// would only fail with AlreadyExists on every sync).
+    fn check_foreign(&self, uid: &str, desired: &[(ChildId, Value)]) -> Result<(), String> {
+        let clashes: Vec<String> = desired
+            .iter()
+            .filter_map(|(id, _)| {
+                let slot = self.children.iter().find(|s| s.ty.key == id.type_key)?;
+                let key = ObjectKey::new(id.key.namespace.as_deref(), &id.key.name);
+                let obj = slot.informer.get(&key)?;
+                let owner = object::controller_ref(&obj).filter(|r| r.uid != uid)?;
+                Some(format!(
+                    "{} {} is controlled by {} {} (uid {})",
+                    id.type_key,
+                    id.object(),
+                    owner.kind,
+                    owner.name,
+                    owner.uid
+                ))
+            })
+            .collect();
+        if clashes.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+            clashes.join("; ")
+        ))
+    }
+
     /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
     /// compare the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
     pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
@@ -939,6 +969,8 @@ impl Composite {
                 resp.children.clone(),
             )
             .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+            self.check_foreign(&uid, &desired)
+                .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
             if let Some((rev_info, _)) = &self.revisions
                 && !finalizing
             {
