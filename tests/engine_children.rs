@@ -711,3 +711,67 @@ async fn a_restarted_engine_converges_without_writes() {
     assert_eq!(w.objects(&cm).await, objects);
     engine.stop().await;
 }
+
+/// `--apply-strategy server-side`: children are created and updated by server-side apply as
+/// field manager `kubectl-meta`, removed keys go away, and a restart writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_creates_updates_and_converges() {
+    use kubectl_meta::engine::context::EngineOptions;
+    use kubectl_meta::engine::execute::ApplyStrategy;
+    let w = World::new("Parent", sync_fn(counted)).await;
+    let options = || EngineOptions {
+        apply_strategy: ApplyStrategy::ServerSide,
+        ..EngineOptions::default()
+    };
+    let engine =
+        Running::start_with(w.client(), vec![controller(&w.hook, "InPlace")], options()).await;
+    let par = parent_ar("Parent");
+    w.create(
+        &par,
+        json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}, "count": 1, "value": "a"}}),
+    )
+    .await;
+    w.wait_names(&cm_ar(), &["p-0"]).await;
+    engine.converge().await;
+    let c0 = w.get(&cm_ar(), "p-0").await.unwrap();
+    let managers: Vec<(String, String)> = c0["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["manager"].as_str().unwrap().to_string(),
+                m["operation"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        managers.contains(&("kubectl-meta".to_string(), "Apply".to_string())),
+        "{managers:?}"
+    );
+    assert_eq!(
+        controller_ref(&c0).map(|r| r.1),
+        Some("p".to_string()),
+        "{c0}"
+    );
+
+    w.patch(&par, "p", json!({"spec": {"value": "b"}})).await;
+    w.wait_object(&cm_ar(), "p-0", "p-0 applied with b", |o| {
+        o.is_some_and(|o| o["data"]["value"] == json!("b"))
+    })
+    .await;
+    engine.converge().await;
+    assert_eq!(
+        w.get(&cm_ar(), "p-0").await.unwrap()["metadata"]["uid"],
+        c0["metadata"]["uid"]
+    );
+    engine.stop().await;
+
+    let rv = w.global_rv().await;
+    let engine =
+        Running::start_with(w.client(), vec![controller(&w.hook, "InPlace")], options()).await;
+    engine.converge().await;
+    assert_eq!(engine.writes(), vec![]);
+    assert_eq!(w.global_rv().await, rv);
+    engine.stop().await;
+}

@@ -303,7 +303,7 @@ impl DevLoop {
             roots.server = server_roots(s);
         }
         for (name, def) in &self.defs {
-            let dirs = self.exec_dirs_of(name, def);
+            let dirs = self.exec_dirs_of(def);
             if !dirs.is_empty() {
                 roots.exec.insert(name.clone(), dirs);
             }
@@ -348,7 +348,7 @@ impl DevLoop {
 
     /// Directories of a controller's exec hooks (from the definition, resolved as the engine
     /// resolves them).
-    fn exec_dirs_of(&self, _name: &str, def: &ControllerDef) -> Vec<PathBuf> {
+    fn exec_dirs_of(&self, def: &ControllerDef) -> Vec<PathBuf> {
         let base_url = self.engine.context().options.hook_base_url.clone();
         let mut dirs = Vec::new();
         for (hook_name, hook) in def.hooks() {
@@ -609,7 +609,7 @@ impl DevLoop {
                         self.defs.remove(&name);
                         continue;
                     }
-                    let dirs = self.exec_dirs_of(&name, &d);
+                    let dirs = self.exec_dirs_of(&d);
                     if dirs.is_empty() {
                         self.roots.exec.remove(&name);
                     } else {
