@@ -232,6 +232,15 @@ async fn matching_orphans_are_adopted_listed_kept_and_unlisted_deleted() {
     // The hook was shown both adopted orphans on its first call (they are its children now).
     let first = w.hook.calls_of("sync")[0].clone();
     assert_eq!(seen(&first.request), vec!["drop", "keep"]);
+    // ... as adopted objects: with our ControllerRef, as Metacontroller shows them.
+    for name in ["drop", "keep"] {
+        let shown = &first.request["children"]["ConfigMap.v1"][name];
+        assert_eq!(
+            controller_ref(shown),
+            Some(("Parent".into(), "p".into(), puid.clone())),
+            "{shown}"
+        );
+    }
 
     // `drop`: adopted first, then deleted because the hook did not list it.
     let writes = engine.writes();

@@ -929,7 +929,24 @@ impl Composite {
                 &claims.release,
                 &mut plan,
             );
-            observed.insert(slot.ty.key.clone(), claims.children);
+            // The hook sees adopted orphans as they are once adopted (our ControllerRef on
+            // them), as Metacontroller shows them.
+            let adopted: std::collections::HashSet<&str> =
+                claims.adopt.iter().filter_map(|o| object::uid(o)).collect();
+            let children = claims
+                .children
+                .iter()
+                .map(|c| match object::uid(c) {
+                    Some(u) if adopted.contains(u) => {
+                        let mut v = (**c).clone();
+                        v["metadata"]["ownerReferences"] =
+                            Value::Array(ownership::with_controller_ref(c, &parent));
+                        Arc::new(v)
+                    }
+                    _ => Arc::clone(c),
+                })
+                .collect();
+            observed.insert(slot.ty.key.clone(), children);
         }
 
         let hook_spec = if finalizing {
