@@ -500,7 +500,7 @@ impl DevLoop {
             .started(None)
             .iter()
             .filter(|c| {
-                c.hooks().iter().any(|(_, h)| match &h.target {
+                c.hook_specs().iter().any(|(_, h)| match &h.target {
                     HookTarget::Webhook { url, .. } => url.starts_with(&slot.base_url),
                     HookTarget::Exec { .. } => false,
                 })

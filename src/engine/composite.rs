@@ -15,7 +15,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec, call_hook};
-use super::controller::{Reconciler, SyncFailure, SyncOutcome};
+use super::controller::{
+    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker, run_workers,
+};
 use super::events::{EngineEvent, Trigger};
 use super::execute::{Expectation, Target};
 use super::hookapi::{self, RelatedRule, Version};
@@ -30,9 +32,6 @@ use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
 use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
-
-/// One parent's last hook exchange: (parent, (hook name, request, response)).
-pub type Exchange = (ObjectKey, (String, Value, Value));
 
 /// How long to wait for the caches to show our own writes before finishing a sync.
 const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -354,7 +353,7 @@ impl Composite {
             .map(|s| {
                 s.last_exchange
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.to_string(), v.clone()))
                     .collect()
             })
             .unwrap_or_default()
@@ -408,14 +407,20 @@ impl Composite {
         } else {
             &self.sync_hook
         };
-        let call = call_hook(&self.ctx, spec, self.call_info(&hook, &key), &request).await;
+        let info = CallInfo {
+            hook: hook.clone(),
+            controller_kind: "CompositeController".into(),
+            controller: self.name.clone(),
+            parent: key.clone(),
+        };
+        let call = call_hook(&self.ctx, spec, info, &request).await;
         let (changes, error) = match call.result {
             Ok(after) => (super::replay::response_changes(&before, &after), None),
             Err(e) => (Vec::new(), Some(e.to_string())),
         };
         let ev = EngineEvent::Replay {
             controller: self.name.clone(),
-            parent: key.to_string(),
+            parent: key,
             hook,
             changes,
             error,
@@ -1522,6 +1527,72 @@ async fn ensure_revision_resource(
     v.into_iter()
         .next()
         .ok_or_else(|| StartError::Stopped(controller.to_string()))
+}
+
+impl ControllerHandle for Composite {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn queue_stats(&self) -> super::queue::QueueStats {
+        Composite::queue_stats(self)
+    }
+    fn parent_count(&self) -> usize {
+        Composite::parent_count(self)
+    }
+    fn enqueue_all(&self, trigger: Trigger) {
+        Composite::enqueue_all(self, trigger);
+    }
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        Composite::enqueue_named(self, name, trigger)
+    }
+    fn hook_reloaded(&self) {
+        Composite::hook_reloaded(self);
+    }
+    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
+        self.hooks()
+            .into_iter()
+            .map(|(n, h)| (n, h.clone()))
+            .collect()
+    }
+    fn exchanges(&self) -> Vec<Exchange> {
+        Composite::exchanges(self)
+    }
+    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
+        Box::pin(Composite::replay(self, exchanges))
+    }
+}
+
+/// Start a CompositeController: resolve, start informers and routers, queue every parent,
+/// announce it; returns its handle and the worker loop to run until `stop`.
+pub async fn launch(
+    def: Controller<CompositeControllerSpec>,
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    tracker: Arc<Tracker>,
+) -> Result<
+    (
+        Arc<dyn ControllerHandle>,
+        futures::future::BoxFuture<'static, ()>,
+    ),
+    StartError,
+> {
+    let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
+    comp.spawn_routers(&stop);
+    Composite::enqueue_all(&comp, Trigger::ParentAdded);
+    ctx.bus.publish(EngineEvent::ControllerStarted {
+        controller_kind: "CompositeController".into(),
+        controller: comp.name.clone(),
+        parent_resource: comp.parent_resource().key(),
+        parents: Composite::parent_count(&comp),
+    });
+    let lp = Arc::new(CompositeLoop {
+        inner: Arc::clone(&comp),
+        stop: stop.clone(),
+    });
+    let run = Box::pin(async move {
+        run_workers(lp, ctx.options.workers, ctx.bus.clone(), tracker, stop).await;
+    });
+    Ok((comp, run))
 }
 
 /// Adapter so the shared loop can drive a composite controller.

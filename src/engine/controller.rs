@@ -55,6 +55,32 @@ pub trait Reconciler: Send + Sync + 'static {
     ) -> impl Future<Output = SyncOutcome> + Send;
 }
 
+/// One parent's last hook exchange: (parent or key, as shown in events, (hook name, request,
+/// response)).
+pub type Exchange = (String, (String, serde_json::Value, serde_json::Value));
+
+/// A started controller of any kind, as the runtime and the dev loop drive it.
+pub trait ControllerHandle: Send + Sync {
+    /// The definition's name.
+    fn name(&self) -> &str;
+    /// The work queue's counters.
+    fn queue_stats(&self) -> super::queue::QueueStats;
+    /// Number of parents (targets) in scope.
+    fn parent_count(&self) -> usize;
+    /// Queue every parent.
+    fn enqueue_all(&self, trigger: Trigger);
+    /// Queue the parents named `namespace/name` or `name`; returns how many.
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize;
+    /// A hook changed (hot reload): forget cached hook answers, queue every parent.
+    fn hook_reloaded(&self);
+    /// The hooks it calls, by name.
+    fn hook_specs(&self) -> Vec<(&'static str, super::context::HookSpec)>;
+    /// Every parent's last exchange (for replay).
+    fn exchanges(&self) -> Vec<Exchange>;
+    /// Send the exchanges' requests again and publish how the answers differ.
+    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>>;
+}
+
 /// The last outcome of every key of one controller.
 #[derive(Debug, Default)]
 pub struct Tracker {

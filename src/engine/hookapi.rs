@@ -297,6 +297,118 @@ pub fn composite_request(
     Value::Object(m)
 }
 
+/// Build the DecoratorController sync/finalize request body:
+/// `{controller, object, attachments, related, finalizing}`.
+pub fn decorator_request(
+    controller: &Value,
+    object: &Value,
+    attachments: Value,
+    related: Value,
+    finalizing: bool,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("controller".into(), controller.clone());
+    m.insert("object".into(), object.clone());
+    m.insert("attachments".into(), attachments);
+    m.insert("related".into(), related);
+    m.insert("finalizing".into(), Value::Bool(finalizing));
+    Value::Object(m)
+}
+
+/// A decoded DecoratorController sync/finalize response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecoratorResponse {
+    /// `labels` to merge into the target: `Some(value)` sets, `None` removes the key.
+    pub labels: BTreeMap<String, Option<String>>,
+    /// `annotations` to merge into the target, as for labels.
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// `status`; `None` when absent or null (the target's status is left alone).
+    pub status: Option<Value>,
+    /// `attachments`: desired objects (absent or null means none).
+    pub attachments: Vec<Value>,
+    /// `resyncAfterSeconds`, when > 0.
+    pub resync_after_seconds: Option<f64>,
+    /// `finalized` (finalize hook only).
+    pub finalized: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StrictDecorator {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    attachments: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+    #[serde(default)]
+    finalized: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LooseDecorator {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    attachments: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+    #[serde(default)]
+    finalized: Option<bool>,
+}
+
+/// Decode a DecoratorController sync/finalize response.
+pub fn decode_decorator(
+    hook: &str,
+    version: Version,
+    body: &Value,
+) -> Result<DecoratorResponse, DecodeError> {
+    let s = match version {
+        Version::V2 => decode::<StrictDecorator>(hook, body)?,
+        Version::V1 => {
+            let l: LooseDecorator = decode(hook, body)?;
+            StrictDecorator {
+                labels: l.labels,
+                annotations: l.annotations,
+                status: l.status,
+                attachments: l.attachments,
+                resync_after_seconds: l.resync_after_seconds,
+                finalized: l.finalized,
+            }
+        }
+    };
+    let attachments = s.attachments.unwrap_or_default();
+    for (i, a) in attachments.iter().enumerate() {
+        check_object(hook, &format!("attachments[{i}]"), a)?;
+    }
+    let status = s.status.filter(|s| !s.is_null());
+    if let Some(st) = &status
+        && !st.is_object()
+    {
+        return Err(DecodeError {
+            hook: hook.to_string(),
+            message: "status: must be an object or null".into(),
+        });
+    }
+    Ok(DecoratorResponse {
+        labels: s.labels.unwrap_or_default(),
+        annotations: s.annotations.unwrap_or_default(),
+        status,
+        attachments,
+        resync_after_seconds: positive(hook, s.resync_after_seconds)?,
+        finalized: s.finalized.unwrap_or(false),
+    })
+}
+
 /// Build a customize request body.
 pub fn customize_request(controller: &Value, parent: &Value) -> Value {
     let mut m = Map::new();

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::composite::{Composite, CompositeLoop, Exchange};
 use super::context::EngineContext;
-use super::controller::{KeyState, Tracker, run_workers};
+use super::controller::{ControllerHandle, Exchange, KeyState, Tracker};
 use super::events::{EngineEvent, Trigger};
 use crate::spec::ControllerDef;
 
@@ -29,6 +28,18 @@ pub struct UnsupportedKind {
     pub name: String,
 }
 
+/// A controller kind's start: its handle and the worker loop to run, or why it cannot start.
+type LaunchFuture = futures::future::BoxFuture<
+    'static,
+    Result<
+        (
+            Arc<dyn ControllerHandle>,
+            futures::future::BoxFuture<'static, ()>,
+        ),
+        String,
+    >,
+>;
+
 /// One controller's handles.
 struct Running {
     name: String,
@@ -36,7 +47,7 @@ struct Running {
     stop: CancellationToken,
     tracker: Arc<Tracker>,
     /// Set once the controller started (resources resolved, caches synced).
-    composite: Arc<Mutex<Option<Arc<Composite>>>>,
+    handle: Arc<Mutex<Option<Arc<dyn ControllerHandle>>>>,
     task: JoinHandle<()>,
     /// Set when the controller can never start (its error).
     failed: Arc<Mutex<Option<String>>>,
@@ -77,62 +88,60 @@ impl Engine {
 
     /// Start a controller (in the background; it begins syncing once its resources exist).
     pub fn start(&mut self, def: ControllerDef) -> Result<(), UnsupportedKind> {
-        let ControllerDef::Composite(c) = def else {
-            return Err(UnsupportedKind {
-                kind: def.kind().to_string(),
-                name: def.name().to_string(),
-            });
-        };
-        let name = c.name.clone();
+        let name = def.name().to_string();
         let tracker = Arc::new(Tracker::default());
-        let slot: Arc<Mutex<Option<Arc<Composite>>>> = Arc::new(Mutex::new(None));
+        let slot: Arc<Mutex<Option<Arc<dyn ControllerHandle>>>> = Arc::new(Mutex::new(None));
         let failed = Arc::new(Mutex::new(None));
-        let ctx = Arc::clone(&self.ctx);
         let own_stop = self.stop.child_token();
-        let stop = own_stop.clone();
-        let (t, s, f) = (Arc::clone(&tracker), Arc::clone(&slot), Arc::clone(&failed));
+        let (ctx, stop, t) = (
+            Arc::clone(&self.ctx),
+            own_stop.clone(),
+            Arc::clone(&tracker),
+        );
+        let launch: LaunchFuture = match def {
+            ControllerDef::Composite(c) => Box::pin(async move {
+                super::composite::launch(c, ctx, stop, t)
+                    .await
+                    .map_err(|e| e.to_string())
+            }),
+            other => {
+                return Err(UnsupportedKind {
+                    kind: other.kind().to_string(),
+                    name,
+                });
+            }
+        };
+        let (ctx, stop) = (Arc::clone(&self.ctx), own_stop.clone());
+        let (s, f, controller) = (Arc::clone(&slot), Arc::clone(&failed), name.clone());
         let task = tokio::spawn(async move {
-            let comp = match Composite::start(c, Arc::clone(&ctx), &stop).await {
-                Ok(comp) => comp,
+            let (handle, run) = match launch.await {
+                Ok(started) => started,
                 Err(e) => {
                     if !stop.is_cancelled() {
                         ctx.bus.publish(EngineEvent::Error {
                             controller: None,
                             object: None,
-                            message: e.to_string(),
+                            message: e.clone(),
                         });
                         if let Ok(mut f) = f.lock() {
-                            *f = Some(e.to_string());
+                            *f = Some(e);
                         }
                     }
                     return;
                 }
             };
-            comp.spawn_routers(&stop);
-            comp.enqueue_all(Trigger::ParentAdded);
-            ctx.bus.publish(EngineEvent::ControllerStarted {
-                controller_kind: "CompositeController".into(),
-                controller: comp.name().to_string(),
-                parent_resource: comp.parent_resource().key(),
-                parents: comp.parent_count(),
-            });
             if let Ok(mut s) = s.lock() {
-                *s = Some(Arc::clone(&comp));
+                *s = Some(handle);
             }
-            let lp = Arc::new(CompositeLoop {
-                inner: Arc::clone(&comp),
-                stop: stop.clone(),
-            });
-            run_workers(lp, ctx.options.workers, ctx.bus.clone(), t, stop.clone()).await;
-            ctx.bus.publish(EngineEvent::ControllerStopped {
-                controller: comp.name().to_string(),
-            });
+            run.await;
+            ctx.bus
+                .publish(EngineEvent::ControllerStopped { controller });
         });
         self.running.push(Running {
             name,
             stop: own_stop,
             tracker,
-            composite: slot,
+            handle: slot,
             task,
             failed,
         });
@@ -167,11 +176,11 @@ impl Engine {
     }
 
     /// The started controllers, all or the one named.
-    pub fn started(&self, name: Option<&str>) -> Vec<Arc<Composite>> {
+    pub fn started(&self, name: Option<&str>) -> Vec<Arc<dyn ControllerHandle>> {
         self.running
             .iter()
             .filter(|r| name.is_none_or(|n| n == r.name))
-            .filter_map(|r| r.composite.lock().ok().and_then(|c| c.clone()))
+            .filter_map(|r| r.handle.lock().ok().and_then(|c| c.clone()))
             .collect()
     }
 
@@ -196,8 +205,11 @@ impl Engine {
     }
 
     /// The exchanges to replay per controller, taken now (before a resync replaces them); run
-    /// them with [`Composite::replay`].
-    pub fn replay_jobs(&self, controllers: &[String]) -> Vec<(Arc<Composite>, Vec<Exchange>)> {
+    /// them with [`ControllerHandle::replay`].
+    pub fn replay_jobs(
+        &self,
+        controllers: &[String],
+    ) -> Vec<(Arc<dyn ControllerHandle>, Vec<Exchange>)> {
         controllers
             .iter()
             .flat_map(|name| self.started(Some(name)))
@@ -245,7 +257,7 @@ impl Engine {
                 rep.failed.push((r.name.clone(), String::new(), msg));
                 continue;
             }
-            let Some(c) = r.composite.lock().ok().and_then(|c| c.clone()) else {
+            let Some(c) = r.handle.lock().ok().and_then(|c| c.clone()) else {
                 rep.converged = false;
                 rep.pending.push((
                     r.name.clone(),
