@@ -176,10 +176,7 @@ async fn configmap_propagation_example_copies_into_every_target_namespace() {
 async fn hello_world_webhook_form_through_hook_base_url() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::free_port();
     let mut server = Command::new("python3")
         .arg(repo().join("examples/hello-world/server.py"))
         .args(["--port", &port.to_string()])

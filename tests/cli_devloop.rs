@@ -42,11 +42,6 @@ fn edit(path: &Path, from: &str, to: &str) {
     std::fs::write(path, text.replace(from, to)).unwrap();
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// `spec.containers[0].command` of each HelloWorld pod, by name.
 async fn commands(sb: &TestSandbox) -> Vec<(String, Value, String)> {
     let api: kube::Api<kube::api::DynamicObject> =
@@ -139,7 +134,7 @@ async fn editing_the_managed_server_restarts_it_and_resyncs_every_parent() {
     let home = tempfile::tempdir().unwrap();
     let ex = examples_copy();
     let hw = ex.path().join("hello-world");
-    let port = free_port();
+    let port = common::free_port();
     let base = format!("http://127.0.0.1:{port}");
     let server = format!("python3 {} --port {port}", hw.join("server.py").display());
     let dev = Background::start(meta(
@@ -219,7 +214,7 @@ async fn a_broken_server_edit_changes_nothing_and_a_fix_recovers() {
     let home = tempfile::tempdir().unwrap();
     let ex = examples_copy();
     let hw = ex.path().join("hello-world");
-    let port = free_port();
+    let port = common::free_port();
     let dev = Background::start(meta(
         home.path(),
         &[

@@ -1,6 +1,8 @@
 //! The managed hook server with real processes: a small Python stdlib HTTP server started,
 //! probed, restarted and stopped, including its process group, its output, and its failures.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -91,7 +93,7 @@ impl Fixture {
         std::fs::write(dir.path().join("server.py"), SERVER_PY).unwrap();
         Fixture {
             dir,
-            port: free_port(),
+            port: common::free_port(),
         }
     }
 
@@ -121,12 +123,6 @@ impl Fixture {
     fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// Whether `pid` no longer runs (gone, or a zombie: orphans are not always reaped here).
@@ -378,7 +374,7 @@ async fn stop_kills_the_whole_group_and_escalates_to_sigkill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_that_exits_at_once_fails_with_its_status_and_output() {
-    let port = free_port();
+    let port = common::free_port();
     let (tx, _rx) = mpsc::unbounded_channel();
     let mut cfg = ServerConfig::new(
         r#"python3 -c 'import sys; print("boom", file=sys.stderr); sys.exit(3)'"#,

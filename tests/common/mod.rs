@@ -151,3 +151,19 @@ pub fn table_columns(table: &serde_json::Value) -> Vec<&str> {
         .filter_map(|c| c["name"].as_str())
         .collect()
 }
+
+/// A free port, never the same one twice in this test process: tests run in parallel, and the
+/// kernel may hand a released port out again, so two tests could otherwise share one (and a
+/// "never listens" test would see another test's server as ready).
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local addr").port();
+        let mut given = GIVEN.lock().expect("port list");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
