@@ -89,8 +89,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def describe(request):
-    """`namespace/name` (or `name`) of the parent a request is about, for the log."""
-    parent = request.get("parent") if isinstance(request, dict) else None
+    """`namespace/name` (or `name`) of the parent (or decorator target) a request is about."""
+    parent = (request.get("parent") or request.get("object")) if isinstance(request, dict) else None
     meta = (parent.get("metadata") if isinstance(parent, dict) else None) or {}
     name = meta.get("name", "")
     return "%s/%s" % (meta["namespace"], name) if meta.get("namespace") else name

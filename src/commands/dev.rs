@@ -56,9 +56,12 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         spec::load_documents(&args.files)?
     };
     for def in &loaded.controllers {
-        if !matches!(def, ControllerDef::Composite(_)) {
+        if !matches!(
+            def,
+            ControllerDef::Composite(_) | ControllerDef::Decorator(_)
+        ) {
             bail!(
-                "{} {} ({}): only CompositeController definitions can run in this version",
+                "{} {} ({}): this kind cannot run in this version; only CompositeController and DecoratorController definitions can (remove it from the files passed with -f)",
                 def.kind(),
                 def.name(),
                 def.source()

@@ -573,4 +573,19 @@ mod tests {
         assert_eq!(pods, vec!["b", "a"]);
         assert_eq!(g["StatefulSet.apps/v1"].len(), 1);
     }
+
+    #[test]
+    fn decorator_response_null_labels_remove_and_v2_is_strict() {
+        let body = serde_json::json!({"labels": {"a": "1", "b": null}, "status": null,
+            "attachments": null, "extra": 1});
+        let r = decode_decorator("sync", Version::V1, &body).expect("v1 tolerates extra");
+        assert_eq!(r.labels.get("a"), Some(&Some("1".to_string())));
+        assert_eq!(r.labels.get("b"), Some(&None));
+        assert_eq!(r.status, None);
+        assert!(r.attachments.is_empty());
+        let err = decode_decorator("sync", Version::V2, &body).expect_err("v2 is strict");
+        assert!(err.message.contains("extra"), "{err}");
+        let bad = serde_json::json!({"attachments": [{"kind": "ConfigMap"}]});
+        assert!(decode_decorator("sync", Version::V1, &bad).is_err());
+    }
 }

@@ -4,6 +4,8 @@
 //! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
+//! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
+//!   status and attachments; finalize when a target is deleted or stops matching).
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
 //! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
 //! - [`plan`]: the pure plan (observed + desired -> actions); what dryrun and the TUI print.
@@ -21,6 +23,7 @@ pub mod apply;
 pub mod composite;
 pub mod context;
 pub mod controller;
+pub mod decorator;
 pub mod events;
 pub mod execute;
 pub mod hookapi;

@@ -19,7 +19,7 @@ use crate::spec::ControllerDef;
 /// A controller kind this engine cannot run yet.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{kind} {name}: this kind is not supported by this version of kubectl-meta (CompositeController is); remove it from the files passed with -f"
+    "{kind} {name}: this kind is not supported by this version of kubectl-meta (CompositeController and DecoratorController are); remove it from the files passed with -f"
 )]
 pub struct UnsupportedKind {
     /// Kind.
@@ -101,6 +101,11 @@ impl Engine {
         let launch: LaunchFuture = match def {
             ControllerDef::Composite(c) => Box::pin(async move {
                 super::composite::launch(c, ctx, stop, t)
+                    .await
+                    .map_err(|e| e.to_string())
+            }),
+            ControllerDef::Decorator(d) => Box::pin(async move {
+                super::decorator::launch(d, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),
