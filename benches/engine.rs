@@ -157,7 +157,7 @@ async fn main() {
         EngineContext::new(client.clone(), bus, EngineOptions::default()).expect("engine context"),
     );
     let mut engine = Engine::new(ctx);
-    engine.start(def).expect("start");
+    engine.start(def);
     let idle = engine.wait_converged(Duration::from_secs(60)).await;
     assert!(idle.converged, "engine did not start: {idle:?}");
 

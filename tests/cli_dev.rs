@@ -14,23 +14,70 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
+/// Run `dev --apply -f examples/<name> --once` against `sb`.
+async fn apply_example_once(
+    sb: &common::TestSandbox,
+    home: &std::path::Path,
+    name: &str,
+) -> std::process::Output {
+    run(meta(
+        home,
+        &[
+            "--kubeconfig",
+            &kc(sb),
+            "dev",
+            "--apply",
+            "-f",
+            &example(name),
+            "--once",
+        ],
+    ))
+    .await
+}
+
+/// Run `dev -f examples/<name> --once -o json` again (without `--apply`) and assert that it
+/// converges without a single write; returns the run's output.
+async fn rerun_writes_nothing(
+    sb: &common::TestSandbox,
+    home: &std::path::Path,
+    name: &str,
+) -> std::process::Output {
+    let out = run(meta(
+        home,
+        &[
+            "--kubeconfig",
+            &kc(sb),
+            "dev",
+            "-f",
+            &example(name),
+            "--once",
+            "-o",
+            "json",
+        ],
+    ))
+    .await;
+    let stdout = assert_ok(&out);
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "syncFinished" && e["error"].is_null()),
+        "{stdout}"
+    );
+    let writes: Vec<&Value> = events.iter().filter(|e| e["event"] == "action").collect();
+    assert!(writes.is_empty(), "restart wrote: {writes:?}");
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hello_world_example_exec_hook_once_creates_the_pod_and_status() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    let out = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &example("hello-world"),
-            "--once",
-        ],
-    ))
-    .await;
+    let out = apply_example_once(&sb, home.path(), "hello-world").await;
     let stdout = assert_ok(&out);
     assert!(stdout.contains("context sandbox ("), "{stdout}");
     assert!(
@@ -60,34 +107,7 @@ async fn hello_world_example_exec_hook_once_creates_the_pod_and_status() {
     assert_eq!(parent["status"]["observedGeneration"], json!(1));
 
     // A second run with nothing changed converges without a single write.
-    let out = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "-f",
-            &example("hello-world"),
-            "--once",
-            "-o",
-            "json",
-        ],
-    ))
-    .await;
-    let stdout = assert_ok(&out);
-    let events: Vec<Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["event"] == "syncFinished" && e["error"].is_null()),
-        "{stdout}"
-    );
-    let writes: Vec<&Value> = events.iter().filter(|e| e["event"] == "action").collect();
-    assert!(writes.is_empty(), "restart wrote: {writes:?}");
+    let out = rerun_writes_nothing(&sb, home.path(), "hello-world").await;
     // The non-controller documents are reported, not applied, without --apply.
     let (_, stderr) = text(&out);
     assert!(stderr.contains("pass --apply"), "{stderr}");
@@ -97,19 +117,7 @@ async fn hello_world_example_exec_hook_once_creates_the_pod_and_status() {
 async fn catset_example_rolls_out_pods_and_volumes_in_order() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    let out = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &example("catset"),
-            "--once",
-        ],
-    ))
-    .await;
+    let out = apply_example_once(&sb, home.path(), "catset").await;
     assert_ok(&out);
     let pod_names = names(&sb, &pods(), "default").await;
     assert_eq!(
@@ -145,19 +153,7 @@ async fn catset_example_rolls_out_pods_and_volumes_in_order() {
 async fn configmap_propagation_example_copies_into_every_target_namespace() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    let out = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &example("configmap-propagation"),
-            "--once",
-        ],
-    ))
-    .await;
+    let out = apply_example_once(&sb, home.path(), "configmap-propagation").await;
     assert_ok(&out);
     let cm = core_ar("ConfigMap", "configmaps");
     let source = get(&sb, &cm, Some("config-source"), "app-settings")
@@ -169,6 +165,108 @@ async fn configmap_propagation_example_copies_into_every_target_namespace() {
             .unwrap_or_else(|| panic!("no copy in {ns}"));
         assert_eq!(copy["data"], source["data"], "{ns}");
     }
+}
+
+/// service-per-pod (DecoratorController on built-in StatefulSets): one Service per ordinal,
+/// each selecting exactly the Pod of that name, attached to the StatefulSet; a second run
+/// writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_per_pod_example_gives_each_pod_its_service_and_is_idempotent() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let out = apply_example_once(&sb, home.path(), "service-per-pod").await;
+    let stdout = assert_ok(&out);
+    assert!(
+        stdout.contains("applied StatefulSet default/nginx"),
+        "{stdout}"
+    );
+
+    let sts_ar = ApiResource {
+        group: "apps".into(),
+        version: "v1".into(),
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        plural: "statefulsets".into(),
+    };
+    let sts = get(&sb, &sts_ar, Some("default"), "nginx")
+        .await
+        .expect("statefulset nginx");
+    let uid = sts["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(
+        sts["metadata"]["labels"]["service-per-pod/services"],
+        json!("3"),
+        "{sts:#}"
+    );
+    assert_eq!(
+        sts["metadata"]["finalizers"],
+        json!(["metacontroller.io/decoratorcontroller-service-per-pod"])
+    );
+
+    // The sandbox runs no StatefulSet controller: make its Pods as it would (label
+    // statefulset.kubernetes.io/pod-name), plus one that belongs to no ordinal.
+    let pod_api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    for name in ["nginx-0", "nginx-1", "nginx-2", "other"] {
+        let pod: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "nginx",
+                "statefulset.kubernetes.io/pod-name": name}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
+        }))
+        .unwrap();
+        pod_api.create(&PostParams::default(), &pod).await.unwrap();
+    }
+
+    let svc_ar = core_ar("Service", "services");
+    let services = names(&sb, &svc_ar, "default").await;
+    assert_eq!(services, ["nginx-0", "nginx-1", "nginx-2"]);
+    for name in &services {
+        let svc = get(&sb, &svc_ar, Some("default"), name).await.unwrap();
+        let refs = svc["metadata"]["ownerReferences"].as_array().unwrap();
+        assert_eq!(refs.len(), 1, "{svc:#}");
+        assert_eq!(refs[0]["kind"], json!("StatefulSet"));
+        assert_eq!(refs[0]["name"], json!("nginx"));
+        assert_eq!(refs[0]["uid"], json!(uid));
+        assert_eq!(refs[0]["controller"], json!(true));
+        assert_eq!(
+            svc["metadata"]["annotations"]["metacontroller.k8s.io/decorator-controller"],
+            json!("service-per-pod")
+        );
+        assert_eq!(
+            svc["spec"]["selector"],
+            json!({"statefulset.kubernetes.io/pod-name": name})
+        );
+        assert_eq!(svc["spec"]["ports"][0]["port"], json!(80), "{svc:#}");
+        assert_eq!(
+            svc["spec"]["ports"][0]["targetPort"],
+            json!(8080),
+            "{svc:#}"
+        );
+        // The selector picks exactly the Pod of the same name.
+        let selector = svc["spec"]["selector"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let selected: Vec<String> = pod_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        assert_eq!(
+            selected,
+            [name.as_str()],
+            "Service {name} selects {selected:?}"
+        );
+    }
+
+    // A second run with nothing changed converges without a single write.
+    rerun_writes_nothing(&sb, home.path(), "service-per-pod").await;
+    assert_eq!(names(&sb, &svc_ar, "default").await, services);
 }
 
 /// The HTTP form: the example's Python server on a free port, reached through --hook-base-url.
@@ -569,7 +667,7 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     .await;
     let stderr = assert_fails(&out);
     assert!(
-        stderr.contains("no CompositeController named nope"),
+        stderr.contains("no CompositeController or DecoratorController named nope"),
         "{stderr}"
     );
 }

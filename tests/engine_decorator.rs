@@ -2,13 +2,15 @@
 //! annotation selectors, attachments (controllerRef + decorator annotation, update strategies,
 //! foreign objects never touched), status from the hook (`null` leaves it alone), built-in
 //! targets, the finalize hook (delete and opt-out), failing hooks, v1/v2 attachment keys,
-//! and a restart that writes nothing.
+//! a restart that writes nothing, and paused mode holding the label merge with the plan.
 
 mod common;
 
 use common::engine::*;
 
+use common::TIMEOUT;
 use kube::discovery::ApiResource;
+use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
 use kubectl_meta::spec::ControllerDef;
 use serde_json::{Value, json};
 
@@ -709,5 +711,69 @@ async fn on_delete_leaves_attachments_and_recreate_replaces_them() {
     assert_eq!(new["metadata"]["annotations"][ANNOTATION], json!("strat"));
     engine.converge().await;
     assert_eq!(engine.failed_syncs(), vec![]);
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_mode_holds_the_label_merge_like_every_other_write() {
+    let w = World::new("Parent", sync_fn(listed)).await;
+    let par = parent_ar("Parent");
+    let engine = Running::start(
+        w.client(),
+        vec![decorator(
+            "held",
+            parent_rule(),
+            json!([{"apiVersion": "v1", "resource": "configmaps"}]),
+            json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+        )],
+    )
+    .await;
+    engine.engine.set_paused(true);
+    w.create(
+        &par,
+        json!({"metadata": {"name": "p", "labels": {"decorate": "yes"}},
+            "spec": {"labels": {"added": "x"}, "annotations": {"note": null},
+                "atts": [{"name": "p-att", "value": "1"}]}}),
+    )
+    .await;
+    let held = common::wait_for("the plan of p held", TIMEOUT, || {
+        let held = engine.events().into_iter().find_map(|e| match e {
+            EngineEvent::PlanHeld {
+                parent, actions, ..
+            } if parent == target_key("p") => Some(actions),
+            _ => None,
+        });
+        async move { held }
+    })
+    .await;
+    assert_eq!(
+        held,
+        vec![
+            "metadata (parent): labels added=x".to_string(),
+            "create ConfigMap.v1 default/p-att".to_string(),
+        ]
+    );
+    engine.converge().await;
+    assert_eq!(engine.writes(), vec![], "paused, yet it wrote");
+    let p = w.get(&par, "p").await.expect("p");
+    assert!(p["metadata"]["labels"].get("added").is_none(), "{p:#}");
+    assert!(w.names(&cm_ar()).await.is_empty());
+
+    // Resuming carries the plan out: labels first, then the attachment.
+    engine.engine.set_paused(false);
+    w.wait_object(&par, "p", "p labelled", |o| {
+        o.is_some_and(|o| o["metadata"]["labels"]["added"] == json!("x"))
+    })
+    .await;
+    w.wait_names(&cm_ar(), &["p-att"]).await;
+    engine.converge().await;
+    let writes = engine.writes();
+    assert_eq!(
+        writes,
+        vec![
+            (ActionVerb::Update, "default/p".to_string()),
+            (ActionVerb::Create, "default/p-att".to_string()),
+        ]
+    );
     engine.stop().await;
 }

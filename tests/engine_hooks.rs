@@ -844,6 +844,12 @@ async fn finalize_tears_children_down_in_order_then_releases_the_parent() {
             snapshots.push(names);
         }
         if w.get(&par, "p").await.is_none() {
+            // The last children may have gone (and the finalizer with them) between the two
+            // reads above: look once more now that the parent is gone.
+            let names = w.names(&cm_ar()).await;
+            if snapshots.last() != Some(&names) {
+                snapshots.push(names);
+            }
             break;
         }
         assert!(

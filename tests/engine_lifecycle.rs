@@ -71,9 +71,7 @@ async fn parent_crd_created_after_start_is_reported_then_picked_up() {
         .unwrap(),
     );
     let mut engine = kubectl_meta::engine::runtime::Engine::new(ctx);
-    engine
-        .start(def(controller(&hook, json!({}), json!({}))))
-        .unwrap();
+    engine.start(def(controller(&hook, json!({}), json!({}))));
     let first = tokio::time::timeout(common::TIMEOUT, async {
         loop {
             if let e @ (EngineEvent::Error { .. } | EngineEvent::ControllerStarted { .. }) =
@@ -258,5 +256,98 @@ async fn namespace_option_only_syncs_parents_there() {
     engine.converge().await;
     assert!(syncs_of(&engine, "default/elsewhere").is_empty());
     assert_eq!(w.names(&cm_ar()).await, Vec::<String>::new());
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deselected_parent_keeps_the_finalizer_until_finalize_says_finalized() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    let handler: Handler = Arc::new(move |hook, req| {
+        if hook == "finalize" {
+            // Tear every child down; finalized only once the test says so.
+            return Reply::json(json!({"children": [], "finalized": flag.load(Ordering::SeqCst)}));
+        }
+        Reply::json(one_child(req))
+    });
+    let w = World::new("Widget", handler).await;
+    let mut c = controller(
+        &w.hook,
+        json!({"labelSelector": {"matchLabels": {"managed": "yes"}}}),
+        json!({}),
+    );
+    c["spec"]["hooks"]["finalize"] = json!({"webhook": {"url": w.hook.url("finalize")}});
+    let engine = Running::start(w.client(), vec![def(c)]).await;
+    let par = parent_ar("Widget");
+    let finalizer = "metacontroller.io/compositecontroller-scope";
+    w.create(
+        &par,
+        json!({"metadata": {"name": "p", "labels": {"managed": "yes"}}}),
+    )
+    .await;
+    w.wait_names(&cm_ar(), &["p-cm"]).await;
+    w.wait_object(&par, "p", "the finalizer on p", |o| {
+        o.is_some_and(|o| o["metadata"]["finalizers"] == json!([finalizer]))
+    })
+    .await;
+    engine.converge().await;
+    assert!(w.hook.calls_of("finalize").is_empty());
+
+    // Labelled out of scope: finalize runs, answers finalized: false; the finalizer stays.
+    w.patch(
+        &par,
+        "p",
+        json!({"metadata": {"labels": {"managed": null}}}),
+    )
+    .await;
+    w.wait_names(&cm_ar(), &[]).await;
+    engine.converge().await;
+    let calls = w.hook.calls_of("finalize");
+    assert!(!calls.is_empty());
+    assert!(calls.iter().all(|c| c.request["finalizing"] == json!(true)));
+    let p = w.get(&par, "p").await.expect("parent p");
+    assert_eq!(
+        p["metadata"]["finalizers"],
+        json!([finalizer]),
+        "the finalizer must stay while finalize answers finalized: false"
+    );
+
+    // Finalize now answers finalized: true; any change of p syncs it again and the finalizer
+    // goes.
+    done.store(true, Ordering::SeqCst);
+    w.patch(
+        &par,
+        "p",
+        json!({"metadata": {"annotations": {"poke": "1"}}}),
+    )
+    .await;
+    w.wait_object(&par, "p", "p without the finalizer", |o| {
+        o.is_some_and(|o| {
+            o["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+        })
+    })
+    .await;
+    engine.converge().await;
+    // Out of scope now: a later change does not sync it.
+    let before = w.hook.calls_of("finalize").len();
+    w.patch(
+        &par,
+        "p",
+        json!({"metadata": {"annotations": {"poke": "2"}}}),
+    )
+    .await;
+    w.create(
+        &par,
+        json!({"metadata": {"name": "marker", "labels": {"managed": "yes"}}}),
+    )
+    .await;
+    w.wait_names(&cm_ar(), &["marker-cm"]).await;
+    engine.converge().await;
+    assert_eq!(w.hook.calls_of("finalize").len(), before);
     engine.stop().await;
 }

@@ -39,8 +39,9 @@ pub struct DevArgs {
     /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<PathBuf>,
-    /// Read the CompositeController NAME from the cluster instead of a file (repeatable).
-    #[arg(long, value_name = "NAME")]
+    /// Read the CompositeController or DecoratorController NAME (or KIND/NAME, e.g.
+    /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
+    #[arg(long, value_name = "[KIND/]NAME")]
     pub from_cluster: Vec<String>,
     /// Apply the documents that are not controllers (CRDs, namespaces, sample parents) first.
     #[arg(long)]

@@ -55,19 +55,6 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     } else {
         spec::load_documents(&args.files)?
     };
-    for def in &loaded.controllers {
-        if !matches!(
-            def,
-            ControllerDef::Composite(_) | ControllerDef::Decorator(_)
-        ) {
-            bail!(
-                "{} {} ({}): this kind cannot run in this version; only CompositeController and DecoratorController definitions can (remove it from the files passed with -f)",
-                def.kind(),
-                def.name(),
-                def.source()
-            );
-        }
-    }
     if !loaded.others.is_empty() && !args.apply {
         eprintln!(
             "note: {} non-controller document(s) in the given files are ignored; pass --apply to apply them",
@@ -164,9 +151,10 @@ async fn run_connected(
 
     // 4. In-cluster Metacontroller running the same controller?
     for def in &loaded.controllers {
-        if in_cluster_controller_exists(&conn.client, &discovery, def.name()).await {
+        if in_cluster_controller_exists(&conn.client, &discovery, def).await {
             let msg = format!(
-                "CompositeController {} exists on context {}: an in-cluster Metacontroller may be running it, and two engines driving the same parents fight over the children",
+                "{} {} exists on context {}: an in-cluster Metacontroller may be running it, and two engines driving the same parents fight over the children",
+                def.kind(),
                 def.name(),
                 ctxinfo.name
             );
@@ -426,39 +414,95 @@ fn origin(url: &str) -> Option<String> {
     Some(format!("{}://{host}:{port}", u.scheme()))
 }
 
+/// The Metacontroller kinds a definition can be read from the cluster as:
+/// (kind, resource plural).
+const CLUSTER_KINDS: [(&str, &str); 2] = [
+    ("CompositeController", "compositecontrollers"),
+    ("DecoratorController", "decoratorcontrollers"),
+];
+
+/// Read `NAME` (or `KIND/NAME`, e.g. `decoratorcontroller/foo`) from the cluster: a
+/// CompositeController or DecoratorController object.
 async fn read_from_cluster(
     client: &kube::Client,
     discovery: &Discovery,
-    name: &str,
+    arg: &str,
 ) -> Result<ControllerDef> {
-    let info = discovery
-        .resolve("metacontroller.k8s.io/v1alpha1", "compositecontrollers")
-        .await
-        .with_context(|| format!("--from-cluster {name}: the cluster has no CompositeController API (is Metacontroller installed?)"))?;
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &info.api_resource);
-    let obj = api
-        .get_opt(name)
-        .await
-        .with_context(|| format!("--from-cluster {name}: reading the CompositeController"))?
-        .ok_or_else(|| anyhow!("--from-cluster {name}: no CompositeController named {name} on this cluster (kubectl get compositecontrollers)"))?;
-    let value = serde_json::to_value(&obj).context("encoding the CompositeController")?;
+    let (wanted, name) = match arg.split_once('/') {
+        Some((k, n)) => {
+            let k = k.to_ascii_lowercase();
+            let Some(kind) = CLUSTER_KINDS
+                .iter()
+                .find(|(kind, plural)| k == kind.to_ascii_lowercase() || k == *plural)
+            else {
+                bail!(
+                    "--from-cluster {arg}: {k} is not a kind that can be read from the cluster; use compositecontroller/NAME or decoratorcontroller/NAME"
+                );
+            };
+            (vec![*kind], n)
+        }
+        None => (CLUSTER_KINDS.to_vec(), arg),
+    };
+    let mut found = Vec::new();
+    let mut apis = 0;
+    for (kind, plural) in &wanted {
+        let Ok(info) = discovery
+            .resolve("metacontroller.k8s.io/v1alpha1", plural)
+            .await
+        else {
+            continue;
+        };
+        apis += 1;
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &info.api_resource);
+        if let Some(obj) = api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("--from-cluster {arg}: reading the {kind}"))?
+        {
+            found.push((*kind, obj));
+        }
+    }
+    if apis == 0 {
+        bail!(
+            "--from-cluster {arg}: the cluster has no Metacontroller API (kubectl api-resources --api-group metacontroller.k8s.io); is Metacontroller installed?"
+        );
+    }
+    let kinds: Vec<&str> = wanted.iter().map(|(k, _)| *k).collect();
+    match found.len() {
+        0 => bail!(
+            "--from-cluster {arg}: no {} named {name} on this cluster (kubectl get {})",
+            kinds.join(" or "),
+            wanted.iter().map(|(_, p)| *p).collect::<Vec<_>>().join(",")
+        ),
+        1 => {}
+        _ => bail!(
+            "--from-cluster {arg}: both a CompositeController and a DecoratorController are named {name}; say which with compositecontroller/{name} or decoratorcontroller/{name}"
+        ),
+    }
+    let (kind, obj) = found.remove(0);
+    let value = serde_json::to_value(&obj).with_context(|| format!("encoding the {kind}"))?;
     Ok(spec::parse_controller(
         &value,
-        Source::cluster("compositecontroller", name),
+        Source::cluster(&kind.to_ascii_lowercase(), name),
     )?)
 }
 
+/// Does an object of the definition's kind and name exist on the cluster (an in-cluster
+/// Metacontroller may run it)? MapController exists only here, so never.
 async fn in_cluster_controller_exists(
     client: &kube::Client,
     discovery: &Discovery,
-    name: &str,
+    def: &ControllerDef,
 ) -> bool {
+    let Some((_, plural)) = CLUSTER_KINDS.iter().find(|(k, _)| *k == def.kind()) else {
+        return false;
+    };
     let Ok(info) = discovery
-        .resolve("metacontroller.k8s.io/v1alpha1", "compositecontrollers")
+        .resolve("metacontroller.k8s.io/v1alpha1", plural)
         .await
     else {
         return false;
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &info.api_resource);
-    matches!(api.get_opt(name).await, Ok(Some(_)))
+    matches!(api.get_opt(def.name()).await, Ok(Some(_)))
 }

@@ -58,9 +58,6 @@ pub enum DevLoopError {
     /// The file watcher could not be set up.
     #[error("cannot watch files: {0}")]
     Watch(String),
-    /// A controller could not be started.
-    #[error("{0}")]
-    Start(String),
 }
 
 /// The managed server and the last reason it is not usable.
@@ -263,9 +260,7 @@ impl DevLoop {
         let mut map = BTreeMap::new();
         for d in defs {
             map.insert(d.name().to_string(), d.clone());
-            engine
-                .start(d)
-                .map_err(|e| DevLoopError::Start(e.to_string()))?;
+            engine.start(d);
         }
         let mut me = DevLoop {
             engine,
@@ -604,11 +599,7 @@ impl DevLoop {
                         continue;
                     }
                     self.engine.stop_controller(&name).await;
-                    if let Err(e) = self.engine.start(d.clone()) {
-                        done.push(format!("could not restart {name}: {e}"));
-                        self.defs.remove(&name);
-                        continue;
-                    }
+                    self.engine.start(d.clone());
                     let dirs = self.exec_dirs_of(&d);
                     if dirs.is_empty() {
                         self.roots.exec.remove(&name);

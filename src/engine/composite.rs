@@ -2,69 +2,44 @@
 //!
 //! [`Composite::start`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
-//! runs the shared controller loop. [`Composite::sync`] is one reconcile of one parent:
+//! runs the shared controller loop. [`Composite::sync_parent`] is one reconcile of one parent:
 //! claim children -> customize -> sync/finalize hook (once per live revision during a rolling
 //! update) -> pure plan -> execute -> wait until the caches show the writes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec, call_hook};
+use super::context::{EngineContext, HookSpec};
 use super::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker, run_workers,
+    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
 };
 use super::events::{EngineEvent, Trigger};
-use super::execute::{Expectation, Target};
-use super::hookapi::{self, RelatedRule, Version};
+use super::execute::Target;
+use super::hookapi::{self, Version};
 use super::ownership::{self, CONTROLLER_UID_LABEL};
 use super::plan::{self, ChildId, ChildType, ChildrenInput, Plan};
 use super::queue::{Backoff, WorkQueue};
-use super::related::{self, ResolvedRule};
 use super::rollout::{self, Revision, RevisionWrite};
-use crate::hooks::CallInfo;
+use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
+pub use super::shared::{StartError, resolve_all};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
 use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
 
-/// How long to wait for the caches to show our own writes before finishing a sync.
-const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// The controller kind, as shown in events and hook call logs.
+const KIND: &str = "CompositeController";
 
 /// A declared child resource with its cache.
 struct ChildSlot {
     informer: Arc<Informer>,
     ty: ChildType,
     checks: Vec<StatusConditionCheck>,
-}
-
-/// Customize results for one parent, valid for one generation.
-struct CustomizeEntry {
-    uid: String,
-    generation: i64,
-    rules: Vec<ResolvedRule>,
-}
-
-#[derive(Default)]
-struct State {
-    /// Parent uid -> key (routing of owned children).
-    uid_to_key: HashMap<String, ObjectKey>,
-    /// Customize results per parent.
-    customize: HashMap<ObjectKey, CustomizeEntry>,
-    /// Parents with related rules on a resource (`Kind.apiVersion`).
-    related_parents: HashMap<String, HashSet<ObjectKey>>,
-    /// Related resources whose events we already route.
-    related_watched: HashSet<String>,
-    /// The status we last wrote per parent (to ignore its echo).
-    last_status: HashMap<ObjectKey, Value>,
-    /// Last hook request/response per parent (replay, TUI).
-    /// The last sync/finalize exchange per parent: (hook name, request, response).
-    last_exchange: HashMap<ObjectKey, (String, Value, Value)>,
 }
 
 /// A running CompositeController.
@@ -78,28 +53,14 @@ pub struct Composite {
     children: Vec<ChildSlot>,
     types: BTreeMap<String, ResourceInfo>,
     revisions: Option<(ResourceInfo, Arc<Informer>)>,
-    sync_hook: HookSpec,
-    finalize_hook: Option<HookSpec>,
-    customize_hook: Option<HookSpec>,
+    hooks: SyncHooks,
     finalizer: String,
     queue: WorkQueue<ObjectKey, Trigger>,
-    state: Mutex<State>,
-}
-
-/// Why a controller could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// Configuration that can never work (scope mismatch, bad hook).
-    #[error("controller {controller}: {message}")]
-    Config {
-        /// Controller name.
-        controller: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// Stopped before the controller could start.
-    #[error("controller {0}: stopped before it started")]
-    Stopped(String),
+    caller: Caller,
+    /// Uid routing, last status written, last exchange per parent.
+    memory: SyncMemory<ObjectKey>,
+    /// Customize answers and related-object routing per parent.
+    related: RelatedCache<ObjectKey>,
 }
 
 fn type_key(info: &ResourceInfo) -> String {
@@ -115,23 +76,16 @@ impl Composite {
         stop: &CancellationToken,
     ) -> Result<Arc<Self>, StartError> {
         let name = def.name.clone();
-        let cfg = |message: String| StartError::Config {
-            controller: name.clone(),
-            message,
-        };
-        let base_url = ctx.options.hook_base_url.clone();
-        let base_dir = def.base_dir().map(std::path::Path::to_path_buf);
-        let hook =
-            |n: &str, h: &Option<crate::spec::Hook>| -> Result<Option<HookSpec>, StartError> {
-                h.as_ref()
-                    .map(|h| HookSpec::from_spec(n, h, base_url.as_deref(), base_dir.as_deref()))
-                    .transpose()
-                    .map_err(|e| cfg(e.to_string()))
-            };
-        let sync_hook = hook("sync", &def.spec.hooks.sync)?
-            .ok_or_else(|| cfg("hooks.sync is required".into()))?;
-        let finalize_hook = hook("finalize", &def.spec.hooks.finalize)?;
-        let customize_hook = hook("customize", &def.spec.hooks.customize)?;
+        let cfg = |message: String| StartError::config(&name, message);
+        let h = &def.spec.hooks;
+        let hooks = SyncHooks::resolve(
+            &ctx,
+            &name,
+            def.base_dir(),
+            h.sync.as_ref(),
+            h.finalize.as_ref(),
+            h.customize.as_ref(),
+        )?;
         let parent_selector = def
             .spec
             .parent_resource
@@ -170,13 +124,7 @@ impl Composite {
                 )));
             }
             let informer = ctx.informers.informer(&info.api_resource, info.namespaced);
-            let ty = ChildType {
-                key: type_key(info),
-                api_version: info.api_resource.api_version.clone(),
-                kind: info.api_resource.kind.clone(),
-                namespaced: info.namespaced,
-                method: rule.method(),
-            };
+            let ty = shared::child_type(info, rule.method());
             types.insert(ty.key.clone(), info.clone());
             children.push(ChildSlot {
                 informer,
@@ -205,26 +153,15 @@ impl Composite {
         if let Some((_, i)) = &revisions {
             all.push(i);
         }
-        for inf in all {
-            loop {
-                tokio::select! {
-                    r = inf.wait_synced(ctx.options.sync_timeout) => match r {
-                        Ok(()) => break,
-                        Err(e) => ctx.bus.publish(EngineEvent::Error {
-                            controller: Some(name.clone()),
-                            object: None,
-                            message: e.to_string(),
-                        }),
-                    },
-                    () = stop.cancelled() => return Err(StartError::Stopped(name.clone())),
-                }
-            }
-        }
+        shared::wait_caches(&ctx, &name, &all, stop).await?;
         let finalizer = format!("metacontroller.io/compositecontroller-{name}");
+        let queue = WorkQueue::new(Backoff::default());
         Ok(Arc::new(Composite {
+            caller: Caller::new(KIND, &name),
+            related: RelatedCache::for_queue(&queue),
             name,
             def,
-            queue: WorkQueue::new(Backoff::default()),
+            queue,
             ctx,
             parent,
             parent_informer,
@@ -232,11 +169,9 @@ impl Composite {
             children,
             types,
             revisions,
-            sync_hook,
-            finalize_hook,
-            customize_hook,
+            hooks,
             finalizer,
-            state: Mutex::new(State::default()),
+            memory: SyncMemory::default(),
         }))
     }
 
@@ -289,316 +224,119 @@ impl Composite {
 
     /// Queue every parent (start-up, resync period, manual resync, hook reload).
     pub fn enqueue_all(&self, trigger: Trigger) {
-        for p in self.parents_in_scope() {
-            if let Some(k) = ObjectKey::of(&p) {
-                self.remember_uid(&p, &k);
-                self.queue.add(k, trigger.clone());
-            }
-        }
+        shared::enqueue_each(&self.queue, &self.memory, self.keyed_parents(), &trigger);
     }
 
-    fn remember_uid(&self, parent: &Value, key: &ObjectKey) {
-        if let (Some(uid), Ok(mut st)) = (object::uid(parent), self.state.lock()) {
-            st.uid_to_key.insert(uid.to_string(), key.clone());
-        }
+    /// The parents in scope with their keys.
+    fn keyed_parents(&self) -> impl Iterator<Item = (ObjectKey, Arc<Value>)> {
+        self.parents_in_scope()
+            .into_iter()
+            .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
     }
 
     /// The last sync/finalize exchange of a parent: (hook name, request, response).
     pub fn last_exchange(&self, key: &ObjectKey) -> Option<(String, Value, Value)> {
-        self.state
-            .lock()
-            .ok()
-            .and_then(|s| s.last_exchange.get(key).cloned())
+        self.memory.last_exchange(key)
     }
 
     /// Queue the parents named `namespace/name` (or `name`); returns how many were queued.
     pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let mut n = 0;
-        for p in self.parents_in_scope() {
-            if let Some(k) = ObjectKey::of(&p)
-                && (k.to_string() == name || object::name(&p) == Some(name))
-            {
-                self.remember_uid(&p, &k);
-                self.queue.add(k, trigger.clone());
-                n += 1;
-            }
-        }
-        n
+        let named = self
+            .keyed_parents()
+            .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
+        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
 
     /// A hook changed (hot reload): forget customize answers, then queue every parent.
     pub fn hook_reloaded(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            st.customize.clear();
-        }
+        self.related.clear();
         self.enqueue_all(Trigger::HookReloaded);
     }
 
     /// The hooks this controller calls, by name.
     pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
-        let mut out = vec![("sync", &self.sync_hook)];
-        if let Some(h) = &self.finalize_hook {
-            out.push(("finalize", h));
-        }
-        if let Some(h) = &self.customize_hook {
-            out.push(("customize", h));
-        }
-        out
+        self.hooks.list()
     }
 
     /// Every parent's last sync/finalize exchange: (parent, (hook, request, response)).
     pub fn exchanges(&self) -> Vec<Exchange> {
-        self.state
-            .lock()
-            .map(|s| {
-                s.last_exchange
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.memory.exchanges()
     }
 
-    /// Desired children whose names are taken by objects another controller controls: the sync
-    /// fails before anything is written (objects of others are never taken over, and a create
-    /// would only fail with AlreadyExists on every sync).
-    fn check_foreign(&self, uid: &str, desired: &[(ChildId, Value)]) -> Result<(), String> {
-        let clashes: Vec<String> = desired
-            .iter()
-            .filter_map(|(id, _)| {
-                let slot = self.children.iter().find(|s| s.ty.key == id.type_key)?;
-                let key = ObjectKey::new(id.key.namespace.as_deref(), &id.key.name);
-                let obj = slot.informer.get(&key)?;
-                let owner = object::controller_ref(&obj).filter(|r| r.uid != uid)?;
-                Some(format!(
-                    "{} {} is controlled by {} {} (uid {})",
-                    id.type_key,
-                    id.object(),
-                    owner.kind,
-                    owner.name,
-                    owner.uid
-                ))
-            })
-            .collect();
-        if clashes.is_empty() {
-            return Ok(());
+    /// The cache of a resource this controller reads (parent, children, revisions).
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        if type_key == self.parent.key() {
+            return Some(&self.parent_informer);
         }
-        Err(format!(
-            "desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
-            clashes.join("; ")
-        ))
+        self.child_informer(type_key).or_else(|| {
+            self.revisions
+                .as_ref()
+                .filter(|(i, _)| i.key() == type_key)
+                .map(|(_, inf)| inf)
+        })
+    }
+
+    /// The cache of a declared child resource.
+    fn child_informer(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        self.children
+            .iter()
+            .find(|s| s.ty.key == type_key)
+            .map(|s| &s.informer)
     }
 
     /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
     /// compare the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
     pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
-        use futures::StreamExt;
-        futures::stream::iter(exchanges)
-            .map(|ex| self.replay_one(ex))
-            .buffer_unordered(self.ctx.options.workers.max(1))
-            .filter_map(|e| async move { e })
-            .collect()
+        self.caller
+            .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook))
             .await
-    }
-
-    async fn replay_one(&self, (key, (hook, request, before)): Exchange) -> Option<EngineEvent> {
-        let spec = if hook == "finalize" {
-            self.finalize_hook.as_ref()?
-        } else {
-            &self.sync_hook
-        };
-        let info = CallInfo {
-            hook: hook.clone(),
-            controller_kind: "CompositeController".into(),
-            controller: self.name.clone(),
-            parent: key.clone(),
-        };
-        let call = call_hook(&self.ctx, spec, info, &request).await;
-        let (changes, error) = match call.result {
-            Ok(after) => (super::replay::response_changes(&before, &after), None),
-            Err(e) => (Vec::new(), Some(e.to_string())),
-        };
-        let ev = EngineEvent::Replay {
-            controller: self.name.clone(),
-            parent: key,
-            hook,
-            changes,
-            error,
-        };
-        self.ctx.bus.publish(ev.clone());
-        Some(ev)
     }
 
     /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
     pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         let me = Arc::clone(self);
         let rx = self.parent_informer.subscribe();
-        let s = stop.clone();
-        tokio::spawn(async move { me.route_parents(rx, s).await });
-        for (i, slot) in self.children.iter().enumerate() {
+        tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            me.route_parent(ev)
+        }));
+        for slot in &self.children {
             let me = Arc::clone(self);
             let rx = slot.informer.subscribe();
-            let s = stop.clone();
-            tokio::spawn(async move { me.route_children(i, rx, s).await });
-        }
-        if let Some(secs) = self.def.spec.resync_period_seconds.filter(|s| *s > 0) {
-            let me = Arc::clone(self);
-            let s = stop.clone();
-            tokio::spawn(async move {
-                let period = Duration::from_secs(u64::from(secs.unsigned_abs()));
-                let mut tick =
-                    tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => me.enqueue_all(Trigger::ResyncPeriod),
-                        () = s.cancelled() => break,
-                    }
+            let resource = slot.ty.key.clone();
+            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+                for action in shared::child_event(&resource, ev) {
+                    me.route_child(action);
                 }
-            });
+            }));
         }
+        let me = Arc::clone(self);
+        shared::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+            me.enqueue_all(Trigger::ResyncPeriod)
+        });
     }
 
-    async fn route_parents(
-        &self,
-        mut rx: tokio::sync::broadcast::Receiver<InformerEvent>,
-        stop: CancellationToken,
-    ) {
-        loop {
-            let ev = tokio::select! {
-                e = rx.recv() => e,
-                () = stop.cancelled() => return,
-            };
-            match ev {
-                Ok(InformerEvent::Added(p)) => {
-                    if self.in_scope(&p)
-                        && let Some(k) = ObjectKey::of(&p)
-                    {
-                        self.remember_uid(&p, &k);
-                        self.queue.add(k, Trigger::ParentAdded);
-                    }
-                }
-                Ok(InformerEvent::Updated { old, new }) => {
-                    if !self.in_scope(&new) {
-                        continue;
-                    }
-                    let Some(k) = ObjectKey::of(&new) else {
-                        continue;
-                    };
-                    self.remember_uid(&new, &k);
-                    if object::is_deleting(&new) && !object::is_deleting(&old) {
-                        self.queue.add(k, Trigger::ParentDeleting);
-                    } else if self.parent_change_matters(&k, &old, &new) {
-                        self.queue.add(k, Trigger::ParentChanged);
-                    }
-                }
-                Ok(InformerEvent::Deleted(p)) => {
-                    if let Some(k) = ObjectKey::of(&p) {
-                        self.queue.remove(&k);
-                        if let Ok(mut st) = self.state.lock() {
-                            if let Some(uid) = object::uid(&p) {
-                                st.uid_to_key.remove(uid);
-                            }
-                            st.customize.remove(&k);
-                            st.last_status.remove(&k);
-                            st.last_exchange.remove(&k);
-                            for set in st.related_parents.values_mut() {
-                                set.remove(&k);
-                            }
-                        }
-                    }
-                }
-                Ok(InformerEvent::Relisted) | Err(RecvError::Lagged(_)) => {
-                    self.enqueue_all(Trigger::ParentChanged)
-                }
-                Err(RecvError::Closed) => return,
-            }
-        }
+    fn route_parent(&self, ev: InformerEvent) {
+        let ignore_status = self.def.spec.parent_resource.ignore_status_changes == Some(true);
+        let action = shared::parent_event(
+            ev,
+            |p| ObjectKey::of(p).filter(|_| self.in_scope(p)),
+            ObjectKey::of,
+            &self.memory,
+            ignore_status,
+        );
+        action.apply(&self.queue, &self.related, |t| self.enqueue_all(t));
     }
 
-    /// Should a parent update trigger a sync? Not when only status changed and either the
-    /// definition says `ignoreStatusChanges` or the new status is the one we just wrote.
-    fn parent_change_matters(&self, key: &ObjectKey, old: &Value, new: &Value) -> bool {
-        if strip_volatile(old, true) != strip_volatile(new, true) {
-            return true;
-        }
-        if self.def.spec.parent_resource.ignore_status_changes == Some(true) {
-            return false;
-        }
-        let ours = self
-            .state
-            .lock()
-            .ok()
-            .and_then(|s| s.last_status.get(key).cloned());
-        match (ours, new.get("status")) {
-            (Some(ours), Some(st)) => !super::apply::values_equal(&ours, st),
-            _ => true,
-        }
-    }
-
-    async fn route_children(
-        &self,
-        slot: usize,
-        mut rx: tokio::sync::broadcast::Receiver<InformerEvent>,
-        stop: CancellationToken,
-    ) {
-        let resource = self.children[slot].ty.key.clone();
-        loop {
-            let ev = tokio::select! {
-                e = rx.recv() => e,
-                () = stop.cancelled() => return,
-            };
-            let trig = |o: &Value, event: &str| Trigger::Child {
-                resource: resource.clone(),
-                object: ObjectKey::of(o).map(|k| k.to_string()).unwrap_or_default(),
-                event: event.to_string(),
-            };
-            match ev {
-                Ok(InformerEvent::Added(o)) => match object::controller_ref(&o) {
-                    Some(r) => self.enqueue_owner(&r.uid, trig(&o, "added")),
-                    None => self.enqueue_matching(&o, trig(&o, "added")),
-                },
-                Ok(InformerEvent::Updated { old, new }) => {
-                    let (or, nr) = (object::controller_ref(&old), object::controller_ref(&new));
-                    let t = trig(&new, "updated");
-                    if let Some(r) = &or
-                        && nr.as_ref().is_none_or(|n| n.uid != r.uid)
-                    {
-                        self.enqueue_owner(&r.uid, t.clone());
-                    }
-                    match &nr {
-                        Some(r) => self.enqueue_owner(&r.uid, t),
-                        None => {
-                            if or.is_some() || object::labels(&old) != object::labels(&new) {
-                                self.enqueue_matching(&new, t);
-                            }
-                        }
-                    }
-                }
-                Ok(InformerEvent::Deleted(o)) => {
-                    // Orphans disappearing concern nobody (ControllerRef proposal).
-                    if let Some(r) = object::controller_ref(&o) {
-                        self.enqueue_owner(&r.uid, trig(&o, "deleted"));
-                    }
-                }
-                Ok(InformerEvent::Relisted) | Err(RecvError::Lagged(_)) => {
-                    self.enqueue_all(Trigger::Child {
-                        resource: resource.clone(),
-                        object: "*".into(),
-                        event: "relisted".into(),
-                    })
-                }
-                Err(RecvError::Closed) => return,
-            }
+    fn route_child(&self, action: ChildAction) {
+        match action {
+            ChildAction::Owner(uid, t) => self.enqueue_owner(&uid, t),
+            ChildAction::Orphan(o, t) => self.enqueue_matching(&o, t),
+            ChildAction::All(t) => self.enqueue_all(t),
         }
     }
 
     fn enqueue_owner(&self, uid: &str, trigger: Trigger) {
-        let key = self
-            .state
-            .lock()
-            .ok()
-            .and_then(|s| s.uid_to_key.get(uid).cloned());
-        if let Some(k) = key {
+        if let Some(k) = self.memory.key_of_uid(uid) {
             self.queue.add(k, trigger);
         }
     }
@@ -650,224 +388,13 @@ impl Composite {
         Ok(parsed)
     }
 
-    /// Start routing events of a related resource (once per resource).
-    fn watch_related(self: &Arc<Self>, rule: &ResolvedRule, stop: &CancellationToken) {
-        let key = rule.info.key();
-        let first = self
-            .state
-            .lock()
-            .map(|mut s| s.related_watched.insert(key.clone()))
-            .unwrap_or(false);
-        if !first {
-            return;
-        }
-        let me = Arc::clone(self);
-        let mut rx = rule.informer.subscribe();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                let ev = tokio::select! {
-                    e = rx.recv() => e,
-                    () = stop.cancelled() => return,
-                };
-                let objs: Vec<Arc<Value>> = match ev {
-                    Ok(InformerEvent::Added(o)) | Ok(InformerEvent::Deleted(o)) => vec![o],
-                    // Both sides: a relation that ends must still reach the parent it matched.
-                    Ok(InformerEvent::Updated { old, new }) => vec![old, new],
-                    Ok(InformerEvent::Relisted) | Err(RecvError::Lagged(_)) => {
-                        let parents: Vec<ObjectKey> = me
-                            .state
-                            .lock()
-                            .map(|s| {
-                                s.related_parents
-                                    .get(&key)
-                                    .into_iter()
-                                    .flatten()
-                                    .cloned()
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        for p in parents {
-                            me.queue.add(
-                                p,
-                                Trigger::Related {
-                                    resource: key.clone(),
-                                    object: "*".into(),
-                                },
-                            );
-                        }
-                        continue;
-                    }
-                    Err(RecvError::Closed) => return,
-                };
-                me.route_related(&key, &objs);
-            }
-        });
-    }
-
-    fn route_related(&self, resource: &str, objs: &[Arc<Value>]) {
-        let Ok(st) = self.state.lock() else { return };
-        let Some(parents) = st.related_parents.get(resource) else {
-            return;
-        };
-        for p in parents {
-            let Some(entry) = st.customize.get(p) else {
-                continue;
-            };
-            let hit = entry
-                .rules
-                .iter()
-                .filter(|r| r.info.key() == resource)
-                .any(|r| objs.iter().any(|o| r.matches(o)));
-            if hit {
-                let object = objs
-                    .last()
-                    .and_then(|o| ObjectKey::of(o))
-                    .map(|k| k.to_string())
-                    .unwrap_or_default();
-                self.queue.add(
-                    p.clone(),
-                    Trigger::Related {
-                        resource: resource.to_string(),
-                        object,
-                    },
-                );
-            }
-        }
-    }
-
-    fn call_info(&self, hook: &str, key: &ObjectKey) -> CallInfo {
-        CallInfo {
-            hook: hook.to_string(),
-            controller_kind: "CompositeController".into(),
-            controller: self.name.clone(),
-            parent: key.to_string(),
-        }
-    }
-
-    async fn hook(
-        &self,
-        which: &str,
-        spec: &HookSpec,
-        key: &ObjectKey,
-        body: &Value,
-    ) -> Result<Value, SyncFailure> {
-        let call = call_hook(&self.ctx, spec, self.call_info(which, key), body).await;
-        match call.result {
-            Ok(v) => Ok(v),
-            Err(e) => Err(SyncFailure {
-                retry_after: e
-                    .is_rate_limited()
-                    .then(|| e.retry_after().unwrap_or(Duration::from_millis(500))),
-                message: format!("{which} hook failed: {e}"),
-            }),
-        }
-    }
-
-    /// The related objects for a parent (customize hook), re-asked when the generation changes.
-    async fn related(
-        self: &Arc<Self>,
-        parent: &Value,
-        key: &ObjectKey,
-        stop: &CancellationToken,
-    ) -> Result<Vec<(ResolvedRule, Vec<Arc<Value>>)>, SyncFailure> {
-        let Some(spec) = &self.customize_hook else {
-            return Ok(Vec::new());
-        };
-        let uid = object::uid(parent).unwrap_or_default().to_string();
-        let generation = object::generation(parent);
-        let cached = self.state.lock().ok().and_then(|s| {
-            s.customize
-                .get(key)
-                .filter(|e| e.uid == uid && e.generation == generation)
-                .map(|e| e.rules.clone())
-        });
-        let rules = match cached {
-            Some(r) => r,
-            None => {
-                let body = hookapi::customize_request(&self.def.raw, parent);
-                let resp = self.hook("customize", spec, key, &body).await?;
-                let rules: Vec<RelatedRule> = hookapi::decode_customize(spec.version, &resp)
-                    .map_err(|e| SyncFailure {
-                        message: e.to_string(),
-                        retry_after: None,
-                    })?;
-                let mut resolved = Vec::new();
-                for r in &rules {
-                    let rr = related::resolve(
-                        &self.ctx,
-                        r,
-                        parent,
-                        self.parent.namespaced,
-                        self.sync_hook.version,
-                    )
-                    .await
-                    .map_err(|m| SyncFailure {
-                        message: format!("customize hook: {m}"),
-                        retry_after: None,
-                    })?;
-                    resolved.push(rr);
-                }
-                for rr in &resolved {
-                    self.watch_related(rr, stop);
-                }
-                if let Ok(mut st) = self.state.lock() {
-                    for set in st.related_parents.values_mut() {
-                        set.remove(key);
-                    }
-                    for rr in &resolved {
-                        st.related_parents
-                            .entry(rr.info.key())
-                            .or_default()
-                            .insert(key.clone());
-                    }
-                    st.customize.insert(
-                        key.clone(),
-                        CustomizeEntry {
-                            uid,
-                            generation,
-                            rules: resolved.clone(),
-                        },
-                    );
-                }
-                resolved
-            }
-        };
-        let mut out = Vec::new();
-        for r in rules {
-            r.informer
-                .wait_synced(self.ctx.options.sync_timeout)
-                .await
-                .map_err(|e| SyncFailure {
-                    message: e.to_string(),
-                    retry_after: None,
-                })?;
-            let objs = r.select();
-            out.push((r, objs));
-        }
-        Ok(out)
-    }
-
     /// One reconcile of one parent.
     pub async fn sync_parent(
         self: &Arc<Self>,
         key: &ObjectKey,
         stop: &CancellationToken,
     ) -> SyncOutcome {
-        match self.try_sync(key, stop).await {
-            Ok(out) => out,
-            Err((failure, parent)) => {
-                if failure.retry_after.is_none()
-                    && let Some(p) = parent
-                {
-                    self.ctx.recorder.sync_error(&p, &failure.message).await;
-                }
-                SyncOutcome {
-                    error: Some(failure),
-                    ..SyncOutcome::default()
-                }
-            }
-        }
+        shared::finish_sync(&self.ctx, self.try_sync(key, stop).await).await
     }
 
     async fn try_sync(
@@ -890,24 +417,25 @@ impl Composite {
         let with_parent = |f: SyncFailure| (f, Some((*parent).clone()));
         let uid = object::uid(&parent).unwrap_or_default().to_string();
         let deleting = object::is_deleting(&parent);
-        let has_finalizer = object::finalizers(&parent).contains(&self.finalizer.as_str());
         let selected = self
             .parent_selector
             .as_ref()
             .is_none_or(|s| s.matches(&object::labels(&parent)));
-        if !selected && !has_finalizer {
+        let Some(finalizing) = shared::sync_mode(&parent, &self.finalizer, selected) else {
             return Ok(SyncOutcome::default());
-        }
-        if deleting && !has_finalizer {
-            // No finalizer of ours: the garbage collector deletes the children; nothing to do.
-            return Ok(SyncOutcome::default());
-        }
-        let finalizing = deleting || !selected;
+        };
         let selector = self.selector_for(&parent).map_err(fail)?;
 
         // Related objects (customize hook).
+        let customize = self.hooks.customize(
+            &self.ctx,
+            &self.caller,
+            &self.def.raw,
+            self.parent.namespaced,
+        );
         let related = self
-            .related(&parent, key, stop)
+            .related
+            .related(&customize, &parent, key, stop)
             .await
             .map_err(with_parent)?;
         let related_groups: Vec<(String, Vec<Arc<Value>>)> = related
@@ -954,17 +482,12 @@ impl Composite {
             observed.insert(slot.ty.key.clone(), children);
         }
 
-        let hook_spec = if finalizing {
-            self.finalize_hook.as_ref()
-        } else {
-            Some(&self.sync_hook)
-        };
+        let hook_spec = self.hooks.for_sync(finalizing);
         let mut outcome = SyncOutcome::default();
         let mut finalized = false;
         let mut status_conditions = Vec::new();
         let mut hook_status = None;
-        if let Some(spec) = hook_spec {
-            let hook_name = if finalizing { "finalize" } else { "sync" };
+        if let Some((hook_name, spec)) = hook_spec {
             let request = self.request(
                 spec.version,
                 &parent,
@@ -973,13 +496,12 @@ impl Composite {
                 finalizing,
             );
             let body = self
-                .hook(hook_name, spec, key, &request)
+                .caller
+                .call(&self.ctx, hook_name, spec, key, &request)
                 .await
                 .map_err(with_parent)?;
-            if let Ok(mut st) = self.state.lock() {
-                st.last_exchange
-                    .insert(key.clone(), (hook_name.to_string(), request, body.clone()));
-            }
+            self.memory
+                .record_exchange(key, hook_name, request, body.clone());
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
             let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
@@ -991,8 +513,17 @@ impl Composite {
                 resp.children.clone(),
             )
             .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
-            self.check_foreign(&uid, &desired)
-                .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+            let clashes = shared::foreign_clashes(
+                &desired,
+                |t| self.child_informer(t),
+                |o| shared::controlled_by_other(o, &uid),
+            );
+            if !clashes.is_empty() {
+                return Err(fail(format!(
+                    "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                    clashes.join("; ")
+                )));
+            }
             if let Some((rev_info, _)) = &self.revisions
                 && !finalizing
             {
@@ -1039,18 +570,16 @@ impl Composite {
         if hook_spec.is_some() {
             plan.status = plan::status_change(&parent, hook_status.as_ref(), &status_conditions);
         }
+        // Finalizing covers a parent that stopped matching the definition's labelSelector: it
+        // keeps our finalizer until its finalize hook answers `finalized: true` (or has no
+        // finalize hook), like a deleted one.
         plan.finalizer = plan::finalizer_change(
             &parent,
             &self.finalizer,
-            self.finalize_hook.is_some() && selected,
+            self.hooks.finalize.is_some(),
             finalizing,
             finalized,
         );
-        // A deselected parent whose finalize hook finished (or that has no finalize hook) drops
-        // our finalizer.
-        if !selected && has_finalizer && (finalized || self.finalize_hook.is_none()) {
-            plan.finalizer = Some(plan::FinalizerChange::Remove);
-        }
 
         let target = Target {
             controller: &self.name,
@@ -1060,26 +589,11 @@ impl Composite {
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
         };
-        if self.ctx.is_paused() {
-            // Paused: show what would be written, write nothing, and do not wait for it.
-            self.ctx.bus.publish(EngineEvent::PlanHeld {
-                controller: self.name.clone(),
-                parent: key.to_string(),
-                actions: plan.describe(),
-            });
-            return Ok(outcome);
-        }
-        let report = self.ctx.executor.execute(&target, &plan).await;
-        if let Some(st) = &report.status_written
-            && let Ok(mut s) = self.state.lock()
-        {
-            s.last_status.insert(key.clone(), st.clone());
-        }
-        self.await_expectations(&report.expectations).await;
-        outcome.writes = report.writes;
-        if !report.errors.is_empty() {
-            return Err(fail(report.errors.join("; ")));
-        }
+        outcome.writes = shared::carry_out(&self.ctx, &self.memory, key, &target, &plan, |t| {
+            self.informer_for(t)
+        })
+        .await
+        .map_err(fail)?;
         Ok(outcome)
     }
 
@@ -1211,7 +725,10 @@ impl Composite {
         for rev in stored.iter().filter(|r| live_old.contains(&r.name)) {
             let old_parent = rollout::patched_parent(parent, &rev.parent_patch);
             let request = self.request(spec.version, &old_parent, observed, related, false);
-            let body = self.hook("sync", spec, key, &request).await?;
+            let body = self
+                .caller
+                .call(&self.ctx, "sync", spec, key, &request)
+                .await?;
             let resp = hookapi::decode_sync("sync", spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
             let d = plan::normalize_desired(
@@ -1357,113 +874,6 @@ impl Composite {
         }
         writes
     }
-
-    async fn await_expectations(&self, expectations: &[Expectation]) {
-        for e in expectations {
-            let (type_key, key) = match e {
-                Expectation::Changed { type_key, key, .. }
-                | Expectation::Gone { type_key, key } => (type_key, key),
-            };
-            let informer = if *type_key == self.parent.key() {
-                Some(&self.parent_informer)
-            } else if let Some(s) = self.children.iter().find(|s| s.ty.key == *type_key) {
-                Some(&s.informer)
-            } else {
-                self.revisions
-                    .as_ref()
-                    .filter(|(i, _)| i.key() == *type_key)
-                    .map(|(_, inf)| inf)
-            };
-            let Some(inf) = informer else { continue };
-            let ok = match e {
-                Expectation::Changed { previous, .. } => {
-                    let previous = previous.clone();
-                    inf.wait_until(
-                        key,
-                        move |o| {
-                            o.is_some_and(|o| object::resource_version(o) != previous.as_deref())
-                        },
-                        EXPECTATION_TIMEOUT,
-                    )
-                    .await
-                }
-                Expectation::Gone { .. } => {
-                    inf.wait_until(
-                        key,
-                        |o| o.is_none_or(object::is_deleting),
-                        EXPECTATION_TIMEOUT,
-                    )
-                    .await
-                }
-            };
-            if !ok {
-                tracing::debug!("cache did not show our write to {type_key} {key} in time");
-            }
-        }
-    }
-}
-
-/// The object without the fields that change on every write (and, if `drop_status`, status).
-fn strip_volatile(v: &Value, drop_status: bool) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("managedFields");
-    }
-    if drop_status && let Some(m) = v.as_object_mut() {
-        m.remove("status");
-    }
-    v
-}
-
-/// Resolve `(apiVersion, resource)` pairs, reporting and retrying missing ones until they
-/// exist or `stop` fires.
-pub async fn resolve_all(
-    ctx: &EngineContext,
-    controller: &str,
-    wanted: &[(String, String)],
-    stop: &CancellationToken,
-) -> Result<Vec<ResourceInfo>, StartError> {
-    let mut delay = Duration::from_millis(500);
-    let mut reported: HashSet<String> = HashSet::new();
-    loop {
-        let mut out = Vec::new();
-        let mut missing = None;
-        for (av, res) in wanted {
-            match ctx.discovery.resolve(av, res).await {
-                Ok(i) => out.push(i),
-                Err(e) => {
-                    missing = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        match missing {
-            None => {
-                if !reported.is_empty() {
-                    ctx.bus.publish(EngineEvent::Info {
-                        controller: Some(controller.to_string()),
-                        message: "all resources are served now; starting".into(),
-                    });
-                }
-                return Ok(out);
-            }
-            Some(m) => {
-                if reported.insert(m.clone()) {
-                    ctx.bus.publish(EngineEvent::Error {
-                        controller: Some(controller.to_string()),
-                        object: None,
-                        message: format!("{m} (waiting for it to appear)"),
-                    });
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {},
-            () = stop.cancelled() => return Err(StartError::Stopped(controller.to_string())),
-        }
-        delay = (delay * 2).min(Duration::from_secs(10));
-    }
 }
 
 /// Make sure `controllerrevisions.metacontroller.k8s.io` is served, installing its CRD when
@@ -1549,10 +959,7 @@ impl ControllerHandle for Composite {
         Composite::hook_reloaded(self);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.hooks()
-            .into_iter()
-            .map(|(n, h)| (n, h.clone()))
-            .collect()
+        self.hooks.specs()
     }
     fn exchanges(&self) -> Vec<Exchange> {
         Composite::exchanges(self)
@@ -1569,30 +976,24 @@ pub async fn launch(
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     tracker: Arc<Tracker>,
-) -> Result<
-    (
-        Arc<dyn ControllerHandle>,
-        futures::future::BoxFuture<'static, ()>,
-    ),
-    StartError,
-> {
+) -> Result<shared::Launched, StartError> {
     let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
     comp.spawn_routers(&stop);
     Composite::enqueue_all(&comp, Trigger::ParentAdded);
-    ctx.bus.publish(EngineEvent::ControllerStarted {
-        controller_kind: "CompositeController".into(),
-        controller: comp.name.clone(),
-        parent_resource: comp.parent_resource().key(),
-        parents: Composite::parent_count(&comp),
-    });
     let lp = Arc::new(CompositeLoop {
         inner: Arc::clone(&comp),
         stop: stop.clone(),
     });
-    let run = Box::pin(async move {
-        run_workers(lp, ctx.options.workers, ctx.bus.clone(), tracker, stop).await;
-    });
-    Ok((comp, run))
+    let parent_resource = comp.parent_resource().key();
+    Ok(shared::launched(
+        ctx,
+        KIND,
+        comp,
+        parent_resource,
+        lp,
+        stop,
+        tracker,
+    ))
 }
 
 /// Adapter so the shared loop can drive a composite controller.

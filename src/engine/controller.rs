@@ -53,6 +53,13 @@ pub trait Reconciler: Send + Sync + 'static {
         key: &Self::Key,
         triggers: &[Trigger],
     ) -> impl Future<Output = SyncOutcome> + Send;
+
+    /// Sync a key once more after a sync that wrote, to confirm it converged (the default).
+    /// A kind that recognises the echo of its own writes by itself (MapController) turns this
+    /// off, so that one change costs one hook call.
+    fn confirm_writes(&self) -> bool {
+        true
+    }
 }
 
 /// One parent's last hook exchange: (parent or key, as shown in events, (hook name, request,
@@ -195,15 +202,16 @@ async fn sync_one<R: Reconciler>(
         }
         None => {
             q.forget(&key);
+            let confirm = out.writes > 0 && r.confirm_writes();
             let state = if out.rollout_pending {
                 KeyState::RolloutPending
-            } else if out.writes > 0 {
+            } else if confirm {
                 KeyState::Wrote
             } else {
                 KeyState::Ok
             };
             tracker.record(key_s.clone(), state);
-            if out.writes > 0 {
+            if confirm {
                 // Confirm convergence with one more sync (re-queued when this one is done).
                 q.add(key.clone(), Trigger::Converge);
             }

@@ -1,8 +1,8 @@
 //! The executor: carries a [`Plan`] out against the API server.
 //!
-//! Order: finalizer add, adoptions (after re-reading the parent), releases, deletes (uid
-//! precondition, background propagation), creates, updates, revisions, status, finalizer
-//! removal. One failed write does not stop the others; every write is published as an
+//! Order: the parent's labels/annotations (merge patch), finalizer add, adoptions (after
+//! re-reading the parent), releases, deletes (uid precondition, background propagation),
+//! creates, updates, revisions, status, finalizer removal. One failed write does not stop the others; every write is published as an
 //! [`EngineEvent::Action`] and recorded as an [`Expectation`] so the caller can wait until its
 //! informers have seen it. All writes use field manager `kubectl-meta`.
 
@@ -161,6 +161,36 @@ impl Executor {
         let parent_api = api_for(&self.client, t.parent_info, parent_key.namespace.as_deref());
         // The parent's resourceVersion moves with each parent write we make.
         let mut parent_rv = object::resource_version(t.parent).map(str::to_string);
+        // The parent as the status write starts from: with the labels/annotations written.
+        let mut parent_obj = std::borrow::Cow::Borrowed(t.parent);
+
+        if let Some(meta) = &plan.metadata {
+            let r = parent_api
+                .patch(
+                    &parent_key.name,
+                    &PatchParams {
+                        field_manager: Some(FIELD_MANAGER.to_string()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::Merge(&meta.merge_patch(parent_rv.as_deref())),
+                )
+                .await
+                .map_err(|e| kube_error_message(&e));
+            if let Ok(written) = &r
+                && let Ok(v) = serde_json::to_value(written)
+            {
+                parent_obj = std::borrow::Cow::Owned(v);
+            }
+            self.record_parent(
+                t,
+                &mut report,
+                (ActionVerb::Update, Some("labels/annotations")),
+                r,
+                &parent_type,
+                &parent_key,
+                &mut parent_rv,
+            );
+        }
 
         if plan.finalizer == Some(FinalizerChange::Add) {
             let mut finalizers: Vec<String> = object::finalizers(t.parent)
@@ -174,7 +204,7 @@ impl Executor {
             self.record_parent(
                 t,
                 &mut report,
-                ActionVerb::AddFinalizer,
+                (ActionVerb::AddFinalizer, None),
                 r,
                 &parent_type,
                 &parent_key,
@@ -383,7 +413,7 @@ impl Executor {
             }
         }
         if let Some(status) = &plan.status {
-            let mut obj = t.parent.clone();
+            let mut obj = parent_obj.into_owned();
             obj["status"] = status.clone();
             if let Some(rv) = &parent_rv {
                 obj["metadata"]["resourceVersion"] = json!(rv);
@@ -405,7 +435,7 @@ impl Executor {
             self.record_parent(
                 t,
                 &mut report,
-                ActionVerb::Status,
+                (ActionVerb::Status, None),
                 r,
                 &parent_type,
                 &parent_key,
@@ -424,7 +454,7 @@ impl Executor {
             self.record_parent(
                 t,
                 &mut report,
-                ActionVerb::RemoveFinalizer,
+                (ActionVerb::RemoveFinalizer, None),
                 r,
                 &parent_type,
                 &parent_key,
@@ -450,7 +480,7 @@ impl Executor {
         &self,
         t: &Target<'_>,
         report: &mut ExecReport,
-        verb: ActionVerb,
+        (verb, detail): (ActionVerb, Option<&str>),
         result: Result<DynamicObject, String>,
         parent_type: &str,
         parent_key: &ObjectKey,
@@ -466,11 +496,21 @@ impl Executor {
                     key: parent_key.clone(),
                     previous,
                 });
-                self.publish(t, verb, parent_type, parent_key.to_string(), None, None);
+                let detail = detail.map(str::to_string);
+                self.publish(t, verb, parent_type, parent_key.to_string(), detail, None);
             }
             Err(m) => {
-                let msg = format!("{verb} {parent_type} {parent_key}: {m}");
-                self.publish(t, verb, parent_type, parent_key.to_string(), None, Some(m));
+                let what = detail.map(|d| format!(" {d} of")).unwrap_or_default();
+                let msg = format!("{verb}{what} {parent_type} {parent_key}: {m}");
+                let detail = detail.map(str::to_string);
+                self.publish(
+                    t,
+                    verb,
+                    parent_type,
+                    parent_key.to_string(),
+                    detail,
+                    Some(m),
+                );
                 report.errors.push(msg);
             }
         }

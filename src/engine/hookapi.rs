@@ -409,6 +409,88 @@ pub fn decode_decorator(
     })
 }
 
+/// Build a MapController map request body: `{controller, parent, mapKey, input, outputs}`.
+pub fn map_request(
+    controller: &Value,
+    parent: &Value,
+    map_key: &str,
+    input: &Value,
+    outputs: Value,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("controller".into(), controller.clone());
+    m.insert("parent".into(), parent.clone());
+    m.insert("mapKey".into(), Value::String(map_key.to_string()));
+    m.insert("input".into(), input.clone());
+    m.insert("outputs".into(), outputs);
+    Value::Object(m)
+}
+
+/// Build a MapController tombstone request body: `{controller, parent, mapKey, outputs}`.
+pub fn tombstone_request(
+    controller: &Value,
+    parent: &Value,
+    map_key: &str,
+    outputs: Value,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("controller".into(), controller.clone());
+    m.insert("parent".into(), parent.clone());
+    m.insert("mapKey".into(), Value::String(map_key.to_string()));
+    m.insert("outputs".into(), outputs);
+    Value::Object(m)
+}
+
+/// A decoded MapController map or tombstone response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MapResponse {
+    /// `outputs`: the desired outputs of the key (map), or the outputs to keep (tombstone);
+    /// absent or null means none.
+    pub outputs: Vec<Value>,
+    /// `resyncAfterSeconds`, when > 0.
+    pub resync_after_seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LooseMap {
+    #[serde(default)]
+    outputs: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StrictMap {
+    #[serde(default)]
+    outputs: Option<Vec<Value>>,
+    #[serde(default)]
+    resync_after_seconds: Option<f64>,
+}
+
+/// Decode a MapController map or tombstone response (`hook` names it in errors).
+pub fn decode_map(hook: &str, version: Version, body: &Value) -> Result<MapResponse, DecodeError> {
+    let (outputs, resync) = match version {
+        Version::V2 => {
+            let s: StrictMap = decode(hook, body)?;
+            (s.outputs, s.resync_after_seconds)
+        }
+        Version::V1 => {
+            let l: LooseMap = decode(hook, body)?;
+            (l.outputs, l.resync_after_seconds)
+        }
+    };
+    let outputs = outputs.unwrap_or_default();
+    for (i, o) in outputs.iter().enumerate() {
+        check_object(hook, &format!("outputs[{i}]"), o)?;
+    }
+    Ok(MapResponse {
+        outputs,
+        resync_after_seconds: positive(hook, resync)?,
+    })
+}
+
 /// Build a customize request body.
 pub fn customize_request(controller: &Value, parent: &Value) -> Value {
     let mut m = Map::new();
@@ -587,5 +669,62 @@ mod tests {
         assert!(err.message.contains("extra"), "{err}");
         let bad = serde_json::json!({"attachments": [{"kind": "ConfigMap"}]});
         assert!(decode_decorator("sync", Version::V1, &bad).is_err());
+    }
+
+    #[test]
+    fn map_response_decoding() {
+        let ok = decode_map(
+            "map",
+            Version::V2,
+            &json!({"outputs": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}], "resyncAfterSeconds": 2.5}),
+        )
+        .unwrap();
+        assert_eq!(ok.outputs.len(), 1);
+        assert_eq!(ok.resync_after_seconds, Some(2.5));
+        assert_eq!(
+            decode_map("map", Version::V1, &json!({})).unwrap(),
+            MapResponse::default()
+        );
+        assert_eq!(
+            decode_map("map", Version::V1, &json!({"outputs": null, "extra": 1}))
+                .unwrap()
+                .outputs
+                .len(),
+            0
+        );
+        let e =
+            decode_map("map", Version::V2, &json!({"outputs": [], "children": []})).unwrap_err();
+        assert!(e.message.contains("children"), "{e}");
+        let e = decode_map(
+            "tombstone",
+            Version::V1,
+            &json!({"outputs": [{"kind": "ConfigMap"}]}),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("tombstone") && e.message.contains("outputs[0]"),
+            "{e}"
+        );
+        let e = decode_map("map", Version::V1, &json!({"outputs": {}})).unwrap_err();
+        assert!(e.message.contains("outputs"), "{e}");
+    }
+
+    #[test]
+    fn map_and_tombstone_requests_have_the_documented_fields() {
+        let r = map_request(
+            &json!({"kind": "MapController"}),
+            &json!({"kind": "P"}),
+            "k1",
+            &json!({"kind": "I"}),
+            json!({"T.v1": {}}),
+        );
+        let mut keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["controller", "input", "mapKey", "outputs", "parent"]);
+        let t = tombstone_request(&json!({}), &json!({}), "k1", json!({}));
+        let mut keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["controller", "mapKey", "outputs", "parent"]);
+        assert_eq!(t["mapKey"], "k1");
     }
 }

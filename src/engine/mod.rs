@@ -6,6 +6,8 @@
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
 //!   status and attachments; finalize when a target is deleted or stops matching).
+//! - [`map`]: MapController (one map hook call per selected input, tombstones for inputs that
+//!   are gone, engine-computed status); its pure parts in [`map_plan`].
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
 //! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
 //! - [`plan`]: the pure plan (observed + desired -> actions); what dryrun and the TUI print.
@@ -27,6 +29,8 @@ pub mod decorator;
 pub mod events;
 pub mod execute;
 pub mod hookapi;
+pub mod map;
+pub mod map_plan;
 pub mod ownership;
 pub mod plan;
 pub mod queue;
@@ -35,3 +39,4 @@ pub mod related;
 pub mod replay;
 pub mod rollout;
 pub mod runtime;
+pub mod shared;

@@ -2,8 +2,8 @@
 //!
 //! [`plan_children`] decides, for one parent, which children to create, update (with the
 //! three-way merge diff), delete, adopt and release, and which differences it leaves alone
-//! (OnDelete, objects being deleted); [`status_change`] and [`finalizer_change`] decide the
-//! parent's status and finalizer writes. Nothing here performs I/O: the executor
+//! (OnDelete, objects being deleted); [`status_change`], [`finalizer_change`] and
+//! [`metadata_change`] (a decorator's labels/annotations) decide the parent's own writes. Nothing here performs I/O: the executor
 //! (`engine::execute`) carries a [`Plan`] out, `dryrun` and the TUI print it, and the unit tests
 //! below pin every rule.
 
@@ -172,6 +172,89 @@ pub enum FinalizerChange {
     Remove,
 }
 
+/// Labels and annotations to merge into the parent's metadata (a DecoratorController's
+/// `labels` and `annotations` answer for its target).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MetadataPatch {
+    /// Labels to set (`Some`) or remove (`None`).
+    pub labels: BTreeMap<String, Option<String>>,
+    /// Annotations to set (`Some`) or remove (`None`).
+    pub annotations: BTreeMap<String, Option<String>>,
+}
+
+impl MetadataPatch {
+    /// The JSON merge patch that makes the change (`null` removes a key), with the parent's
+    /// `resourceVersion` (when given) as a precondition.
+    pub fn merge_patch(&self, resource_version: Option<&str>) -> Value {
+        let entries = |m: &BTreeMap<String, Option<String>>| -> Map<String, Value> {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_ref().map_or(Value::Null, |v| json!(v))))
+                .collect()
+        };
+        let mut meta = Map::new();
+        if !self.labels.is_empty() {
+            meta.insert("labels".into(), Value::Object(entries(&self.labels)));
+        }
+        if !self.annotations.is_empty() {
+            meta.insert(
+                "annotations".into(),
+                Value::Object(entries(&self.annotations)),
+            );
+        }
+        if let Some(rv) = resource_version {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        json!({ "metadata": meta })
+    }
+
+    /// `labels a=1 b-; annotations n=v` (kubectl label's notation: `key-` removes).
+    pub fn summary(&self) -> String {
+        let part = |what: &str, m: &BTreeMap<String, Option<String>>| -> Option<String> {
+            (!m.is_empty()).then(|| {
+                let items: Vec<String> = m
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Some(v) => format!("{k}={v}"),
+                        None => format!("{k}-"),
+                    })
+                    .collect();
+                format!("{what} {}", items.join(" "))
+            })
+        };
+        [
+            part("labels", &self.labels),
+            part("annotations", &self.annotations),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("; ")
+    }
+}
+
+/// The metadata change that gives `parent` the wanted labels and annotations (a `None` value
+/// removes the key), or `None` when it has them already. Only keys that differ are kept.
+pub fn metadata_change(
+    parent: &Value,
+    labels: &BTreeMap<String, Option<String>>,
+    annotations: &BTreeMap<String, Option<String>>,
+) -> Option<MetadataPatch> {
+    let diff = |current: BTreeMap<String, String>,
+                wanted: &BTreeMap<String, Option<String>>|
+     -> BTreeMap<String, Option<String>> {
+        wanted
+            .iter()
+            .filter(|(k, v)| current.get(*k) != v.as_ref())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let patch = MetadataPatch {
+        labels: diff(object::labels(parent), labels),
+        annotations: diff(object::annotations(parent), annotations),
+    };
+    (!patch.labels.is_empty() || !patch.annotations.is_empty()).then_some(patch)
+}
+
 /// Everything one sync of one parent will write.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -198,6 +281,8 @@ pub struct Plan {
     pub finalizer: Option<FinalizerChange>,
     /// Rollout state, when a child type uses a rolling strategy.
     pub rollout: Option<super::rollout::RolloutState>,
+    /// Labels/annotations to merge into the parent (written first).
+    pub metadata: Option<MetadataPatch>,
 }
 
 impl Plan {
@@ -211,6 +296,7 @@ impl Plan {
             + self.revisions.len()
             + usize::from(self.status.is_some())
             + usize::from(self.finalizer.is_some())
+            + usize::from(self.metadata.is_some())
     }
 
     /// True when nothing would be written.
@@ -231,6 +317,9 @@ impl Plan {
             }
         };
         let mut out = Vec::new();
+        if let Some(m) = &self.metadata {
+            out.push(format!("metadata (parent): {}", m.summary()));
+        }
         if self.finalizer == Some(FinalizerChange::Add) {
             out.push("add-finalizer (parent)".to_string());
         }
@@ -1039,5 +1128,86 @@ mod tests {
             Some(FinalizerChange::Remove),
             "removing the finalize hook removes the finalizer"
         );
+        assert_eq!(
+            finalizer_change(&p, f, false, true, false),
+            Some(FinalizerChange::Remove),
+            "a finalizing parent without a finalize hook is released"
+        );
+        // Never added to a parent that is already finalizing (deleted or deselected).
+        assert_eq!(finalizer_change(&parent(), f, true, true, false), None);
+    }
+
+    fn meta_target() -> Value {
+        json!({"metadata": {"name": "t", "resourceVersion": "7",
+            "labels": {"a": "1", "gone": "x"}, "annotations": {"n": "v"}}})
+    }
+
+    fn wanted(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+            .collect()
+    }
+
+    #[test]
+    fn metadata_change_keeps_only_keys_that_differ() {
+        let labels = wanted(&[("a", Some("2")), ("gone", None), ("absent", None)]);
+        let annotations = wanted(&[("n", Some("v"))]);
+        let m = metadata_change(&meta_target(), &labels, &annotations).expect("a change");
+        assert_eq!(m.labels, wanted(&[("a", Some("2")), ("gone", None)]));
+        assert!(m.annotations.is_empty());
+        assert_eq!(
+            m.merge_patch(Some("7")),
+            json!({"metadata": {"labels": {"a": "2", "gone": null}, "resourceVersion": "7"}})
+        );
+        assert_eq!(m.summary(), "labels a=2 gone-");
+        let both = MetadataPatch {
+            labels: wanted(&[("l", Some("1"))]),
+            annotations: wanted(&[("x", None)]),
+        };
+        assert_eq!(
+            both.merge_patch(None),
+            json!({"metadata": {"labels": {"l": "1"}, "annotations": {"x": null}}})
+        );
+        assert_eq!(both.summary(), "labels l=1; annotations x-");
+    }
+
+    #[test]
+    fn metadata_change_none_when_the_parent_has_it() {
+        let labels = wanted(&[("a", Some("1")), ("absent", None)]);
+        let annotations = wanted(&[("n", Some("v"))]);
+        assert_eq!(metadata_change(&meta_target(), &labels, &annotations), None);
+        assert_eq!(
+            metadata_change(&meta_target(), &BTreeMap::new(), &BTreeMap::new()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_metadata_change_is_a_write_shown_first() {
+        let mut plan = Plan::default();
+        assert!(plan.is_empty());
+        plan.metadata = metadata_change(
+            &meta_target(),
+            &wanted(&[("a", Some("2"))]),
+            &BTreeMap::new(),
+        );
+        plan.finalizer = Some(FinalizerChange::Add);
+        plan.status = Some(json!({"ok": true}));
+        assert!(!plan.is_empty());
+        assert_eq!(plan.writes(), 3);
+        assert_eq!(
+            plan.describe(),
+            vec![
+                "metadata (parent): labels a=2",
+                "add-finalizer (parent)",
+                "status (parent)"
+            ]
+        );
+        let only = Plan {
+            metadata: plan.metadata.clone(),
+            ..Plan::default()
+        };
+        assert_eq!(only.writes(), 1);
     }
 }

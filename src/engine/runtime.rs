@@ -16,18 +16,6 @@ use super::controller::{ControllerHandle, Exchange, KeyState, Tracker};
 use super::events::{EngineEvent, Trigger};
 use crate::spec::ControllerDef;
 
-/// A controller kind this engine cannot run yet.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{kind} {name}: this kind is not supported by this version of kubectl-meta (CompositeController and DecoratorController are); remove it from the files passed with -f"
-)]
-pub struct UnsupportedKind {
-    /// Kind.
-    pub kind: String,
-    /// Controller name.
-    pub name: String,
-}
-
 /// A controller kind's start: its handle and the worker loop to run, or why it cannot start.
 type LaunchFuture = futures::future::BoxFuture<
     'static,
@@ -87,7 +75,7 @@ impl Engine {
     }
 
     /// Start a controller (in the background; it begins syncing once its resources exist).
-    pub fn start(&mut self, def: ControllerDef) -> Result<(), UnsupportedKind> {
+    pub fn start(&mut self, def: ControllerDef) {
         let name = def.name().to_string();
         let tracker = Arc::new(Tracker::default());
         let slot: Arc<Mutex<Option<Arc<dyn ControllerHandle>>>> = Arc::new(Mutex::new(None));
@@ -109,12 +97,11 @@ impl Engine {
                     .await
                     .map_err(|e| e.to_string())
             }),
-            other => {
-                return Err(UnsupportedKind {
-                    kind: other.kind().to_string(),
-                    name,
-                });
-            }
+            ControllerDef::Map(m) => Box::pin(async move {
+                super::map::launch(m, ctx, stop, t)
+                    .await
+                    .map_err(|e| e.to_string())
+            }),
         };
         let (ctx, stop) = (Arc::clone(&self.ctx), own_stop.clone());
         let (s, f, controller) = (Arc::clone(&slot), Arc::clone(&failed), name.clone());
@@ -150,7 +137,6 @@ impl Engine {
             task,
             failed,
         });
-        Ok(())
     }
 
     /// Queue every parent of every controller (manual resync).

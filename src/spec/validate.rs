@@ -91,7 +91,7 @@ pub fn typed_spec<S: DeserializeOwned>(spec: &Value) -> Result<S, Problem> {
 pub fn composite(spec: &CompositeControllerSpec) -> Vec<Problem> {
     let mut c = Checker::default();
     c.parent("spec.parentResource", &spec.parent_resource);
-    c.child_rules("spec.childResources", &spec.child_resources, true);
+    c.child_rules("spec.childResources", &spec.child_resources, None);
     let parent = (
         &spec.parent_resource.api_version,
         &spec.parent_resource.resource,
@@ -142,7 +142,11 @@ pub fn decorator(spec: &DecoratorControllerSpec) -> Vec<Problem> {
             );
         }
     }
-    c.child_rules("spec.attachments", &spec.attachments, false);
+    c.child_rules(
+        "spec.attachments",
+        &spec.attachments,
+        Some("DecoratorController"),
+    );
     c.resync("spec.resyncPeriodSeconds", spec.resync_period_seconds);
     c.required_hook(
         "spec.hooks.sync",
@@ -176,7 +180,11 @@ pub fn map(spec: &MapControllerSpec) -> Vec<Problem> {
             &rule.resource,
         );
     }
-    c.child_rules("spec.outputResources", &spec.output_resources, true);
+    c.child_rules(
+        "spec.outputResources",
+        &spec.output_resources,
+        Some("MapController"),
+    );
     c.resync("spec.resyncPeriodSeconds", spec.resync_period_seconds);
     c.required_hook(
         "spec.hooks.map",
@@ -184,8 +192,18 @@ pub fn map(spec: &MapControllerSpec) -> Vec<Problem> {
         "it computes the outputs of each input",
     );
     c.hook("spec.hooks.tombstone", &spec.hooks.tombstone);
-    c.hook("spec.hooks.finalize", &spec.hooks.finalize);
-    c.hook("spec.hooks.customize", &spec.hooks.customize);
+    if spec.hooks.finalize.is_some() {
+        c.add(
+            "spec.hooks.finalize",
+            "MapController has no finalize hook: deleting the parent deletes its outputs through garbage collection (kubectl delete --cascade=orphan keeps them); remove it",
+        );
+    }
+    if spec.hooks.customize.is_some() {
+        c.add(
+            "spec.hooks.customize",
+            "MapController has no customize hook: the map hook sees the parent and one input; list further types as inputResources, or use a CompositeController; remove it",
+        );
+    }
     c.problems
 }
 
@@ -253,7 +271,8 @@ impl Checker {
     }
 
     /// Child, attachment or output rules: each valid, each type once.
-    fn child_rules(&mut self, list: &str, rules: &[ChildResourceRule], rolling_allowed: bool) {
+    /// `no_rolling`: the controller kind that does not do rolling updates (None: rolling allowed).
+    fn child_rules(&mut self, list: &str, rules: &[ChildResourceRule], no_rolling: Option<&str>) {
         let mut seen = BTreeMap::new();
         for (i, rule) in rules.iter().enumerate() {
             let field = format!("{list}[{i}]");
@@ -262,11 +281,13 @@ impl Checker {
             let Some(strategy) = &rule.update_strategy else {
                 continue;
             };
-            if !rolling_allowed && strategy.method.is_rolling() {
+            if let Some(kind) = no_rolling
+                && strategy.method.is_rolling()
+            {
                 self.add(
                     format!("{field}.updateStrategy.method"),
                     format!(
-                        "{:?} is not supported here: DecoratorController does not do rolling updates; use InPlace or Recreate",
+                        "{:?} is not supported here: {kind} does not do rolling updates; use InPlace or Recreate",
                         strategy.method
                     ),
                 );
@@ -274,10 +295,10 @@ impl Checker {
             let Some(checks) = &strategy.status_checks else {
                 continue;
             };
-            if !rolling_allowed {
+            if let Some(kind) = no_rolling {
                 self.add(
                     format!("{field}.updateStrategy.statusChecks"),
-                    "is only used by rolling updates, which DecoratorController does not do; remove it",
+                    format!("is only used by rolling updates, which {kind} does not do; remove it"),
                 );
             }
             for (k, check) in checks.conditions.iter().enumerate() {
@@ -1352,7 +1373,29 @@ mod tests {
             "/spec/outputResources/0/updateStrategy/method",
             json!("RollingInPlace"),
         );
-        assert!(parse_controller(&rolling, src()).is_ok());
+        only(
+            &rolling,
+            "spec.outputResources[0].updateStrategy.method",
+            "MapController does not do rolling updates",
+        );
+        only(
+            &with(
+                map(),
+                "/spec/hooks/finalize",
+                json!({"webhook": {"url": "http://127.0.0.1:1/f"}}),
+            ),
+            "spec.hooks.finalize",
+            "deleting the parent deletes its outputs through garbage collection",
+        );
+        only(
+            &with(
+                map(),
+                "/spec/hooks/customize",
+                json!({"webhook": {"url": "http://127.0.0.1:1/c"}}),
+            ),
+            "spec.hooks.customize",
+            "MapController has no customize hook",
+        );
         let v2 = with(map(), "/spec/hooks/map/version", json!("v2"));
         let Ok(ControllerDef::Map(m)) = parse_controller(&v2, src()) else {
             panic!("rejected");

@@ -319,7 +319,7 @@ impl Running {
         let ctx = Arc::new(EngineContext::new(client.clone(), bus, options).expect("context"));
         let mut engine = Engine::new(ctx);
         for d in defs {
-            engine.start(d).expect("start controller");
+            engine.start(d);
         }
         let running = Running { engine, events };
         let ev = Arc::clone(&running.events);

@@ -1,0 +1,257 @@
+//! MapController benchmark: `cargo bench --bench map [-- --inputs N --workers W]`.
+//!
+//! One MapController parent selecting N ConfigMap inputs (default 5,000) in an in-process
+//! sandbox, with the map hook served over HTTP on 127.0.0.1 by a small Rust server (so the
+//! figures measure the engine, not a hook's language). Each input maps to one output ConfigMap.
+//! Prints:
+//! - initial convergence: from engine start until every output exists and the parent's status
+//!   counts them all, with the hook calls it took (must be N) and the process's peak RSS;
+//! - reacting to a change of one input: the time until its output shows the change and the
+//!   engine is idle again, and the hook calls it took (must be exactly 1; exits 1 otherwise).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::routing::post;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::discovery::ApiResource;
+use kubectl_meta::engine::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::events::EventBus;
+use kubectl_meta::engine::runtime::Engine;
+use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
+use kubectl_meta::spec::{self, Source};
+use serde_json::{Value, json};
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The map hook: input `in-N` -> output ConfigMap `out-N` with the input's data.
+async fn hook_server(calls: Arc<AtomicUsize>) -> String {
+    let app = axum::Router::new().route(
+        "/map",
+        post(move |Json(req): Json<Value>| {
+            let calls = Arc::clone(&calls);
+            async move {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let name = req["input"]["metadata"]["name"].as_str().unwrap_or("x");
+                let out = name.replacen("in-", "out-", 1);
+                Json(json!({"outputs": [{"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": out, "labels": {"role": "out"}},
+                    "data": req["input"]["data"]}]}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind hook server");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/map")
+}
+
+async fn client_for(sb: &Sandbox) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+/// Peak resident set size of this process (engine, sandbox and hook server together), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+#[tokio::main]
+async fn main() {
+    let inputs = arg("--inputs", 5000);
+    let workers = arg("--workers", EngineOptions::default().workers);
+    let mut cfg = SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = None;
+    let sb = Sandbox::start(cfg).await.expect("sandbox");
+    let client = client_for(&sb).await;
+
+    let crd_ar = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "maps.bench.kubectl-meta.dev"},
+        "spec": {"group": "bench.kubectl-meta.dev", "scope": "Namespaced",
+            "names": {"plural": "maps", "singular": "map", "kind": "Map"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .expect("crd");
+    Api::<DynamicObject>::all_with(client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .expect("create crd");
+    let map_ar = ApiResource {
+        group: "bench.kubectl-meta.dev".into(),
+        version: "v1".into(),
+        api_version: "bench.kubectl-meta.dev/v1".into(),
+        kind: "Map".into(),
+        plural: "maps".into(),
+    };
+    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &map_ar);
+    for _ in 0..600 {
+        if papi.list(&ListParams::default()).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The inputs and the parent, before the engine starts.
+    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let t = Instant::now();
+    futures::stream::iter(0..inputs)
+        .map(|i| {
+            let cm = cm.clone();
+            async move {
+                let o: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("in-{i:05}"), "labels": {"role": "in"}},
+                    "data": {"v": "1"}
+                }))
+                .expect("input");
+                cm.create(&PostParams::default(), &o)
+                    .await
+                    .expect("create input");
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    let created = t.elapsed();
+    let parent: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Map",
+        "metadata": {"name": "all"}, "spec": {"selector": {"matchLabels": {"role": "in"}}}
+    }))
+    .expect("parent");
+    papi.create(&PostParams::default(), &parent)
+        .await
+        .expect("create parent");
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = hook_server(Arc::clone(&calls)).await;
+    let def = spec::parse_controller(
+        &json!({
+            "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "MapController",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": "maps"},
+                "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+                "outputResources": [{"apiVersion": "v1", "resource": "configmaps",
+                    "updateStrategy": {"method": "InPlace"}}],
+                "hooks": {"map": {"webhook": {"url": url}}}
+            }
+        }),
+        Source::cluster("mapcontroller", "bench"),
+    )
+    .expect("definition");
+    let options = EngineOptions {
+        workers,
+        ..EngineOptions::default()
+    };
+    let ctx = Arc::new(
+        EngineContext::new(client.clone(), EventBus::new(), options).expect("engine context"),
+    );
+
+    // 1. Initial convergence.
+    let start = Instant::now();
+    let mut engine = Engine::new(ctx);
+    engine.start(def);
+    let mut status_ok = false;
+    while start.elapsed() < Duration::from_secs(900) {
+        let p = papi.get("all").await.expect("get parent");
+        let st = serde_json::to_value(&p).expect("json");
+        if st["status"]["outputs"]["configmaps"]["total"] == json!(inputs)
+            && st["status"]["inputs"]["configmaps"]["total"] == json!(inputs)
+        {
+            status_ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let converged = start.elapsed();
+    let initial_calls = calls.load(Ordering::Relaxed);
+    println!(
+        "{inputs} inputs ({workers} workers): inputs created in {:.2}s; initial convergence (all outputs created, status counts {inputs}/{inputs}) {:.2}s ({:.0} inputs/s); {initial_calls} hook calls; peak RSS {:.0} MiB{}",
+        created.as_secs_f64(),
+        converged.as_secs_f64(),
+        inputs as f64 / converged.as_secs_f64(),
+        peak_rss_mib().unwrap_or(0.0),
+        if conv.converged && status_ok {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
+
+    // 2. One input changes.
+    let before = calls.load(Ordering::Relaxed);
+    let target = format!("in-{:05}", inputs / 2);
+    let out = format!("out-{:05}", inputs / 2);
+    let t = Instant::now();
+    cm.patch(
+        &target,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"data": {"v": "2"}})),
+    )
+    .await
+    .expect("patch input");
+    loop {
+        let o = cm.get(&out).await.expect("get output");
+        if o.data.and_then(|d| d.get("v").cloned()).as_deref() == Some("2") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the output did not follow in 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let followed = t.elapsed();
+    let conv = engine.wait_converged(Duration::from_secs(60)).await;
+    let idle = t.elapsed();
+    let change_calls = calls.load(Ordering::Relaxed) - before;
+    println!(
+        "one input changed: output updated after {:.1}ms; engine idle again after {:.0}ms (includes a 300ms quiet period); {change_calls} hook call(s){}",
+        followed.as_secs_f64() * 1000.0,
+        idle.as_secs_f64() * 1000.0,
+        if conv.converged {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
+    engine.shutdown().await;
+    sb.shutdown().await;
+    if initial_calls != inputs || change_calls != 1 {
+        eprintln!(
+            "FAIL: initial convergence must take {inputs} hook calls (took {initial_calls}) and one changed input exactly 1 (took {change_calls})"
+        );
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,1325 @@
+//! MapController: for every input object a parent selects, the outputs its map hook answers.
+//!
+//! Work is keyed finely so that a change costs what it touches ([`MapWork`]):
+//! - `Key(parent, map key)` reconciles the outputs of one input: map hook when the input is
+//!   selected, tombstone hook (or deletion) when it is gone. An event on an input or on an output
+//!   queues only its key; a sync whose parent, input and outputs are exactly as the last
+//!   successful one left them (our own writes echoing back) is skipped without a hook call.
+//! - `Parent(parent)` fans out to every key of that parent (parent added or changed, resync
+//!   period, manual resync, hook reload).
+//! - `Status(parent)` recomputes the engine-owned status (counts and `Synced`), coalesced after
+//!   key syncs.
+//!
+//! Inputs are routed to parents by namespace and the parent's `spec.selector` (bound
+//! references: an input that stops matching still reaches the parent it used to match, which
+//! then treats its outputs as detached); outputs by owner uid and the map-key label index. There
+//! is no finalize hook: deleting a parent deletes its outputs through the garbage collector
+//! (they carry the parent's ControllerRef), `kubectl delete --cascade=orphan` keeps them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::context::{EngineContext, HookSpec};
+use super::controller::{
+    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
+};
+use super::events::{EngineEvent, Trigger};
+use super::execute::{Expectation, Target};
+use super::hookapi;
+use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
+use super::ownership;
+use super::plan::{self, ChildId, ChildType, ChildrenInput, Plan};
+use super::queue::{Backoff, WorkQueue};
+use super::shared::{self, StartError, resolve_all, strip_volatile};
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::object::{self, ObjectKey};
+use crate::k8s::selector::LabelSelector;
+use crate::spec::{Controller, MapControllerSpec};
+
+/// Status recomputations are coalesced over this window after key syncs.
+const STATUS_DELAY: Duration = Duration::from_millis(100);
+/// The controller kind, as hooks and events name it.
+const KIND: &str = "MapController";
+
+/// One unit of work of a MapController.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MapWork {
+    /// Re-map every key of a parent (and refresh its status).
+    Parent(ObjectKey),
+    /// Recompute a parent's status.
+    Status(ObjectKey),
+    /// Reconcile the outputs of one map key of a parent.
+    Key(ObjectKey, Arc<str>),
+}
+
+impl MapWork {
+    fn parent(&self) -> &ObjectKey {
+        match self {
+            MapWork::Parent(p) | MapWork::Status(p) | MapWork::Key(p, _) => p,
+        }
+    }
+}
+
+impl fmt::Display for MapWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MapWork::Parent(p) => write!(f, "{p}"),
+            MapWork::Status(p) => write!(f, "{p} (status)"),
+            MapWork::Key(p, k) => write!(f, "{p} {k}"),
+        }
+    }
+}
+
+/// Observed outputs of one key, by output type (`Kind.apiVersion`).
+type Observed = BTreeMap<String, Vec<Arc<Value>>>;
+/// Orphans carrying a key's label, with their output type: to adopt.
+type Orphans = Vec<(String, Arc<Value>)>;
+
+/// A declared input resource with its cache.
+struct InputSlot {
+    info: ResourceInfo,
+    informer: Arc<Informer>,
+}
+
+/// A declared output resource with its cache.
+struct OutputSlot {
+    info: ResourceInfo,
+    informer: Arc<Informer>,
+    ty: ChildType,
+}
+
+/// What the controller remembers about one parent.
+#[derive(Default)]
+struct ParentState {
+    /// Per key: what the last successful sync saw (parent, input) and left (outputs).
+    fingerprints: HashMap<String, u64>,
+    /// Failing keys with their error.
+    failures: BTreeMap<String, String>,
+    /// An error of the parent itself (invalid `spec.selector`).
+    error: Option<String>,
+    /// The last map/tombstone exchange per key: (hook, request, response).
+    exchanges: HashMap<String, (String, Value, Value)>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Parent uid -> key (routing of owned outputs).
+    uid_to_key: HashMap<String, ObjectKey>,
+    /// Map key -> (input slot, object key): every input object in the caches.
+    inputs: HashMap<String, (usize, ObjectKey)>,
+    /// The status we last wrote per parent (to ignore its echo).
+    last_status: HashMap<ObjectKey, Value>,
+    /// Per parent.
+    parents: HashMap<ObjectKey, ParentState>,
+}
+
+/// A running MapController.
+pub struct MapCtl {
+    name: String,
+    def: Controller<MapControllerSpec>,
+    ctx: Arc<EngineContext>,
+    parent: ResourceInfo,
+    parent_informer: Arc<Informer>,
+    parent_selector: Option<LabelSelector>,
+    inputs: Vec<InputSlot>,
+    outputs: Vec<OutputSlot>,
+    types: BTreeMap<String, ResourceInfo>,
+    map_hook: HookSpec,
+    tombstone_hook: Option<HookSpec>,
+    caller: shared::Caller,
+    queue: WorkQueue<MapWork, Trigger>,
+    state: Mutex<State>,
+}
+
+/// Did these triggers ask for the hook to be called again even if nothing changed?
+fn forced(triggers: &[Trigger]) -> bool {
+    triggers.iter().any(|t| {
+        matches!(
+            t,
+            Trigger::ResyncPeriod | Trigger::ResyncAfter | Trigger::Manual | Trigger::HookReloaded
+        )
+    })
+}
+
+impl MapCtl {
+    /// Resolve resources (retrying until they exist), start informers and build the
+    /// controller. Returns when it is ready to run.
+    pub async fn start(
+        def: Controller<MapControllerSpec>,
+        ctx: Arc<EngineContext>,
+        stop: &CancellationToken,
+    ) -> Result<Arc<Self>, StartError> {
+        let name = def.name.clone();
+        let cfg = |message: String| StartError::Config {
+            controller: name.clone(),
+            message,
+        };
+        let base_dir = def.base_dir().map(std::path::Path::to_path_buf);
+        let hook = |n: &str, h: &Option<crate::spec::Hook>| {
+            shared::resolve_hook(&ctx, &name, base_dir.as_deref(), n, h.as_ref())
+        };
+        let map_hook =
+            hook("map", &def.spec.hooks.map)?.ok_or_else(|| cfg("hooks.map is required".into()))?;
+        let tombstone_hook = hook("tombstone", &def.spec.hooks.tombstone)?;
+        let parent_selector = def
+            .spec
+            .parent_resource
+            .label_selector
+            .as_ref()
+            .map(LabelSelector::from_label_selector)
+            .transpose()
+            .map_err(|e| cfg(format!("spec.parentResource.labelSelector: {e}")))?;
+
+        let mut wanted = vec![(
+            def.spec.parent_resource.api_version.clone(),
+            def.spec.parent_resource.resource.clone(),
+        )];
+        wanted.extend(
+            def.spec
+                .input_resources
+                .iter()
+                .map(|r| (r.api_version.clone(), r.resource.clone())),
+        );
+        wanted.extend(
+            def.spec
+                .output_resources
+                .iter()
+                .map(|r| (r.api_version.clone(), r.resource.clone())),
+        );
+        let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
+        let parent = infos[0].clone();
+        let n_in = def.spec.input_resources.len();
+        let mut inputs = Vec::new();
+        for info in &infos[1..=n_in] {
+            if parent.namespaced && !info.namespaced {
+                return Err(cfg(format!(
+                    "input resource {} is cluster-scoped but the parent {} is namespaced: a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent",
+                    info.key(),
+                    parent.key()
+                )));
+            }
+            inputs.push(InputSlot {
+                informer: ctx.informers.informer(&info.api_resource, info.namespaced),
+                info: info.clone(),
+            });
+        }
+        let mut outputs = Vec::new();
+        let mut types = BTreeMap::new();
+        for (rule, info) in def.spec.output_resources.iter().zip(&infos[1 + n_in..]) {
+            if parent.namespaced && !info.namespaced {
+                return Err(cfg(format!(
+                    "output resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped outputs",
+                    info.key(),
+                    parent.key()
+                )));
+            }
+            let ty = ChildType {
+                key: info.key(),
+                api_version: info.api_resource.api_version.clone(),
+                kind: info.api_resource.kind.clone(),
+                namespaced: info.namespaced,
+                method: rule.method(),
+            };
+            types.insert(ty.key.clone(), info.clone());
+            outputs.push(OutputSlot {
+                informer: ctx.informers.informer(&info.api_resource, info.namespaced),
+                info: info.clone(),
+                ty,
+            });
+        }
+        let parent_informer = ctx
+            .informers
+            .informer(&parent.api_resource, parent.namespaced);
+        let mut all: Vec<&Arc<Informer>> = vec![&parent_informer];
+        all.extend(inputs.iter().map(|s| &s.informer));
+        all.extend(outputs.iter().map(|s| &s.informer));
+        shared::wait_caches(&ctx, &name, &all, stop).await?;
+        Ok(Arc::new(MapCtl {
+            caller: shared::Caller::new(KIND, &name),
+            name,
+            def,
+            queue: WorkQueue::new(Backoff::default()),
+            ctx,
+            parent,
+            parent_informer,
+            parent_selector,
+            inputs,
+            outputs,
+            types,
+            map_hook,
+            tombstone_hook,
+            state: Mutex::new(State::default()),
+        }))
+    }
+
+    /// The parent resource.
+    pub fn parent_resource(&self) -> &ResourceInfo {
+        &self.parent
+    }
+
+    fn parents_in_scope(&self) -> Vec<Arc<Value>> {
+        let ns = if self.parent.namespaced {
+            self.ctx.options.namespace.as_deref()
+        } else {
+            None
+        };
+        let mut parents = self.parent_informer.list(ns);
+        parents.retain(|p| self.in_scope(p));
+        parents
+    }
+
+    /// In the `-n` namespace (if any) and selected by `parentResource.labelSelector`.
+    fn in_scope(&self, parent: &Value) -> bool {
+        let ns_ok = match (&self.ctx.options.namespace, self.parent.namespaced) {
+            (Some(ns), true) => object::namespace(parent) == Some(ns.as_str()),
+            _ => true,
+        };
+        ns_ok
+            && self
+                .parent_selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object::labels(parent)))
+    }
+
+    /// The namespace a parent's inputs and outputs live in (`None`: every namespace).
+    fn scope_ns<'a>(&self, parent: &'a Value) -> Option<&'a str> {
+        if self.parent.namespaced {
+            object::namespace(parent)
+        } else {
+            None
+        }
+    }
+
+    /// The parent's input selector: `spec.selector`; absent or null selects every input.
+    fn input_selector(parent: &Value) -> Result<LabelSelector, String> {
+        match parent.pointer("/spec/selector") {
+            None | Some(Value::Null) => Ok(LabelSelector::default()),
+            Some(s) => LabelSelector::from_label_selector(s).map_err(|e| {
+                format!(
+                    "the parent's spec.selector is invalid: {e}; use matchLabels/matchExpressions"
+                )
+            }),
+        }
+    }
+
+    /// Does this parent (with its parsed selector) select this input?
+    fn selects(&self, parent: &Value, selector: &LabelSelector, input: &Value) -> bool {
+        if self.parent.namespaced && object::namespace(input) != object::namespace(parent) {
+            return false;
+        }
+        if object::controller_ref(input)
+            .is_some_and(|r| Some(r.uid.as_str()) == object::uid(parent))
+        {
+            // One of this parent's own outputs (a type that is both input and output).
+            return false;
+        }
+        selector.matches(&object::labels(input))
+    }
+
+    /// The map keys of the inputs a parent selects now, with their count per input resource.
+    fn live_keys(&self, parent: &Value, selector: &LabelSelector) -> (HashSet<String>, Vec<usize>) {
+        let ns = self.scope_ns(parent);
+        let mut keys = HashSet::new();
+        let mut counts = Vec::new();
+        for slot in &self.inputs {
+            let mut n = 0;
+            for o in slot.informer.select(ns, selector) {
+                if self.selects(parent, selector, &o) {
+                    keys.insert(map_plan::map_key(&o));
+                    n += 1;
+                }
+            }
+            counts.push(n);
+        }
+        (keys, counts)
+    }
+
+    fn remember_uid(&self, parent: &Value, key: &ObjectKey) {
+        if let (Some(uid), Ok(mut st)) = (object::uid(parent), self.state.lock()) {
+            st.uid_to_key.insert(uid.to_string(), key.clone());
+        }
+    }
+
+    /// Queue every parent (start-up, resync period, manual resync, hook reload).
+    pub fn enqueue_all(&self, trigger: Trigger) {
+        for p in self.parents_in_scope() {
+            if let Some(k) = ObjectKey::of(&p) {
+                self.remember_uid(&p, &k);
+                self.queue.add(MapWork::Parent(k), trigger.clone());
+            }
+        }
+    }
+
+    /// Queue the parents named `namespace/name` (or `name`); returns how many were queued.
+    pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        let mut n = 0;
+        for p in self.parents_in_scope() {
+            if let Some(k) = ObjectKey::of(&p)
+                && (k.to_string() == name || object::name(&p) == Some(name))
+            {
+                self.remember_uid(&p, &k);
+                self.queue.add(MapWork::Parent(k), trigger.clone());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The hooks this controller calls, by name.
+    pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
+        let mut out = vec![("map", &self.map_hook)];
+        if let Some(h) = &self.tombstone_hook {
+            out.push(("tombstone", h));
+        }
+        out
+    }
+
+    /// Every key's last map/tombstone exchange: (work, (hook, request, response)).
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        self.state
+            .lock()
+            .map(|s| {
+                s.parents
+                    .iter()
+                    .flat_map(|(p, ps)| {
+                        ps.exchanges
+                            .iter()
+                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
+    /// compare the answers; publishes one [`EngineEvent::Replay`] per key and returns them.
+    pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
+        self.caller
+            .replay(&self.ctx, exchanges, |hook| {
+                if hook == "tombstone" {
+                    self.tombstone_hook.as_ref()
+                } else {
+                    Some(&self.map_hook)
+                }
+            })
+            .await
+    }
+
+    /// Index every cached input by map key (start-up, relist).
+    fn reindex_inputs(&self, slot: usize) {
+        let objs = self.inputs[slot].informer.list(None);
+        if let Ok(mut st) = self.state.lock() {
+            st.inputs.retain(|_, (s, _)| *s != slot);
+            for o in objs {
+                if let Some(k) = ObjectKey::of(&o) {
+                    st.inputs.insert(map_plan::map_key(&o), (slot, k));
+                }
+            }
+        }
+    }
+
+    /// Spawn the event routers (parents, inputs, outputs, resync timer). They end with `stop`.
+    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        let me = Arc::clone(self);
+        let rx = self.parent_informer.subscribe();
+        tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            me.on_parent_event(ev)
+        }));
+        for i in 0..self.inputs.len() {
+            let me = Arc::clone(self);
+            let rx = self.inputs[i].informer.subscribe();
+            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+                me.on_input_event(i, ev)
+            }));
+            self.reindex_inputs(i);
+        }
+        for i in 0..self.outputs.len() {
+            let me = Arc::clone(self);
+            let rx = self.outputs[i].informer.subscribe();
+            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+                me.on_output_event(i, ev)
+            }));
+        }
+        let me = Arc::clone(self);
+        shared::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+            me.enqueue_all(Trigger::ResyncPeriod)
+        });
+    }
+
+    fn on_parent_event(&self, ev: InformerEvent) {
+        match ev {
+            InformerEvent::Added(p) => {
+                if self.in_scope(&p)
+                    && let Some(k) = ObjectKey::of(&p)
+                {
+                    self.remember_uid(&p, &k);
+                    self.queue.add(MapWork::Parent(k), Trigger::ParentAdded);
+                }
+            }
+            InformerEvent::Updated { old, new } => {
+                if !self.in_scope(&new) || object::is_deleting(&new) {
+                    return;
+                }
+                let Some(k) = ObjectKey::of(&new) else {
+                    return;
+                };
+                self.remember_uid(&new, &k);
+                if strip_volatile(&old, true) != strip_volatile(&new, true) {
+                    self.queue.add(MapWork::Parent(k), Trigger::ParentChanged);
+                } else if self.foreign_status(&k, &new) {
+                    // Someone else wrote our status: put ours back.
+                    self.queue.add(MapWork::Status(k), Trigger::ParentChanged);
+                }
+            }
+            InformerEvent::Deleted(p) => {
+                if let Some(k) = ObjectKey::of(&p) {
+                    self.queue.remove(&MapWork::Parent(k.clone()));
+                    self.queue.remove(&MapWork::Status(k.clone()));
+                    if let Ok(mut st) = self.state.lock() {
+                        if let Some(uid) = object::uid(&p) {
+                            st.uid_to_key.remove(uid);
+                        }
+                        st.parents.remove(&k);
+                        st.last_status.remove(&k);
+                    }
+                }
+            }
+            InformerEvent::Relisted => self.enqueue_all(Trigger::ParentChanged),
+        }
+    }
+
+    /// Does the parent carry a status other than the one we last wrote?
+    fn foreign_status(&self, key: &ObjectKey, parent: &Value) -> bool {
+        let ours = self
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.last_status.get(key).cloned());
+        match (ours, parent.get("status")) {
+            (Some(ours), Some(st)) => !super::apply::values_equal(&ours, st),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    fn on_input_event(&self, slot: usize, ev: InformerEvent) {
+        let trig = |o: &Value, event: &str| Trigger::Child {
+            resource: self.inputs[slot].info.key(),
+            object: ObjectKey::of(o).map(|k| k.to_string()).unwrap_or_default(),
+            event: event.to_string(),
+        };
+        match ev {
+            InformerEvent::Added(o) => {
+                self.index_input(slot, &o, true);
+                self.enqueue_input(None, Some(&o), &trig(&o, "added"));
+            }
+            InformerEvent::Updated { old, new } => {
+                if object::resource_version(&old) == object::resource_version(&new) {
+                    return;
+                }
+                self.index_input(slot, &new, true);
+                self.enqueue_input(Some(&old), Some(&new), &trig(&new, "updated"));
+            }
+            InformerEvent::Deleted(o) => {
+                self.index_input(slot, &o, false);
+                self.enqueue_input(Some(&o), None, &trig(&o, "deleted"));
+            }
+            InformerEvent::Relisted => {
+                self.reindex_inputs(slot);
+                self.enqueue_all(Trigger::Child {
+                    resource: self.inputs[slot].info.key(),
+                    object: "*".into(),
+                    event: "relisted".into(),
+                });
+            }
+        }
+    }
+
+    fn index_input(&self, slot: usize, o: &Value, present: bool) {
+        let (Some(k), Ok(mut st)) = (ObjectKey::of(o), self.state.lock()) else {
+            return;
+        };
+        let mk = map_plan::map_key(o);
+        if present {
+            st.inputs.insert(mk, (slot, k));
+        } else {
+            st.inputs.remove(&mk);
+        }
+    }
+
+    /// Queue the key of an input for every parent that selects it now or selected it before
+    /// the change (bound reference: a parent must learn that an input left it).
+    fn enqueue_input(&self, old: Option<&Value>, new: Option<&Value>, trigger: &Trigger) {
+        let Some(obj) = new.or(old) else { return };
+        let candidates = if self.parent.namespaced {
+            match object::namespace(obj) {
+                Some(ns) => self.parent_informer.list(Some(ns)),
+                None => return,
+            }
+        } else {
+            self.parent_informer.list(None)
+        };
+        let mk: Arc<str> = Arc::from(map_plan::map_key(obj));
+        for p in candidates {
+            if !self.in_scope(&p) || object::is_deleting(&p) {
+                continue;
+            }
+            let Ok(sel) = Self::input_selector(&p) else {
+                continue;
+            };
+            let was = old.is_some_and(|o| self.selects(&p, &sel, o));
+            let is = new.is_some_and(|o| self.selects(&p, &sel, o));
+            if (was || is)
+                && let Some(k) = ObjectKey::of(&p)
+            {
+                self.queue
+                    .add(MapWork::Key(k, Arc::clone(&mk)), trigger.clone());
+            }
+        }
+    }
+
+    fn on_output_event(&self, slot: usize, ev: InformerEvent) {
+        let trig = |o: &Value, event: &str| Trigger::Child {
+            resource: self.outputs[slot].ty.key.clone(),
+            object: ObjectKey::of(o).map(|k| k.to_string()).unwrap_or_default(),
+            event: event.to_string(),
+        };
+        match ev {
+            InformerEvent::Added(o) => self.route_output(&o, trig(&o, "added")),
+            InformerEvent::Updated { old, new } => {
+                let t = trig(&new, "updated");
+                if object::controller_ref(&old).map(|r| r.uid)
+                    != object::controller_ref(&new).map(|r| r.uid)
+                    || object::label(&old, MAP_KEY_LABEL) != object::label(&new, MAP_KEY_LABEL)
+                {
+                    self.route_output(&old, t.clone());
+                }
+                self.route_output(&new, t);
+            }
+            InformerEvent::Deleted(o) => self.route_output(&o, trig(&o, "deleted")),
+            InformerEvent::Relisted => self.enqueue_all(Trigger::Child {
+                resource: self.outputs[slot].ty.key.clone(),
+                object: "*".into(),
+                event: "relisted".into(),
+            }),
+        }
+    }
+
+    /// An output event goes to its parent's key (by owner uid and map-key label); one without a
+    /// key only changes the parent's counts; an orphan carrying a key goes to the parents that
+    /// select that key's input (they may adopt it).
+    fn route_output(&self, o: &Value, trigger: Trigger) {
+        let mk = object::label(o, MAP_KEY_LABEL);
+        match object::controller_ref(o) {
+            Some(r) => {
+                let parent = self
+                    .state
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.uid_to_key.get(&r.uid).cloned());
+                let Some(pk) = parent else { return };
+                match mk {
+                    Some(k) => self.queue.add(MapWork::Key(pk, Arc::from(k)), trigger),
+                    None => self
+                        .queue
+                        .add_after(MapWork::Status(pk), trigger, STATUS_DELAY),
+                }
+            }
+            None => {
+                let Some(k) = mk else { return };
+                let input = self
+                    .state
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.inputs.get(k).cloned());
+                if let Some((slot, key)) = input
+                    && let Some(obj) = self.inputs[slot].informer.get(&key)
+                {
+                    self.enqueue_input(None, Some(&obj), &trigger);
+                }
+            }
+        }
+    }
+
+    async fn hook(
+        &self,
+        which: &str,
+        spec: &HookSpec,
+        work: &MapWork,
+        body: &Value,
+    ) -> Result<Value, SyncFailure> {
+        self.caller.call(&self.ctx, which, spec, work, body).await
+    }
+
+    /// One unit of work; failures are recorded as `SyncError` events on the parent.
+    pub async fn sync_work(&self, work: &MapWork, triggers: &[Trigger]) -> SyncOutcome {
+        let result = match work {
+            MapWork::Parent(pk) => self.sync_parent(pk, triggers).await,
+            MapWork::Status(pk) => self.sync_status(pk).await,
+            MapWork::Key(pk, mk) => self.sync_key(work, pk, mk, triggers).await,
+        };
+        match result {
+            Ok(out) => out,
+            Err(failure) => {
+                if failure.retry_after.is_none()
+                    && let Some(p) = self.parent_informer.get(work.parent())
+                {
+                    self.ctx.recorder.sync_error(&p, &failure.message).await;
+                }
+                SyncOutcome {
+                    error: Some(failure),
+                    ..SyncOutcome::default()
+                }
+            }
+        }
+    }
+
+    fn fail(message: String) -> SyncFailure {
+        SyncFailure {
+            message,
+            retry_after: None,
+        }
+    }
+
+    fn with_parent_state<R>(
+        &self,
+        pk: &ObjectKey,
+        f: impl FnOnce(&mut ParentState) -> R,
+    ) -> Option<R> {
+        self.state
+            .lock()
+            .ok()
+            .map(|mut s| f(s.parents.entry(pk.clone()).or_default()))
+    }
+
+    /// The parent, when it exists, is not being deleted (the garbage collector deletes its
+    /// outputs) and is in scope.
+    fn live_parent(&self, pk: &ObjectKey) -> Option<Arc<Value>> {
+        let parent = self.parent_informer.get(pk)?;
+        if object::is_deleting(&parent) || !self.in_scope(&parent) {
+            return None;
+        }
+        self.remember_uid(&parent, pk);
+        Some(parent)
+    }
+
+    /// Fan out to every key of the parent: the inputs it selects and the keys of its outputs
+    /// (detached ones included), then refresh its status.
+    async fn sync_parent(
+        &self,
+        pk: &ObjectKey,
+        triggers: &[Trigger],
+    ) -> Result<SyncOutcome, SyncFailure> {
+        let Some(parent) = self.live_parent(pk) else {
+            return Ok(SyncOutcome::default());
+        };
+        let selector = match Self::input_selector(&parent) {
+            Ok(s) => {
+                self.with_parent_state(pk, |ps| ps.error = None);
+                s
+            }
+            Err(e) => {
+                self.with_parent_state(pk, |ps| ps.error = Some(e.clone()));
+                self.queue
+                    .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
+                return Err(Self::fail(e));
+            }
+        };
+        let (mut keys, _) = self.live_keys(&parent, &selector);
+        let uid = object::uid(&parent).unwrap_or_default();
+        for slot in &self.outputs {
+            for o in slot.informer.controlled_by(uid) {
+                if let Some(k) = object::label(&o, MAP_KEY_LABEL) {
+                    keys.insert(k.to_string());
+                }
+            }
+        }
+        self.with_parent_state(pk, |ps| {
+            ps.fingerprints.retain(|k, _| keys.contains(k));
+            ps.failures.retain(|k, _| keys.contains(k));
+            ps.exchanges.retain(|k, _| keys.contains(k));
+        });
+        for k in keys {
+            let work = MapWork::Key(pk.clone(), Arc::from(k));
+            for t in triggers {
+                self.queue.add(work.clone(), t.clone());
+            }
+        }
+        self.queue
+            .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
+        Ok(SyncOutcome::default())
+    }
+
+    /// The outputs of one key: those this parent controls and carry the key's label, plus
+    /// orphans carrying it (to adopt, when `adopt` is set), by output type.
+    fn observe(
+        &self,
+        parent: &Value,
+        mk: &str,
+        adopt: bool,
+    ) -> Result<(Observed, Orphans), SyncFailure> {
+        let uid = object::uid(parent).unwrap_or_default();
+        let sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}"))
+            .map_err(|e| Self::fail(format!("map key {mk} is not a valid label value: {e}")))?;
+        let ns = self.scope_ns(parent);
+        let mut observed = BTreeMap::new();
+        let mut orphans = Vec::new();
+        for slot in &self.outputs {
+            let mut mine = Vec::new();
+            for o in slot.informer.select(ns, &sel) {
+                match object::controller_ref(&o) {
+                    Some(r) if r.uid == uid => mine.push(o),
+                    None if adopt && !object::is_deleting(&o) => {
+                        orphans.push((slot.ty.key.clone(), o))
+                    }
+                    _ => {}
+                }
+            }
+            observed.insert(slot.ty.key.clone(), mine);
+        }
+        Ok((observed, orphans))
+    }
+
+    /// The fingerprint of what a key sync looks at: parent (without status), input, outputs.
+    fn fingerprint(
+        head: u64,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        orphans: &[(String, Arc<Value>)],
+    ) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        head.hash(&mut h);
+        for (t, objs) in observed {
+            t.hash(&mut h);
+            for o in objs {
+                object::uid(o).hash(&mut h);
+                object::resource_version(o).hash(&mut h);
+            }
+        }
+        for (t, o) in orphans {
+            t.hash(&mut h);
+            object::uid(o).hash(&mut h);
+            object::resource_version(o).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Reconcile one key: map hook for a selected input, tombstone hook (or deletion) for the
+    /// outputs of one that is gone.
+    async fn sync_key(
+        &self,
+        work: &MapWork,
+        pk: &ObjectKey,
+        mk: &str,
+        triggers: &[Trigger],
+    ) -> Result<SyncOutcome, SyncFailure> {
+        let Some(parent) = self.live_parent(pk) else {
+            return Ok(SyncOutcome::default());
+        };
+        let Ok(selector) = Self::input_selector(&parent) else {
+            // The parent's own sync reports it.
+            return Ok(SyncOutcome::default());
+        };
+        let uid = object::uid(&parent).unwrap_or_default().to_string();
+        let input = self
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.inputs.get(mk).cloned())
+            .and_then(|(slot, key)| self.inputs[slot].informer.get(&key))
+            .filter(|o| map_plan::map_key(o) == mk && self.selects(&parent, &selector, o));
+        let (observed, orphans) = self.observe(&parent, mk, input.is_some())?;
+
+        let head = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(&strip_volatile(&parent, true))
+                .unwrap_or_default()
+                .hash(&mut h);
+            input
+                .as_ref()
+                .map(|i| (object::uid(i), object::resource_version(i)))
+                .hash(&mut h);
+            h.finish()
+        };
+        let before = Self::fingerprint(head, &observed, &orphans);
+        let remembered = self.with_parent_state(pk, |ps| ps.fingerprints.get(mk).copied());
+        if !forced(triggers) && remembered.flatten() == Some(before) {
+            return Ok(SyncOutcome::default());
+        }
+
+        let result = self
+            .reconcile_key(
+                work,
+                &parent,
+                &uid,
+                mk,
+                input.as_deref(),
+                &observed,
+                &orphans,
+            )
+            .await;
+        match result {
+            Ok((outcome, gone)) => {
+                let after = if outcome.writes > 0 {
+                    let (o, orph) = self.observe(&parent, mk, input.is_some())?;
+                    Self::fingerprint(head, &o, &orph)
+                } else {
+                    before
+                };
+                self.with_parent_state(pk, |ps| {
+                    ps.failures.remove(mk);
+                    if gone {
+                        ps.fingerprints.remove(mk);
+                        ps.exchanges.remove(mk);
+                    } else if !self.ctx.is_paused() {
+                        ps.fingerprints.insert(mk.to_string(), after);
+                    }
+                });
+                // Counts (outputs, conditions, detached) may have changed with anything this
+                // key saw or wrote; coalesced, and written only when it differs.
+                self.queue
+                    .add_after(MapWork::Status(pk.clone()), Trigger::Converge, STATUS_DELAY);
+                Ok(outcome)
+            }
+            Err(f) => {
+                if f.retry_after.is_none() {
+                    let message = f.message.clone();
+                    self.with_parent_state(pk, |ps| {
+                        ps.fingerprints.remove(mk);
+                        ps.failures.insert(mk.to_string(), message);
+                    });
+                    self.queue
+                        .add_after(MapWork::Status(pk.clone()), Trigger::Retry, STATUS_DELAY);
+                }
+                Err(f)
+            }
+        }
+    }
+
+    /// Call the hook for a key, plan and execute. Returns the outcome and whether the key is
+    /// gone for good (detached and no output left).
+    #[allow(clippy::too_many_arguments)]
+    async fn reconcile_key(
+        &self,
+        work: &MapWork,
+        parent: &Value,
+        uid: &str,
+        mk: &str,
+        input: Option<&Value>,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        orphans: &[(String, Arc<Value>)],
+    ) -> Result<(SyncOutcome, bool), SyncFailure> {
+        let pk = work.parent();
+        let mut plan = Plan::default();
+        let mut outcome = SyncOutcome::default();
+        let types: Vec<ChildType> = self.outputs.iter().map(|s| s.ty.clone()).collect();
+        match input {
+            Some(input) => {
+                // Orphans carrying this key are adopted; the hook sees them as ours.
+                let mut observed = observed.clone();
+                for (t, o) in orphans {
+                    plan::plan_ownership(parent, t, std::slice::from_ref(o), &[], &mut plan);
+                    let mut v = (**o).clone();
+                    v["metadata"]["ownerReferences"] =
+                        Value::Array(ownership::with_controller_ref(o, parent));
+                    observed.entry(t.clone()).or_default().push(Arc::new(v));
+                }
+                let spec = &self.map_hook;
+                let request = hookapi::map_request(
+                    &self.def.raw,
+                    parent,
+                    mk,
+                    input,
+                    self.output_map(spec.version, &observed),
+                );
+                let body = self.hook("map", spec, work, &request).await?;
+                self.with_parent_state(pk, |ps| {
+                    ps.exchanges
+                        .insert(mk.to_string(), ("map".into(), request, body.clone()))
+                });
+                let resp = hookapi::decode_map("map", spec.version, &body)
+                    .map_err(|e| Self::fail(e.to_string()))?;
+                let mut desired = plan::normalize_desired(
+                    parent,
+                    &types,
+                    &LabelSelector::default(),
+                    false,
+                    resp.outputs,
+                )
+                .map_err(|e| Self::fail(format!("map hook: {e}")))?;
+                map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
+                map_plan::check_clashes(&desired, uid, mk, |id| {
+                    let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
+                    slot.informer
+                        .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))
+                })
+                .map_err(|e| Self::fail(format!("map hook: {e}")))?;
+                plan::plan_children(
+                    &ChildrenInput {
+                        parent,
+                        types: &types,
+                        observed: &observed,
+                        desired: &desired,
+                    },
+                    &mut plan,
+                );
+                outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
+            }
+            None => {
+                if observed.values().all(Vec::is_empty) {
+                    return Ok((outcome, true));
+                }
+                let keep = match &self.tombstone_hook {
+                    None => BTreeSet::new(),
+                    Some(spec) => {
+                        let request = hookapi::tombstone_request(
+                            &self.def.raw,
+                            parent,
+                            mk,
+                            self.output_map(spec.version, observed),
+                        );
+                        let body = self.hook("tombstone", spec, work, &request).await?;
+                        self.with_parent_state(pk, |ps| {
+                            ps.exchanges
+                                .insert(mk.to_string(), ("tombstone".into(), request, body.clone()))
+                        });
+                        let resp = hookapi::decode_map("tombstone", spec.version, &body)
+                            .map_err(|e| Self::fail(e.to_string()))?;
+                        outcome.resync_after =
+                            resp.resync_after_seconds.map(Duration::from_secs_f64);
+                        self.kept(parent, mk, &types, observed, &resp.outputs)?
+                    }
+                };
+                map_plan::plan_detached(observed, &keep, &mut plan);
+            }
+        }
+
+        if plan.is_empty() {
+            return Ok((outcome, false));
+        }
+        if self.ctx.is_paused() {
+            self.ctx.bus.publish(EngineEvent::PlanHeld {
+                controller: self.name.clone(),
+                parent: work.to_string(),
+                actions: plan.describe(),
+            });
+            return Ok((outcome, false));
+        }
+        let target = Target {
+            controller: &self.name,
+            parent,
+            parent_info: &self.parent,
+            types: &self.types,
+            revisions: None,
+            finalizer: "",
+        };
+        let report = self.ctx.executor.execute(&target, &plan).await;
+        self.await_expectations(&report.expectations).await;
+        outcome.writes = report.writes;
+        if !report.errors.is_empty() {
+            return Err(Self::fail(report.errors.join("; ")));
+        }
+        Ok((outcome, false))
+    }
+
+    /// Observed outputs in the hooks' map format, one entry per output resource.
+    fn output_map(
+        &self,
+        version: hookapi::Version,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+    ) -> Value {
+        let groups: Vec<(String, Vec<Arc<Value>>)> = self
+            .outputs
+            .iter()
+            .map(|s| {
+                (
+                    s.ty.key.clone(),
+                    observed.get(&s.ty.key).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        hookapi::object_map(version, self.parent.namespaced, &groups)
+    }
+
+    /// The ids the tombstone hook keeps; each must be a detached output of this key.
+    fn kept(
+        &self,
+        parent: &Value,
+        mk: &str,
+        types: &[ChildType],
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        listed: &[Value],
+    ) -> Result<BTreeSet<ChildId>, SyncFailure> {
+        let have: BTreeSet<ChildId> = observed
+            .iter()
+            .flat_map(|(t, objs)| objs.iter().map(move |o| ChildId::of(t, o)))
+            .collect();
+        let mut keep = BTreeSet::new();
+        for (i, o) in listed.iter().enumerate() {
+            let (av, kind) = (
+                object::api_version(o).unwrap_or_default(),
+                object::kind(o).unwrap_or_default(),
+            );
+            let Some(t) = types.iter().find(|t| t.api_version == av && t.kind == kind) else {
+                return Err(Self::fail(format!(
+                    "tombstone hook: outputs[{i}] is a {kind}.{av}, which is not an output resource of this controller"
+                )));
+            };
+            let mut v = o.clone();
+            if t.namespaced && object::namespace(o).is_none_or(str::is_empty) {
+                v["metadata"]["namespace"] =
+                    Value::from(object::namespace(parent).unwrap_or_default());
+            }
+            let id = ChildId::of(&t.key, &v);
+            if !have.contains(&id) {
+                return Err(Self::fail(format!(
+                    "tombstone hook: outputs[{i}] ({id}) is not a detached output of map key {mk}; the tombstone hook can only keep existing outputs, not create or rename them"
+                )));
+            }
+            keep.insert(id);
+        }
+        Ok(keep)
+    }
+
+    /// Recompute and write the engine-owned status of a parent.
+    async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncFailure> {
+        let Some(parent) = self.live_parent(pk) else {
+            return Ok(SyncOutcome::default());
+        };
+        let uid = object::uid(&parent).unwrap_or_default();
+        let selector = Self::input_selector(&parent);
+        let (live, counts) = match &selector {
+            Ok(s) => self.live_keys(&parent, s),
+            Err(_) => (HashSet::new(), vec![0; self.inputs.len()]),
+        };
+        let (failures, parent_error) = self
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| {
+                s.parents
+                    .get(pk)
+                    .map(|ps| (ps.failures.clone(), ps.error.clone()))
+            })
+            .unwrap_or_default();
+        let parent_error = selector.err().or(parent_error);
+        let input = StatusInput {
+            inputs: self
+                .inputs
+                .iter()
+                .zip(counts)
+                .map(|(s, n)| (s.info.api_resource.plural.clone(), n))
+                .collect(),
+            outputs: self
+                .outputs
+                .iter()
+                .map(|s| {
+                    (
+                        s.info.api_resource.plural.clone(),
+                        s.informer.controlled_by(uid),
+                    )
+                })
+                .collect(),
+            live_keys: &live,
+            failures: &failures,
+            parent_error: parent_error.as_deref(),
+        };
+        let now = jiff::Timestamp::now().to_string();
+        let (status, synced) = map_plan::aggregate_status(&input, &now);
+        let mut plan = Plan {
+            status: plan::status_change(&parent, Some(&status), &[synced]),
+            ..Plan::default()
+        };
+        if plan.status.is_none() {
+            return Ok(SyncOutcome::default());
+        }
+        if self.ctx.is_paused() {
+            self.ctx.bus.publish(EngineEvent::PlanHeld {
+                controller: self.name.clone(),
+                parent: pk.to_string(),
+                actions: plan.describe(),
+            });
+            return Ok(SyncOutcome::default());
+        }
+        let target = Target {
+            controller: &self.name,
+            parent: &parent,
+            parent_info: &self.parent,
+            types: &self.types,
+            revisions: None,
+            finalizer: "",
+        };
+        let report = self.ctx.executor.execute(&target, &plan).await;
+        if let Some(st) = report.status_written.clone()
+            && let Ok(mut s) = self.state.lock()
+        {
+            s.last_status.insert(pk.clone(), st);
+        }
+        plan.status = None;
+        self.await_expectations(&report.expectations).await;
+        if !report.errors.is_empty() {
+            return Err(Self::fail(report.errors.join("; ")));
+        }
+        Ok(SyncOutcome {
+            writes: report.writes,
+            ..SyncOutcome::default()
+        })
+    }
+
+    async fn await_expectations(&self, expectations: &[Expectation]) {
+        shared::await_expectations(expectations, |type_key| {
+            if type_key == self.parent.key() {
+                Some(&self.parent_informer)
+            } else {
+                self.outputs
+                    .iter()
+                    .find(|s| s.ty.key == type_key)
+                    .map(|s| &s.informer)
+            }
+        })
+        .await;
+    }
+}
+
+impl ControllerHandle for MapCtl {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn queue_stats(&self) -> super::queue::QueueStats {
+        self.queue.stats()
+    }
+    fn parent_count(&self) -> usize {
+        self.parents_in_scope().len()
+    }
+    fn enqueue_all(&self, trigger: Trigger) {
+        MapCtl::enqueue_all(self, trigger);
+    }
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        MapCtl::enqueue_named(self, name, trigger)
+    }
+    fn hook_reloaded(&self) {
+        MapCtl::enqueue_all(self, Trigger::HookReloaded);
+    }
+    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
+        self.hooks()
+            .into_iter()
+            .map(|(n, h)| (n, h.clone()))
+            .collect()
+    }
+    fn exchanges(&self) -> Vec<Exchange> {
+        MapCtl::exchanges(self)
+    }
+    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
+        Box::pin(MapCtl::replay(self, exchanges))
+    }
+}
+
+/// Start a MapController: resolve, start informers and routers, index inputs, queue every
+/// parent, announce it; returns its handle and the worker loop to run until `stop`.
+pub async fn launch(
+    def: Controller<MapControllerSpec>,
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    tracker: Arc<Tracker>,
+) -> Result<shared::Launched, StartError> {
+    let ctl = MapCtl::start(def, Arc::clone(&ctx), &stop).await?;
+    ctl.spawn_routers(&stop);
+    MapCtl::enqueue_all(&ctl, Trigger::ParentAdded);
+    let parent_resource = ctl.parent_resource().key();
+    let lp = Arc::new(MapLoop {
+        inner: Arc::clone(&ctl),
+    });
+    Ok(shared::launched(
+        ctx,
+        KIND,
+        ctl,
+        parent_resource,
+        lp,
+        stop,
+        tracker,
+    ))
+}
+
+/// Adapter so the shared loop can drive a map controller.
+pub struct MapLoop {
+    /// The controller.
+    pub inner: Arc<MapCtl>,
+}
+
+impl Reconciler for MapLoop {
+    type Key = MapWork;
+
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
+        &self.inner.queue
+    }
+
+    async fn sync(&self, key: &MapWork, triggers: &[Trigger]) -> SyncOutcome {
+        self.inner.sync_work(key, triggers).await
+    }
+
+    fn confirm_writes(&self) -> bool {
+        // A key sync recognises its own writes' echo by fingerprint (no second hook call).
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_keys_display_parent_and_key() {
+        let p = ObjectKey::new(Some("ns"), "sched");
+        assert_eq!(MapWork::Parent(p.clone()).to_string(), "ns/sched");
+        assert_eq!(MapWork::Status(p.clone()).to_string(), "ns/sched (status)");
+        assert_eq!(
+            MapWork::Key(p, Arc::from("persistentvolumeclaim-a-0123")).to_string(),
+            "ns/sched persistentvolumeclaim-a-0123"
+        );
+    }
+
+    #[test]
+    fn only_resyncs_reloads_and_manual_requests_force_a_hook_call() {
+        assert!(!forced(&[Trigger::Converge, Trigger::ParentChanged]));
+        assert!(!forced(&[Trigger::Child {
+            resource: "ConfigMap.v1".into(),
+            object: "ns/a".into(),
+            event: "updated".into()
+        }]));
+        for t in [
+            Trigger::ResyncPeriod,
+            Trigger::ResyncAfter,
+            Trigger::Manual,
+            Trigger::HookReloaded,
+        ] {
+            assert!(forced(&[Trigger::Converge, t.clone()]), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn absent_or_null_selector_selects_every_input() {
+        let everything = LabelSelector::default();
+        assert_eq!(
+            MapCtl::input_selector(&serde_json::json!({"spec": {}})).unwrap(),
+            everything
+        );
+        assert_eq!(
+            MapCtl::input_selector(&serde_json::json!({"spec": {"selector": null}})).unwrap(),
+            everything
+        );
+        let e =
+            MapCtl::input_selector(&serde_json::json!({"spec": {"selector": {"matchLabels": 3}}}))
+                .unwrap_err();
+        assert!(e.contains("spec.selector is invalid"), "{e}");
+    }
+}
