@@ -724,3 +724,118 @@ spec:
     assert!(stderr.contains("boom: the hook is broken"), "{stderr}");
     assert!(names(&sb, &pods(), "default").await.is_empty());
 }
+
+/// `--from-cluster decoratorcontroller/NAME` runs a DecoratorController read from the cluster;
+/// without --force, one of the same name there stops `dev`; a wrong kind prefix is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_cluster_reads_a_decorator_controller() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let crd_ar = ar(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "decoratorcontrollers.metacontroller.k8s.io"},
+        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
+            "names": {"plural": "decoratorcontrollers", "singular": "decoratorcontroller",
+                "kind": "DecoratorController", "shortNames": ["dec"]},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let dc_ar = ApiResource {
+        group: "metacontroller.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "metacontroller.k8s.io/v1alpha1".into(),
+        kind: "DecoratorController".into(),
+        plural: "decoratorcontrollers".into(),
+    };
+    let dc_api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &dc_ar);
+    wait_for("decoratorcontrollers to be served", TIMEOUT, || {
+        let api = dc_api.clone();
+        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    let dir = example("service-per-pod");
+    let yaml = std::fs::read_to_string(format!("{dir}/10-controller.yaml")).unwrap();
+    let mut dc: Value = serde_saphyr::from_str(&yaml).unwrap();
+    let script = format!("{dir}/exec_hook.py");
+    for h in ["sync", "finalize"] {
+        dc["spec"]["hooks"][h] = json!({"exec": {"command": ["python3", script]}});
+    }
+    let obj: DynamicObject = serde_json::from_value(dc).unwrap();
+    dc_api.create(&PostParams::default(), &obj).await.unwrap();
+
+    // The file's definition: refused, an in-cluster Metacontroller may run it.
+    let out = run(meta(
+        home.path(),
+        &["--kubeconfig", &kc(&sb), "dev", "-f", &dir, "--once"],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(
+        stderr.contains("DecoratorController service-per-pod exists"),
+        "{stderr}"
+    );
+
+    // The cluster's definition, with --force: the StatefulSet is decorated.
+    let sample = format!("{dir}/20-sample.yaml");
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &sample,
+            "--from-cluster",
+            "decoratorcontroller/service-per-pod",
+            "--force",
+            "--once",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    let sts_ar = ApiResource {
+        group: "apps".into(),
+        version: "v1".into(),
+        api_version: "apps/v1".into(),
+        kind: "StatefulSet".into(),
+        plural: "statefulsets".into(),
+    };
+    let sts = get(&sb, &sts_ar, Some("default"), "nginx")
+        .await
+        .expect("statefulset nginx");
+    assert_eq!(
+        sts["metadata"]["finalizers"],
+        json!(["metacontroller.io/decoratorcontroller-service-per-pod"])
+    );
+
+    // A kind that cannot be read from the cluster.
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--from-cluster",
+            "mapcontroller/x",
+            "--once",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert!(
+        stderr.contains("use compositecontroller/NAME or decoratorcontroller/NAME"),
+        "{stderr}"
+    );
+}

@@ -777,3 +777,94 @@ async fn paused_mode_holds_the_label_merge_like_every_other_write() {
     );
     engine.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_crd_targets_get_cluster_scoped_attachments() {
+    // For each CRD labelled decorate=yes: a label on the CRD, and a ClusterRole that can read
+    // its resources, owned by the CRD.
+    let w = World::new(
+        "Parent",
+        sync_fn(|req| {
+            let crd = &req["object"];
+            let name = crd["metadata"]["name"].as_str().unwrap();
+            json!({
+                "labels": {"viewer-role": format!("{name}-viewer")},
+                "attachments": [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": format!("{name}-viewer")},
+                    "rules": [{"apiGroups": [crd["spec"]["group"]],
+                        "resources": [crd["spec"]["names"]["plural"]],
+                        "verbs": ["get", "list", "watch"]}]}],
+            })
+        }),
+    )
+    .await;
+    install_crd(w.client(), "Other", true).await;
+    let crd_ar = kube::discovery::ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let role_ar = kube::discovery::ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: "ClusterRole".into(),
+        plural: "clusterroles".into(),
+    };
+    let crds = kube::Api::<kube::api::DynamicObject>::all_with(w.client().clone(), &crd_ar);
+    let roles = kube::Api::<kube::api::DynamicObject>::all_with(w.client().clone(), &role_ar);
+    let target = format!("parents.{GROUP}");
+    crds.patch(
+        &target,
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"labels": {"decorate": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    let engine = Running::start(
+        w.client(),
+        vec![decorator(
+            "crd-viewers",
+            json!([{"apiVersion": "apiextensions.k8s.io/v1", "resource": "customresourcedefinitions",
+                "labelSelector": {"matchLabels": {"decorate": "yes"}}}]),
+            json!([{"apiVersion": "rbac.authorization.k8s.io/v1", "resource": "clusterroles"}]),
+            json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+        )],
+    )
+    .await;
+    engine.converge().await;
+    let crd = serde_json::to_value(crds.get(&target).await.unwrap()).unwrap();
+    assert_eq!(
+        crd["metadata"]["labels"]["viewer-role"],
+        json!(format!("{target}-viewer"))
+    );
+    let role = serde_json::to_value(roles.get(&format!("{target}-viewer")).await.unwrap()).unwrap();
+    assert_eq!(
+        controller_ref(&role),
+        Some((
+            "CustomResourceDefinition".into(),
+            target.clone(),
+            uid_of(&crd)
+        ))
+    );
+    assert_eq!(
+        role["metadata"]["annotations"][ANNOTATION],
+        json!("crd-viewers")
+    );
+    assert_eq!(role["rules"][0]["resources"], json!(["parents"]));
+    // The unlabelled CRD is not a target.
+    let other = format!("others.{GROUP}");
+    assert!(
+        roles
+            .get_opt(&format!("{other}-viewer"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let o = serde_json::to_value(crds.get(&other).await.unwrap()).unwrap();
+    assert!(o["metadata"]["labels"]["viewer-role"].is_null());
+    assert_eq!(engine.failed_syncs(), vec![]);
+    engine.stop().await;
+}
