@@ -14,8 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::discovery::ApiResource;
 use kubectl_meta::devloop::{DevLoop, DevLoopConfig};
 use kubectl_meta::engine::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::EventBus;
@@ -25,14 +23,8 @@ use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{ar, arg, client_for};
 
 /// The hook logic, shared by both forms: one ConfigMap per parent with data.version.
 const LOGIC: &str = r#"
@@ -70,58 +62,9 @@ class H(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 "#;
 
-async fn client_for(sb: &Sandbox) -> kube::Client {
-    let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(cfg).expect("client")
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
 async fn setup(client: &kube::Client, parents: usize) {
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.bench.kubectl-meta.dev"},
-        "spec": {"group": "bench.kubectl-meta.dev", "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .expect("crd");
-    Api::<DynamicObject>::all_with(
-        client.clone(),
-        &ar(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        ),
-    )
-    .create(&PostParams::default(), &crd)
-    .await
-    .expect("create crd");
-    let wa = ar("bench.kubectl-meta.dev", "v1", "Widget", "widgets");
+    let wa = common::install_crd(client, "Widget", "widgets").await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &wa);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while api.list(&ListParams::default()).await.is_err() {
-        assert!(Instant::now() < deadline, "CRD not served");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     for i in 0..parents {
         let p: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Widget",

@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::post;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::discovery::ApiResource;
 use kubectl_meta::engine::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
 use kubectl_meta::engine::runtime::Engine;
@@ -25,14 +23,8 @@ use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{arg, client_for};
 
 async fn hook_server(children: usize, calls: Arc<AtomicUsize>) -> String {
     let app = axum::Router::new().route(
@@ -66,14 +58,6 @@ async fn hook_server(children: usize, calls: Arc<AtomicUsize>) -> String {
     format!("http://{addr}/sync")
 }
 
-async fn client_for(sb: &Sandbox) -> kube::Client {
-    let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(cfg).expect("client")
-}
-
 async fn global_rv(client: &kube::Client) -> u64 {
     let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(client.clone());
     let list = api
@@ -96,27 +80,7 @@ async fn main() {
     let client = client_for(&sb).await;
 
     // The parent CRD.
-    let crd_ar = ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-    };
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "benches.bench.kubectl-meta.dev"},
-        "spec": {"group": "bench.kubectl-meta.dev", "scope": "Namespaced",
-            "names": {"plural": "benches", "singular": "bench", "kind": "Bench"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .expect("crd");
-    Api::<DynamicObject>::all_with(client.clone(), &crd_ar)
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("create crd");
+    let bench_ar = common::install_crd(&client, "Bench", "benches").await;
 
     let calls = Arc::new(AtomicUsize::new(0));
     let url = hook_server(children, Arc::clone(&calls)).await;
@@ -162,13 +126,6 @@ async fn main() {
     assert!(idle.converged, "engine did not start: {idle:?}");
 
     // 1. Parent creation to all children created.
-    let bench_ar = ApiResource {
-        group: "bench.kubectl-meta.dev".into(),
-        version: "v1".into(),
-        api_version: "bench.kubectl-meta.dev/v1".into(),
-        kind: "Bench".into(),
-        plural: "benches".into(),
-    };
     let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &bench_ar);
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();

@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::post;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::discovery::ApiResource;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kubectl_meta::engine::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::EventBus;
 use kubectl_meta::engine::runtime::Engine;
@@ -26,14 +24,8 @@ use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{arg, client_for};
 
 /// The map hook: input `in-N` -> output ConfigMap `out-N` with the input's data.
 async fn hook_server(calls: Arc<AtomicUsize>) -> String {
@@ -61,14 +53,6 @@ async fn hook_server(calls: Arc<AtomicUsize>) -> String {
     format!("http://{addr}/map")
 }
 
-async fn client_for(sb: &Sandbox) -> kube::Client {
-    let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(cfg).expect("client")
-}
-
 /// Peak resident set size of this process (engine, sandbox and hook server together), in MiB.
 fn peak_rss_mib() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -86,41 +70,8 @@ async fn main() {
     let sb = Sandbox::start(cfg).await.expect("sandbox");
     let client = client_for(&sb).await;
 
-    let crd_ar = ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-    };
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "maps.bench.kubectl-meta.dev"},
-        "spec": {"group": "bench.kubectl-meta.dev", "scope": "Namespaced",
-            "names": {"plural": "maps", "singular": "map", "kind": "Map"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .expect("crd");
-    Api::<DynamicObject>::all_with(client.clone(), &crd_ar)
-        .create(&PostParams::default(), &crd)
-        .await
-        .expect("create crd");
-    let map_ar = ApiResource {
-        group: "bench.kubectl-meta.dev".into(),
-        version: "v1".into(),
-        api_version: "bench.kubectl-meta.dev/v1".into(),
-        kind: "Map".into(),
-        plural: "maps".into(),
-    };
+    let map_ar = common::install_crd(&client, "Map", "maps").await;
     let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &map_ar);
-    for _ in 0..600 {
-        if papi.list(&ListParams::default()).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 
     // The inputs and the parent, before the engine starts.
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
