@@ -7,7 +7,8 @@
 //! - [`k8s`]: Kubernetes client side: connection and context safety, discovery, shared informers
 //!   with indexes, leases, object accessors, selectors, manifests.
 //! - [`hooks`]: calling hooks: webhooks and local programs (exec).
-//! - [`engine`]: the controller engine (pure plan + executor, CompositeController, work queue).
+//! - [`engine`]: the controller engine (pure plan + executor; Composite-, Decorator- and
+//!   MapController; work queue).
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
