@@ -655,7 +655,11 @@ impl MapCtl {
         work: &MapWork,
         body: &Value,
     ) -> Result<Value, SyncFailure> {
-        self.caller.call(&self.ctx, which, spec, work, body).await
+        let mut info = self.caller.info(which, work);
+        if let MapWork::Key(_, k) = work {
+            info.map_key = Some(k.to_string());
+        }
+        self.caller.call_as(&self.ctx, spec, info, body).await
     }
 
     /// One unit of work; failures are recorded as `SyncError` events on the parent.

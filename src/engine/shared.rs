@@ -531,6 +531,7 @@ impl Caller {
             controller_kind: self.kind.to_string(),
             controller: self.controller.clone(),
             parent: key.to_string(),
+            map_key: None,
         }
     }
 
@@ -544,7 +545,19 @@ impl Caller {
         key: &(dyn Display + Sync),
         body: &Value,
     ) -> Result<Value, SyncFailure> {
-        let call = call_hook(ctx, spec, self.info(hook, key), body).await;
+        self.call_as(ctx, spec, self.info(hook, key), body).await
+    }
+
+    /// [`Caller::call`] with a call record the caller built (e.g. with a map key).
+    pub async fn call_as(
+        &self,
+        ctx: &EngineContext,
+        spec: &HookSpec,
+        info: CallInfo,
+        body: &Value,
+    ) -> Result<Value, SyncFailure> {
+        let hook = info.hook.clone();
+        let call = call_hook(ctx, spec, info, body).await;
         call.result.map_err(|e| SyncFailure {
             retry_after: e
                 .is_rate_limited()

@@ -1,7 +1,8 @@
 //! Exec hooks: run a local program once per call, request JSON on stdin, answer JSON on stdout.
 //!
 //! The program inherits the environment plus `KUBECTL_META_HOOK`, `KUBECTL_META_CONTROLLER`,
-//! `KUBECTL_META_CONTROLLER_KIND`, `KUBECTL_META_PARENT` and the hook's own `env`. It runs in its
+//! `KUBECTL_META_CONTROLLER_KIND`, `KUBECTL_META_PARENT`, `KUBECTL_META_MAP_KEY` (map and
+//! tombstone calls; empty otherwise) and the hook's own `env`. It runs in its
 //! own process group. Stdin is written while stdout and stderr are read, all concurrently, so a
 //! large request and a chatty program cannot deadlock; a program that exits without reading
 //! stdin is fine (the broken pipe is ignored). Stderr is kept (last 64 KiB) in the call record.
@@ -125,7 +126,11 @@ async fn execute(
         .env("KUBECTL_META_HOOK", &run.info.hook)
         .env("KUBECTL_META_CONTROLLER", &run.info.controller)
         .env("KUBECTL_META_CONTROLLER_KIND", &run.info.controller_kind)
-        .env("KUBECTL_META_PARENT", &run.info.parent)
+        .env("KUBECTL_META_PARENT", run.info.parent_only())
+        .env(
+            "KUBECTL_META_MAP_KEY",
+            run.info.map_key.as_deref().unwrap_or_default(),
+        )
         .envs(run.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -323,6 +328,7 @@ mod tests {
             controller_kind: "CompositeController".into(),
             controller: "hello".into(),
             parent: "default/p1".into(),
+            map_key: None,
         }
     }
 
@@ -400,7 +406,7 @@ mod tests {
             r#"import json, os, sys
 req = json.load(sys.stdin)
 env = {k: os.environ.get(k) for k in ["KUBECTL_META_HOOK", "KUBECTL_META_CONTROLLER",
-       "KUBECTL_META_CONTROLLER_KIND", "KUBECTL_META_PARENT", "EXTRA"]}
+       "KUBECTL_META_CONTROLLER_KIND", "KUBECTL_META_PARENT", "KUBECTL_META_MAP_KEY", "EXTRA"]}
 print("log line", file=sys.stderr)
 json.dump({"got": req, "env": env, "cwd": os.getcwd(), "n": 3, "f": 3.0}, sys.stdout)
 "#,
@@ -416,9 +422,26 @@ json.dump({"got": req, "env": env, "cwd": os.getcwd(), "n": 3, "f": 3.0}, sys.st
                 "KUBECTL_META_CONTROLLER": "hello",
                 "KUBECTL_META_CONTROLLER_KIND": "CompositeController",
                 "KUBECTL_META_PARENT": "default/p1",
+                "KUBECTL_META_MAP_KEY": "",
                 "EXTRA": "from-definition",
             })
         );
+        // A map call: the parent alone, and the map key.
+        let map = CallInfo {
+            hook: "map".into(),
+            controller_kind: "MapController".into(),
+            controller: "m".into(),
+            parent: "default/p1 configmap-a-0123456789abcdef".into(),
+            map_key: Some("configmap-a-0123456789abcdef".into()),
+        };
+        let c = HookClient::new().unwrap().call(&t, &map, &json!({})).await;
+        let v = c.result.unwrap();
+        assert_eq!(v["env"]["KUBECTL_META_PARENT"], "default/p1");
+        assert_eq!(
+            v["env"]["KUBECTL_META_MAP_KEY"],
+            "configmap-a-0123456789abcdef"
+        );
+        assert_eq!(v["env"]["KUBECTL_META_HOOK"], "map");
         let cwd = std::fs::canonicalize(dir.path()).unwrap();
         assert_eq!(v["cwd"], json!(cwd.to_string_lossy()));
         assert!(v["n"].is_i64() && v["f"].is_f64());

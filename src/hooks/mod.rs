@@ -81,8 +81,22 @@ pub struct CallInfo {
     pub controller_kind: String,
     /// The controller definition's name.
     pub controller: String,
-    /// The parent: `namespace/name`, or `name` when cluster-scoped.
+    /// What the call is for, as engine events show it: the parent (or decorator target)
+    /// `namespace/name`, or `name` when cluster-scoped; for a MapController's map and
+    /// tombstone calls followed by a space and the map key.
     pub parent: String,
+    /// The map key of a MapController's map or tombstone call.
+    pub map_key: Option<String>,
+}
+
+impl CallInfo {
+    /// The parent alone (without the map key of a map or tombstone call).
+    pub fn parent_only(&self) -> &str {
+        self.map_key
+            .as_deref()
+            .and_then(|k| self.parent.strip_suffix(k))
+            .map_or(self.parent.as_str(), str::trim_end)
+    }
 }
 
 /// The record of one hook call, returned whether it succeeded or not.
@@ -474,6 +488,7 @@ mod tests {
             controller_kind: "CompositeController".into(),
             controller: "c".into(),
             parent: "p".into(),
+            map_key: None,
         };
         let target = HookTarget::Exec {
             command: vec!["true".into()],

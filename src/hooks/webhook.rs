@@ -276,6 +276,7 @@ mod tests {
             controller_kind: "CompositeController".into(),
             controller: "hello".into(),
             parent: "default/p1".into(),
+            map_key: None,
         }
     }
 
