@@ -687,3 +687,106 @@ async fn cluster_scoped_parent_maps_several_input_types_across_namespaces() {
     );
     run.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_hook_re_maps_every_key_and_replay_compares_each_answer() {
+    let w = world(sync_fn(snap_for)).await;
+    for n in ["a", "b"] {
+        w.create(&cm_ar(), input(n, "yes", "1")).await;
+    }
+    w.create(
+        &sched_ar(),
+        sched("s", json!({"matchLabels": {"app": "yes"}})),
+    )
+    .await;
+    let run = start_snapper(&w).await;
+    run.converge().await;
+
+    // The new hook version writes a marker: replay shows it per key, the reload applies it.
+    w.hook.set(sync_fn(|req| {
+        let mut r = snap_for(req);
+        r["outputs"][0]["spec"]["marker"] = json!("v2");
+        r
+    }));
+    let replays = run.engine.replay(&["snapper".to_string()]).await;
+    assert_eq!(replays.len(), 2, "{replays:?}");
+    for r in &replays {
+        let kubectl_meta::engine::events::EngineEvent::Replay {
+            parent,
+            hook,
+            changes,
+            error,
+            ..
+        } = r
+        else {
+            panic!("{r:?}")
+        };
+        assert_eq!(hook, "map");
+        assert!(parent.starts_with("default/s configmap-"), "{parent}");
+        assert_eq!(error, &None);
+        assert!(
+            changes.iter().any(|c| c.path.contains("marker")),
+            "{changes:?}"
+        );
+    }
+    assert_eq!(w.names(&snap_ar()).await, ["s-a", "s-b"]);
+    w.hook.clear();
+    run.engine.hook_reloaded(&["snapper".to_string()]);
+    for n in ["s-a", "s-b"] {
+        w.wait_object(&snap_ar(), n, "the marker", |o| {
+            o.is_some_and(|o| o["spec"]["marker"] == "v2")
+        })
+        .await;
+    }
+    run.converge().await;
+    assert_eq!(map_inputs(&w), ["a", "b"], "one call per key");
+    run.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_map_syncs_show_their_plan_and_write_nothing_until_resumed() {
+    let w = world(sync_fn(snap_for)).await;
+    w.create(&cm_ar(), input("a", "yes", "1")).await;
+    w.create(
+        &sched_ar(),
+        sched("s", json!({"matchLabels": {"app": "yes"}})),
+    )
+    .await;
+    let run = start_snapper(&w).await;
+    run.converge().await;
+    let before = versions(&w.objects(&snap_ar()).await);
+
+    run.engine.set_paused(true);
+    w.patch(&cm_ar(), "a", json!({"data": {"v": "2"}})).await;
+    w.create(&cm_ar(), input("b", "yes", "1")).await;
+    let held = wait_for("held plans for both keys", TIMEOUT, || {
+        let held: Vec<String> = run
+            .events()
+            .into_iter()
+            .filter_map(|e| match e {
+                kubectl_meta::engine::events::EngineEvent::PlanHeld { actions, .. } => {
+                    Some(actions.join("; "))
+                }
+                _ => None,
+            })
+            .collect();
+        let both = held
+            .iter()
+            .any(|a| a.contains("update") && a.contains("s-a"))
+            && held
+                .iter()
+                .any(|a| a.contains("create") && a.contains("s-b"));
+        async move { both.then_some(held) }
+    })
+    .await;
+    assert!(!held.is_empty());
+    assert_eq!(versions(&w.objects(&snap_ar()).await), before, "{held:?}");
+
+    run.engine.set_paused(false);
+    w.wait_names(&snap_ar(), &["s-a", "s-b"]).await;
+    w.wait_object(&snap_ar(), "s-a", "s-a to follow", |o| {
+        o.is_some_and(|o| o["spec"]["v"] == "2")
+    })
+    .await;
+    run.stop().await;
+}
