@@ -553,39 +553,7 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
     // The Metacontroller CRD and the example's definition as an object on the cluster.
-    let crd_ar = ar(
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "compositecontrollers.metacontroller.k8s.io"},
-        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
-            "names": {"plural": "compositecontrollers", "singular": "compositecontroller",
-                "kind": "CompositeController", "shortNames": ["cc"]},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let cc_ar = ApiResource {
-        group: "metacontroller.k8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "metacontroller.k8s.io/v1alpha1".into(),
-        kind: "CompositeController".into(),
-        plural: "compositecontrollers".into(),
-    };
-    let cc_api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &cc_ar);
-    wait_for("compositecontrollers to be served", TIMEOUT, || {
-        let api = cc_api.clone();
-        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
-    })
-    .await;
+    let cc_api = metacontroller_api(&sb, "CompositeController", "compositecontrollers").await;
     let yaml =
         std::fs::read_to_string(repo().join("examples/hello-world/10-controller.yaml")).unwrap();
     let mut cc: Value = serde_saphyr::from_str(&yaml).unwrap();
@@ -731,39 +699,7 @@ spec:
 async fn from_cluster_reads_a_decorator_controller() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    let crd_ar = ar(
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "decoratorcontrollers.metacontroller.k8s.io"},
-        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
-            "names": {"plural": "decoratorcontrollers", "singular": "decoratorcontroller",
-                "kind": "DecoratorController", "shortNames": ["dec"]},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let dc_ar = ApiResource {
-        group: "metacontroller.k8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "metacontroller.k8s.io/v1alpha1".into(),
-        kind: "DecoratorController".into(),
-        plural: "decoratorcontrollers".into(),
-    };
-    let dc_api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &dc_ar);
-    wait_for("decoratorcontrollers to be served", TIMEOUT, || {
-        let api = dc_api.clone();
-        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
-    })
-    .await;
+    let dc_api = metacontroller_api(&sb, "DecoratorController", "decoratorcontrollers").await;
     let dir = example("service-per-pod");
     let yaml = std::fs::read_to_string(format!("{dir}/10-controller.yaml")).unwrap();
     let mut dc: Value = serde_saphyr::from_str(&yaml).unwrap();
@@ -838,4 +774,46 @@ async fn from_cluster_reads_a_decorator_controller() {
         stderr.contains("use compositecontroller/NAME or decoratorcontroller/NAME"),
         "{stderr}"
     );
+}
+
+/// Install Metacontroller's CRD for `kind` (`plural`.metacontroller.k8s.io, cluster-scoped, any
+/// fields) and return its API once it is served.
+async fn metacontroller_api(
+    sb: &common::TestSandbox,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let crd_ar = ar(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.metacontroller.k8s.io")},
+        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let res = ApiResource {
+        group: "metacontroller.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "metacontroller.k8s.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &res);
+    wait_for(&format!("{plural} to be served"), TIMEOUT, || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    api
 }

@@ -357,61 +357,6 @@ impl MapCtl {
         }
     }
 
-    /// Queue the parents named `namespace/name` (or `name`); returns how many were queued.
-    pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let mut n = 0;
-        for p in self.parents_in_scope() {
-            if let Some(k) = ObjectKey::of(&p)
-                && (k.to_string() == name || object::name(&p) == Some(name))
-            {
-                self.remember_uid(&p, &k);
-                self.queue.add(MapWork::Parent(k), trigger.clone());
-                n += 1;
-            }
-        }
-        n
-    }
-
-    /// The hooks this controller calls, by name.
-    pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
-        let mut out = vec![("map", &self.map_hook)];
-        if let Some(h) = &self.tombstone_hook {
-            out.push(("tombstone", h));
-        }
-        out
-    }
-
-    /// Every key's last map/tombstone exchange: (work, (hook, request, response)).
-    pub fn exchanges(&self) -> Vec<Exchange> {
-        self.state
-            .lock()
-            .map(|s| {
-                s.parents
-                    .iter()
-                    .flat_map(|(p, ps)| {
-                        ps.exchanges
-                            .iter()
-                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
-    /// compare the answers; publishes one [`EngineEvent::Replay`] per key and returns them.
-    pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
-        self.caller
-            .replay(&self.ctx, exchanges, |hook| {
-                if hook == "tombstone" {
-                    self.tombstone_hook.as_ref()
-                } else {
-                    Some(&self.map_hook)
-                }
-            })
-            .await
-    }
-
     /// Index every cached input by map key (start-up, relist).
     fn reindex_inputs(&self, slot: usize) {
         let objs = self.inputs[slot].informer.list(None);
@@ -1205,22 +1150,51 @@ impl ControllerHandle for MapCtl {
         MapCtl::enqueue_all(self, trigger);
     }
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        MapCtl::enqueue_named(self, name, trigger)
+        let mut n = 0;
+        for p in self.parents_in_scope() {
+            if let Some(k) = ObjectKey::of(&p)
+                && (k.to_string() == name || object::name(&p) == Some(name))
+            {
+                self.remember_uid(&p, &k);
+                self.queue.add(MapWork::Parent(k), trigger.clone());
+                n += 1;
+            }
+        }
+        n
     }
     fn hook_reloaded(&self) {
         MapCtl::enqueue_all(self, Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.hooks()
-            .into_iter()
-            .map(|(n, h)| (n, h.clone()))
-            .collect()
+        let mut out = vec![("map", self.map_hook.clone())];
+        if let Some(h) = &self.tombstone_hook {
+            out.push(("tombstone", h.clone()));
+        }
+        out
     }
     fn exchanges(&self) -> Vec<Exchange> {
-        MapCtl::exchanges(self)
+        self.state
+            .lock()
+            .map(|s| {
+                s.parents
+                    .iter()
+                    .flat_map(|(p, ps)| {
+                        ps.exchanges
+                            .iter()
+                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
     fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(MapCtl::replay(self, exchanges))
+        Box::pin(self.caller.replay(&self.ctx, exchanges, |hook| {
+            if hook == "tombstone" {
+                self.tombstone_hook.as_ref()
+            } else {
+                Some(&self.map_hook)
+            }
+        }))
     }
 }
 
