@@ -93,6 +93,23 @@ async fn start_snapper(w: &World) -> Running {
     Running::start(w.client(), vec![d]).await
 }
 
+/// A world with ConfigMaps `names` (app=yes), a parent `s` selecting them, and `snapper`
+/// running until it converged.
+async fn converged_snapper(names: &[&str]) -> (World, Running) {
+    let w = world(sync_fn(snap_for)).await;
+    for n in names {
+        w.create(&cm_ar(), input(n, "yes", "1")).await;
+    }
+    w.create(
+        &sched_ar(),
+        sched("s", json!({"matchLabels": {"app": "yes"}})),
+    )
+    .await;
+    let run = start_snapper(&w).await;
+    run.converge().await;
+    (w, run)
+}
+
 /// Map calls so far, by input name.
 fn map_inputs(w: &World) -> Vec<String> {
     let mut v: Vec<String> = w
@@ -200,17 +217,7 @@ async fn each_input_gets_one_call_and_its_own_tagged_outputs_and_status_counts_t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_to_one_input_calls_the_hook_once_for_that_input_only() {
-    let w = world(sync_fn(snap_for)).await;
-    for n in ["a", "b", "c"] {
-        w.create(&cm_ar(), input(n, "yes", "1")).await;
-    }
-    w.create(
-        &sched_ar(),
-        sched("s", json!({"matchLabels": {"app": "yes"}})),
-    )
-    .await;
-    let run = start_snapper(&w).await;
-    run.converge().await;
+    let (w, run) = converged_snapper(&["a", "b", "c"]).await;
     assert_eq!(map_inputs(&w), ["a", "b", "c"]);
 
     // Update one input: one call, for it; its output follows (InPlace); our own write's echo
@@ -522,17 +529,7 @@ async fn two_keys_claiming_one_output_name_is_a_sync_error_not_a_steal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_map_hook_changes_and_deletes_nothing_and_recovers() {
-    let w = world(sync_fn(snap_for)).await;
-    for n in ["a", "b"] {
-        w.create(&cm_ar(), input(n, "yes", "1")).await;
-    }
-    w.create(
-        &sched_ar(),
-        sched("s", json!({"matchLabels": {"app": "yes"}})),
-    )
-    .await;
-    let run = start_snapper(&w).await;
-    run.converge().await;
+    let (w, run) = converged_snapper(&["a", "b"]).await;
     let before = versions(&w.objects(&snap_ar()).await);
 
     w.hook.set(Arc::new(|_, _| Reply::status(500, "boom")));
@@ -690,17 +687,7 @@ async fn cluster_scoped_parent_maps_several_input_types_across_namespaces() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reloaded_hook_re_maps_every_key_and_replay_compares_each_answer() {
-    let w = world(sync_fn(snap_for)).await;
-    for n in ["a", "b"] {
-        w.create(&cm_ar(), input(n, "yes", "1")).await;
-    }
-    w.create(
-        &sched_ar(),
-        sched("s", json!({"matchLabels": {"app": "yes"}})),
-    )
-    .await;
-    let run = start_snapper(&w).await;
-    run.converge().await;
+    let (w, run) = converged_snapper(&["a", "b"]).await;
 
     // The new hook version writes a marker: replay shows it per key, the reload applies it.
     w.hook.set(sync_fn(|req| {
