@@ -85,19 +85,6 @@ pub struct SyncResponse {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StrictSync {
-    #[serde(default)]
-    status: Option<Value>,
-    #[serde(default)]
-    children: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
-    #[serde(default)]
-    finalized: Option<bool>,
-}
-
-#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct LooseSync {
     #[serde(default)]
@@ -125,22 +112,45 @@ fn decode<T: serde::de::DeserializeOwned>(hook: &str, body: &Value) -> Result<T,
     })
 }
 
+/// v2 decoding is strict: reject a key of `body` (when it is an object) that is not one of
+/// `allowed` (serde's message, so v2 errors read the same everywhere).
+fn strict_fields(hook: &str, at: &str, body: &Value, allowed: &[&str]) -> Result<(), DecodeError> {
+    let Some(m) = body.as_object() else {
+        return Ok(());
+    };
+    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(DecodeError {
+            hook: hook.to_string(),
+            message: format!(
+                "{at}unknown field `{k}`, expected one of {}",
+                allowed
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
 /// Decode a sync/finalize response.
 pub fn decode_sync(
     hook: &str,
     version: Version,
     body: &Value,
 ) -> Result<SyncResponse, DecodeError> {
-    let (status, children, resync, finalized) = match version {
-        Version::V2 => {
-            let s: StrictSync = decode(hook, body)?;
-            (s.status, s.children, s.resync_after_seconds, s.finalized)
-        }
-        Version::V1 => {
-            let s: LooseSync = decode(hook, body)?;
-            (s.status, s.children, s.resync_after_seconds, s.finalized)
-        }
-    };
+    if version == Version::V2 {
+        strict_fields(
+            hook,
+            "",
+            body,
+            &["status", "children", "resyncAfterSeconds", "finalized"],
+        )?;
+    }
+    let s: LooseSync = decode(hook, body)?;
+    let (status, children, resync, finalized) =
+        (s.status, s.children, s.resync_after_seconds, s.finalized);
     let children = children.unwrap_or_default();
     for (i, child) in children.iter().enumerate() {
         check_object(hook, &format!("children[{i}]"), child)?;
@@ -218,32 +228,6 @@ pub struct RelatedRule {
     pub names: Option<Vec<String>>,
 }
 
-/// v2 customize answers: decoded only to reject unknown fields (the values come from
-/// [`LooseCustomize`]).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct StrictCustomize {
-    #[serde(default)]
-    related_resources: Option<Vec<StrictRelatedRule>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
-struct StrictRelatedRule {
-    api_version: String,
-    resource: String,
-    #[serde(default)]
-    label_selector: Option<Value>,
-    #[serde(default)]
-    namespace_selector: Option<Value>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    names: Option<Vec<String>>,
-}
-
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct LooseCustomize {
@@ -254,7 +238,28 @@ struct LooseCustomize {
 /// Decode a customize response and check each rule's combination of fields.
 pub fn decode_customize(version: Version, body: &Value) -> Result<Vec<RelatedRule>, DecodeError> {
     if version == Version::V2 {
-        let _: StrictCustomize = decode("customize", body)?;
+        strict_fields("customize", "", body, &["relatedResources"])?;
+        for (i, r) in body
+            .get("relatedResources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            strict_fields(
+                "customize",
+                &format!("relatedResources[{i}]: "),
+                r,
+                &[
+                    "apiVersion",
+                    "resource",
+                    "labelSelector",
+                    "namespaceSelector",
+                    "namespace",
+                    "names",
+                ],
+            )?;
+        }
     }
     let loose: LooseCustomize = decode("customize", body)?;
     let rules = loose.related_resources.unwrap_or_default();
@@ -333,23 +338,6 @@ pub struct DecoratorResponse {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StrictDecorator {
-    #[serde(default)]
-    labels: Option<BTreeMap<String, Option<String>>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, Option<String>>>,
-    #[serde(default)]
-    status: Option<Value>,
-    #[serde(default)]
-    attachments: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
-    #[serde(default)]
-    finalized: Option<bool>,
-}
-
-#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct LooseDecorator {
     #[serde(default)]
@@ -372,20 +360,22 @@ pub fn decode_decorator(
     version: Version,
     body: &Value,
 ) -> Result<DecoratorResponse, DecodeError> {
-    let s = match version {
-        Version::V2 => decode::<StrictDecorator>(hook, body)?,
-        Version::V1 => {
-            let l: LooseDecorator = decode(hook, body)?;
-            StrictDecorator {
-                labels: l.labels,
-                annotations: l.annotations,
-                status: l.status,
-                attachments: l.attachments,
-                resync_after_seconds: l.resync_after_seconds,
-                finalized: l.finalized,
-            }
-        }
-    };
+    if version == Version::V2 {
+        strict_fields(
+            hook,
+            "",
+            body,
+            &[
+                "labels",
+                "annotations",
+                "status",
+                "attachments",
+                "resyncAfterSeconds",
+                "finalized",
+            ],
+        )?;
+    }
+    let s: LooseDecorator = decode(hook, body)?;
     let attachments = s.attachments.unwrap_or_default();
     for (i, a) in attachments.iter().enumerate() {
         check_object(hook, &format!("attachments[{i}]"), a)?;
@@ -460,27 +450,13 @@ struct LooseMap {
     resync_after_seconds: Option<f64>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StrictMap {
-    #[serde(default)]
-    outputs: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
-}
-
 /// Decode a MapController map or tombstone response (`hook` names it in errors).
 pub fn decode_map(hook: &str, version: Version, body: &Value) -> Result<MapResponse, DecodeError> {
-    let (outputs, resync) = match version {
-        Version::V2 => {
-            let s: StrictMap = decode(hook, body)?;
-            (s.outputs, s.resync_after_seconds)
-        }
-        Version::V1 => {
-            let l: LooseMap = decode(hook, body)?;
-            (l.outputs, l.resync_after_seconds)
-        }
-    };
+    if version == Version::V2 {
+        strict_fields(hook, "", body, &["outputs", "resyncAfterSeconds"])?;
+    }
+    let l: LooseMap = decode(hook, body)?;
+    let (outputs, resync) = (l.outputs, l.resync_after_seconds);
     let outputs = outputs.unwrap_or_default();
     for (i, o) in outputs.iter().enumerate() {
         check_object(hook, &format!("outputs[{i}]"), o)?;
