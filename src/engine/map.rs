@@ -242,7 +242,7 @@ impl MapCtl {
         all.extend(outputs.iter().map(|s| &s.informer));
         shared::wait_caches(&ctx, &name, &all, stop).await?;
         Ok(Arc::new(MapCtl {
-            caller: shared::Caller::new(KIND, &name),
+            caller: shared::Caller::new(KIND, &name).with_map_keys(),
             name,
             def,
             queue: WorkQueue::new(Backoff::default()),
@@ -600,11 +600,7 @@ impl MapCtl {
         work: &MapWork,
         body: &Value,
     ) -> Result<Value, SyncFailure> {
-        let mut info = self.caller.info(which, work);
-        if let MapWork::Key(_, k) = work {
-            info.map_key = Some(k.to_string());
-        }
-        self.caller.call_as(&self.ctx, spec, info, body).await
+        self.caller.call(&self.ctx, which, spec, work, body).await
     }
 
     /// One unit of work; failures are recorded as `SyncError` events on the parent.

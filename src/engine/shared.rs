@@ -513,6 +513,8 @@ pub struct Caller {
     pub kind: &'static str,
     /// The definition's name.
     pub controller: String,
+    /// Keys are `<parent> <map key>` (MapController): the call record carries the map key.
+    pub map_keys: bool,
 }
 
 impl Caller {
@@ -521,17 +523,30 @@ impl Caller {
         Caller {
             kind,
             controller: controller.to_string(),
+            map_keys: false,
         }
+    }
+
+    /// A caller whose keys are `<parent> <map key>` (MapController work keys).
+    pub fn with_map_keys(mut self) -> Self {
+        self.map_keys = true;
+        self
     }
 
     /// The call record of hook `hook` for `key` (a parent, target or map key, as displayed).
     pub fn info(&self, hook: &str, key: &(dyn Display + Sync)) -> CallInfo {
+        let parent = key.to_string();
+        let map_key = if self.map_keys {
+            parent.split_once(' ').map(|(_, k)| k.to_string())
+        } else {
+            None
+        };
         CallInfo {
             hook: hook.to_string(),
             controller_kind: self.kind.to_string(),
             controller: self.controller.clone(),
-            parent: key.to_string(),
-            map_key: None,
+            parent,
+            map_key,
         }
     }
 
@@ -545,19 +560,7 @@ impl Caller {
         key: &(dyn Display + Sync),
         body: &Value,
     ) -> Result<Value, SyncFailure> {
-        self.call_as(ctx, spec, self.info(hook, key), body).await
-    }
-
-    /// [`Caller::call`] with a call record the caller built (e.g. with a map key).
-    pub async fn call_as(
-        &self,
-        ctx: &EngineContext,
-        spec: &HookSpec,
-        info: CallInfo,
-        body: &Value,
-    ) -> Result<Value, SyncFailure> {
-        let hook = info.hook.clone();
-        let call = call_hook(ctx, spec, info, body).await;
+        let call = call_hook(ctx, spec, self.info(hook, key), body).await;
         call.result.map_err(|e| SyncFailure {
             retry_after: e
                 .is_rate_limited()
@@ -1325,5 +1328,22 @@ mod tests {
             Some("is controlled by X x (uid other)")
         );
         assert_eq!(controlled_by_other(&json!({"metadata": {}}), "me"), None);
+    }
+
+    #[test]
+    fn call_records_carry_the_map_key_of_map_controller_keys() {
+        let plain = Caller::new("CompositeController", "c").info("sync", &"ns/p");
+        assert_eq!((plain.parent.as_str(), plain.map_key), ("ns/p", None));
+        let map = Caller::new("MapController", "m")
+            .with_map_keys()
+            .info("map", &"ns/p configmap-a-0123");
+        assert_eq!(map.parent, "ns/p configmap-a-0123");
+        assert_eq!(map.map_key.as_deref(), Some("configmap-a-0123"));
+        assert_eq!(map.parent_only(), "ns/p");
+        // A parent-level key of a map controller has no map key.
+        let whole = Caller::new("MapController", "m")
+            .with_map_keys()
+            .info("map", &"ns/p");
+        assert_eq!(whole.map_key, None);
     }
 }
