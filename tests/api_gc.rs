@@ -1,5 +1,5 @@
 //! Garbage collection (background, foreground, orphan, dangling owners, several owners, chains),
-//! namespace deletion, finalizers, and the simulated kubelet.
+//! namespace deletion, finalizers, the simulated kubelet and the simulated StatefulSet controller.
 
 mod common;
 
@@ -548,4 +548,87 @@ async fn foreground_and_orphan_deletion_pass_through_the_collector_without_depen
         );
         wait_gone(&api, name).await;
     }
+}
+
+#[tokio::test]
+async fn simulated_statefulset_controller_keeps_one_pod_per_ordinal() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let t = common::start().await;
+    let sts_api: Api<StatefulSet> = Api::namespaced(t.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    let sts: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "serviceName": "web",
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+    }))
+    .expect("statefulset");
+    let sts = sts_api
+        .create(&PostParams::default(), &sts)
+        .await
+        .expect("create");
+    let uid = sts.uid().expect("uid");
+    let names = || async {
+        let mut n: Vec<String> = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .expect("list")
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.name_any())
+            .collect();
+        n.sort();
+        n
+    };
+    // Pods by ordinal, controlled by the StatefulSet, Ready; status counts them.
+    common::wait_for("3 ready replicas", TIMEOUT, || async {
+        let s = sts_api.get("web").await.ok()?.status?;
+        (s.ready_replicas == Some(3)).then_some(())
+    })
+    .await;
+    assert_eq!(names().await, ["web-0", "web-1", "web-2"]);
+    let p = pods.get("web-1").await.expect("web-1");
+    let labels = p.labels();
+    assert_eq!(labels["statefulset.kubernetes.io/pod-name"], "web-1");
+    assert_eq!(labels["apps.kubernetes.io/pod-index"], "1");
+    let owner = &p.owner_references()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (uid.as_str(), Some(true))
+    );
+
+    // Scale down deletes the highest ordinals; a deleted Pod comes back.
+    sts_api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scale");
+    common::wait_for("web-2 gone", TIMEOUT, || async {
+        (names().await == ["web-0", "web-1"]).then_some(())
+    })
+    .await;
+    let old = pods.get("web-0").await.expect("web-0").uid();
+    pods.delete("web-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    common::wait_for("web-0 recreated", TIMEOUT, || async {
+        let p = pods.get("web-0").await.ok()?;
+        (p.uid() != old && p.metadata.deletion_timestamp.is_none()).then_some(())
+    })
+    .await;
+
+    // Deleting the StatefulSet deletes its Pods (garbage collection).
+    sts_api
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete sts");
+    common::wait_for("pods gone", TIMEOUT, || async {
+        names().await.is_empty().then_some(())
+    })
+    .await;
 }

@@ -202,19 +202,28 @@ async fn service_per_pod_example_gives_each_pod_its_service_and_is_idempotent() 
         json!(["metacontroller.io/decoratorcontroller-service-per-pod"])
     );
 
-    // The sandbox runs no StatefulSet controller: make its Pods as it would (label
-    // statefulset.kubernetes.io/pod-name), plus one that belongs to no ordinal.
+    // The sandbox's StatefulSet controller makes the Pods (label
+    // statefulset.kubernetes.io/pod-name); one more Pod belongs to no ordinal.
     let pod_api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
-    for name in ["nginx-0", "nginx-1", "nginx-2", "other"] {
-        let pod: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app": "nginx",
-                "statefulset.kubernetes.io/pod-name": name}},
-            "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
-        }))
+    let other: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "other", "labels": {"app": "nginx",
+            "statefulset.kubernetes.io/pod-name": "other"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]},
+    }))
+    .unwrap();
+    pod_api
+        .create(&PostParams::default(), &other)
+        .await
         .unwrap();
-        pod_api.create(&PostParams::default(), &pod).await.unwrap();
-    }
+    wait_for("the StatefulSet's Pods", TIMEOUT, || {
+        let sb = &sb;
+        async move {
+            let n = names(sb, &pods(), "default").await;
+            (n == ["nginx-0", "nginx-1", "nginx-2", "other"]).then_some(())
+        }
+    })
+    .await;
 
     let svc_ar = core_ar("Service", "services");
     let services = names(&sb, &svc_ar, "default").await;

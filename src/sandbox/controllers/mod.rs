@@ -1,5 +1,6 @@
 //! Controllers that run inside the sandbox, as kube-controller-manager and the kubelet would:
-//! garbage collection, namespace deletion, CRD establishment and a simulated kubelet.
+//! garbage collection, namespace deletion, CRD establishment, a simulated StatefulSet controller
+//! and a simulated kubelet.
 //!
 //! They react to the store's change feed in one task (in store order) and fall back to a full
 //! pass at start-up, after falling behind the feed, and periodically, so a missed event can
@@ -9,6 +10,7 @@ pub mod crd;
 pub mod gc;
 pub mod kubelet;
 pub mod namespace;
+pub mod statefulset;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +28,13 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
     match &*obj.key.gr {
         "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
         "/namespaces" => namespace::sync(state, &obj.key.name, ev.kind == EventKind::Added),
-        "/pods" if ev.kind != EventKind::Deleted => kubelet.observe(state, obj),
+        statefulset::GR if ev.kind != EventKind::Deleted => statefulset::sync(state, obj),
+        "/pods" => {
+            if ev.kind != EventKind::Deleted {
+                kubelet.observe(state, obj);
+            }
+            statefulset::pod_changed(state, obj);
+        }
         _ => {}
     }
     if ev.kind == EventKind::Deleted {
@@ -53,6 +61,7 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
         "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
         "/namespaces" if obj.deleting => namespace::sync(state, &obj.key.name, false),
         "/pods" => kubelet.observe(state, obj),
+        statefulset::GR => statefulset::sync(state, obj),
         _ => {}
     }
     gc::check(state, obj);
