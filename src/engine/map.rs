@@ -30,7 +30,7 @@ use super::controller::{
     ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
 };
 use super::events::{EngineEvent, Trigger};
-use super::execute::{Expectation, Target};
+use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use super::ownership;
@@ -110,12 +110,8 @@ struct ParentState {
 
 #[derive(Default)]
 struct State {
-    /// Parent uid -> key (routing of owned outputs).
-    uid_to_key: HashMap<String, ObjectKey>,
     /// Map key -> (input slot, object key): every input object in the caches.
     inputs: HashMap<String, (usize, ObjectKey)>,
-    /// The status we last wrote per parent (to ignore its echo).
-    last_status: HashMap<ObjectKey, Value>,
     /// Per parent.
     parents: HashMap<ObjectKey, ParentState>,
 }
@@ -134,6 +130,9 @@ pub struct MapCtl {
     map_hook: HookSpec,
     tombstone_hook: Option<HookSpec>,
     caller: shared::Caller,
+    /// Parent uid -> `Parent` work (routing of outputs); the status last written, under the
+    /// parent's `Status` work.
+    memory: shared::SyncMemory<MapWork>,
     queue: WorkQueue<MapWork, Trigger>,
     state: Mutex<State>,
 }
@@ -243,6 +242,7 @@ impl MapCtl {
         shared::wait_caches(&ctx, &name, &all, stop).await?;
         Ok(Arc::new(MapCtl {
             caller: shared::Caller::new(KIND, &name).with_map_keys(),
+            memory: shared::SyncMemory::default(),
             name,
             def,
             queue: WorkQueue::new(Backoff::default()),
@@ -342,9 +342,8 @@ impl MapCtl {
     }
 
     fn remember_uid(&self, parent: &Value, key: &ObjectKey) {
-        if let (Some(uid), Ok(mut st)) = (object::uid(parent), self.state.lock()) {
-            st.uid_to_key.insert(uid.to_string(), key.clone());
-        }
+        self.memory
+            .remember_uid(parent, &MapWork::Parent(key.clone()));
     }
 
     /// Queue every parent (start-up, resync period, manual resync, hook reload).
@@ -418,8 +417,11 @@ impl MapCtl {
                 self.remember_uid(&new, &k);
                 if strip_volatile(&old, true) != strip_volatile(&new, true) {
                     self.queue.add(MapWork::Parent(k), Trigger::ParentChanged);
-                } else if self.foreign_status(&k, &new) {
-                    // Someone else wrote our status: put ours back.
+                } else if self
+                    .memory
+                    .update_matters(&MapWork::Status(k.clone()), &old, &new, false)
+                {
+                    // A status other than the one we wrote: put ours back.
                     self.queue.add(MapWork::Status(k), Trigger::ParentChanged);
                 }
             }
@@ -427,30 +429,13 @@ impl MapCtl {
                 if let Some(k) = ObjectKey::of(&p) {
                     self.queue.remove(&MapWork::Parent(k.clone()));
                     self.queue.remove(&MapWork::Status(k.clone()));
+                    self.memory.forget(&MapWork::Status(k.clone()), &p);
                     if let Ok(mut st) = self.state.lock() {
-                        if let Some(uid) = object::uid(&p) {
-                            st.uid_to_key.remove(uid);
-                        }
                         st.parents.remove(&k);
-                        st.last_status.remove(&k);
                     }
                 }
             }
             InformerEvent::Relisted => self.enqueue_all(Trigger::ParentChanged),
-        }
-    }
-
-    /// Does the parent carry a status other than the one we last wrote?
-    fn foreign_status(&self, key: &ObjectKey, parent: &Value) -> bool {
-        let ours = self
-            .state
-            .lock()
-            .ok()
-            .and_then(|s| s.last_status.get(key).cloned());
-        match (ours, parent.get("status")) {
-            (Some(ours), Some(st)) => !super::apply::values_equal(&ours, st),
-            (Some(_), None) => true,
-            (None, _) => false,
         }
     }
 
@@ -564,12 +549,9 @@ impl MapCtl {
         let mk = object::label(o, MAP_KEY_LABEL);
         match object::controller_ref(o) {
             Some(r) => {
-                let parent = self
-                    .state
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.uid_to_key.get(&r.uid).cloned());
-                let Some(pk) = parent else { return };
+                let Some(MapWork::Parent(pk)) = self.memory.key_of_uid(&r.uid) else {
+                    return;
+                };
                 match mk {
                     Some(k) => self.queue.add(MapWork::Key(pk, Arc::from(k)), trigger),
                     None => self
@@ -948,28 +930,7 @@ impl MapCtl {
         if plan.is_empty() {
             return Ok((outcome, false));
         }
-        if self.ctx.is_paused() {
-            self.ctx.bus.publish(EngineEvent::PlanHeld {
-                controller: self.name.clone(),
-                parent: work.to_string(),
-                actions: plan.describe(),
-            });
-            return Ok((outcome, false));
-        }
-        let target = Target {
-            controller: &self.name,
-            parent,
-            parent_info: &self.parent,
-            types: &self.types,
-            revisions: None,
-            finalizer: "",
-        };
-        let report = self.ctx.executor.execute(&target, &plan).await;
-        self.await_expectations(&report.expectations).await;
-        outcome.writes = report.writes;
-        if !report.errors.is_empty() {
-            return Err(Self::fail(report.errors.join("; ")));
-        }
+        outcome.writes = self.carry_out(work, parent, &plan).await?;
         Ok((outcome, false))
     }
 
@@ -1077,48 +1038,37 @@ impl MapCtl {
         };
         let now = jiff::Timestamp::now().to_string();
         let (status, synced) = map_plan::aggregate_status(&input, &now);
-        let mut plan = Plan {
+        let plan = Plan {
             status: plan::status_change(&parent, Some(&status), &[synced]),
             ..Plan::default()
         };
         if plan.status.is_none() {
             return Ok(SyncOutcome::default());
         }
-        if self.ctx.is_paused() {
-            self.ctx.bus.publish(EngineEvent::PlanHeld {
-                controller: self.name.clone(),
-                parent: pk.to_string(),
-                actions: plan.describe(),
-            });
-            return Ok(SyncOutcome::default());
-        }
+        Ok(SyncOutcome {
+            writes: self
+                .carry_out(&MapWork::Status(pk.clone()), &parent, &plan)
+                .await?,
+            ..SyncOutcome::default()
+        })
+    }
+
+    /// Execute a plan for `work` (or hold it while paused) and wait for the caches to show it.
+    async fn carry_out(
+        &self,
+        work: &MapWork,
+        parent: &Value,
+        plan: &Plan,
+    ) -> Result<usize, SyncFailure> {
         let target = Target {
             controller: &self.name,
-            parent: &parent,
+            parent,
             parent_info: &self.parent,
             types: &self.types,
             revisions: None,
             finalizer: "",
         };
-        let report = self.ctx.executor.execute(&target, &plan).await;
-        if let Some(st) = report.status_written.clone()
-            && let Ok(mut s) = self.state.lock()
-        {
-            s.last_status.insert(pk.clone(), st);
-        }
-        plan.status = None;
-        self.await_expectations(&report.expectations).await;
-        if !report.errors.is_empty() {
-            return Err(Self::fail(report.errors.join("; ")));
-        }
-        Ok(SyncOutcome {
-            writes: report.writes,
-            ..SyncOutcome::default()
-        })
-    }
-
-    async fn await_expectations(&self, expectations: &[Expectation]) {
-        shared::await_expectations(expectations, |type_key| {
+        shared::carry_out(&self.ctx, &self.memory, work, &target, plan, |type_key| {
             if type_key == self.parent.key() {
                 Some(&self.parent_informer)
             } else {
@@ -1128,7 +1078,8 @@ impl MapCtl {
                     .map(|s| &s.informer)
             }
         })
-        .await;
+        .await
+        .map_err(Self::fail)
     }
 }
 
