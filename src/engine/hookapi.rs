@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::k8s::object;
 
@@ -72,29 +72,21 @@ pub fn object_map(
 }
 
 /// A decoded sync or finalize response (CompositeController).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SyncResponse {
     /// `status`; `None` when absent or null.
+    #[serde(default, deserialize_with = "nullable")]
     pub status: Option<Value>,
     /// `children`: desired objects (absent or null means none).
+    #[serde(default, deserialize_with = "nullable")]
     pub children: Vec<Value>,
     /// `resyncAfterSeconds`, when > 0.
+    #[serde(default, deserialize_with = "nullable")]
     pub resync_after_seconds: Option<f64>,
     /// `finalized` (finalize hook only).
+    #[serde(default, deserialize_with = "nullable")]
     pub finalized: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct LooseSync {
-    #[serde(default)]
-    status: Option<Value>,
-    #[serde(default)]
-    children: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
-    #[serde(default)]
-    finalized: Option<bool>,
 }
 
 fn decode<T: serde::de::DeserializeOwned>(hook: &str, body: &Value) -> Result<T, DecodeError> {
@@ -110,6 +102,37 @@ fn decode<T: serde::de::DeserializeOwned>(hook: &str, body: &Value) -> Result<T,
             },
         }
     })
+}
+
+/// Absent and `null` both mean the default (none, empty, false), as hooks write either.
+fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Check the common parts of a decoded response: each desired object in `objects` (named
+/// `field` in errors), `status` an object, and `resyncAfterSeconds` non-negative (0 = none).
+fn check_response(
+    hook: &str,
+    field: &str,
+    objects: &[Value],
+    status: Option<&Value>,
+    resync: &mut Option<f64>,
+) -> Result<(), DecodeError> {
+    for (i, o) in objects.iter().enumerate() {
+        check_object(hook, &format!("{field}[{i}]"), o)?;
+    }
+    if status.is_some_and(|s| !s.is_object()) {
+        return Err(DecodeError {
+            hook: hook.to_string(),
+            message: "status: must be an object or null".into(),
+        });
+    }
+    *resync = positive(hook, *resync)?;
+    Ok(())
 }
 
 /// v2 decoding is strict: reject a key of `body` (when it is an object) that is not one of
@@ -148,28 +171,15 @@ pub fn decode_sync(
             &["status", "children", "resyncAfterSeconds", "finalized"],
         )?;
     }
-    let s: LooseSync = decode(hook, body)?;
-    let (status, children, resync, finalized) =
-        (s.status, s.children, s.resync_after_seconds, s.finalized);
-    let children = children.unwrap_or_default();
-    for (i, child) in children.iter().enumerate() {
-        check_object(hook, &format!("children[{i}]"), child)?;
-    }
-    let status = status.filter(|s| !s.is_null());
-    if let Some(s) = &status
-        && !s.is_object()
-    {
-        return Err(DecodeError {
-            hook: hook.to_string(),
-            message: "status: must be an object or null".into(),
-        });
-    }
-    Ok(SyncResponse {
-        status,
-        children,
-        resync_after_seconds: positive(hook, resync)?,
-        finalized: finalized.unwrap_or(false),
-    })
+    let mut r: SyncResponse = decode(hook, body)?;
+    check_response(
+        hook,
+        "children",
+        &r.children,
+        r.status.as_ref(),
+        &mut r.resync_after_seconds,
+    )?;
+    Ok(r)
 }
 
 fn positive(hook: &str, v: Option<f64>) -> Result<Option<f64>, DecodeError> {
@@ -228,13 +238,6 @@ pub struct RelatedRule {
     pub names: Option<Vec<String>>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct LooseCustomize {
-    #[serde(default)]
-    related_resources: Option<Vec<RelatedRule>>,
-}
-
 /// Decode a customize response and check each rule's combination of fields.
 pub fn decode_customize(version: Version, body: &Value) -> Result<Vec<RelatedRule>, DecodeError> {
     if version == Version::V2 {
@@ -261,8 +264,13 @@ pub fn decode_customize(version: Version, body: &Value) -> Result<Vec<RelatedRul
             )?;
         }
     }
-    let loose: LooseCustomize = decode("customize", body)?;
-    let rules = loose.related_resources.unwrap_or_default();
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Customize {
+        #[serde(default, deserialize_with = "nullable")]
+        related_resources: Vec<RelatedRule>,
+    }
+    let rules = decode::<Customize>("customize", body)?.related_resources;
     for (i, r) in rules.iter().enumerate() {
         let err = |m: &str| DecodeError {
             hook: "customize".into(),
@@ -293,13 +301,8 @@ pub fn composite_request(
     related: Value,
     finalizing: bool,
 ) -> Value {
-    let mut m = Map::new();
-    m.insert("controller".into(), controller.clone());
-    m.insert("parent".into(), parent.clone());
-    m.insert("children".into(), children);
-    m.insert("related".into(), related);
-    m.insert("finalizing".into(), Value::Bool(finalizing));
-    Value::Object(m)
+    json!({"controller": controller, "parent": parent, "children": children,
+        "related": related, "finalizing": finalizing})
 }
 
 /// Build the DecoratorController sync/finalize request body:
@@ -311,47 +314,32 @@ pub fn decorator_request(
     related: Value,
     finalizing: bool,
 ) -> Value {
-    let mut m = Map::new();
-    m.insert("controller".into(), controller.clone());
-    m.insert("object".into(), object.clone());
-    m.insert("attachments".into(), attachments);
-    m.insert("related".into(), related);
-    m.insert("finalizing".into(), Value::Bool(finalizing));
-    Value::Object(m)
+    json!({"controller": controller, "object": object, "attachments": attachments,
+        "related": related, "finalizing": finalizing})
 }
 
 /// A decoded DecoratorController sync/finalize response.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DecoratorResponse {
     /// `labels` to merge into the target: `Some(value)` sets, `None` removes the key.
+    #[serde(default, deserialize_with = "nullable")]
     pub labels: BTreeMap<String, Option<String>>,
     /// `annotations` to merge into the target, as for labels.
+    #[serde(default, deserialize_with = "nullable")]
     pub annotations: BTreeMap<String, Option<String>>,
     /// `status`; `None` when absent or null (the target's status is left alone).
+    #[serde(default, deserialize_with = "nullable")]
     pub status: Option<Value>,
     /// `attachments`: desired objects (absent or null means none).
+    #[serde(default, deserialize_with = "nullable")]
     pub attachments: Vec<Value>,
     /// `resyncAfterSeconds`, when > 0.
+    #[serde(default, deserialize_with = "nullable")]
     pub resync_after_seconds: Option<f64>,
     /// `finalized` (finalize hook only).
+    #[serde(default, deserialize_with = "nullable")]
     pub finalized: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct LooseDecorator {
-    #[serde(default)]
-    labels: Option<BTreeMap<String, Option<String>>>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, Option<String>>>,
-    #[serde(default)]
-    status: Option<Value>,
-    #[serde(default)]
-    attachments: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
-    #[serde(default)]
-    finalized: Option<bool>,
 }
 
 /// Decode a DecoratorController sync/finalize response.
@@ -375,28 +363,15 @@ pub fn decode_decorator(
             ],
         )?;
     }
-    let s: LooseDecorator = decode(hook, body)?;
-    let attachments = s.attachments.unwrap_or_default();
-    for (i, a) in attachments.iter().enumerate() {
-        check_object(hook, &format!("attachments[{i}]"), a)?;
-    }
-    let status = s.status.filter(|s| !s.is_null());
-    if let Some(st) = &status
-        && !st.is_object()
-    {
-        return Err(DecodeError {
-            hook: hook.to_string(),
-            message: "status: must be an object or null".into(),
-        });
-    }
-    Ok(DecoratorResponse {
-        labels: s.labels.unwrap_or_default(),
-        annotations: s.annotations.unwrap_or_default(),
-        status,
-        attachments,
-        resync_after_seconds: positive(hook, s.resync_after_seconds)?,
-        finalized: s.finalized.unwrap_or(false),
-    })
+    let mut r: DecoratorResponse = decode(hook, body)?;
+    check_response(
+        hook,
+        "attachments",
+        &r.attachments,
+        r.status.as_ref(),
+        &mut r.resync_after_seconds,
+    )?;
+    Ok(r)
 }
 
 /// Build a MapController map request body: `{controller, parent, mapKey, input, outputs}`.
@@ -407,13 +382,8 @@ pub fn map_request(
     input: &Value,
     outputs: Value,
 ) -> Value {
-    let mut m = Map::new();
-    m.insert("controller".into(), controller.clone());
-    m.insert("parent".into(), parent.clone());
-    m.insert("mapKey".into(), Value::String(map_key.to_string()));
-    m.insert("input".into(), input.clone());
-    m.insert("outputs".into(), outputs);
-    Value::Object(m)
+    json!({"controller": controller, "parent": parent, "mapKey": map_key,
+        "input": input, "outputs": outputs})
 }
 
 /// Build a MapController tombstone request body: `{controller, parent, mapKey, outputs}`.
@@ -423,31 +393,21 @@ pub fn tombstone_request(
     map_key: &str,
     outputs: Value,
 ) -> Value {
-    let mut m = Map::new();
-    m.insert("controller".into(), controller.clone());
-    m.insert("parent".into(), parent.clone());
-    m.insert("mapKey".into(), Value::String(map_key.to_string()));
-    m.insert("outputs".into(), outputs);
-    Value::Object(m)
+    json!({"controller": controller, "parent": parent, "mapKey": map_key,
+        "outputs": outputs})
 }
 
 /// A decoded MapController map or tombstone response.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct MapResponse {
     /// `outputs`: the desired outputs of the key (map), or the outputs to keep (tombstone);
     /// absent or null means none.
+    #[serde(default, deserialize_with = "nullable")]
     pub outputs: Vec<Value>,
     /// `resyncAfterSeconds`, when > 0.
+    #[serde(default, deserialize_with = "nullable")]
     pub resync_after_seconds: Option<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct LooseMap {
-    #[serde(default)]
-    outputs: Option<Vec<Value>>,
-    #[serde(default)]
-    resync_after_seconds: Option<f64>,
 }
 
 /// Decode a MapController map or tombstone response (`hook` names it in errors).
@@ -455,24 +415,20 @@ pub fn decode_map(hook: &str, version: Version, body: &Value) -> Result<MapRespo
     if version == Version::V2 {
         strict_fields(hook, "", body, &["outputs", "resyncAfterSeconds"])?;
     }
-    let l: LooseMap = decode(hook, body)?;
-    let (outputs, resync) = (l.outputs, l.resync_after_seconds);
-    let outputs = outputs.unwrap_or_default();
-    for (i, o) in outputs.iter().enumerate() {
-        check_object(hook, &format!("outputs[{i}]"), o)?;
-    }
-    Ok(MapResponse {
-        outputs,
-        resync_after_seconds: positive(hook, resync)?,
-    })
+    let mut r: MapResponse = decode(hook, body)?;
+    check_response(
+        hook,
+        "outputs",
+        &r.outputs,
+        None,
+        &mut r.resync_after_seconds,
+    )?;
+    Ok(r)
 }
 
 /// Build a customize request body.
 pub fn customize_request(controller: &Value, parent: &Value) -> Value {
-    let mut m = Map::new();
-    m.insert("controller".into(), controller.clone());
-    m.insert("parent".into(), parent.clone());
-    Value::Object(m)
+    json!({"controller": controller, "parent": parent})
 }
 
 /// Group desired objects by `Kind.apiVersion` (in the order the hook listed them).
