@@ -196,11 +196,7 @@ impl Composite {
     }
 
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
-        let ns = if self.parent.namespaced {
-            self.ctx.options.namespace.as_deref()
-        } else {
-            None
-        };
+        let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
         let mut parents = self.parent_informer.list(ns);
         parents.retain(|p| self.in_scope(p));
         parents
@@ -210,11 +206,7 @@ impl Composite {
     /// definition's `parentResource.labelSelector` or still carrying our finalizer (a parent
     /// that stopped matching is finalized, not forgotten).
     fn in_scope(&self, parent: &Value) -> bool {
-        let ns_ok = match (&self.ctx.options.namespace, self.parent.namespaced) {
-            (Some(ns), true) => object::namespace(parent) == Some(ns.as_str()),
-            _ => true,
-        };
-        ns_ok
+        shared::in_namespace_scope(&self.ctx, self.parent.namespaced, parent)
             && (self
                 .parent_selector
                 .as_ref()

@@ -264,14 +264,7 @@ impl Decorator {
     /// Is this target ours to sync: in the `-n` namespace (if any), and selected or still
     /// carrying our finalizer.
     fn in_scope(&self, slot: usize, obj: &Value) -> bool {
-        let ns_ok = match (
-            &self.ctx.options.namespace,
-            self.targets[slot].info.namespaced,
-        ) {
-            (Some(ns), true) => object::namespace(obj) == Some(ns.as_str()),
-            _ => true,
-        };
-        ns_ok
+        shared::in_namespace_scope(&self.ctx, self.targets[slot].info.namespaced, obj)
             && (self.selected(slot, obj)
                 || object::finalizers(obj).contains(&self.finalizer.as_str()))
     }
@@ -288,12 +281,10 @@ impl Decorator {
     fn targets_in_scope(&self) -> Vec<(usize, Arc<Value>)> {
         let mut out = Vec::new();
         for (i, t) in self.targets.iter().enumerate() {
-            let ns = if t.info.namespaced {
-                self.ctx.options.namespace.as_deref()
-            } else {
-                None
-            };
-            for o in t.informer.list(ns) {
+            for o in t
+                .informer
+                .list(shared::scope_namespace(&self.ctx, t.info.namespaced))
+            {
                 if self.in_scope(i, &o) {
                     out.push((i, o));
                 }

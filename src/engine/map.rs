@@ -219,13 +219,7 @@ impl MapCtl {
                     parent.key()
                 )));
             }
-            let ty = ChildType {
-                key: info.key(),
-                api_version: info.api_resource.api_version.clone(),
-                kind: info.api_resource.kind.clone(),
-                namespaced: info.namespaced,
-                method: rule.method(),
-            };
+            let ty = shared::child_type(info, rule.method());
             types.insert(ty.key.clone(), info.clone());
             outputs.push(OutputSlot {
                 informer: ctx.informers.informer(&info.api_resource, info.namespaced),
@@ -265,11 +259,7 @@ impl MapCtl {
     }
 
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
-        let ns = if self.parent.namespaced {
-            self.ctx.options.namespace.as_deref()
-        } else {
-            None
-        };
+        let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
         let mut parents = self.parent_informer.list(ns);
         parents.retain(|p| self.in_scope(p));
         parents
@@ -277,11 +267,7 @@ impl MapCtl {
 
     /// In the `-n` namespace (if any) and selected by `parentResource.labelSelector`.
     fn in_scope(&self, parent: &Value) -> bool {
-        let ns_ok = match (&self.ctx.options.namespace, self.parent.namespaced) {
-            (Some(ns), true) => object::namespace(parent) == Some(ns.as_str()),
-            _ => true,
-        };
-        ns_ok
+        shared::in_namespace_scope(&self.ctx, self.parent.namespaced, parent)
             && self
                 .parent_selector
                 .as_ref()

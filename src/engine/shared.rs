@@ -493,6 +493,21 @@ pub async fn wait_caches(
     Ok(())
 }
 
+/// The `-n` namespace to list objects of a resource in (`None`: every namespace; a
+/// cluster-scoped resource ignores `-n`).
+pub fn scope_namespace(ctx: &EngineContext, namespaced: bool) -> Option<&str> {
+    if namespaced {
+        ctx.options.namespace.as_deref()
+    } else {
+        None
+    }
+}
+
+/// Is `obj` (of a resource that is `namespaced` or not) inside the `-n` namespace, if any?
+pub fn in_namespace_scope(ctx: &EngineContext, namespaced: bool, obj: &Value) -> bool {
+    scope_namespace(ctx, namespaced).is_none_or(|ns| object::namespace(obj) == Some(ns))
+}
+
 /// The object without the fields that change on every write (and, if `drop_status`, status).
 pub fn strip_volatile(v: &Value, drop_status: bool) -> Value {
     let mut v = v.clone();
