@@ -77,15 +77,7 @@ impl Composite {
     ) -> Result<Arc<Self>, StartError> {
         let name = def.name.clone();
         let cfg = |message: String| StartError::config(&name, message);
-        let h = &def.spec.hooks;
-        let hooks = SyncHooks::resolve(
-            &ctx,
-            &name,
-            def.base_dir(),
-            h.sync.as_ref(),
-            h.finalize.as_ref(),
-            h.customize.as_ref(),
-        )?;
+        let hooks = SyncHooks::resolve(&ctx, &name, def.base_dir(), &def.spec.hooks)?;
         let parent_selector = def
             .spec
             .parent_resource

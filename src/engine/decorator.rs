@@ -129,15 +129,7 @@ impl Decorator {
     ) -> Result<Arc<Self>, StartError> {
         let name = def.name.clone();
         let cfg = |message: String| StartError::config(&name, message);
-        let h = &def.spec.hooks;
-        let hooks = SyncHooks::resolve(
-            &ctx,
-            &name,
-            def.base_dir(),
-            h.sync.as_ref(),
-            h.finalize.as_ref(),
-            h.customize.as_ref(),
-        )?;
+        let hooks = SyncHooks::resolve(&ctx, &name, def.base_dir(), &def.spec.hooks)?;
         if def.spec.resources.is_empty() {
             return Err(cfg(
                 "spec.resources needs at least one target resource".into()

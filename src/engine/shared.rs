@@ -46,7 +46,7 @@ use crate::hooks::CallInfo;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::spec::{Hook, UpdateMethod};
+use crate::spec::{Hook, SyncControllerHooks, UpdateMethod};
 
 /// How long to wait for the caches to show our own writes before finishing a sync.
 pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -161,16 +161,16 @@ impl SyncHooks {
         ctx: &EngineContext,
         controller: &str,
         base_dir: Option<&Path>,
-        sync: Option<&Hook>,
-        finalize: Option<&Hook>,
-        customize: Option<&Hook>,
+        hooks: &SyncControllerHooks,
     ) -> Result<Self, StartError> {
-        let hook = |name: &str, h: Option<&Hook>| resolve_hook(ctx, controller, base_dir, name, h);
+        let hook = |name: &str, h: &Option<Hook>| {
+            resolve_hook(ctx, controller, base_dir, name, h.as_ref())
+        };
         Ok(SyncHooks {
-            sync: hook("sync", sync)?
+            sync: hook("sync", &hooks.sync)?
                 .ok_or_else(|| StartError::config(controller, "hooks.sync is required"))?,
-            finalize: hook("finalize", finalize)?,
-            customize: hook("customize", customize)?,
+            finalize: hook("finalize", &hooks.finalize)?,
+            customize: hook("customize", &hooks.customize)?,
         })
     }
 

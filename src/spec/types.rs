@@ -262,20 +262,22 @@ pub struct CompositeControllerSpec {
     pub generate_selector: Option<bool>,
     /// The hooks.
     #[serde(default)]
-    pub hooks: CompositeHooks,
+    pub hooks: SyncControllerHooks,
 }
 
-/// `spec.hooks` of a CompositeController.
+/// `spec.hooks` of a CompositeController or a DecoratorController.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CompositeHooks {
-    /// Computes status and desired children (required).
+pub struct SyncControllerHooks {
+    /// Computes the desired state: children and status (CompositeController), or labels,
+    /// annotations, status and attachments (DecoratorController). Required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync: Option<Hook>,
-    /// Called instead of sync while the parent is being deleted.
+    /// Called instead of sync while the parent is being deleted (or, for a decorator target,
+    /// stops matching).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalize: Option<Hook>,
-    /// Names the related resources a parent wants to see.
+    /// Names the related resources a parent (target) wants to see.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customize: Option<Hook>,
 }
@@ -295,7 +297,7 @@ pub struct DecoratorControllerSpec {
     pub resync_period_seconds: Option<i32>,
     /// The hooks.
     #[serde(default)]
-    pub hooks: DecoratorHooks,
+    pub hooks: SyncControllerHooks,
 }
 
 /// A DecoratorController target resource with its selectors.
@@ -343,21 +345,6 @@ impl AnnotationSelector {
         }
         LabelSelector::from_label_selector(&Value::Object(v))
     }
-}
-
-/// `spec.hooks` of a DecoratorController.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DecoratorHooks {
-    /// Computes labels, annotations, status and attachments (required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sync: Option<Hook>,
-    /// Called while the target is being deleted or stops matching.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finalize: Option<Hook>,
-    /// Names the related resources a target wants to see.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub customize: Option<Hook>,
 }
 
 /// `spec` of a MapController.
