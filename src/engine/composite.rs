@@ -172,19 +172,9 @@ impl Composite {
         &self.name
     }
 
-    /// Work-queue figures.
-    pub fn queue_stats(&self) -> super::queue::QueueStats {
-        self.queue.stats()
-    }
-
     /// The parent resource.
     pub fn parent_resource(&self) -> &ResourceInfo {
         &self.parent
-    }
-
-    /// Number of parents currently in scope.
-    pub fn parent_count(&self) -> usize {
-        self.parents_in_scope().len()
     }
 
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
@@ -223,30 +213,6 @@ impl Composite {
         self.memory.last_exchange(key)
     }
 
-    /// Queue the parents named `namespace/name` (or `name`); returns how many were queued.
-    pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let named = self
-            .keyed_parents()
-            .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
-        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
-    }
-
-    /// A hook changed (hot reload): forget customize answers, then queue every parent.
-    pub fn hook_reloaded(&self) {
-        self.related.clear();
-        self.enqueue_all(Trigger::HookReloaded);
-    }
-
-    /// The hooks this controller calls, by name.
-    pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
-        self.hooks.list()
-    }
-
-    /// Every parent's last sync/finalize exchange: (parent, (hook, request, response)).
-    pub fn exchanges(&self) -> Vec<Exchange> {
-        self.memory.exchanges()
-    }
-
     /// The cache of a resource this controller reads (parent, children, revisions).
     fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
         if type_key == self.parent.key() {
@@ -266,14 +232,6 @@ impl Composite {
             .iter()
             .find(|s| s.ty.key == type_key)
             .map(|s| &s.informer)
-    }
-
-    /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
-    /// compare the answers; publishes one [`EngineEvent::Replay`] per parent and returns them.
-    pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
-        self.caller
-            .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook))
-            .await
     }
 
     /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
@@ -928,28 +886,36 @@ impl ControllerHandle for Composite {
         &self.name
     }
     fn queue_stats(&self) -> super::queue::QueueStats {
-        Composite::queue_stats(self)
+        self.queue.stats()
     }
     fn parent_count(&self) -> usize {
-        Composite::parent_count(self)
+        self.parents_in_scope().len()
     }
     fn enqueue_all(&self, trigger: Trigger) {
         Composite::enqueue_all(self, trigger);
     }
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        Composite::enqueue_named(self, name, trigger)
+        let named = self
+            .keyed_parents()
+            .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
+        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
+    /// Forget customize answers, then queue every parent.
     fn hook_reloaded(&self) {
-        Composite::hook_reloaded(self);
+        self.related.clear();
+        self.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.hooks.specs()
     }
     fn exchanges(&self) -> Vec<Exchange> {
-        Composite::exchanges(self)
+        self.memory.exchanges()
     }
     fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(Composite::replay(self, exchanges))
+        Box::pin(
+            self.caller
+                .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook)),
+        )
     }
 }
 

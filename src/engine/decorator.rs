@@ -285,11 +285,6 @@ impl Decorator {
         out
     }
 
-    /// Number of targets currently in scope.
-    pub fn target_count(&self) -> usize {
-        self.targets_in_scope().len()
-    }
-
     /// Queue every target in scope.
     pub fn enqueue_all(&self, trigger: Trigger) {
         shared::enqueue_each(&self.queue, &self.memory, self.keyed_targets(), &trigger);
@@ -300,43 +295,6 @@ impl Decorator {
         self.targets_in_scope()
             .into_iter()
             .filter_map(|(slot, o)| self.key_of(slot, &o).map(|k| (k, o)))
-    }
-
-    /// Queue the targets named `namespace/name` (or `name`); returns how many were queued.
-    pub fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let named = self.keyed_targets().filter(|(k, o)| {
-            k.key.to_string() == name || k.to_string() == name || object::name(o) == Some(name)
-        });
-        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
-    }
-
-    /// A hook changed (hot reload): forget customize answers, then queue every target.
-    pub fn hook_reloaded(&self) {
-        self.related.clear();
-        self.enqueue_all(Trigger::HookReloaded);
-    }
-
-    /// The hooks this controller calls, by name.
-    pub fn hooks(&self) -> Vec<(&'static str, &HookSpec)> {
-        self.hooks.list()
-    }
-
-    /// The last sync/finalize exchange of a target: (hook name, request, response).
-    pub fn last_exchange(&self, key: &TargetKey) -> Option<(String, Value, Value)> {
-        self.memory.last_exchange(key)
-    }
-
-    /// Every target's last sync/finalize exchange: (target, (hook, request, response)).
-    pub fn exchanges(&self) -> Vec<Exchange> {
-        self.memory.exchanges()
-    }
-
-    /// Send each exchange's request again (to a reloaded hook) and compare the answers;
-    /// publishes one [`EngineEvent::Replay`] per target and returns them.
-    pub async fn replay(&self, exchanges: Vec<Exchange>) -> Vec<EngineEvent> {
-        self.caller
-            .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook))
-            .await
     }
 
     /// The cache of a resource this controller reads (targets, attachments).
@@ -598,25 +556,33 @@ impl ControllerHandle for Decorator {
         self.queue.stats()
     }
     fn parent_count(&self) -> usize {
-        self.target_count()
+        self.targets_in_scope().len()
     }
     fn enqueue_all(&self, trigger: Trigger) {
         Decorator::enqueue_all(self, trigger);
     }
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        Decorator::enqueue_named(self, name, trigger)
+        let named = self.keyed_targets().filter(|(k, o)| {
+            k.key.to_string() == name || k.to_string() == name || object::name(o) == Some(name)
+        });
+        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
+    /// Forget customize answers, then queue every target.
     fn hook_reloaded(&self) {
-        Decorator::hook_reloaded(self);
+        self.related.clear();
+        self.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.hooks.specs()
     }
     fn exchanges(&self) -> Vec<Exchange> {
-        Decorator::exchanges(self)
+        self.memory.exchanges()
     }
     fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(Decorator::replay(self, exchanges))
+        Box::pin(
+            self.caller
+                .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook)),
+        )
     }
 }
 

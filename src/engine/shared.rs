@@ -174,24 +174,12 @@ impl SyncHooks {
         })
     }
 
-    /// The hooks, by name.
-    pub fn list(&self) -> Vec<(&'static str, &HookSpec)> {
-        let mut out = vec![("sync", &self.sync)];
-        if let Some(h) = &self.finalize {
-            out.push(("finalize", h));
-        }
-        if let Some(h) = &self.customize {
-            out.push(("customize", h));
-        }
-        out
-    }
-
-    /// The hooks, by name, as owned values (for [`ControllerHandle::hook_specs`]).
+    /// The hooks, by name (for [`ControllerHandle::hook_specs`]).
     pub fn specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.list()
-            .into_iter()
-            .map(|(n, h)| (n, h.clone()))
-            .collect()
+        let mut out = vec![("sync", self.sync.clone())];
+        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
+        out.extend(self.customize.clone().map(|h| ("customize", h)));
+        out
     }
 
     /// The hook a sync calls, with its name: finalize (when there is one) for a finalizing
