@@ -78,14 +78,7 @@ impl Composite {
         let name = def.name.clone();
         let cfg = |message: String| StartError::config(&name, message);
         let hooks = SyncHooks::resolve(&ctx, &name, def.base_dir(), &def.spec.hooks)?;
-        let parent_selector = def
-            .spec
-            .parent_resource
-            .label_selector
-            .as_ref()
-            .map(LabelSelector::from_label_selector)
-            .transpose()
-            .map_err(|e| cfg(format!("spec.parentResource.labelSelector: {e}")))?;
+        let parent_selector = shared::parent_selector(&name, &def.spec.parent_resource)?;
 
         // Resolve every resource; a missing one is reported and retried until it appears.
         let mut wanted = vec![(

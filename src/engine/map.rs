@@ -167,14 +167,7 @@ impl MapCtl {
         let map_hook =
             hook("map", &def.spec.hooks.map)?.ok_or_else(|| cfg("hooks.map is required".into()))?;
         let tombstone_hook = hook("tombstone", &def.spec.hooks.tombstone)?;
-        let parent_selector = def
-            .spec
-            .parent_resource
-            .label_selector
-            .as_ref()
-            .map(LabelSelector::from_label_selector)
-            .transpose()
-            .map_err(|e| cfg(format!("spec.parentResource.labelSelector: {e}")))?;
+        let parent_selector = shared::parent_selector(&name, &def.spec.parent_resource)?;
 
         let mut wanted = vec![(
             def.spec.parent_resource.api_version.clone(),

@@ -46,7 +46,8 @@ use crate::hooks::CallInfo;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::spec::{Hook, SyncControllerHooks, UpdateMethod};
+use crate::k8s::selector::LabelSelector;
+use crate::spec::{Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 
 /// How long to wait for the caches to show our own writes before finishing a sync.
 pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -479,6 +480,23 @@ pub async fn wait_caches(
         }
     }
     Ok(())
+}
+
+/// The definition's `spec.parentResource.labelSelector`, parsed (`None`: every parent).
+pub fn parent_selector(
+    controller: &str,
+    rule: &ParentResourceRule,
+) -> Result<Option<LabelSelector>, StartError> {
+    rule.label_selector
+        .as_ref()
+        .map(LabelSelector::from_label_selector)
+        .transpose()
+        .map_err(|e| {
+            StartError::config(
+                controller,
+                format!("spec.parentResource.labelSelector: {e}"),
+            )
+        })
 }
 
 /// The `-n` namespace to list objects of a resource in (`None`: every namespace; a
