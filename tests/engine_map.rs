@@ -777,3 +777,74 @@ async fn paused_map_syncs_show_their_plan_and_write_nothing_until_resumed() {
     .await;
     run.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_answers_and_a_bad_selector_fail_clearly_and_delete_nothing() {
+    // The tombstone hook "keeps" an output that is not one of the key's: an error.
+    let handler: Handler = Arc::new(|hook, req| {
+        if hook == "tombstone" {
+            Reply::json(
+                json!({"outputs": [{"apiVersion": format!("{GROUP}/v1"), "kind": "Snap",
+                "metadata": {"name": "not-ours"}}]}),
+            )
+        } else {
+            Reply::json(snap_for(req))
+        }
+    });
+    let w = world(handler).await;
+    for n in ["a", "b"] {
+        w.create(&cm_ar(), input(n, "yes", "1")).await;
+    }
+    w.create(
+        &sched_ar(),
+        sched("s", json!({"matchLabels": {"app": "yes"}})),
+    )
+    .await;
+    let (m, t) = (w.hook.url("map"), w.hook.url("tombstone"));
+    let run = Running::start(
+        w.client(),
+        vec![map_def(
+            snap_outputs(),
+            json!({"map": {"webhook": {"url": m}}, "tombstone": {"webhook": {"url": t}}}),
+            json!({}),
+        )],
+    )
+    .await;
+    run.converge().await;
+    w.delete(&cm_ar(), "a").await;
+    let e = wait_for("the tombstone answer to be refused", TIMEOUT, || {
+        let hit = run
+            .failed_syncs()
+            .into_iter()
+            .find(|(p, e)| {
+                p.starts_with("default/s configmap-a-") && e.contains("not a detached output")
+            })
+            .map(|(_, e)| e);
+        async move { hit }
+    })
+    .await;
+    assert!(e.contains("can only keep existing outputs"), "{e}");
+    assert_eq!(w.names(&snap_ar()).await, ["s-a", "s-b"], "nothing deleted");
+
+    // An invalid spec.selector: the parent's sync fails with the reason; nothing is deleted.
+    w.patch(
+        &sched_ar(),
+        "s",
+        json!({"spec": {"selector": {"matchLabels": {"app": 3}}}}),
+    )
+    .await;
+    let st = wait_status(&w, "s", "Synced False for the selector", |s| {
+        s["conditions"].as_array().is_some_and(|c| {
+            c.iter().any(|c| {
+                c["type"] == "Synced"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("spec.selector is invalid"))
+            })
+        })
+    })
+    .await;
+    assert_eq!(condition(&st, "Synced").unwrap()["status"], "False");
+    assert_eq!(w.names(&snap_ar()).await, ["s-a", "s-b"], "nothing deleted");
+    run.stop().await;
+}
