@@ -37,6 +37,9 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
+use super::server_view::{self, Seg};
+use crate::k8s::quantity;
+
 /// The annotation holding the last applied desired state (compact JSON), shared with Metacontroller.
 pub const LAST_APPLIED: &str = "metacontroller.k8s.io/last-applied-configuration";
 
@@ -121,7 +124,21 @@ pub enum ApplyError {
 /// rules). System metadata and `status` keep their observed values. The caller supplies any
 /// annotation it wants written; [`apply`] is the entry point that handles [`LAST_APPLIED`].
 pub fn merge(observed: &Value, last_applied: Option<&Value>, desired: &Value) -> Value {
-    let mut merged = merge_value(Some(observed), last_applied, desired).unwrap_or(Value::Null);
+    let of = |k: &str| {
+        desired
+            .get(k)
+            .or_else(|| observed.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut cx = Cx {
+        api_version: of("apiVersion"),
+        kind: of("kind"),
+        path: Vec::new(),
+    };
+    let mut merged =
+        merge_value(Some(observed), last_applied, desired, &mut cx).unwrap_or(Value::Null);
     keep_system_fields(&mut merged, observed);
     merged
 }
@@ -129,6 +146,26 @@ pub fn merge(observed: &Value, last_applied: Option<&Value>, desired: &Value) ->
 /// Apply `desired` (a child as the hook returned it) to `observed` (the live object): merge with
 /// the last applied state read from the observed annotation and record the new one.
 pub fn apply(observed: &Value, desired: &Value) -> Result<Applied, ApplyError> {
+    apply_holding(observed, desired, &[])
+}
+
+/// A child field the engine stopped rewriting (the hot-loop guard): where, and the value the
+/// hook asks for (`None`: the hook removes it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldField {
+    /// The field, as [`FieldChange::path`] writes it.
+    pub path: String,
+    /// What the hook asks for.
+    pub value: Option<Value>,
+}
+
+/// [`apply`], leaving the `held` fields at their observed value while the hook asks for the
+/// value they were held with.
+pub fn apply_holding(
+    observed: &Value,
+    desired: &Value,
+    held: &[HeldField],
+) -> Result<Applied, ApplyError> {
     if !observed.is_object() {
         return Err(ApplyError::ObservedNotObject {
             found: json_type(observed),
@@ -141,13 +178,36 @@ pub fn apply(observed: &Value, desired: &Value) -> Result<Applied, ApplyError> {
     }
     let (last, warning) = read_last_applied(observed);
     let record = applied_record(desired);
-    let mut object = merge(observed, last.as_ref(), &annotated(&record));
+    // Compare the way the server stores (stringData folded, empties and nulls absent); the
+    // annotation keeps what the hook wrote.
+    let view = server_view::server_view(&record, Some(observed));
+    let last_view = last
+        .as_ref()
+        .map(|l| server_view::server_view(l, Some(observed)));
+    let mut object = merge(observed, last_view.as_ref(), &annotated_as(&view, &record));
     if last.as_ref().is_some_and(|l| values_equal(l, &record)) {
         // Same state, maybe written differently (by Metacontroller): keep the observed text.
         if let (Some(old), Some(slot)) =
             (last_applied_text(observed), last_applied_slot(&mut object))
         {
             *slot = old.clone();
+        }
+    }
+    if !held.is_empty() {
+        // Fields the hot-loop guard holds keep their observed value while the hook asks for
+        // the same value as when they were held.
+        for c in field_changes(observed, &object) {
+            let is_held = held.iter().any(|h| {
+                h.path == c.path
+                    && match (&h.value, &c.new) {
+                        (Some(a), Some(b)) => values_equal(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    }
+            });
+            if is_held {
+                set_at_path(&mut object, &c.path, c.old);
+            }
         }
     }
     let changed = !values_equal(&object, observed);
@@ -214,8 +274,33 @@ fn numeric(n: &Number) -> Numeric {
     }
 }
 
+/// Where the merge is: the object's type and the path to the current value (`None` steps are
+/// list items), to know which fields are resource quantities.
+struct Cx {
+    api_version: String,
+    kind: String,
+    path: Vec<Option<String>>,
+}
+
+impl Cx {
+    /// True when the current field holds a resource quantity (compared by value).
+    fn at_quantity(&self) -> bool {
+        let segs: Vec<Seg<'_>> = self
+            .path
+            .iter()
+            .map(|s| s.as_deref().map_or(Seg::Item, Seg::Key))
+            .collect();
+        server_view::is_quantity(&self.api_version, &self.kind, &segs)
+    }
+}
+
 /// Merge one value; `None` means "remove the key".
-fn merge_value(observed: Option<&Value>, last: Option<&Value>, desired: &Value) -> Option<Value> {
+fn merge_value(
+    observed: Option<&Value>,
+    last: Option<&Value>,
+    desired: &Value,
+    cx: &mut Cx,
+) -> Option<Value> {
     match desired {
         Value::Null => None,
         Value::Object(des) => {
@@ -225,6 +310,7 @@ fn merge_value(observed: Option<&Value>, last: Option<&Value>, desired: &Value) 
                 obs,
                 last.and_then(Value::as_object),
                 des,
+                cx,
             )))
         }
         Value::Array(des) => {
@@ -234,10 +320,12 @@ fn merge_value(observed: Option<&Value>, last: Option<&Value>, desired: &Value) 
             let last = last
                 .and_then(Value::as_array)
                 .map_or(&[][..], Vec::as_slice);
-            Some(merge_array(obs, last, des))
+            Some(merge_array(obs, last, des, cx))
         }
         scalar => Some(match observed {
             Some(o) if values_equal(o, scalar) => o.clone(),
+            // `0.5` and `500m` are the same quantity: keep the server's spelling.
+            Some(o) if cx.at_quantity() && quantity::semantic_eq(o, scalar) => o.clone(),
             _ => scalar.clone(),
         }),
     }
@@ -247,6 +335,7 @@ fn merge_object(
     observed: &Map<String, Value>,
     last: Option<&Map<String, Value>>,
     desired: &Map<String, Value>,
+    cx: &mut Cx,
 ) -> Map<String, Value> {
     let mut out = observed.clone();
     for key in last.into_iter().flat_map(Map::keys) {
@@ -256,7 +345,10 @@ fn merge_object(
     }
     for (key, des) in desired {
         let last = last.and_then(|l| l.get(key));
-        match merge_value(observed.get(key), last, des) {
+        cx.path.push(Some(key.clone()));
+        let merged = merge_value(observed.get(key), last, des, cx);
+        cx.path.pop();
+        match merged {
             Some(v) => {
                 out.insert(key.clone(), v);
             }
@@ -271,19 +363,19 @@ fn merge_object(
 /// Merge a list: item by item when it is a list map, else replace it (keeping the observed
 /// list when it is equal). List-map order, as Metacontroller: surviving observed items in
 /// observed order, then new desired items in desired order.
-fn merge_array(observed: &[Value], last: &[Value], desired: &[Value]) -> Value {
+fn merge_array(observed: &[Value], last: &[Value], desired: &[Value], cx: &mut Cx) -> Value {
     let Some(key) = list_map_key(&[observed, last, desired]) else {
+        cx.path.push(None);
         let keep = observed.len() == desired.len()
-            && observed
-                .iter()
-                .zip(desired)
-                .all(|(o, d)| values_equal(o, d));
+            && observed.iter().zip(desired).all(|(o, d)| same_at(o, d, cx));
+        cx.path.pop();
         return Value::Array(if keep { observed } else { desired }.to_vec());
     };
     let desired_items = index_items(key, desired);
     let last_items = index_items(key, last);
     let mut observed_keys = HashSet::new();
     let mut out = Vec::with_capacity(observed.len().max(desired.len()));
+    cx.path.push(None);
     for item in observed {
         let (Some(k), Some(obs)) = (item_key(key, item), item.as_object()) else {
             continue; // unreachable after list_map_key; keeps this total
@@ -293,6 +385,7 @@ fn merge_array(observed: &[Value], last: &[Value], desired: &[Value]) -> Value {
                 obs,
                 last_items.get(&k).and_then(|l| l.as_object()),
                 des,
+                cx,
             ))),
             None if last_items.contains_key(&k) => {}
             None => out.push(item.clone()),
@@ -305,10 +398,35 @@ fn merge_array(observed: &[Value], last: &[Value], desired: &[Value]) -> Value {
         };
         if !observed_keys.contains(&k) {
             let last = last_items.get(&k).and_then(|l| l.as_object());
-            out.push(Value::Object(merge_object(&Map::new(), last, des)));
+            out.push(Value::Object(merge_object(&Map::new(), last, des, cx)));
         }
     }
+    cx.path.pop();
     Value::Array(out)
+}
+
+/// [`values_equal`], with quantities at quantity fields compared by value.
+fn same_at(observed: &Value, desired: &Value, cx: &mut Cx) -> bool {
+    match (observed, desired) {
+        (Value::Object(o), Value::Object(d)) => {
+            o.len() == d.len()
+                && d.iter().all(|(k, dv)| {
+                    o.get(k).is_some_and(|ov| {
+                        cx.path.push(Some(k.clone()));
+                        let same = same_at(ov, dv, cx);
+                        cx.path.pop();
+                        same
+                    })
+                })
+        }
+        (Value::Array(o), Value::Array(d)) => {
+            cx.path.push(None);
+            let same = o.len() == d.len() && o.iter().zip(d).all(|(a, b)| same_at(a, b, cx));
+            cx.path.pop();
+            same
+        }
+        (o, d) => values_equal(o, d) || (cx.at_quantity() && quantity::semantic_eq(o, d)),
+    }
 }
 
 /// The merge key of a list map, if `lists` form one: at least one item, every item an object,
@@ -415,7 +533,12 @@ fn applied_record(desired: &Value) -> Value {
 
 /// `record` with the [`LAST_APPLIED`] annotation set to its JSON.
 fn annotated(record: &Value) -> Value {
-    let mut obj = record.clone();
+    annotated_as(record, record)
+}
+
+/// `obj` with the [`LAST_APPLIED`] annotation set to the JSON of `record`.
+fn annotated_as(obj: &Value, record: &Value) -> Value {
+    let mut obj = obj.clone();
     let text = go_json(record);
     if let Some(ann) = obj
         .as_object_mut()
@@ -644,6 +767,120 @@ fn diff_list_map(path: &str, key: &str, old: &[Value], new: &[Value], out: &mut 
     for item in new {
         if item_key(key, item).is_none_or(|k| !old_items.contains_key(&k)) {
             out.push(change(item_path(item), None, Some(item)));
+        }
+    }
+}
+
+/// One step of a [`FieldChange::path`].
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+    /// A list-map item: merge key and its value as shown.
+    Item(String, String),
+}
+
+/// Splits a path written by [`join`] / the diff (`a.b["c.d"][name=x][0]`) into steps.
+fn parse_path(path: &str) -> Option<Vec<Step>> {
+    let b = path.as_bytes();
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'.' if i > 0 => i += 1,
+            b'[' if b.get(i + 1) == Some(&b'"') => {
+                // A JSON string key: find its closing quote.
+                let mut j = i + 2;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                let key: String = serde_json::from_str(path.get(i + 1..=j)?).ok()?;
+                steps.push(Step::Key(key));
+                if b.get(j + 1) != Some(&b']') {
+                    return None;
+                }
+                i = j + 2;
+            }
+            b'[' => {
+                let end = i + path[i..].find(']')?;
+                let inner = &path[i + 1..end];
+                steps.push(match inner.split_once('=') {
+                    Some((k, v)) => Step::Item(k.to_string(), v.to_string()),
+                    None => Step::Index(inner.parse().ok()?),
+                });
+                i = end + 1;
+            }
+            _ => {
+                let end = path[i..].find(['.', '[']).map_or(path.len(), |n| i + n);
+                steps.push(Step::Key(path[i..end].to_string()));
+                i = end;
+            }
+        }
+    }
+    Some(steps)
+}
+
+/// The list item whose merge key `key` shows as `shown` (as the diff writes it).
+fn item_position(list: &[Value], key: &str, shown: &str) -> Option<usize> {
+    list.iter().position(|item| match item.get(key) {
+        Some(Value::String(s)) => s == shown,
+        Some(v) => serde_json::to_string(v).ok().as_deref() == Some(shown),
+        None => false,
+    })
+}
+
+/// Sets (or with `None` removes) the value at a [`FieldChange::path`]; a path that does not
+/// resolve changes nothing.
+fn set_at_path(obj: &mut Value, path: &str, value: Option<Value>) {
+    let Some(steps) = parse_path(path) else {
+        return;
+    };
+    let Some((last, parents)) = steps.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for step in parents {
+        let next = match step {
+            Step::Key(k) => cur.get_mut(k.as_str()),
+            Step::Index(i) => cur.get_mut(*i),
+            Step::Item(k, shown) => match cur.as_array_mut() {
+                Some(list) => item_position(list, k, shown).and_then(|p| list.get_mut(p)),
+                None => None,
+            },
+        };
+        let Some(next) = next else {
+            return;
+        };
+        cur = next;
+    }
+    match (last, value) {
+        (Step::Key(k), Some(v)) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.insert(k.clone(), v);
+            }
+        }
+        (Step::Key(k), None) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.shift_remove(k);
+            }
+        }
+        (Step::Index(i), Some(v)) => {
+            if let Some(slot) = cur.get_mut(*i) {
+                *slot = v;
+            }
+        }
+        (Step::Index(_), None) => {}
+        (Step::Item(k, shown), v) => {
+            if let Some(list) = cur.as_array_mut() {
+                match (item_position(list, k, shown), v) {
+                    (Some(p), Some(v)) => list[p] = v,
+                    (Some(p), None) => {
+                        list.remove(p);
+                    }
+                    (None, Some(v)) => list.push(v),
+                    (None, None) => {}
+                }
+            }
         }
     }
 }
@@ -1503,5 +1740,304 @@ mod tests {
         expected["metadata"]["annotations"][LAST_APPLIED] =
             b.object["metadata"]["annotations"][LAST_APPLIED].clone();
         assert_eq!(b.object, expected);
+    }
+
+    // ---- comparing the way the server stores ----
+
+    /// `desired` created, then stored by a kube-apiserver that normalizes: `server` is the
+    /// object as that server returns it (without the annotation, which is added here).
+    fn stored_by_server(desired: &Value, server: Value) -> Value {
+        let created = for_create(desired);
+        let mut obj = stored(&json!({"metadata": {"name": "x"}}));
+        obj["apiVersion"] = desired["apiVersion"].clone();
+        obj["kind"] = desired["kind"].clone();
+        for (k, v) in server.as_object().expect("object") {
+            obj[k] = v.clone();
+        }
+        let meta = obj["metadata"].as_object_mut().expect("metadata");
+        for (k, v) in created["metadata"].as_object().expect("metadata") {
+            meta.insert(k.clone(), v.clone());
+        }
+        obj
+    }
+
+    fn secret(body: Value) -> Value {
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": "x", "namespace": "ns"}});
+        for (k, v) in body.as_object().expect("object") {
+            s[k] = v.clone();
+        }
+        s
+    }
+
+    #[test]
+    fn secret_string_data_converges_on_a_folding_server() {
+        let desired = secret(json!({"stringData": {"a": "hello"}}));
+        let observed = stored_by_server(
+            &desired,
+            secret(json!({"data": {"a": "aGVsbG8="}, "type": "Opaque"})),
+        );
+        let a = apply_ok(&observed, &desired);
+        assert!(!a.changed, "{:?}", a.changes);
+        // The annotation still records what the hook wrote.
+        assert_eq!(last_applied(&a.object)["stringData"], json!({"a": "hello"}));
+        // A changed value is a change of data.a.
+        let a = apply_ok(&observed, &secret(json!({"stringData": {"a": "bye"}})));
+        assert_eq!(paths(&a), ["data.a"]);
+        assert_eq!(a.object["data"]["a"], json!("Ynll"));
+    }
+
+    #[test]
+    fn secret_string_data_wins_over_data_and_three_way_deletes_work() {
+        let desired =
+            secret(json!({"data": {"a": "b2xk", "b": "Yg=="}, "stringData": {"a": "new"}}));
+        let observed = stored_by_server(
+            &desired,
+            secret(json!({"data": {"a": "bmV3", "b": "Yg=="}, "type": "Opaque"})),
+        );
+        assert!(!apply_ok(&observed, &desired).changed);
+        // The hook stops writing stringData.a: data.a is what data says again.
+        let a = apply_ok(
+            &observed,
+            &secret(json!({"data": {"a": "b2xk", "b": "Yg=="}})),
+        );
+        assert_eq!(paths(&a), ["data.a"]);
+        assert_eq!(a.object["data"]["a"], json!("b2xk"));
+        // A stringData key the hook drops is removed from data.
+        let two = secret(json!({"stringData": {"a": "1", "b": "2"}}));
+        let observed = stored_by_server(
+            &two,
+            secret(json!({"data": {"a": "MQ==", "b": "Mg=="}, "type": "Opaque"})),
+        );
+        let a = apply_ok(&observed, &secret(json!({"stringData": {"a": "1"}})));
+        assert_eq!(paths(&a), ["data.b"]);
+        assert!(a.object["data"].get("b").is_none());
+    }
+
+    #[test]
+    fn secret_string_data_on_a_server_that_keeps_it_stays_string_data() {
+        let desired = secret(json!({"stringData": {"a": "hello"}}));
+        let observed = stored_by_server(&desired, secret(json!({"stringData": {"a": "hello"}})));
+        assert!(!apply_ok(&observed, &desired).changed);
+    }
+
+    fn sized_deployment(resources: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "x", "namespace": "ns"},
+               "spec": {"template": {"spec": {"containers": [
+                   {"name": "web", "image": "nginx", "resources": resources}]}}}})
+    }
+
+    #[test]
+    fn quantities_compare_by_value_and_keep_the_server_spelling() {
+        let desired = sized_deployment(json!({"limits": {"cpu": "0.5", "memory": "1024Mi"},
+                                        "requests": {"cpu": 0.25, "memory": "0.5Gi"}}));
+        let server = sized_deployment(json!({"limits": {"cpu": "500m", "memory": "1Gi"},
+                                       "requests": {"cpu": "250m", "memory": "512Mi"}}));
+        let observed = stored_by_server(&desired, server);
+        let a = apply_ok(&observed, &desired);
+        assert!(!a.changed, "{:?}", a.changes);
+        // A different quantity is a change, written as the hook wrote it.
+        let a = apply_ok(
+            &observed,
+            &sized_deployment(json!({"limits": {"cpu": "0.6", "memory": "1Gi"},
+                               "requests": {"cpu": 0.25, "memory": "0.5Gi"}})),
+        );
+        assert_eq!(
+            paths(&a),
+            ["spec.template.spec.containers[name=web].resources.limits.cpu"]
+        );
+        assert_eq!(
+            a.object["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+            json!("0.6")
+        );
+    }
+
+    #[test]
+    fn quantities_in_every_pod_template_kind_converge() {
+        let pod_spec = |cpu: &str| {
+            json!({"containers": [{"name": "c", "resources": {"limits": {"cpu": cpu}}}],
+                                            "initContainers": [{"name": "i", "resources": {"requests": {"memory": if cpu == "0.5" {"1024Mi"} else {"1Gi"}}}}]})
+        };
+        for (api, kind) in [
+            ("v1", "Pod"),
+            ("v1", "PodTemplate"),
+            ("v1", "ReplicationController"),
+            ("apps/v1", "Deployment"),
+            ("apps/v1", "ReplicaSet"),
+            ("apps/v1", "StatefulSet"),
+            ("apps/v1", "DaemonSet"),
+            ("batch/v1", "Job"),
+            ("batch/v1", "CronJob"),
+        ] {
+            let wrap = |spec: Value| {
+                let body = match kind {
+                    "Pod" => json!({"spec": spec}),
+                    "PodTemplate" => json!({"template": {"spec": spec}}),
+                    "CronJob" => {
+                        json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}}})
+                    }
+                    _ => json!({"spec": {"template": {"spec": spec}}}),
+                };
+                let mut o = json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x", "namespace": "ns"}});
+                for (k, v) in body.as_object().expect("object") {
+                    o[k] = v.clone();
+                }
+                o
+            };
+            let desired = wrap(pod_spec("0.5"));
+            let observed = stored_by_server(&desired, wrap(pod_spec("500m")));
+            let a = apply_ok(&observed, &desired);
+            assert!(!a.changed, "{kind}: {:?}", a.changes);
+            // The same spelling in a custom resource is a string like any other.
+            let cr = |spec: Value| {
+                let mut o = wrap(spec);
+                o["apiVersion"] = json!("example.com/v1");
+                o
+            };
+            let desired = cr(pod_spec("0.5"));
+            let observed = stored_by_server(&desired, cr(pod_spec("500m")));
+            assert!(
+                apply_ok(&observed, &desired).changed,
+                "{kind} as a custom resource"
+            );
+        }
+    }
+
+    #[test]
+    fn pvc_quota_and_limit_range_quantities_converge() {
+        for (desired, server) in [
+            (
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "x"},
+                       "spec": {"resources": {"requests": {"storage": "1024Mi"}}}}),
+                json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}}),
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "x"},
+                       "spec": {"hard": {"cpu": "1.5", "pods": 10}}}),
+                json!({"spec": {"hard": {"cpu": "1500m", "pods": "10"}}}),
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "x"},
+                       "spec": {"limits": [{"type": "Container", "default": {"memory": "0.5Gi"}}]}}),
+                json!({"spec": {"limits": [{"type": "Container", "default": {"memory": "512Mi"}}]}}),
+            ),
+            (
+                json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+                       "spec": {"volumeClaimTemplates": [{"metadata": {"name": "d"},
+                                "spec": {"resources": {"requests": {"storage": "1e9"}}}}]}}),
+                json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "d"},
+                                "spec": {"resources": {"requests": {"storage": "1G"}}}}]}}),
+            ),
+        ] {
+            let observed = stored_by_server(&desired, server);
+            let a = apply_ok(&observed, &desired);
+            assert!(!a.changed, "{}: {:?}", desired["kind"], a.changes);
+        }
+    }
+
+    #[test]
+    fn int_or_string_is_not_a_quantity_and_is_written_as_asked() {
+        let svc = |port: Value| {
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"},
+                                       "spec": {"ports": [{"port": 80, "targetPort": port}]}})
+        };
+        let observed = stored_by_server(&svc(json!(80)), svc(json!(80)));
+        assert!(!apply_ok(&observed, &svc(json!(80))).changed);
+        // "80" is another value for the server (it keeps the type): written, never "fixed".
+        let a = apply_ok(&observed, &svc(json!("80")));
+        assert_eq!(paths(&a), ["spec.ports[port=80].targetPort"]);
+        assert_eq!(a.object["spec"]["ports"][0]["targetPort"], json!("80"));
+    }
+
+    #[test]
+    fn empty_maps_lists_and_nulls_are_absent() {
+        let desired = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "x", "labels": {}, "annotations": {}},
+                             "data": {}, "binaryData": null});
+        // The server dropped all of them.
+        let observed = stored_by_server(&desired, json!({}));
+        let a = apply_ok(&observed, &desired);
+        assert!(!a.changed, "{:?}", a.changes);
+        let pod = |env: Value, sc: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "image": "i", "env": env}], "securityContext": sc}})
+        };
+        // env: [] dropped; securityContext null on a server that defaults it to {}.
+        let desired = pod(json!([]), json!(null));
+        let observed = stored_by_server(
+            &desired,
+            json!({"spec": {"containers": [{"name": "c", "image": "i"}], "securityContext": {}}}),
+        );
+        assert!(!apply_ok(&observed, &desired).changed);
+        // A value applied before and null now is removed (three-way), absent or null alike.
+        let before = pod(
+            json!([{"name": "A", "value": "1"}]),
+            json!({"runAsUser": 1}),
+        );
+        let observed = stored_by_server(&before, before.clone());
+        for now in [pod(json!([]), json!(null)), pod(json!(null), json!({}))] {
+            let a = apply_ok(&observed, &now);
+            let spec = &a.object["spec"];
+            assert!(spec["containers"][0].get("env").is_none(), "{spec}");
+            assert!(spec.get("securityContext").is_none(), "{spec}");
+        }
+    }
+
+    #[test]
+    fn held_fields_keep_the_observed_value_while_the_hook_asks_the_same() {
+        let desired = sized_deployment(json!({"limits": {"cpu": "2"}}));
+        let observed =
+            stored_by_server(&desired, sized_deployment(json!({"limits": {"cpu": "1"}})));
+        let path = "spec.template.spec.containers[name=web].resources.limits.cpu";
+        let held = [HeldField {
+            path: path.into(),
+            value: Some(json!("2")),
+        }];
+        let a = apply_holding(&observed, &desired, &held).expect("apply");
+        assert!(!a.changed, "{:?}", a.changes);
+        // Another value from the hook is not held.
+        let a = apply_holding(
+            &observed,
+            &sized_deployment(json!({"limits": {"cpu": "3"}})),
+            &held,
+        )
+        .expect("apply");
+        assert_eq!(paths(&a), [path]);
+        // Held removals and additions, with quoted keys.
+        let obs = stored(&for_create(&cm(json!({"a.b": "1"}))));
+        let held = [
+            HeldField {
+                path: "data[\"a.b\"]".into(),
+                value: None,
+            },
+            HeldField {
+                path: "data.new".into(),
+                value: Some(json!("x")),
+            },
+        ];
+        let a = apply_holding(&obs, &cm(json!({"new": "x"})), &held).expect("apply");
+        // Only the annotation (what the hook asked) changes.
+        assert_eq!(
+            paths(&a),
+            [format!("metadata.annotations[\"{LAST_APPLIED}\"]")]
+        );
+        assert_eq!(a.object["data"], json!({"a.b": "1"}));
+    }
+
+    #[test]
+    fn paths_parse_back() {
+        assert_eq!(
+            parse_path("spec.c[name=web].x[\"a.b\\\"c\"][2]").expect("parses"),
+            vec![
+                Step::Key("spec".into()),
+                Step::Key("c".into()),
+                Step::Item("name".into(), "web".into()),
+                Step::Key("x".into()),
+                Step::Key("a.b\"c".into()),
+                Step::Index(2),
+            ]
+        );
+        assert!(parse_path("a[x").is_none());
     }
 }

@@ -12,6 +12,8 @@
 //! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
 //! - [`plan`]: the pure plan (observed + desired -> actions); what dryrun and the TUI print.
 //! - [`apply`]: the three-way merge with the last-applied annotation.
+//! - [`server_view`]: the desired object as the API server will store it (stringData folded,
+//!   empties and nulls absent, which fields are quantities), so the merge converges.
 //! - [`rollout`]: rolling updates, revisions and status checks.
 //! - [`related`]: customize-hook related resources.
 //! - [`replay`]: comparing a reloaded hook's answer to the previous one.
@@ -39,4 +41,5 @@ pub mod related;
 pub mod replay;
 pub mod rollout;
 pub mod runtime;
+pub mod server_view;
 pub mod shared;
