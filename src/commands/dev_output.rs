@@ -378,6 +378,21 @@ impl<W: Write> Printer<W> {
                     &content,
                 )
             }
+            EngineEvent::HotLoop {
+                controller,
+                parent,
+                message,
+                ..
+            } => {
+                let content = self.paint(&clean(message), sgr::BOLD_RED);
+                self.line(
+                    now,
+                    controller,
+                    parent,
+                    ("hot-loop", Some(sgr::BOLD_RED)),
+                    &content,
+                )
+            }
             EngineEvent::Info {
                 controller,
                 message,
@@ -706,6 +721,7 @@ fn verb_style(verb: ActionVerb) -> (&'static str, &'static str, &'static str) {
         ActionVerb::RemoveFinalizer => ("finalizer", sgr::BLUE, "remove "),
         ActionVerb::Revision => ("revision", sgr::BLUE, ""),
         ActionVerb::ApplyDocument => ("apply", sgr::GREEN, ""),
+        ActionVerb::NoOp => ("no-op", sgr::DIM, ""),
     }
 }
 

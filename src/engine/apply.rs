@@ -95,6 +95,8 @@ pub struct Applied {
     /// Set when the observed annotation could not be used (not JSON, not an object): the merge
     /// then ran without last applied state.
     pub warning: Option<String>,
+    /// Differences left alone because the hot-loop guard holds those fields.
+    pub held: Vec<FieldChange>,
 }
 
 /// Why [`apply`] cannot merge.
@@ -193,6 +195,7 @@ pub fn apply_holding(
             *slot = old.clone();
         }
     }
+    let mut held_back = Vec::new();
     if !held.is_empty() {
         // Fields the hot-loop guard holds keep their observed value while the hook asks for
         // the same value as when they were held.
@@ -206,7 +209,8 @@ pub fn apply_holding(
                     }
             });
             if is_held {
-                set_at_path(&mut object, &c.path, c.old);
+                set_at_path(&mut object, &c.path, c.old.clone());
+                held_back.push(c);
             }
         }
     }
@@ -221,6 +225,7 @@ pub fn apply_holding(
         changed,
         changes,
         warning,
+        held: held_back,
     })
 }
 

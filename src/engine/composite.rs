@@ -495,6 +495,7 @@ impl Composite {
                     types: &types,
                     observed: &observed,
                     desired: &desired,
+                    held: &self.memory.held_fields(key),
                 },
                 &mut plan,
             );
@@ -524,11 +525,12 @@ impl Composite {
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
         };
-        outcome.writes = shared::carry_out(&self.ctx, &self.memory, key, &target, &plan, |t| {
+        shared::carry_out(&self.ctx, &self.memory, key, &target, &plan, |t| {
             self.informer_for(t)
         })
         .await
-        .map_err(fail)?;
+        .map_err(fail)?
+        .fill(&mut outcome);
         Ok(outcome)
     }
 
@@ -958,7 +960,8 @@ impl Reconciler for CompositeLoop {
         &self.inner.queue
     }
 
-    async fn sync(&self, key: &ObjectKey, _triggers: &[Trigger]) -> SyncOutcome {
+    async fn sync(&self, key: &ObjectKey, triggers: &[Trigger]) -> SyncOutcome {
+        self.inner.memory.clear_hot_loops_on(key, triggers);
         self.inner.sync_parent(key, &self.stop).await
     }
 }

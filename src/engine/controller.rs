@@ -25,6 +25,11 @@ pub struct SyncOutcome {
     pub resync_after: Option<Duration>,
     /// A rollout is in progress and waits for children (it can still progress).
     pub rollout_pending: bool,
+    /// Child updates the server answered as no-ops (same resourceVersion): not writes, but
+    /// confirmed like writes, so the hot-loop guard sees a field the server keeps rewriting.
+    pub noops: usize,
+    /// Child fields the hot-loop guard holds (messages naming field, values and cause).
+    pub hot_loops: Vec<String>,
 }
 
 /// A failed sync.
@@ -107,6 +112,8 @@ pub enum KeyState {
     RateLimited,
     /// A rollout is waiting for children.
     RolloutPending,
+    /// Converged except for child fields the hot-loop guard holds (the message names them).
+    HotLoop(String),
 }
 
 impl Tracker {
@@ -202,8 +209,10 @@ async fn sync_one<R: Reconciler>(
         }
         None => {
             q.forget(&key);
-            let confirm = out.writes > 0 && r.confirm_writes();
-            let state = if out.rollout_pending {
+            let confirm = (out.writes > 0 || out.noops > 0) && r.confirm_writes();
+            let state = if !out.hot_loops.is_empty() {
+                KeyState::HotLoop(out.hot_loops.join("; "))
+            } else if out.rollout_pending {
                 KeyState::RolloutPending
             } else if confirm {
                 KeyState::Wrote

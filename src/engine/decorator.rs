@@ -491,6 +491,7 @@ impl Decorator {
                     types: &types,
                     observed: &observed,
                     desired: &desired,
+                    held: &self.memory.held_fields(key),
                 },
                 &mut plan,
             );
@@ -521,12 +522,12 @@ impl Decorator {
             revisions: None,
             finalizer: &self.finalizer,
         };
-        outcome.writes =
-            shared::carry_out(&self.ctx, &self.memory, key, &exec_target, &plan, |t| {
-                self.informer_for(t)
-            })
-            .await
-            .map_err(fail)?;
+        shared::carry_out(&self.ctx, &self.memory, key, &exec_target, &plan, |t| {
+            self.informer_for(t)
+        })
+        .await
+        .map_err(fail)?
+        .fill(&mut outcome);
         Ok(outcome)
     }
 
@@ -624,7 +625,8 @@ impl Reconciler for DecoratorLoop {
         &self.inner.queue
     }
 
-    async fn sync(&self, key: &TargetKey, _triggers: &[Trigger]) -> SyncOutcome {
+    async fn sync(&self, key: &TargetKey, triggers: &[Trigger]) -> SyncOutcome {
+        self.inner.memory.clear_hot_loops_on(key, triggers);
         self.inner.sync_target(key, &self.stop).await
     }
 }

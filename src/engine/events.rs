@@ -96,6 +96,9 @@ pub enum ActionVerb {
     Revision,
     /// Applied a non-controller document from a controller file (`--apply`).
     ApplyDocument,
+    /// A write the server answered with the resourceVersion the object already had: it
+    /// changed nothing (the server normalizes or rewrites what was sent). Not a write.
+    NoOp,
 }
 
 impl std::fmt::Display for ActionVerb {
@@ -111,6 +114,7 @@ impl std::fmt::Display for ActionVerb {
             ActionVerb::RemoveFinalizer => "remove-finalizer",
             ActionVerb::Revision => "revision",
             ActionVerb::ApplyDocument => "apply",
+            ActionVerb::NoOp => "no-op",
         })
     }
 }
@@ -287,6 +291,29 @@ pub enum EngineEvent {
         changes: Vec<super::apply::FieldChange>,
         /// The call failed: the new hook's error.
         error: Option<String>,
+    },
+    /// The hot-loop guard stopped rewriting a child field the server keeps rewriting back
+    /// (see `engine::hotloop`); the parent's other fields and children keep syncing.
+    #[serde(rename_all = "camelCase")]
+    HotLoop {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// `Kind.apiVersion` of the child.
+        resource: String,
+        /// `namespace/name` of the child.
+        object: String,
+        /// The field, e.g. `spec.template.spec.containers[name=web].resources.limits.cpu`.
+        path: String,
+        /// What the hook asks for (absent: the hook removes the field).
+        desired: Option<serde_json::Value>,
+        /// What the server keeps returning (absent: the server drops the field).
+        server: Option<serde_json::Value>,
+        /// The likely cause and the fix.
+        cause: String,
+        /// The whole message, as recorded in the Warning event.
+        message: String,
     },
     /// A notice worth a line (context pinned, lease acquired, resource appeared, ...).
     #[serde(rename_all = "camelCase")]

@@ -60,6 +60,13 @@ pub enum Expectation {
 pub struct ExecReport {
     /// Successful writes.
     pub writes: usize,
+    /// Writes the server answered with the resourceVersion the object already had: they
+    /// changed nothing (not counted in `writes`, nothing to wait for).
+    pub noops: usize,
+    /// The child updates among `noops`.
+    pub child_noops: usize,
+    /// Children whose update went through (written or a no-op), for the hot-loop guard.
+    pub updated: Vec<ChildId>,
     /// Failed writes, as messages naming the object.
     pub errors: Vec<String>,
     /// Writes to wait for in the caches.
@@ -363,7 +370,7 @@ impl Executor {
                     Ok(obj) => api
                         .replace(&u.id.key.name, &self.post_params(), &obj)
                         .await
-                        .map(|_| ())
+                        .map(|o| o.metadata.resource_version)
                         .map_err(Some),
                     Err(m) => {
                         report.errors.push(m);
@@ -382,13 +389,32 @@ impl Executor {
                         &Patch::Apply(&desired),
                     )
                     .await
-                    .map(|_| ())
+                    .map(|o| o.metadata.resource_version)
                     .map_err(Some)
                 }
             };
             match result {
-                Ok(()) => {
+                Ok(rv) if rv.is_some() && rv == previous => {
+                    // The server kept the object as it was (it normalizes or rewrites what we
+                    // sent): nothing changed, no watch event will come.
+                    report.noops += 1;
+                    report.child_noops += 1;
+                    report.updated.push(u.id.clone());
+                    self.publish(
+                        t,
+                        ActionVerb::NoOp,
+                        &u.id.type_key,
+                        u.id.object(),
+                        Some(format!(
+                            "update of {} left the object unchanged (same resourceVersion)",
+                            super::plan::summarize_changes(&u.changes)
+                        )),
+                        None,
+                    );
+                }
+                Ok(_) => {
                     report.writes += 1;
+                    report.updated.push(u.id.clone());
                     report.expectations.push(Expectation::Changed {
                         type_key: u.id.type_key.clone(),
                         key: to_key(&u.id),
@@ -487,6 +513,25 @@ impl Executor {
         parent_rv: &mut Option<String>,
     ) {
         match result {
+            Ok(obj)
+                if obj.metadata.resource_version.is_some()
+                    && obj.metadata.resource_version == *parent_rv =>
+            {
+                report.noops += 1;
+                let what = detail
+                    .map(|d| format!("{verb} {d}"))
+                    .unwrap_or(verb.to_string());
+                self.publish(
+                    t,
+                    ActionVerb::NoOp,
+                    parent_type,
+                    parent_key.to_string(),
+                    Some(format!(
+                        "{what} left the object unchanged (same resourceVersion)"
+                    )),
+                    None,
+                );
+            }
             Ok(obj) => {
                 report.writes += 1;
                 let previous = parent_rv.clone();

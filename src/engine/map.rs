@@ -872,6 +872,7 @@ impl MapCtl {
                         types: &types,
                         observed: &observed,
                         desired: &desired,
+                        held: &self.memory.held_fields(work),
                     },
                     &mut plan,
                 );
@@ -909,7 +910,9 @@ impl MapCtl {
         if plan.is_empty() {
             return Ok((outcome, false));
         }
-        outcome.writes = self.carry_out(work, parent, &plan).await?;
+        self.carry_out(work, parent, &plan)
+            .await?
+            .fill(&mut outcome);
         Ok((outcome, false))
     }
 
@@ -1024,12 +1027,11 @@ impl MapCtl {
         if plan.status.is_none() {
             return Ok(SyncOutcome::default());
         }
-        Ok(SyncOutcome {
-            writes: self
-                .carry_out(&MapWork::Status(pk.clone()), &parent, &plan)
-                .await?,
-            ..SyncOutcome::default()
-        })
+        let mut outcome = SyncOutcome::default();
+        self.carry_out(&MapWork::Status(pk.clone()), &parent, &plan)
+            .await?
+            .fill(&mut outcome);
+        Ok(outcome)
     }
 
     /// Execute a plan for `work` (or hold it while paused) and wait for the caches to show it.
@@ -1038,7 +1040,7 @@ impl MapCtl {
         work: &MapWork,
         parent: &Value,
         plan: &Plan,
-    ) -> Result<usize, SyncFailure> {
+    ) -> Result<shared::Carried, SyncFailure> {
         let target = Target {
             controller: &self.name,
             parent,
@@ -1168,6 +1170,7 @@ impl Reconciler for MapLoop {
     }
 
     async fn sync(&self, key: &MapWork, triggers: &[Trigger]) -> SyncOutcome {
+        self.inner.memory.clear_hot_loops_on(key, triggers);
         self.inner.sync_work(key, triggers).await
     }
 

@@ -19,6 +19,7 @@
 //! - [`replay`]: comparing a reloaded hook's answer to the previous one.
 //! - [`hookapi`]: the hook wire format (request maps, v1/v2 response decoding).
 //! - [`execute`]: carries a plan out against the API server.
+//! - [`hotloop`]: the hot-loop guard (stop rewriting a field the server keeps rewriting).
 //! - [`recorder`]: `SyncError` Events on parents.
 //! - [`context`]: services shared by all controllers of one engine; hook resolution.
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
@@ -31,6 +32,7 @@ pub mod decorator;
 pub mod events;
 pub mod execute;
 pub mod hookapi;
+pub mod hotloop;
 pub mod map;
 pub mod map_plan;
 pub mod ownership;

@@ -151,6 +151,15 @@ pub struct OwnerEdit {
     pub owner_references: Vec<Value>,
 }
 
+/// A child field left at the server's value because the hot-loop guard holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldChange {
+    /// Which child.
+    pub id: ChildId,
+    /// The difference not written.
+    pub change: FieldChange,
+}
+
 /// A difference left alone.
 #[derive(Debug, Clone, Serialize)]
 pub struct Skip {
@@ -271,6 +280,9 @@ pub struct Plan {
     pub update: Vec<Update>,
     /// Differences deliberately left alone.
     pub skip: Vec<Skip>,
+    /// Child fields the hot-loop guard holds at the server's value (not written).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldChange>,
     /// Number of children already as desired.
     pub unchanged: usize,
     /// ControllerRevision writes (rolling updates).
@@ -435,6 +447,8 @@ pub struct ChildrenInput<'a> {
     /// The desired children, in the order the hook listed them (already normalized by
     /// [`normalize_desired`]).
     pub desired: &'a [(ChildId, Value)],
+    /// Fields the hot-loop guard holds, by child (see `engine::hotloop`).
+    pub held: &'a BTreeMap<ChildId, Vec<apply::HeldField>>,
 }
 
 /// Check and complete the hook's desired children: declared type, namespace defaulting and
@@ -594,10 +608,15 @@ pub fn plan_children(input: &ChildrenInput<'_>, plan: &mut Plan) {
                 });
             }
             Some(observed) => {
-                let applied = match apply::apply(observed, desired) {
+                let held = input.held.get(id).map_or(&[][..], Vec::as_slice);
+                let applied = match apply::apply_holding(observed, desired, held) {
                     Ok(a) => a,
                     Err(_) => continue,
                 };
+                plan.held.extend(applied.held.iter().map(|c| HeldChange {
+                    id: id.clone(),
+                    change: c.clone(),
+                }));
                 if !applied.changed {
                     plan.unchanged += 1;
                     continue;
@@ -842,6 +861,7 @@ mod tests {
                 types: &t,
                 observed: &obs,
                 desired: &desired,
+                held: &BTreeMap::new(),
             },
             &mut plan,
         );
@@ -1063,6 +1083,7 @@ mod tests {
                 types: &t,
                 observed: &obs,
                 desired: &desired,
+                held: &BTreeMap::new(),
             },
             &mut plan,
         );

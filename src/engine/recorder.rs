@@ -1,4 +1,5 @@
-//! Kubernetes Events on parents: `SyncError` warnings, as Metacontroller records them.
+//! Kubernetes Events on parents: `SyncError` warnings, as Metacontroller records them, and
+//! `HotLoop` warnings (a child field the server keeps rewriting, see `engine::hotloop`).
 //!
 //! A failed sync records a core/v1 Event (type Warning, reason `SyncError`, the error text as
 //! message) on the parent, so `kubectl describe` shows it. Repeats of the same message on the
@@ -17,6 +18,9 @@ use crate::k8s::object;
 
 /// The reason of failed-sync events.
 pub const SYNC_ERROR: &str = "SyncError";
+
+/// The reason of hot-loop events (a child field the server keeps rewriting).
+pub const HOT_LOOP: &str = "HotLoop";
 
 /// An Event already written: (namespace, name, count).
 type SeenEvent = (String, String, i32);
@@ -41,6 +45,13 @@ impl Recorder {
     pub async fn sync_error(&self, parent: &Value, message: &str) {
         if let Err(e) = self.warn(parent, SYNC_ERROR, message).await {
             tracing::warn!("could not record a {SYNC_ERROR} event: {e}");
+        }
+    }
+
+    /// Record a Warning `HotLoop` event with `message` on `parent`.
+    pub async fn hot_loop(&self, parent: &Value, message: &str) {
+        if let Err(e) = self.warn(parent, HOT_LOOP, message).await {
+            tracing::warn!("could not record a {HOT_LOOP} event: {e}");
         }
     }
 

@@ -267,7 +267,9 @@ impl Engine {
             for (key, state) in r.tracker.snapshot() {
                 match state {
                     KeyState::Ok => {}
-                    KeyState::Failed(m) => rep.failed.push((r.name.clone(), key, m)),
+                    KeyState::Failed(m) | KeyState::HotLoop(m) => {
+                        rep.failed.push((r.name.clone(), key, m))
+                    }
                     KeyState::Wrote => {
                         rep.converged = false;
                         rep.pending

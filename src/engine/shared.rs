@@ -21,7 +21,7 @@
 //! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
 //! DecoratorController and MapController share them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Display;
 use std::hash::Hash;
 use std::path::Path;
@@ -32,6 +32,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::apply;
 use super::context::{EngineContext, HookSpec, call_hook};
 use super::controller::{
     ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker, run_workers,
@@ -39,6 +40,7 @@ use super::controller::{
 use super::events::{EngineEvent, Trigger};
 use super::execute::{Expectation, Target};
 use super::hookapi::{self, Version};
+use super::hotloop;
 use super::plan::{ChildId, ChildType, Plan};
 use super::queue::WorkQueue;
 use super::related::{self, ResolvedRule};
@@ -639,6 +641,7 @@ struct Memory<K> {
     uid_to_key: HashMap<String, K>,
     last_status: HashMap<K, Value>,
     last_exchange: HashMap<K, (String, Value, Value)>,
+    hot_loops: HashMap<K, hotloop::Guard>,
 }
 
 impl<K> Default for SyncMemory<K> {
@@ -648,6 +651,7 @@ impl<K> Default for SyncMemory<K> {
                 uid_to_key: HashMap::new(),
                 last_status: HashMap::new(),
                 last_exchange: HashMap::new(),
+                hot_loops: HashMap::new(),
             }),
         }
     }
@@ -740,7 +744,51 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             }
             m.last_status.remove(key);
             m.last_exchange.remove(key);
+            m.hot_loops.remove(key);
         }
+    }
+
+    /// A sync asked for by a hook reload, a user or `resyncPeriodSeconds` (in `triggers`)
+    /// clears the hot-loop guard of `key`, so its held fields are written again.
+    pub fn clear_hot_loops_on(&self, key: &K, triggers: &[Trigger]) {
+        let clears = triggers.iter().any(|t| {
+            matches!(
+                t,
+                Trigger::HookReloaded | Trigger::Manual | Trigger::ResyncPeriod
+            )
+        });
+        if clears && let Ok(mut m) = self.inner.lock() {
+            m.hot_loops.remove(key);
+        }
+    }
+
+    /// The child fields the hot-loop guard holds for `key`, for the next plan.
+    pub fn held_fields(&self, key: &K) -> BTreeMap<ChildId, Vec<apply::HeldField>> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|m| m.hot_loops.get(key).map(hotloop::Guard::held_fields))
+            .unwrap_or_default()
+    }
+
+    /// Account for an executed plan in the hot-loop guard of `key`: returns the fields held
+    /// from now on and every field held (newly or not), as messages.
+    fn record_rewrites(
+        &self,
+        key: &K,
+        plan: &Plan,
+        updated: &[ChildId],
+    ) -> (Vec<hotloop::HotLoop>, Vec<String>) {
+        let Ok(mut m) = self.inner.lock() else {
+            return (Vec::new(), Vec::new());
+        };
+        let guard = m.hot_loops.entry(key.clone()).or_default();
+        let tripped = guard.record(plan, updated);
+        let held = guard.held().iter().map(hotloop::HotLoop::message).collect();
+        if guard.is_empty() {
+            m.hot_loops.remove(key);
+        }
+        (tripped, held)
     }
 }
 
@@ -1030,7 +1078,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     target: &Target<'_>,
     plan: &Plan,
     informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
-) -> Result<usize, String> {
+) -> Result<Carried, String> {
     if ctx.is_paused() {
         // Paused: show what would be written, write nothing, and do not wait for it.
         ctx.bus.publish(EngineEvent::PlanHeld {
@@ -1038,17 +1086,57 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
             parent: key.to_string(),
             actions: plan.describe(),
         });
-        return Ok(0);
+        return Ok(Carried::default());
     }
     let report = ctx.executor.execute(target, plan).await;
     if let Some(st) = report.status_written {
         memory.record_status(key, st);
     }
+    let (tripped, hot_loops) = memory.record_rewrites(key, plan, &report.updated);
+    for h in &tripped {
+        let message = h.message();
+        ctx.bus.publish(EngineEvent::HotLoop {
+            controller: target.controller.to_string(),
+            parent: key.to_string(),
+            resource: h.child.type_key.clone(),
+            object: h.child.object(),
+            path: h.path.clone(),
+            desired: h.desired.clone(),
+            server: h.server.clone(),
+            cause: h.cause.clone(),
+            message: message.clone(),
+        });
+        ctx.recorder.hot_loop(target.parent, &message).await;
+    }
     await_expectations(&report.expectations, informer_for).await;
     if report.errors.is_empty() {
-        Ok(report.writes)
+        Ok(Carried {
+            writes: report.writes,
+            noops: report.child_noops,
+            hot_loops,
+        })
     } else {
         Err(report.errors.join("; "))
+    }
+}
+
+/// What [`carry_out`] did.
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// Writes made.
+    pub writes: usize,
+    /// Child updates the server answered as no-ops.
+    pub noops: usize,
+    /// Fields the hot-loop guard holds, as messages.
+    pub hot_loops: Vec<String>,
+}
+
+impl Carried {
+    /// Copy the counts into a sync's outcome.
+    pub fn fill(self, outcome: &mut SyncOutcome) {
+        outcome.writes = self.writes;
+        outcome.noops = self.noops;
+        outcome.hot_loops = self.hot_loops;
     }
 }
 

@@ -228,6 +228,23 @@ pub fn core_ar(kind: &str, plural: &str) -> ApiResource {
 /// Create a CRD for `<Kind>` in [`GROUP`] (status subresource, schema-less) and wait until it
 /// is served.
 pub async fn install_crd(client: &kube::Client, kind: &str, namespaced: bool) {
+    install_crd_with_schema(
+        client,
+        kind,
+        namespaced,
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    )
+    .await;
+}
+
+/// As [`install_crd`], with `schema` as the openAPIV3Schema (the sandbox prunes and defaults
+/// by it).
+pub async fn install_crd_with_schema(
+    client: &kube::Client,
+    kind: &str,
+    namespaced: bool,
+    schema: Value,
+) {
     let ar = parent_ar(kind);
     let crd_ar = ApiResource {
         group: "apiextensions.k8s.io".into(),
@@ -243,8 +260,7 @@ pub async fn install_crd(client: &kube::Client, kind: &str, namespaced: bool) {
             "names": {"plural": ar.plural, "singular": kind.to_lowercase(), "kind": kind},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+                "schema": {"openAPIV3Schema": schema}}]}
     }))
     .expect("crd");
     Api::<DynamicObject>::all_with(client.clone(), &crd_ar)
@@ -363,7 +379,7 @@ impl Running {
                     object,
                     error: None,
                     ..
-                } => Some((verb, object)),
+                } if verb != ActionVerb::NoOp => Some((verb, object)),
                 _ => None,
             })
             .collect()
