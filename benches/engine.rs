@@ -4,10 +4,14 @@
 //! with a sync hook served over HTTP on 127.0.0.1 (a small Rust server, so the figures measure
 //! the engine, not a hook's language), and prints:
 //! - the time from the first parent creation until every parent has all its children
-//!   (default 1,000 parents x 3 ConfigMap children), and the hook calls it took;
+//!   (default 1,000 parents x 3 ConfigMap children, plus a Secret written with `stringData` and
+//!   a Deployment with non-canonical quantities (`cpu: "0.5"`, `memory: 1024Mi`) and empty
+//!   `labels: {}` / `env: []`, which a kube-apiserver normalizes; `--mix 0` leaves those two
+//!   out), and the hook calls it took;
 //! - for a full resync of all those parents with nothing changed: the time, the hook calls,
 //!   and the number of API writes, counted twice: the engine's own write events, and the
-//!   sandbox's global resourceVersion before and after (must both be 0).
+//!   sandbox's global resourceVersion before and after (must both be 0); writes the server
+//!   answered as no-ops are counted apart (must be 0 too).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +30,25 @@ use serde_json::{Value, json};
 mod common;
 use common::{arg, client_for};
 
-async fn hook_server(children: usize, calls: Arc<AtomicUsize>) -> String {
+/// The Secret and Deployment children a kube-apiserver stores differently from how they are
+/// written (stringData folded into data, quantities canonicalized, empties dropped).
+fn normalized_children(name: &str) -> [Value; 2] {
+    let labels = json!({"app": name});
+    [
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{name}-s"), "annotations": {}},
+            "stringData": {"password": format!("pw-{name}")}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": format!("{name}-d"), "labels": {}},
+            "spec": {"selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "web", "image": "nginx", "env": [],
+                        "resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"},
+                                      "requests": {"cpu": 0.25}}}]}}}}),
+    ]
+}
+
+async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> String {
     let app = axum::Router::new().route(
         "/sync",
         post(move |Json(req): Json<Value>| {
@@ -34,13 +56,16 @@ async fn hook_server(children: usize, calls: Arc<AtomicUsize>) -> String {
             async move {
                 calls.fetch_add(1, Ordering::Relaxed);
                 let name = req["parent"]["metadata"]["name"].as_str().unwrap_or("x");
-                let kids: Vec<Value> = (0..children)
+                let mut kids: Vec<Value> = (0..children)
                     .map(|i| {
                         json!({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": {"name": format!("{name}-{i}")},
                             "data": {"index": i.to_string(), "parent": name}})
                     })
                     .collect();
+                if mix {
+                    kids.extend(normalized_children(name));
+                }
                 let ready = req["children"]["ConfigMap.v1"]
                     .as_object()
                     .map_or(0, |m| m.len());
@@ -74,6 +99,7 @@ async fn global_rv(client: &kube::Client) -> u64 {
 async fn main() {
     let parents = arg("--parents", 1000);
     let children = arg("--children", 3);
+    let mix = arg("--mix", 1) != 0;
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;
     let sb = Sandbox::start(cfg).await.expect("sandbox");
@@ -83,15 +109,18 @@ async fn main() {
     let bench_ar = common::install_crd(&client, "Bench", "benches").await;
 
     let calls = Arc::new(AtomicUsize::new(0));
-    let url = hook_server(children, Arc::clone(&calls)).await;
+    let url = hook_server(children, mix, Arc::clone(&calls)).await;
     let def = spec::parse_controller(
         &json!({
             "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
             "metadata": {"name": "bench"},
             "spec": {
                 "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": "benches"},
-                "childResources": [{"apiVersion": "v1", "resource": "configmaps",
-                    "updateStrategy": {"method": "InPlace"}}],
+                "childResources": [
+                    {"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}},
+                    {"apiVersion": "v1", "resource": "secrets", "updateStrategy": {"method": "InPlace"}},
+                    {"apiVersion": "apps/v1", "resource": "deployments", "updateStrategy": {"method": "InPlace"}},
+                ],
                 "generateSelector": true,
                 "hooks": {"sync": {"webhook": {"url": url}}}
             }
@@ -102,14 +131,22 @@ async fn main() {
 
     let bus = EventBus::new();
     let writes = Arc::new(AtomicUsize::new(0));
+    let noops = Arc::new(AtomicUsize::new(0));
     {
         let mut rx = bus.subscribe();
         let writes = Arc::clone(&writes);
+        let noops = Arc::clone(&noops);
         tokio::spawn(async move {
             loop {
                 match rx.recv().await {
-                    Ok(EngineEvent::Action { error: None, .. }) => {
-                        writes.fetch_add(1, Ordering::Relaxed);
+                    Ok(EngineEvent::Action {
+                        error: None, verb, ..
+                    }) => {
+                        if verb.to_string() == "no-op" {
+                            noops.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            writes.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => break,
@@ -160,8 +197,14 @@ async fn main() {
     let all_children = start.elapsed();
     let conv = engine.wait_converged(Duration::from_secs(300)).await;
     let converged = start.elapsed();
+    let children = children + if mix { 2 } else { 0 };
     println!(
-        "{parents} parents x {children} children: parents created in {:.2}s; all {want} children created after {:.2}s ({:.0} children/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
+        "{parents} parents x {children} children{}: parents created in {:.2}s; all {want} children created after {:.2}s ({:.0} children/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
+        if mix {
+            " (ConfigMaps, plus a Secret written with stringData and a Deployment with cpu 0.5 each)"
+        } else {
+            ""
+        },
         created.as_secs_f64(),
         all_children.as_secs_f64(),
         want as f64 / all_children.as_secs_f64(),
@@ -178,6 +221,7 @@ async fn main() {
     // 2. No-op resync.
     let rv_before = global_rv(&client).await;
     let writes_before = writes.load(Ordering::Relaxed);
+    let noops_before = noops.load(Ordering::Relaxed);
     let calls_before = calls.load(Ordering::Relaxed);
     let t = Instant::now();
     engine.resync_all();
@@ -185,11 +229,13 @@ async fn main() {
     let resync = t.elapsed();
     let rv_after = global_rv(&client).await;
     let resync_writes = writes.load(Ordering::Relaxed) - writes_before;
+    let resync_noops = noops.load(Ordering::Relaxed) - noops_before;
     println!(
-        "no-op resync of {parents} parents: {:.2}s (includes a 0.3s quiet period), {} hook calls, {} writes by the engine, resourceVersion {} -> {} ({} writes seen by the server){}",
+        "no-op resync of {parents} parents: {:.2}s (includes a 0.3s quiet period), {} hook calls, {} writes by the engine, {} no-op writes, resourceVersion {} -> {} ({} writes seen by the server){}",
         resync.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
         resync_writes,
+        resync_noops,
         rv_before,
         rv_after,
         rv_after.saturating_sub(rv_before),
@@ -201,7 +247,7 @@ async fn main() {
     );
     engine.shutdown().await;
     sb.shutdown().await;
-    if resync_writes != 0 || rv_after != rv_before {
+    if resync_writes != 0 || resync_noops != 0 || rv_after != rv_before {
         eprintln!("FAIL: a no-op resync must make 0 writes");
         std::process::exit(1);
     }
