@@ -199,7 +199,7 @@ async fn main() {
     let converged = start.elapsed();
     let children = children + if mix { 2 } else { 0 };
     println!(
-        "{parents} parents x {children} children{}: parents created in {:.2}s; all {want} children created after {:.2}s ({:.0} children/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
+        "{parents} parents x {children} children{}: parents created in {:.2}s; all {want} ConfigMap children created after {:.2}s ({:.0} ConfigMaps/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
         if mix {
             " (ConfigMaps, plus a Secret written with stringData and a Deployment with cpu 0.5 each)"
         } else {

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::cli;
 use common::engine::*;
 use common::{TIMEOUT, wait_for};
 
@@ -240,4 +241,129 @@ async fn string_data_and_quantities_on_a_server_that_stores_them_as_sent_converg
     assert!(engine.writes().is_empty(), "{:?}", engine.writes());
     assert_eq!(w.global_rv().await, rv, "the second run wrote something");
     engine.stop().await;
+}
+
+/// The CRDs, controller, sample parent and exec hook of a controller whose child asks for a
+/// field its schema prunes, as files in `dir`.
+fn write_pruning_controller(dir: &std::path::Path) {
+    let crd = |plural: &str, kind: &str, more: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.hot.kubectl-meta.dev}}
+spec:
+  group: hot.kubectl-meta.dev
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {more}
+",
+            singular = kind.to_lowercase()
+        )
+    };
+    let crds = [
+        crd("gadgets", "Gadget", "{type: object, x-kubernetes-preserve-unknown-fields: true}"),
+        crd(
+            "widgets",
+            "Widget",
+            "{type: object, properties: {spec: {type: object, properties: {size: {type: integer}}}}}",
+        ),
+    ]
+    .join("---\n");
+    let files = [
+        ("00-crds.yaml", crds.as_str()),
+        (
+            "10-controller.yaml",
+            r#"apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: gadget-controller}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: hot.kubectl-meta.dev/v1, resource: gadgets}
+  childResources:
+  - apiVersion: hot.kubectl-meta.dev/v1
+    resource: widgets
+    updateStrategy: {method: InPlace}
+  hooks:
+    sync:
+      exec:
+        command: ["python3", "hook.py"]
+"#,
+        ),
+        (
+            "20-sample.yaml",
+            "apiVersion: hot.kubectl-meta.dev/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {}\n",
+        ),
+        (
+            "hook.py",
+            r#"import json, sys
+req = json.load(sys.stdin)
+name = req["parent"]["metadata"]["name"]
+json.dump({"children": [{"apiVersion": "hot.kubectl-meta.dev/v1", "kind": "Widget",
+    "metadata": {"name": name}, "spec": {"size": 1, "unknownField": "x"}}]}, sys.stdout)
+"#,
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_once_exits_non_zero_naming_the_hot_loop() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().expect("home");
+    let dir = tempfile::tempdir().expect("controller dir");
+    write_pruning_controller(dir.path());
+    let kubeconfig = cli::kc(&sb);
+    let controller_dir = dir.path().display().to_string();
+    let args = [
+        "--kubeconfig",
+        &kubeconfig,
+        "dev",
+        "--apply",
+        "-f",
+        &controller_dir,
+        "--once",
+        "--timeout",
+        "120",
+        "-o",
+        "json",
+    ];
+    let out = cli::run(cli::meta(home.path(), &args)).await;
+    let stderr = cli::assert_fails(&out);
+    assert!(
+        stderr.contains("spec.unknownField") && stderr.contains("hot loop"),
+        "{stderr}"
+    );
+    let (stdout, _) = cli::text(&out);
+    let loops: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "hotLoop")
+        .collect();
+    assert_eq!(loops.len(), 1, "{stdout}");
+    assert_eq!(loops[0]["path"], json!("spec.unknownField"));
+    assert_eq!(loops[0]["desired"], json!("x"));
+    assert!(loops[0]["server"].is_null(), "{}", loops[0]);
+    assert!(
+        loops[0]["cause"].as_str().unwrap_or("").contains("prunes"),
+        "{}",
+        loops[0]
+    );
+    // A bounded number of writes to the Widget.
+    let updates = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["event"] == "action"
+                && e["resource"] == json!("Widget.hot.kubectl-meta.dev/v1")
+                && (e["verb"] == "update" || e["verb"] == "noOp")
+        })
+        .count();
+    assert_eq!(updates, hotloop::SYNCS, "{stdout}");
 }
