@@ -10,7 +10,9 @@ use common::engine::*;
 use common::{TIMEOUT, wait_for};
 
 use kube::discovery::ApiResource;
+use kubectl_meta::engine::context::EngineOptions;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
+use kubectl_meta::engine::execute::ApplyStrategy;
 use kubectl_meta::engine::hotloop;
 use serde_json::{Value, json};
 
@@ -66,8 +68,9 @@ fn rewrites(engine: &Running, object: &str) -> usize {
         .count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_field_the_server_always_prunes_trips_the_hot_loop_guard_once() {
+/// A sandbox with the Widget CRD, an engine running the [`pruned_field_hook`] controller with
+/// `strategy`, and the parent `p`.
+async fn pruned_field_world(strategy: ApplyStrategy) -> (World, Running) {
     let w = World::new("Parent", sync_fn(pruned_field_hook)).await;
     install_widget_crd(w.client()).await;
     let def = def(composite(
@@ -79,13 +82,23 @@ async fn a_field_the_server_always_prunes_trips_the_hot_loop_guard_once() {
         ]),
         json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
     ));
-    let engine = Running::start(w.client(), vec![def]).await;
-    let par = parent_ar("Parent");
+    let options = EngineOptions {
+        apply_strategy: strategy,
+        ..EngineOptions::default()
+    };
+    let engine = Running::start_with(w.client(), vec![def], options).await;
     w.create(
-        &par,
+        &parent_ar("Parent"),
         json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}, "value": "a"}}),
     )
     .await;
+    (w, engine)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_the_server_always_prunes_trips_the_hot_loop_guard_once() {
+    let (w, engine) = pruned_field_world(ApplyStrategy::ClientSide).await;
+    let par = parent_ar("Parent");
 
     // --once's verdict: the parent is reported, naming the field, the values and the cause.
     let rep = engine.converge().await;
@@ -103,8 +116,24 @@ async fn a_field_the_server_always_prunes_trips_the_hot_loop_guard_once() {
     assert_eq!(path, "spec.unknownField");
     assert_eq!(desired, &Some(json!("x")));
     assert_eq!(server, &None);
-    // A bounded number of rewrites, and nothing more once held.
+    // A bounded number of rewrites, and nothing more once held. The sandbox stores the pruned
+    // object unchanged, so each rewrite is answered with the same resourceVersion: a no-op,
+    // not a write, and not waited for (three 10 s echo timeouts otherwise).
     assert_eq!(rewrites(&engine, object), hotloop::SYNCS);
+    let noops = engine
+        .events()
+        .iter()
+        .filter(|e| matches!(e, EngineEvent::Action { verb: ActionVerb::NoOp, object: o, .. } if o == object))
+        .count();
+    assert_eq!(noops, hotloop::SYNCS);
+    assert!(
+        !engine
+            .writes()
+            .iter()
+            .any(|(v, o)| *v == ActionVerb::Update && o == object),
+        "{:?}",
+        engine.writes()
+    );
     let rv = w.global_rv().await;
     engine.converge().await;
     assert_eq!(
@@ -143,6 +172,18 @@ async fn a_field_the_server_always_prunes_trips_the_hot_loop_guard_once() {
     .await;
     engine.converge().await;
     assert_eq!(rewrites(&engine, object), 2 * hotloop::SYNCS);
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_of_a_pruned_field_is_guarded_too() {
+    let (_w, engine) = pruned_field_world(ApplyStrategy::ServerSide).await;
+    let rep = engine.converge().await;
+    assert_eq!(rep.failed.len(), 1, "{rep:?}");
+    assert!(rep.failed[0].2.contains("spec.unknownField"), "{rep:?}");
+    let loops = hot_loops(&engine);
+    assert_eq!(loops.len(), 1, "{loops:?}");
+    assert_eq!(rewrites(&engine, &loops[0].0), hotloop::SYNCS);
     engine.stop().await;
 }
 
@@ -366,4 +407,15 @@ async fn dev_once_exits_non_zero_naming_the_hot_loop() {
         })
         .count();
     assert_eq!(updates, hotloop::SYNCS, "{stdout}");
+
+    // The human output has a line for it too (a new run starts with a new guard).
+    let out = cli::run(cli::meta(home.path(), &args[..args.len() - 2])).await;
+    cli::assert_fails(&out);
+    let (stdout, stderr) = cli::text(&out);
+    assert!(
+        format!("{stdout}{stderr}")
+            .lines()
+            .any(|l| l.contains("hot-loop") && l.contains("spec.unknownField")),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
 }
