@@ -799,7 +799,8 @@ async fn metacontroller_api(
     );
     let crd: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.metacontroller.k8s.io")},
+        "metadata": {"name": format!("{plural}.metacontroller.k8s.io"),
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
         "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
             "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
             "versions": [{"name": "v1alpha1", "served": true, "storage": true,

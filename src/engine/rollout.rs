@@ -32,12 +32,17 @@ pub const REVISION_RESOURCE: &str = "controllerrevisions";
 /// Kind of ControllerRevision.
 pub const REVISION_KIND: &str = "ControllerRevision";
 
-/// The CustomResourceDefinition for ControllerRevision, as Metacontroller installs it.
+/// The CustomResourceDefinition for ControllerRevision, as Metacontroller installs it. Its group
+/// is one kube-apiserver protects (`*.k8s.io`), so it carries the API approval annotation with
+/// the value of Metacontroller's own manifest; without it a real API server answers 422.
 pub fn revision_crd() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "controllerrevisions.metacontroller.k8s.io"},
+        "metadata": {
+            "name": "controllerrevisions.metacontroller.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
+        },
         "spec": {
             "group": "metacontroller.k8s.io",
             "scope": "Namespaced",
