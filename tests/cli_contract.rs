@@ -419,3 +419,75 @@ async fn recursive_reads_definitions_in_subdirectories() {
         "{stdout}"
     );
 }
+
+/// The long flags (`--name`) in `text`.
+fn long_flags(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for (i, _) in text.match_indices("--") {
+        let name: String = text[i + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        if name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
+            out.insert(format!("--{name}"));
+        }
+    }
+    out
+}
+
+/// The first column of the flag table in README's section `heading`.
+fn readme_table_flags(heading: &str) -> std::collections::BTreeSet<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find(heading).expect("README section");
+    let section = &readme[start + heading.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let first_column: String = section
+        .lines()
+        .filter(|l| l.starts_with("| `-"))
+        .map(|l| l.split(" | ").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(" ");
+    long_flags(&first_column)
+}
+
+/// The long flags `<args> --help` lists (its own `--help` and `--version` aside).
+async fn help_flags(args: &[&str]) -> std::collections::BTreeSet<String> {
+    let home = tempfile::tempdir().unwrap();
+    let mut with_help = args.to_vec();
+    with_help.push("--help");
+    let out = run(meta(home.path(), &with_help)).await;
+    let (help, _) = assert_code(&out, 0);
+    // Only the option lines of the Options section: "  -x, --name <V>  text".
+    let options = &help[help.find("Options:").expect("an Options section")..];
+    let options = &options[..options.find("\nExamples:").unwrap_or(options.len())];
+    let options: String = options
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .map(|l| {
+            let l = l.trim_start();
+            l.split("  ").next().unwrap_or("").to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut flags = long_flags(&options);
+    flags.remove("--help");
+    flags.remove("--version");
+    flags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_flag_tables_match_help() {
+    for (args, heading) in [
+        (vec!["dev"], "## `kubectl meta dev`"),
+        (vec!["sandbox"], "## `kubectl meta sandbox`"),
+    ] {
+        let help = help_flags(&args).await;
+        let readme = readme_table_flags(heading);
+        let missing: Vec<_> = help.difference(&readme).collect();
+        let stale: Vec<_> = readme.difference(&help).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "{args:?}: README's table lacks {missing:?} and documents flags --help does not list: {stale:?}"
+        );
+    }
+}
