@@ -170,6 +170,7 @@ async fn run_case(label: &str, parents: usize, rounds: usize, server: bool) {
         server: server_cfg,
         server_base_url: Some(base),
         watch_files: true,
+        recursive: false,
     };
     let mut dev = DevLoop::start(Engine::new(ctx), vec![def], cfg)
         .await

@@ -1,12 +1,29 @@
-//! The `kubectl-meta` binary: parse arguments, set up logging, dispatch, map errors to exit codes.
+//! The `kubectl-meta` binary: parse arguments, set up logging, dispatch, map errors to exit
+//! codes ([`commands::exit`]; clap's own usage errors exit with 2, like [`Class::Usage`]).
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use kubectl_meta::cli::dev::ColorArg;
 use kubectl_meta::cli::{Cli, Command};
 use kubectl_meta::commands;
+use kubectl_meta::commands::exit::{self, Class};
 
-fn init_logging(verbose: u8) {
+/// Log lines (stderr) are colored only on a terminal without `NO_COLOR`, or with
+/// `dev --color always`.
+fn log_color(cli: &Cli) -> bool {
+    use std::io::IsTerminal;
+    match &cli.command {
+        Command::Dev(args) if args.color == ColorArg::Always => true,
+        Command::Dev(args) if args.color == ColorArg::Never => false,
+        _ => {
+            std::io::stderr().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        }
+    }
+}
+
+fn init_logging(verbose: u8, color: bool) {
     let default = match verbose {
         0 => "warn",
         1 => "info,kubectl_meta=info",
@@ -18,30 +35,47 @@ fn init_logging(verbose: u8) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(color)
         .init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.global.verbose);
+    init_logging(cli.global.verbose, log_color(&cli));
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(Class::Internal.code());
         }
     };
+    let cluster = cli.cluster;
     let result = rt.block_on(async {
         match cli.command {
-            Command::Sandbox(args) => commands::sandbox::run(args).await,
-            Command::Dev(args) => commands::dev::run(cli.global.clone(), *args).await,
+            Command::Sandbox(args) => {
+                if cluster.given().is_empty() {
+                    commands::sandbox::run(args).await
+                } else {
+                    Err(exit::fail(
+                        Class::Usage,
+                        format!(
+                            "{} do(es) not apply to `kubectl meta sandbox` (it is the cluster); see kubectl meta sandbox --help",
+                            cluster.given().join(", ")
+                        ),
+                    ))
+                }
+            }
+            Command::Dev(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::dev::run(cli.global.clone(), *args).await
+            }
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit::class_of(&e).code())
         }
     }
 }

@@ -675,3 +675,87 @@ async fn invalid_crds_are_rejected_with_422_and_not_stored() {
     let s = api_err(widgets(&t.client, "v1").list(&ListParams::default()).await);
     assert_eq!(s.code, 404, "an invalid CRD must not be served: {s:?}");
 }
+
+#[tokio::test]
+async fn crds_in_protected_groups_need_the_api_approval_annotation_as_on_kube_apiserver() {
+    let t = common::start().await;
+    let api: Api<CustomResourceDefinition> = Api::all(t.client.clone());
+    // The ControllerRevision CRD `dev` installs for rolling updates is accepted and served.
+    let revisions: CustomResourceDefinition =
+        serde_json::from_value(kubectl_meta::engine::rollout::revision_crd()).unwrap();
+    let installed = install(&t.client, &revisions).await;
+
+    // Without the annotation (or with one that is neither a URL nor "unapproved..."): 422 with
+    // kube-apiserver's message, nothing stored.
+    let mut bare = revisions.clone();
+    bare.metadata.annotations = None;
+    bare.metadata.name = Some("things.metacontroller.k8s.io".into());
+    bare.spec.names.plural = "things".into();
+    bare.spec.names.singular = Some("thing".into());
+    bare.spec.names.kind = "Thing".into();
+    bare.spec.names.list_kind = Some("ThingList".into());
+    let s = api_err(api.create(&PostParams::default(), &bare).await);
+    assert_eq!(s.code, 422, "{s:?}");
+    assert_eq!(s.reason, "Invalid", "{s:?}");
+    assert_eq!(
+        s.message,
+        "CustomResourceDefinition.apiextensions.k8s.io \"things.metacontroller.k8s.io\" is invalid: \
+         metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must \
+         have approval annotation \"api-approved.kubernetes.io\", see \
+         https://github.com/kubernetes/enhancements/pull/1111"
+    );
+    let mut wrong = bare.clone();
+    wrong.metadata.annotations = Some(
+        [("api-approved.kubernetes.io".to_string(), "yes".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    let s = api_err(api.create(&PostParams::default(), &wrong).await);
+    assert_eq!(s.code, 422, "{s:?}");
+    assert!(
+        s.message
+            .contains("with either a URL or a reason starting with \"unapproved\""),
+        "{s:?}"
+    );
+    assert_eq!(
+        api_err(api.get("things.metacontroller.k8s.io").await).code,
+        404
+    );
+    // An approved URL is accepted.
+    let mut approved = wrong.clone();
+    approved.metadata.annotations = Some(
+        [(
+            "api-approved.kubernetes.io".to_string(),
+            "https://github.com/kubernetes/enhancements/pull/1111".to_string(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    install(&t.client, &approved).await;
+
+    // Updates: removing the annotation is refused; a spec edit that keeps it is not.
+    let mut removed = installed.clone();
+    removed.metadata.annotations = None;
+    let s = api_err(
+        api.replace(
+            "controllerrevisions.metacontroller.k8s.io",
+            &PostParams::default(),
+            &removed,
+        )
+        .await,
+    );
+    assert_eq!(s.code, 422, "{s:?}");
+    assert!(s.message.contains("Required value"), "{s:?}");
+    let mut edited = installed.clone();
+    edited.spec.names.short_names = Some(vec!["crev".into()]);
+    api.replace(
+        "controllerrevisions.metacontroller.k8s.io",
+        &PostParams::default(),
+        &edited,
+    )
+    .await
+    .expect("a spec edit that keeps the approval state is accepted");
+
+    // Other groups need nothing.
+    install(&t.client, &widgets_crd()).await;
+}

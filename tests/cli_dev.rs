@@ -79,10 +79,11 @@ async fn hello_world_example_exec_hook_once_creates_the_pod_and_status() {
     let home = tempfile::tempdir().unwrap();
     let out = apply_example_once(&sb, home.path(), "hello-world").await;
     let stdout = assert_ok(&out);
-    assert!(stdout.contains("context sandbox ("), "{stdout}");
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("context sandbox ("), "{stderr}");
     assert!(
-        stdout.contains("applied CustomResourceDefinition helloworlds.example.kubectl-meta.dev"),
-        "{stdout}"
+        stderr.contains("applied CustomResourceDefinition helloworlds.example.kubectl-meta.dev"),
+        "{stderr}"
     );
     assert!(
         stdout.contains("create    Pod.v1 default/hello"),
@@ -175,10 +176,11 @@ async fn service_per_pod_example_gives_each_pod_its_service_and_is_idempotent() 
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
     let out = apply_example_once(&sb, home.path(), "service-per-pod").await;
-    let stdout = assert_ok(&out);
+    assert_ok(&out);
+    let (_, stderr) = text(&out);
     assert!(
-        stdout.contains("applied StatefulSet default/nginx"),
-        "{stdout}"
+        stderr.contains("applied StatefulSet default/nginx"),
+        "{stderr}"
     );
 
     let sts_ar = ApiResource {
@@ -346,9 +348,10 @@ async fn sandbox_flag_runs_an_example_with_zero_setup_and_json_output() {
     ))
     .await;
     let stdout = assert_ok(&out);
+    let (_, stderr) = text(&out);
     assert!(
-        stdout.contains(&format!("kubeconfig: {}", kubeconfig.display())),
-        "{stdout}"
+        stderr.contains(&format!("kubeconfig: {}", kubeconfig.display())),
+        "{stderr}"
     );
     assert!(kubeconfig.exists());
     let events: Vec<Value> = stdout
@@ -482,6 +485,7 @@ current-context: prod
     ))
     .await;
     let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert!(
         stderr.contains("refusing to write to context \"prod\""),
         "{stderr}"
@@ -649,7 +653,8 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     );
 }
 
-/// `--once` exits non-zero when a parent's last sync failed, naming the parent and the error.
+/// `--once` retries a failing sync with backoff until `--timeout`, then exits 4 naming the
+/// parent and the error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_fails_when_a_sync_fails_and_names_the_parent() {
     let sb = common::start().await;
@@ -664,7 +669,7 @@ async fn once_fails_when_a_sync_fails_and_names_the_parent() {
     }
     std::fs::write(
         dir.path().join("fail.py"),
-        "import sys\nsys.stdin.read()\nsys.stderr.write('boom: the hook is broken\\n')\nsys.exit(3)\n",
+        "import sys\nsys.stdin.read()\nopen('calls', 'a').write('call\\n')\nsys.stderr.write('boom: the hook is broken\\n')\nsys.exit(3)\n",
     )
     .unwrap();
     std::fs::write(
@@ -692,12 +697,20 @@ spec:
             &dir.path().display().to_string(),
             "--once",
             "--timeout",
-            "60",
+            "4",
         ],
     ))
     .await;
     let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("not converged after 4s"), "{stderr}");
     assert!(stderr.contains("failing default/hello"), "{stderr}");
+    // It retried (the hook was called more than once) and said what it was waiting for.
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("--once: waiting for"), "{stdout}");
+    assert!(stderr.contains("boom: the hook is broken"), "{stderr}");
+    let calls = std::fs::read_to_string(dir.path().join("calls")).unwrap();
+    assert!(calls.lines().count() >= 2, "retried: {calls:?}");
     assert!(stderr.contains("boom: the hook is broken"), "{stderr}");
     assert!(names(&sb, &pods(), "default").await.is_empty());
 }
@@ -799,7 +812,8 @@ async fn metacontroller_api(
     );
     let crd: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.metacontroller.k8s.io")},
+        "metadata": {"name": format!("{plural}.metacontroller.k8s.io"),
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
         "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
             "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
             "versions": [{"name": "v1alpha1", "served": true, "storage": true,

@@ -502,3 +502,215 @@ async fn rolling_recreate_replaces_one_pod_at_a_time_and_waits_for_ready() {
     engine.stop().await;
     assert_restart_writes_nothing(&w, "RollingRecreate").await;
 }
+
+// --- Template changes of every kind (issue 14: adding template annotations for the first time
+// recreated every pod at once). The parent is StatefulSet-like: `spec.template` is the pod
+// template, copied into each pod (metadata.annotations and spec).
+
+/// Pods `<parent>-<i>` from `spec.template`, highest ordinal first (the RollingRecreate order).
+fn template_pods(req: &Value) -> Value {
+    let p = &req["parent"];
+    let name = p["metadata"]["name"].as_str().unwrap();
+    let n = p["spec"]["replicas"].as_u64().unwrap_or(0);
+    let template = &p["spec"]["template"];
+    let kids: Vec<Value> = (0..n)
+        .rev()
+        .map(|i| {
+            let mut meta = json!({"name": format!("{name}-{i}"), "labels": {"app": name}});
+            if let Some(a) = template["metadata"].get("annotations") {
+                meta["annotations"] = a.clone();
+            }
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                "spec": template["spec"].clone()})
+        })
+        .collect();
+    json!({"status": {"replicas": n}, "children": kids})
+}
+
+/// A pod template with image `image` and, when given, annotations.
+fn template(image: &str, annotations: Option<Value>) -> Value {
+    let mut t = json!({"metadata": {"labels": {"app": "p"}},
+        "spec": {"containers": [{"name": "c", "image": image}]}});
+    if let Some(a) = annotations {
+        t["metadata"]["annotations"] = a;
+    }
+    t
+}
+
+/// A converged parent `p` with 3 pods from `template`, RollingRecreate, one revision.
+async fn start_template_world(template: Value) -> (World, Running) {
+    let w = World::without_kubelet("Parent", sync_fn(template_pods)).await;
+    let engine = Running::start(w.client(), vec![controller(&w.hook, "RollingRecreate")]).await;
+    w.create(
+        &parent_ar("Parent"),
+        json!({"metadata": {"name": "p"}, "spec": {
+            "selector": {"matchLabels": {"app": "p"}}, "replicas": REPLICAS,
+            "template": template}}),
+    )
+    .await;
+    w.wait_names(&pod_ar(), &["p-0", "p-1", "p-2"]).await;
+    engine.converge().await;
+    assert_eq!(engine.failed_syncs(), vec![]);
+    assert_eq!(updated(&w).await["reason"], json!("OnLatestRevision"));
+    assert_eq!(revisions(&w).await.len(), 1);
+    engine.clear_events();
+    (w, engine)
+}
+
+/// Pod name -> uid.
+async fn uids(w: &World) -> BTreeMap<String, String> {
+    pod_state(w)
+        .await
+        .into_iter()
+        .map(|(n, (_, u))| (n, u))
+        .collect()
+}
+
+/// Walk a RollingRecreate rollout from pod `p-<first>` down to `p-0`: at each step exactly the
+/// pods from `first` down to the current one are recreated with the new template (`is_new`),
+/// the lower ones untouched (`before`: their uids before the rollout), and the next pod goes
+/// only once the current one is Ready. `deletes` are the pod deletions made before the walk.
+async fn walk_recreate(
+    w: &World,
+    engine: &Running,
+    first: u64,
+    before: &BTreeMap<String, String>,
+    is_new: impl Fn(&Value) -> bool,
+    mut deletes: Vec<String>,
+) {
+    for i in (0..=first).rev() {
+        if i > 0 {
+            wait_updated(w, "RolloutWaiting", &format!("p-{i} to pass status checks")).await;
+            engine.settle().await;
+        } else {
+            wait_updated(w, "OnLatestRevision", "all 3 children").await;
+            engine.converge().await;
+            w.wait_names(&pod_ar(), &["p-0", "p-1", "p-2"]).await;
+        }
+        deletes.push(format!("default/p-{i}"));
+        assert_eq!(
+            pod_writes(engine, ActionVerb::Delete),
+            deletes,
+            "deletions when p-{i} is the pod being rolled"
+        );
+        let pods = w.objects(&pod_ar()).await;
+        for (n, pod) in &pods {
+            let ordinal: u64 = n.trim_start_matches("p-").parse().unwrap();
+            let uid = pod["metadata"]["uid"].as_str().unwrap();
+            if ordinal >= i {
+                assert!(is_new(pod), "{n} has the new template: {pod}");
+            } else {
+                assert!(!is_new(pod), "{n} still has the old template: {pod}");
+                assert_eq!(uid, before[n], "{n} is untouched");
+            }
+        }
+        if i > 0 {
+            // The rollout does not move while the rolled pod is not Ready.
+            engine.settle().await;
+            assert_eq!(pod_writes(engine, ActionVerb::Delete), deletes);
+            set_ready(w, &format!("p-{i}"), true).await;
+        }
+    }
+    assert_eq!(engine.failed_syncs(), vec![]);
+    let revs = revisions(w).await;
+    assert_eq!(revs.len(), 1, "only the latest revision is left: {revs:?}");
+    let (_, (claimed, _)) = revs.into_iter().next().unwrap();
+    assert_eq!(claimed, vec!["p-0", "p-1", "p-2"]);
+}
+
+fn annotation(pod: &Value, key: &str) -> Option<String> {
+    pod["metadata"]["annotations"][key]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// From pods on `initial`'s template, `patch` the parent's template and walk the whole
+/// rollout one pod at a time (`is_new` recognises a pod on the new template); a restart
+/// afterwards writes nothing.
+async fn template_change_rolls_one_at_a_time(
+    initial: Option<Value>,
+    patch: Value,
+    is_new: impl Fn(&Value) -> bool,
+) {
+    let (w, engine) = start_template_world(template("img:v1", initial)).await;
+    let before = uids(&w).await;
+    w.patch(&parent_ar("Parent"), "p", patch).await;
+    walk_recreate(&w, &engine, 2, &before, is_new, vec![]).await;
+    engine.stop().await;
+    assert_restart_writes_nothing(&w, "RollingRecreate").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_recreate_of_template_annotations_added_for_the_first_time_goes_one_at_a_time() {
+    template_change_rolls_one_at_a_time(
+        None,
+        json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+        |p| annotation(p, "rev").as_deref() == Some("2"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_recreate_of_a_changed_template_field_goes_one_at_a_time() {
+    template_change_rolls_one_at_a_time(
+        Some(json!({"rev": "1", "keep": "k"})),
+        json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+        |p| annotation(p, "rev").as_deref() == Some("2") && annotation(p, "keep").is_some(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_recreate_of_a_removed_template_field_goes_one_at_a_time() {
+    template_change_rolls_one_at_a_time(
+        Some(json!({"rev": "1"})),
+        json!({"spec": {"template": {"metadata": {"annotations": null}}}}),
+        |p| annotation(p, "rev").is_none(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_change_during_a_rollout_rerolls_the_moved_pod_then_continues_one_at_a_time() {
+    let (w, engine) = start_template_world(template("img:v1", None)).await;
+    let before = uids(&w).await;
+    // First change (a field added): p-2 is recreated and the rollout waits for it.
+    w.patch(
+        &parent_ar("Parent"),
+        "p",
+        json!({"spec": {"template": {"metadata": {"annotations": {"rev": "2"}}}}}),
+    )
+    .await;
+    wait_updated(&w, "RolloutWaiting", "p-2 to pass status checks").await;
+    engine.settle().await;
+    assert_eq!(pod_writes(&engine, ActionVerb::Delete), vec!["default/p-2"]);
+    assert_eq!(revisions(&w).await.len(), 2);
+    // Second change before p-2 is Ready (a field changed): p-2, the only pod that left the
+    // first revision, is recreated again with the newest template; p-1 and p-0 still wait.
+    w.patch(
+        &parent_ar("Parent"),
+        "p",
+        json!({"spec": {"template": {"metadata": {"annotations": {"rev": "3"}},
+            "spec": {"containers": [{"name": "c", "image": "img:v3"}]}}}}),
+    )
+    .await;
+    let is_new = |p: &Value| {
+        annotation(p, "rev").as_deref() == Some("3")
+            && p["spec"]["containers"][0]["image"] == json!("img:v3")
+    };
+    w.wait_object(&pod_ar(), "p-2", "p-2 on the newest template", |o| {
+        o.is_some_and(is_new)
+    })
+    .await;
+    walk_recreate(
+        &w,
+        &engine,
+        2,
+        &before,
+        is_new,
+        vec!["default/p-2".to_string()],
+    )
+    .await;
+    engine.stop().await;
+    assert_restart_writes_nothing(&w, "RollingRecreate").await;
+}

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use super::ClusterArgs;
+
 /// Output format of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputArg {
@@ -11,6 +13,17 @@ pub enum OutputArg {
     Human,
     /// One JSON object per line (NDJSON), for scripts.
     Json,
+}
+
+/// When to color the human event log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always (e.g. piping into `less -R`).
+    Always,
+    /// Never.
+    Never,
 }
 
 /// How children are written.
@@ -36,22 +49,34 @@ Keys while running on a terminal (then Enter): r = resync all, r NAME = resync o
 p = pause/resume writes, R = replay the last requests. Signals: SIGUSR1 resyncs everything,\n\
 SIGUSR2 pauses/resumes writes.")]
 pub struct DevArgs {
+    /// Which cluster to run against.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub files: Vec<PathBuf>,
+    /// Process the directories given with -f recursively (as kubectl's -R).
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     /// Read the CompositeController or DecoratorController NAME (or KIND/NAME, e.g.
     /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
     #[arg(long, value_name = "[KIND/]NAME")]
     pub from_cluster: Vec<String>,
-    /// Apply the documents that are not controllers (CRDs, namespaces, sample parents) first.
+    /// Create the documents that are not controllers (CRDs, namespaces, sample parents) first,
+    /// those that do not exist yet: objects that exist are left as they are (see --overwrite).
     #[arg(long)]
     pub apply: bool,
-    /// Sync every parent until nothing is left to do, then exit (non-zero if a sync failed).
+    /// With --apply: also re-apply documents whose object exists (server-side apply, forced),
+    /// reverting what was changed since.
+    #[arg(long, requires = "apply")]
+    pub overwrite: bool,
+    /// Sync every parent until nothing is left to do, then exit; failed syncs are retried
+    /// with backoff until --timeout (exit code 4 naming what never converged).
     #[arg(long)]
     pub once: bool,
-    /// With --once: give up after this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub timeout: u64,
+    /// With --once: give up after this many seconds [default: 300].
+    #[arg(long, value_name = "SECONDS", requires = "once")]
+    pub timeout: Option<u64>,
     /// Print the event log (the interface of this version; also used when stdout is not a terminal).
     #[arg(long)]
     pub no_tui: bool,
@@ -61,8 +86,11 @@ pub struct DevArgs {
     /// Print every event, including no-op syncs in full.
     #[arg(long)]
     pub verbose_events: bool,
+    /// Color the human event log: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorArg,
     /// Run against a sandbox API server started in-process (ephemeral unless --state is given).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
     pub sandbox: bool,
     /// With --sandbox: keep the sandbox's objects in DIR across runs.
     #[arg(long, value_name = "DIR", requires = "sandbox")]
@@ -99,10 +127,11 @@ pub struct DevArgs {
     pub hook_server_ready: Option<String>,
     /// Watch these files or directories for changes (repeatable; default: the hook server's
     /// script directory, every exec hook's directory, and the -f paths). .gitignore-aware.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["no_watch", "once"])]
     pub watch: Vec<PathBuf>,
     /// Quiet time after the last file change before reloading.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    #[arg(long, value_name = "MS", default_value_t = 100,
+        conflicts_with_all = ["no_watch", "once"])]
     pub debounce: u64,
     /// Do not watch files (no hot reload).
     #[arg(long)]

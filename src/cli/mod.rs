@@ -14,26 +14,62 @@ pub struct Cli {
     /// Flags every subcommand shares.
     #[command(flatten)]
     pub global: GlobalArgs,
+    /// Cluster flags given before the subcommand (`kubectl meta --kubeconfig K dev ...`), for
+    /// the subcommands that talk to a cluster; see [`ClusterArgs::or`].
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Flags shared by every subcommand (kubectl's names).
+/// Flags shared by every subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Path to the kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use.
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Namespace scope for this request.
-    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
-    pub namespace: Option<String>,
     /// More log output on stderr (-v info, -vv debug, -vvv trace).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+/// Which cluster to talk to (kubectl's names), for the subcommands that talk to one. Not
+/// global: `sandbox` is the cluster and takes none of them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// Path to the kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace scope for this request.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+}
+
+impl ClusterArgs {
+    /// Each flag from `self`, else from `outer` (the same flags given before the subcommand).
+    pub fn or(self, outer: ClusterArgs) -> ClusterArgs {
+        ClusterArgs {
+            kubeconfig: self.kubeconfig.or(outer.kubeconfig),
+            context: self.context.or(outer.context),
+            namespace: self.namespace.or(outer.namespace),
+        }
+    }
+
+    /// The flags that are set, as typed (`--kubeconfig`, ...).
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.kubeconfig.is_some() {
+            v.push("--kubeconfig");
+        }
+        if self.context.is_some() {
+            v.push("--context");
+        }
+        if self.namespace.is_some() {
+            v.push("--namespace");
+        }
+        v
+    }
 }
 
 /// Subcommands.

@@ -11,18 +11,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+
+use super::exit::{Class, Classify, fail, tag};
 use kube::api::{Api, DynamicObject};
 
 use super::dev_output::{self, OutputFormat, Printer};
 use crate::cli::GlobalArgs;
-use crate::cli::dev::{ApplyStrategyArg, DevArgs, OutputArg};
+use crate::cli::dev::{ApplyStrategyArg, ColorArg, DevArgs, OutputArg};
 use crate::devloop::control::{self, Command, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::context::{EngineContext, EngineOptions};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::execute::ApplyStrategy;
-use crate::engine::runtime::Engine;
+use crate::engine::runtime::{Engine, OnceReport};
 use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
@@ -33,28 +35,29 @@ use crate::spec::{self, ControllerDef, Source};
 /// Lease duration of a dev session.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 
+/// `--once` gives up after this many seconds unless `--timeout` says otherwise.
+pub const DEFAULT_ONCE_TIMEOUT: u64 = 300;
+
+/// How often `--once` says again what it is still waiting for, when that did not change.
+const ONCE_REPORT_EVERY: Duration = Duration::from_secs(10);
+
 /// Run `kubectl meta dev`.
 pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if let Some(command) = control_command(&args) {
         return send_control(command).await;
     }
-    if args.files.is_empty() && args.from_cluster.is_empty() {
-        bail!(
-            "nothing to run: pass controller definitions with -f FILE|DIR, or --from-cluster NAME (try: kubectl meta dev --sandbox --apply -f examples/hello-world/)"
-        );
-    }
-    if args.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    let server = hook_server_config(&args)?;
+    // 0. Every flag is checked before anything starts (sandbox, connection, informers).
+    validate(&args).class(Class::Usage)?;
+    let server = hook_server_config(&args).class(Class::Usage)?;
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
-        spec::Loaded::default()
+        Ok(spec::Loaded::default())
     } else if args.from_cluster.is_empty() {
-        spec::load_paths(&args.files)?
+        spec::load_paths_with(&args.files, args.recursive)
     } else {
-        spec::load_documents(&args.files)?
-    };
+        spec::load_documents_with(&args.files, args.recursive)
+    }
+    .class(Class::Usage)?;
     if !loaded.others.is_empty() && !args.apply {
         eprintln!(
             "note: {} non-controller document(s) in the given files are ignored; pass --apply to apply them",
@@ -64,49 +67,148 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
 
     // 2. Connect (optionally to an in-process sandbox).
     let mut sandbox = None;
+    let cluster = &args.cluster;
     let conn = if args.sandbox {
-        let (sb, kubeconfig) = start_sandbox(&args).await?;
-        println!(
+        let (sb, kubeconfig) = start_sandbox(&args).await.class(Class::Cluster)?;
+        eprintln!(
             "sandbox listening on {}; kubeconfig: {}  (export KUBECONFIG={})",
             sb.url(),
-            kubeconfig.display(),
-            kubeconfig.display()
+            kubeconfig.path.display(),
+            kubeconfig.path.display()
         );
-        sandbox = Some(sb);
-        client::connect(
-            Some(&kubeconfig),
+        let conn = client::connect(
+            Some(&kubeconfig.path),
             Some("sandbox"),
-            global.namespace.as_deref(),
+            cluster.namespace.as_deref(),
         )
-        .await?
+        .await
+        .class(Class::Internal);
+        sandbox = Some((sb, kubeconfig));
+        conn
     } else {
         client::connect(
-            global.kubeconfig.as_deref(),
-            global.context.as_deref(),
-            global.namespace.as_deref(),
+            cluster.kubeconfig.as_deref(),
+            cluster.context.as_deref(),
+            cluster.namespace.as_deref(),
         )
-        .await?
+        .await
+        .class(Class::Usage)
     };
-    let result = run_connected(&global, &args, loaded, &conn, server).await;
-    if let Some(sb) = sandbox {
+    let result = match conn {
+        Ok(conn) => run_connected(&args, global.verbose, loaded, &conn, server).await,
+        Err(e) => Err(e),
+    };
+    if let Some((sb, kubeconfig)) = sandbox {
         sb.shutdown().await;
+        kubeconfig.remove();
     }
     result
 }
 
-async fn start_sandbox(args: &DevArgs) -> Result<(Sandbox, PathBuf)> {
+/// Check every flag and path that can be checked without a cluster, so that a mistake is
+/// reported before anything starts.
+fn validate(args: &DevArgs) -> Result<()> {
+    if args.files.is_empty() && args.from_cluster.is_empty() {
+        bail!(
+            "nothing to run: pass controller definitions with -f FILE|DIR, or --from-cluster NAME (try: kubectl meta dev --sandbox --apply -f examples/hello-world/)"
+        );
+    }
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if args.sandbox {
+        let given: Vec<&str> = args
+            .cluster
+            .given()
+            .into_iter()
+            .filter(|f| *f != "--namespace")
+            .collect();
+        if !given.is_empty() {
+            bail!(
+                "--sandbox starts its own API server and cannot be used with {}",
+                given.join(" or ")
+            );
+        }
+    }
+    if let Some(url) = &args.hook_base_url {
+        check_http_url("--hook-base-url", url)?;
+    }
+    if let Some(url) = &args.hook_server_ready {
+        check_http_url("--hook-server-ready", url)?;
+    }
+    if args.timeout == Some(0) {
+        bail!("--timeout must be at least 1 second");
+    }
+    for path in &args.watch {
+        if !path.exists() {
+            bail!("--watch {}: no such file or directory", path.display());
+        }
+    }
+    for path in &args.files {
+        if !path.exists() {
+            bail!("-f {}: no such file or directory", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// `url` must be an absolute `http://` or `https://` URL with a host.
+fn check_http_url(flag: &str, url: &str) -> Result<()> {
+    let parsed = reqwest::Url::parse(url);
+    let ok = parsed
+        .as_ref()
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    if !ok {
+        bail!(
+            "{flag} {url}: not an http:// or https:// URL with a host (for example http://{}:8080)",
+            if url.contains("localhost") {
+                "localhost"
+            } else {
+                "127.0.0.1"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// The kubeconfig file of a sandbox started by `dev`; one per process unless the user named
+/// it, removed at exit when it was ours (two `dev --sandbox` never share one).
+struct SandboxKubeconfig {
+    path: PathBuf,
+    ours: bool,
+}
+
+impl SandboxKubeconfig {
+    fn remove(self) {
+        if self.ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+async fn start_sandbox(args: &DevArgs) -> Result<(Sandbox, SandboxKubeconfig)> {
     let storage = match &args.state {
         Some(d) => Storage::Dir(d.clone()),
         None => Storage::Ephemeral,
     };
     let kubeconfig = match (&args.write_kubeconfig, &storage) {
-        (Some(p), _) => p.clone(),
-        (None, Storage::Dir(d)) => d.join("kubeconfig"),
-        (None, Storage::Ephemeral) => super::sandbox::data_dir()?.join("dev-sandbox.kubeconfig"),
+        (Some(p), _) => SandboxKubeconfig {
+            path: p.clone(),
+            ours: false,
+        },
+        (None, Storage::Dir(d)) => SandboxKubeconfig {
+            path: d.join("kubeconfig"),
+            ours: false,
+        },
+        (None, Storage::Ephemeral) => SandboxKubeconfig {
+            path: super::sandbox::data_dir()?
+                .join(format!("dev-sandbox-{}.kubeconfig", std::process::id())),
+            ours: true,
+        },
     };
     let cfg = SandboxConfig {
         storage,
-        kubeconfig: Some(kubeconfig.clone()),
+        kubeconfig: Some(kubeconfig.path.clone()),
         ..SandboxConfig::ephemeral()
     };
     let sb = Sandbox::start(cfg).await.context("starting the sandbox")?;
@@ -114,14 +216,14 @@ async fn start_sandbox(args: &DevArgs) -> Result<(Sandbox, PathBuf)> {
 }
 
 async fn run_connected(
-    global: &GlobalArgs,
     args: &DevArgs,
+    verbose: u8,
     mut loaded: spec::Loaded,
     conn: &Connection,
     server: Option<(ServerConfig, String)>,
 ) -> Result<()> {
     let ctxinfo = &conn.context;
-    println!("{} (pinned for this session)", ctxinfo.describe());
+    eprintln!("{} (pinned for this session)", ctxinfo.describe());
     // 3. Write guard.
     if let Err(e) = client::write_guard(ctxinfo, &args.allow_context) {
         if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.once {
@@ -130,23 +232,43 @@ async fn run_connected(
             let mut answer = String::new();
             std::io::stdin().read_line(&mut answer).ok();
             if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                bail!("not writing to context {}", ctxinfo.name);
+                return Err(fail(
+                    Class::Refused,
+                    format!("not writing to context {}", ctxinfo.name),
+                ));
             }
         } else {
-            return Err(e.into());
+            return Err(e).class(Class::Refused);
         }
     }
+    // The API server answers at all (else nothing below can work, and the error would come
+    // from whatever happens to ask first).
+    conn.client.apiserver_version().await.map_err(|e| {
+        fail(
+            Class::Cluster,
+            format!(
+                "cannot reach the API server of context {}: {}",
+                ctxinfo.name,
+                crate::engine::execute::kube_error_message(&e)
+            ),
+        )
+    })?;
     let discovery = Discovery::new(conn.client.clone());
 
     // Definitions from the cluster.
     let mut from_cluster = Vec::new();
     for name in &args.from_cluster {
-        let def = read_from_cluster(&conn.client, &discovery, name).await?;
+        let def = read_from_cluster(&conn.client, &discovery, name)
+            .await
+            .class(Class::Usage)?;
         from_cluster.push(def.name().to_string());
         loaded.controllers.push(def);
     }
     if loaded.controllers.is_empty() {
-        bail!("no controller definitions found in the given files");
+        return Err(fail(
+            Class::Usage,
+            "no controller definitions found in the given files",
+        ));
     }
 
     // 4. In-cluster Metacontroller running the same controller?
@@ -164,9 +286,12 @@ async fn run_connected(
                 } else {
                     ""
                 };
-                bail!(
-                    "{msg}.\nScale the in-cluster Metacontroller down (or rename your local definition), then re-run; or pass --force if you are sure nothing runs it.{hint}"
-                );
+                return Err(fail(
+                    Class::Refused,
+                    format!(
+                        "{msg}.\nScale the in-cluster Metacontroller down (or rename your local definition), then re-run; or pass --force if you are sure nothing runs it.{hint}"
+                    ),
+                ));
             }
             eprintln!("warning: {msg} (continuing because of --force)");
         }
@@ -185,27 +310,48 @@ async fn run_connected(
             LEASE_DURATION,
         )
         .await
+        .map_err(|e| {
+            let class = match e {
+                lease::LeaseError::Api { .. } => Class::Cluster,
+                _ => Class::Refused,
+            };
+            tag(e.into(), class)
+        })
         .with_context(|| format!("controller {}", def.name()))?;
         leases.push(guard);
     }
 
-    // 6. --apply manifests.
+    // 6. --apply manifests: what is missing, or everything with --overwrite.
     if args.apply && !loaded.others.is_empty() {
         let docs: Vec<(String, serde_json::Value)> = loaded
             .others
             .iter()
             .map(|d| (d.source.to_string(), d.value.clone()))
             .collect();
-        let applied = manifests::apply_documents(
+        let outcomes = manifests::apply_documents(
             &conn.client,
             &discovery,
             &ctxinfo.namespace,
             &docs,
             Duration::from_secs(30),
+            args.overwrite,
         )
-        .await?;
-        for a in applied {
-            println!("applied {a}");
+        .await
+        .class(Class::Cluster)?;
+        let mut kept = 0;
+        for (object, outcome) in outcomes {
+            match outcome {
+                manifests::Outcome::Applied => eprintln!("applied {object}"),
+                manifests::Outcome::Kept => {
+                    kept += 1;
+                    eprintln!("exists  {object} (kept as it is)");
+                }
+            }
+        }
+        if kept > 0 {
+            eprintln!(
+                "note: --apply created only what was missing; {kept} object(s) that exist were left as they are (pass --overwrite to re-apply them)"
+            );
         }
     }
 
@@ -215,18 +361,18 @@ async fn run_connected(
         OutputArg::Human => OutputFormat::Human,
         OutputArg::Json => OutputFormat::Json,
     };
-    let color = dev_output::color_enabled(std::io::stdout().is_terminal());
+    let color = color_wanted(args.color, std::io::stdout().is_terminal());
     let printer = Printer::new(
         std::io::stdout(),
         format,
         color && format == OutputFormat::Human,
-        args.verbose_events || global.verbose > 0,
+        args.verbose_events || verbose > 0,
     );
     let printer_task = tokio::spawn(dev_output::run(bus.subscribe(), printer));
     let options = EngineOptions {
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
-        namespace: global.namespace.clone(),
+        namespace: args.cluster.namespace.clone(),
         apply_strategy: match args.apply_strategy {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
@@ -235,7 +381,7 @@ async fn run_connected(
     };
     let ctx = Arc::new(
         EngineContext::new(conn.client.clone(), bus, options)
-            .map_err(|e| anyhow!("cannot set up the hook client: {e}"))?,
+            .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
     );
     let engine = Engine::new(ctx);
     let (server_cfg, server_base_url) = match server {
@@ -249,8 +395,11 @@ async fn run_connected(
         server: server_cfg,
         server_base_url,
         watch_files: !args.once && !args.no_watch,
+        recursive: args.recursive,
     };
-    let mut dev = DevLoop::start(engine, loaded.controllers, cfg).await?;
+    let mut dev = DevLoop::start(engine, loaded.controllers, cfg)
+        .await
+        .class(Class::Usage)?;
     let bus = dev.engine().context().bus.clone();
 
     // Commands: keyboard (on a terminal), signals, the control socket.
@@ -305,23 +454,12 @@ async fn run_connected(
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
     let outcome: Result<()> = if args.once {
+        let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT));
         tokio::select! {
-            rep = dev.engine().wait_converged(Duration::from_secs(args.timeout)) => {
-                if !rep.failed.is_empty() {
-                    let lines: Vec<String> = rep.failed.iter()
-                        .map(|(c, k, m)| format!("  {c} {k}: {m}"))
-                        .collect();
-                    Err(anyhow!("{} parent(s) failed their last sync:\n{}", rep.failed.len(), lines.join("\n")))
-                } else if !rep.converged {
-                    let lines: Vec<String> = rep.pending.iter().map(|(c, w)| format!("  {c}: {w}")).collect();
-                    Err(anyhow!("not converged after {}s (--timeout):\n{}", args.timeout, lines.join("\n")))
-                } else {
-                    Ok(())
-                }
-            }
-            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
-            _ = term.recv() => Err(anyhow!("terminated")),
-            () = lease_lost => Err(anyhow!("lost the controller lease: another dev loop took over")),
+            r = wait_once(dev.engine(), &bus, timeout) => r,
+            _ = tokio::signal::ctrl_c() => Err(fail(Class::Interrupted, "interrupted")),
+            _ = term.recv() => Err(fail(Class::Interrupted, "terminated")),
+            () = lease_lost => Err(fail(Class::Refused, "lost the controller lease: another dev loop took over")),
         }
     } else {
         let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
@@ -334,8 +472,9 @@ async fn run_connected(
         };
         dev.run_until(rx, stop).await;
         if lost_rx.try_recv().is_ok() {
-            Err(anyhow!(
-                "lost the controller lease: another dev loop took over; stopping"
+            Err(fail(
+                Class::Refused,
+                "lost the controller lease: another dev loop took over; stopping",
             ))
         } else {
             Ok(())
@@ -348,6 +487,92 @@ async fn run_connected(
         l.release().await;
     }
     outcome
+}
+
+/// Whether to color the human event log.
+fn color_wanted(arg: ColorArg, stdout_is_tty: bool) -> bool {
+    match arg {
+        ColorArg::Always => true,
+        ColorArg::Never => false,
+        ColorArg::Auto => dev_output::color_enabled(stdout_is_tty),
+    }
+}
+
+/// `--once`: wait until every parent converged, while the engine retries failed syncs with
+/// its backoff, until `timeout`. What is still awaited is published (an `info` event) when it
+/// changes and every [`ONCE_REPORT_EVERY`]; at the deadline the error names what never
+/// converged. A controller that could not start at all ends the wait at once.
+async fn wait_once(engine: &Engine, bus: &EventBus, timeout: Duration) -> Result<()> {
+    let start = tokio::time::Instant::now();
+    let deadline = start + timeout;
+    let mut said: Option<(Vec<String>, tokio::time::Instant)> = None;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let rep = engine
+            .wait_converged(left.min(Duration::from_secs(1)))
+            .await;
+        if rep.converged && rep.pending.is_empty() && rep.failed.is_empty() {
+            return Ok(());
+        }
+        let broken: Vec<String> = rep
+            .failed
+            .iter()
+            .filter(|(_, parent, _)| parent.is_empty())
+            .map(|(c, _, m)| format!("  {c}: {m}"))
+            .collect();
+        if !broken.is_empty() {
+            return Err(fail(
+                Class::NotConverged,
+                format!(
+                    "{} controller(s) could not start:\n{}",
+                    broken.len(),
+                    broken.join("\n")
+                ),
+            ));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(fail(
+                Class::NotConverged,
+                format!(
+                    "not converged after {}s (--timeout); never converged:\n{}",
+                    timeout.as_secs(),
+                    awaited(&rep, true).join("\n")
+                ),
+            ));
+        }
+        let waiting = awaited(&rep, false);
+        let repeat = said
+            .as_ref()
+            .is_none_or(|(before, at)| *before != waiting || at.elapsed() >= ONCE_REPORT_EVERY);
+        if repeat {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            bus.publish(EngineEvent::Info {
+                controller: None,
+                message: format!(
+                    "--once: waiting for {} thing(s), {}s left (--timeout):\n{}",
+                    waiting.len(),
+                    left.as_secs(),
+                    waiting.join("\n")
+                ),
+            });
+            said = Some((waiting, tokio::time::Instant::now()));
+        }
+    }
+}
+
+/// One line per thing `--once` still waits for; with `full`, a failed sync's whole error
+/// (indented) instead of its first line.
+fn awaited(rep: &OnceReport, full: bool) -> Vec<String> {
+    let failed = rep.failed.iter().map(|(c, parent, m)| {
+        let message = if full {
+            m.lines().collect::<Vec<_>>().join("\n      ")
+        } else {
+            m.lines().next().unwrap_or_default().to_string()
+        };
+        format!("  {c} {parent}: last sync failed, retrying with backoff: {message}")
+    });
+    let pending = rep.pending.iter().map(|(c, what)| format!("  {c}: {what}"));
+    failed.chain(pending).collect()
 }
 
 /// The command `--resync/--pause/--resume` asks for, if any.
@@ -363,21 +588,35 @@ fn control_command(args: &DevArgs) -> Option<Command> {
     args.resume.then_some(Command::Resume)
 }
 
-/// Send a command to every running dev loop and print their answers.
+/// Send a command to every running dev loop and print their answers. A resync of one parent
+/// succeeds when some dev loop knows that parent; any other command when every loop did it.
 async fn send_control(command: Command) -> Result<()> {
-    let dir = control::socket_dir(&super::sandbox::data_dir()?);
-    let answers = control::send(&dir, &command).await?;
-    let mut failed = false;
+    let dir = control::socket_dir(&super::sandbox::data_dir().class(Class::Internal)?);
+    let answers = control::send(&dir, &command).await.class(Class::Control)?;
+    let mut refused = 0;
+    let total = answers.len();
     for (socket, ok, message) in answers {
         let pid = socket
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        println!("dev loop pid {pid}: {message}");
-        failed |= !ok;
+        if ok {
+            println!("dev loop pid {pid}: {message}");
+        } else {
+            eprintln!("dev loop pid {pid}: {message}");
+            refused += 1;
+        }
     }
-    if failed {
-        bail!("a dev loop refused the command (see above)");
+    let one_parent = matches!(&command, Command::Resync { parent: Some(_) });
+    if (one_parent && refused == total) || (!one_parent && refused > 0) {
+        return Err(fail(
+            Class::Control,
+            if one_parent {
+                "no running dev loop knows that parent (see above)"
+            } else {
+                "a dev loop refused the command (see above)"
+            },
+        ));
     }
     Ok(())
 }
@@ -457,6 +696,7 @@ async fn read_from_cluster(
         if let Some(obj) = api
             .get_opt(name)
             .await
+            .class(Class::Cluster)
             .with_context(|| format!("--from-cluster {arg}: reading the {kind}"))?
         {
             found.push((*kind, obj));

@@ -40,7 +40,7 @@ pub struct Request {
     /// The command.
     pub command: Command,
     /// Where the one-line answer goes.
-    pub reply: oneshot::Sender<String>,
+    pub reply: oneshot::Sender<Result<String, String>>,
 }
 
 /// Why a control request could not be made.
@@ -138,7 +138,8 @@ async fn serve_one(stream: UnixStream, tx: mpsc::Sender<Request>) -> std::io::Re
                 }
             } else {
                 match rx.await {
-                    Ok(message) => Answer { ok: true, message },
+                    Ok(Ok(message)) => Answer { ok: true, message },
+                    Ok(Err(message)) => Answer { ok: false, message },
                     Err(_) => Answer {
                         ok: false,
                         message: "the dev loop stopped before answering".into(),
@@ -251,7 +252,7 @@ pub fn spawn_keyboard(tx: mpsc::Sender<Request>, answers: mpsc::UnboundedSender<
                 return;
             }
             if let Ok(a) = rx.await {
-                let _ = answers.send(a);
+                let _ = answers.send(a.unwrap_or_else(|e| e));
             }
         }
     });
@@ -287,7 +288,7 @@ pub fn spawn_signals(
                     return;
                 }
                 if let Ok(a) = rx.await {
-                    let _ = answers.send(a);
+                    let _ = answers.send(a.unwrap_or_else(|e| e));
                 }
             }
         });
@@ -347,7 +348,13 @@ mod tests {
         let server = ControlServer::start(dir.path(), tx).unwrap();
         tokio::spawn(async move {
             while let Some(req) = rx.recv().await {
-                let _ = req.reply.send(format!("did {:?}", req.command));
+                let answer = match &req.command {
+                    Command::Resync { parent: Some(p) } if p == "nosuch" => {
+                        Err(format!("no parent named {p}"))
+                    }
+                    c => Ok(format!("did {c:?}")),
+                };
+                let _ = req.reply.send(answer);
             }
         });
         let got = send(
@@ -362,6 +369,17 @@ mod tests {
         assert_eq!(got[0].0, server.path());
         assert!(got[0].1);
         assert!(got[0].2.contains("default/p"), "{}", got[0].2);
+        // A refusal travels as ok: false.
+        let got = send(
+            dir.path(),
+            &Command::Resync {
+                parent: Some("nosuch".into()),
+            },
+        )
+        .await
+        .unwrap();
+        assert!(!got[0].1);
+        assert_eq!(got[0].2, "no parent named nosuch");
         let path = server.path().to_path_buf();
         drop(server);
         assert!(!path.exists());

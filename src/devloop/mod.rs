@@ -50,6 +50,8 @@ pub struct DevLoopConfig {
     pub server_base_url: Option<String>,
     /// Watch files at all (`--once` does not).
     pub watch_files: bool,
+    /// Directories among `files` are read recursively (`-R`).
+    pub recursive: bool,
 }
 
 /// Why the dev loop could not start.
@@ -386,15 +388,18 @@ impl DevLoop {
         }
     }
 
-    /// Carry out one command; the answer is a line for the person (or tool) who asked.
-    pub async fn on_command(&mut self, cmd: Command) -> String {
-        match cmd {
+    /// Carry out one command; the answer is a line for the person (or tool) who asked, an
+    /// error when the command could not be done (no such parent).
+    pub async fn on_command(&mut self, cmd: Command) -> Result<String, String> {
+        Ok(match cmd {
             Command::Resync { parent } => {
                 let n = self.engine.resync(None, parent.as_deref());
                 match (&parent, n) {
-                    (Some(p), 0) => format!(
-                        "no parent named {p} (give namespace/name or name of a parent the running controllers watch)"
-                    ),
+                    (Some(p), 0) => {
+                        return Err(format!(
+                            "no parent named {p} (give namespace/name or name of a parent the running controllers watch)"
+                        ));
+                    }
                     (Some(p), n) => format!("resync of {p} queued ({n} controller(s))"),
                     (None, n) => format!("resync of all {n} parent(s) queued"),
                 }
@@ -421,7 +426,7 @@ impl DevLoop {
                 let n = self.engine.replay(&names).await.len();
                 format!("replayed the last request of {n} parent(s)")
             }
-        }
+        })
     }
 
     /// React to one debounced batch of changed files.
@@ -554,7 +559,7 @@ impl DevLoop {
     /// as it was. Changed controllers restart; removed ones stop. New controller names are
     /// refused (they would run without a lease).
     async fn reload_definitions(&mut self, files: &BTreeSet<PathBuf>) {
-        let loaded = match spec::load_paths(&self.cfg.files) {
+        let loaded = match spec::load_paths_with(&self.cfg.files, self.cfg.recursive) {
             Ok(l) => l,
             Err(e) => {
                 self.bus.publish(EngineEvent::Reload {

@@ -660,7 +660,7 @@ impl Composite {
             .cloned()
             .collect();
         for rev in stored.iter().filter(|r| live_old.contains(&r.name)) {
-            let old_parent = rollout::patched_parent(parent, &rev.parent_patch);
+            let old_parent = rollout::patched_parent(parent, &rev.parent_patch, &field_paths);
             let request = self.request(spec.version, &old_parent, observed, related, false);
             let body = self
                 .caller

@@ -32,12 +32,17 @@ pub const REVISION_RESOURCE: &str = "controllerrevisions";
 /// Kind of ControllerRevision.
 pub const REVISION_KIND: &str = "ControllerRevision";
 
-/// The CustomResourceDefinition for ControllerRevision, as Metacontroller installs it.
+/// The CustomResourceDefinition for ControllerRevision, as Metacontroller installs it. Its group
+/// is one kube-apiserver protects (`*.k8s.io`), so it carries the API approval annotation with
+/// the value of Metacontroller's own manifest; without it a real API server answers 422.
 pub fn revision_crd() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "controllerrevisions.metacontroller.k8s.io"},
+        "metadata": {
+            "name": "controllerrevisions.metacontroller.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
+        },
         "spec": {
             "group": "metacontroller.k8s.io",
             "scope": "Namespaced",
@@ -115,63 +120,85 @@ impl RolloutState {
     }
 }
 
+/// The field paths of a revision: `field_paths`, or `["spec"]` when none are given, each split
+/// on `.` (empty paths dropped).
+fn effective_paths(field_paths: &[String]) -> Vec<Vec<&str>> {
+    if field_paths.is_empty() {
+        return vec![vec!["spec"]];
+    }
+    field_paths
+        .iter()
+        .map(|p| {
+            p.split('.')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<&str>>()
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The value at `parts` inside `v`, if every step exists.
+fn lookup<'v>(v: &'v Value, parts: &[&str]) -> Option<&'v Value> {
+    parts.iter().try_fold(v, |cur, p| cur.get(*p))
+}
+
 /// The parent fields named by `field_paths` (default `["spec"]`).
 pub fn parent_patch(parent: &Value, field_paths: &[String]) -> Value {
-    let default = ["spec".to_string()];
-    let paths = if field_paths.is_empty() {
-        &default[..]
-    } else {
-        field_paths
-    };
     let mut out = Value::Object(Map::new());
-    for path in paths {
-        let parts: Vec<&str> = path.split('.').filter(|p| !p.is_empty()).collect();
-        let mut cur = parent;
-        let mut found = true;
-        for p in &parts {
-            match cur.get(p) {
-                Some(v) => cur = v,
-                None => {
-                    found = false;
-                    break;
-                }
-            }
+    for parts in effective_paths(field_paths) {
+        if let Some(value) = lookup(parent, &parts) {
+            set_path(&mut out, &parts, value.clone());
         }
-        if !found || parts.is_empty() {
-            continue;
-        }
-        let mut slot = &mut out;
-        for p in &parts[..parts.len() - 1] {
-            if !slot.get(*p).is_some_and(Value::is_object) {
-                slot[*p] = Value::Object(Map::new());
-            }
-            slot = &mut slot[*p];
-        }
-        slot[parts[parts.len() - 1]] = cur.clone();
     }
     out
 }
 
-/// Deep-merge a parent patch into a copy of the parent (the parent as it was at a revision).
-pub fn patched_parent(parent: &Value, patch: &Value) -> Value {
-    fn merge(dst: &mut Value, src: &Value) {
-        match (dst, src) {
-            (Value::Object(d), Value::Object(s)) => {
-                for (k, v) in s {
-                    match d.get_mut(k) {
-                        Some(dv) if dv.is_object() && v.is_object() => merge(dv, v),
-                        _ => {
-                            d.insert(k.clone(), v.clone());
-                        }
-                    }
+/// Set the value at `parts` inside `v`, making the objects on the way.
+fn set_path(v: &mut Value, parts: &[&str], value: Value) {
+    let Some((last, init)) = parts.split_last() else {
+        return;
+    };
+    let mut slot = v;
+    for step in init {
+        if !slot.get(*step).is_some_and(Value::is_object) {
+            slot[*step] = Value::Object(Map::new());
+        }
+        slot = &mut slot[*step];
+    }
+    slot[*last] = value;
+}
+
+/// The parent as it was at a revision: a copy of `parent` where every field path takes its
+/// value from `patch`, and is removed when `patch` has none (the field did not exist at that
+/// revision). Fields outside the paths keep their current value.
+///
+/// This is a replacement per path, not a merge: merging the old patch into the current parent
+/// would keep a field that was added since (e.g. template annotations set for the first
+/// time), making the old revision look identical to the new one.
+pub fn patched_parent(parent: &Value, patch: &Value, field_paths: &[String]) -> Value {
+    let mut p = parent.clone();
+    for parts in effective_paths(field_paths) {
+        let Some((last, init)) = parts.split_last() else {
+            continue;
+        };
+        match lookup(patch, &parts) {
+            Some(value) => set_path(&mut p, &parts, value.clone()),
+            None => {
+                if let Some(Value::Object(m)) = p.pointer_mut(&pointer(init)) {
+                    m.remove(*last);
                 }
             }
-            (d, s) => *d = s.clone(),
         }
     }
-    let mut p = parent.clone();
-    merge(&mut p, patch);
     p
+}
+
+/// A JSON pointer for `parts` (`~` and `/` escaped).
+fn pointer(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }
 
 /// 64-bit FNV-1a over the canonical (key-sorted) JSON of `v`, as 16 hex digits.
@@ -613,9 +640,33 @@ mod tests {
         assert_ne!(hash_value(&a), hash_value(&json!({"b": 2})));
         let n = revision_name("p", &patch);
         assert!(n.starts_with("p-") && n.len() == 12, "{n}");
-        let old = patched_parent(&parent, &json!({"spec": {"template": {"x": 0}}}));
+        let paths = ["spec.template".to_string()];
+        let old = patched_parent(&parent, &json!({"spec": {"template": {"x": 0}}}), &paths);
         assert_eq!(old["spec"]["template"]["x"], 0);
         assert_eq!(old["spec"]["replicas"], 3);
+    }
+
+    #[test]
+    fn the_parent_at_a_revision_drops_fields_added_since() {
+        // Template annotations added after the revision: the old parent has none (a merge of
+        // the old patch would keep them and make both revisions look the same).
+        let now = json!({"metadata": {"name": "p"}, "spec": {"replicas": 3,
+            "template": {"metadata": {"labels": {"a": "b"}, "annotations": {"rev": "2"}}}}});
+        let then = json!({"spec": {"replicas": 3,
+            "template": {"metadata": {"labels": {"a": "b"}}}}});
+        let old = patched_parent(&now, &then, &[]);
+        assert_eq!(old["spec"], then["spec"]);
+        assert_eq!(old["metadata"]["name"], "p");
+        // A whole field path absent at the revision is removed; other paths stay as they are.
+        let paths = ["spec.template".to_string(), "spec.extra".to_string()];
+        let now = json!({"spec": {"replicas": 5, "extra": 1, "template": {"x": 2}}});
+        let old = patched_parent(&now, &json!({"spec": {"template": {"x": 1}}}), &paths);
+        assert_eq!(old, json!({"spec": {"replicas": 5, "template": {"x": 1}}}));
+        // Round trip: the parent at its own patch is the parent.
+        assert_eq!(
+            patched_parent(&now, &parent_patch(&now, &paths), &paths),
+            now
+        );
     }
 
     #[test]

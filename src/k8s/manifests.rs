@@ -53,15 +53,26 @@ fn rank(doc: &Value) -> u8 {
     }
 }
 
-/// Apply `docs` (with a description of where each came from); returns one line per applied
-/// object (`Kind name` or `Kind namespace/name`).
+/// What [`apply_documents`] did with one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied (created, or re-applied with `overwrite`).
+    Applied,
+    /// The object exists and was left as it is.
+    Kept,
+}
+
+/// Apply `docs` (with a description of where each came from); returns each object
+/// (`Kind name` or `Kind namespace/name`) with what was done. Without `overwrite`, only
+/// objects that do not exist are applied: what the user changed since (with kubectl) stays.
 pub async fn apply_documents(
     client: &kube::Client,
     discovery: &Discovery,
     default_namespace: &str,
     docs: &[(String, Value)],
     wait: Duration,
-) -> Result<Vec<String>, ManifestError> {
+    overwrite: bool,
+) -> Result<Vec<(String, Outcome)>, ManifestError> {
     let mut ordered: Vec<&(String, Value)> = docs.iter().collect();
     ordered.sort_by_key(|(_, d)| rank(d));
     let mut done = Vec::new();
@@ -104,6 +115,20 @@ pub async fn apply_documents(
             Some(ns) => Api::namespaced_with(client.clone(), ns, &info.api_resource),
             None => Api::all_with(client.clone(), &info.api_resource),
         };
+        let described = match &ns {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        let rejected = |e: kube::Error| ManifestError::Rejected {
+            source_desc: source_desc.clone(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            message: crate::engine::execute::kube_error_message(&e),
+        };
+        if !overwrite && api.get_opt(name).await.map_err(rejected)?.is_some() {
+            done.push((described, Outcome::Kept));
+            continue;
+        }
         let mut body = doc.clone();
         if let (Some(ns), Some(meta)) =
             (&ns, body.get_mut("metadata").and_then(Value::as_object_mut))
@@ -116,16 +141,8 @@ pub async fn apply_documents(
             &Patch::Apply(&body),
         )
         .await
-        .map_err(|e| ManifestError::Rejected {
-            source_desc: source_desc.clone(),
-            kind: kind.to_string(),
-            name: name.to_string(),
-            message: crate::engine::execute::kube_error_message(&e),
-        })?;
-        done.push(match &ns {
-            Some(ns) => format!("{kind} {ns}/{name}"),
-            None => format!("{kind} {name}"),
-        });
+        .map_err(rejected)?;
+        done.push((described, Outcome::Applied));
         if kind == "CustomResourceDefinition" {
             discovery.invalidate();
         }

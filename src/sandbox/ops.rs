@@ -116,6 +116,20 @@ fn target<'a>(def: &'a ResourceDef, name: &'a str) -> Target<'a> {
     }
 }
 
+/// The 422 for an invalid CRD: kube-apiserver's message (one error as is, several in brackets).
+fn crd_invalid(def: &ResourceDef, name: &str, errs: Vec<String>) -> ApiError {
+    let message = format!(
+        "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: {}",
+        if errs.len() == 1 {
+            errs[0].clone()
+        } else {
+            format!("[{}]", errs.join(", "))
+        }
+    );
+    let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
+    ApiError::invalid(target(def, name), message, causes)
+}
+
 fn qualified_kind(def: &ResourceDef) -> String {
     if def.group.is_empty() {
         def.kind.clone()
@@ -408,17 +422,10 @@ fn create_checked(
     )?;
     if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions" {
         super::schema::apply_crd_defaults(&mut obj);
-        if let Err(errs) = super::schema::parse_crd(&obj) {
-            let message = format!(
-                "CustomResourceDefinition.apiextensions.k8s.io \"{given_name}\" is invalid: {}",
-                if errs.len() == 1 {
-                    errs[0].clone()
-                } else {
-                    format!("[{}]", errs.join(", "))
-                }
-            );
-            let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-            return Err(ApiError::invalid(target(def, &given_name), message, causes));
+        let mut errs = super::schema::parse_crd(&obj).err().unwrap_or_default();
+        errs.extend(super::schema::api_approval_error(&obj, None));
+        if !errs.is_empty() {
+            return Err(crd_invalid(def, &given_name, errs));
         }
         add_finalizer(&mut obj, CRD_CLEANUP);
     }
@@ -675,13 +682,10 @@ fn write_update(
         validate_meta(def, &new, name)?;
         if gr == "apiextensions.k8s.io/customresourcedefinitions" {
             super::schema::apply_crd_defaults(&mut new);
-            if let Err(errs) = super::schema::parse_crd(&new) {
-                let message = format!(
-                    "CustomResourceDefinition.apiextensions.k8s.io \"{name}\" is invalid: [{}]",
-                    errs.join(", ")
-                );
-                let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-                return Err(ApiError::invalid(target(def, name), message, causes));
+            let mut errs = super::schema::parse_crd(&new).err().unwrap_or_default();
+            errs.extend(super::schema::api_approval_error(&new, Some(&old)));
+            if !errs.is_empty() {
+                return Err(crd_invalid(def, name, errs));
             }
         }
     }

@@ -1802,6 +1802,102 @@ fn object_field<'a>(
     }
 }
 
+/// The annotation kube-apiserver requires on a CRD in a protected group: a URL of the API review
+/// that approved it, or a reason starting with `unapproved`.
+pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// Whether a CRD group is reserved for the Kubernetes community (`k8s.io`, `kubernetes.io` and
+/// their subdomains): its CRDs must carry [`API_APPROVED_ANNOTATION`] (apiextensions-apiserver
+/// `apihelpers.IsProtectedCommunityGroup`).
+pub fn is_protected_group(group: &str) -> bool {
+    group == "k8s.io"
+        || group.ends_with(".k8s.io")
+        || group == "kubernetes.io"
+        || group.ends_with(".kubernetes.io")
+}
+
+/// The state of a CRD's API approval annotation (`apihelpers.APIApprovalState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ApprovalState {
+    /// The annotation is absent or empty.
+    Missing,
+    /// It starts with `unapproved`: allowed without approval.
+    Bypassed,
+    /// It is an absolute URL with a host: approved there.
+    Approved,
+    /// Anything else.
+    Invalid,
+}
+
+/// The approval annotation of `crd` and its state (`apihelpers.GetAPIApprovalState`).
+fn approval_state(crd: &Value) -> (&str, ApprovalState) {
+    let value = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let state = if value.is_empty() {
+        ApprovalState::Missing
+    } else if value.starts_with("unapproved") {
+        ApprovalState::Bypassed
+    } else if is_absolute_url_with_host(value) {
+        ApprovalState::Approved
+    } else {
+        ApprovalState::Invalid
+    };
+    (value, state)
+}
+
+/// What Go's `url.ParseRequestURI` accepts with a non-empty scheme and host: `scheme://host...`
+/// with a scheme of a letter then letters, digits, `+`, `-` or `.`, and no whitespace.
+fn is_absolute_url_with_host(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    let scheme_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    scheme_ok && !host.is_empty() && !s.chars().any(char::is_whitespace)
+}
+
+/// kube-apiserver's API approval rule for CRDs in protected groups (apiextensions
+/// `validateAPIApproval`): on create, and on an update that changes the approval state, the
+/// annotation [`API_APPROVED_ANNOTATION`] must be a URL or start with `unapproved`. `old` is the
+/// stored CRD on update. Returns the field error, rendered like the other CRD errors.
+pub fn api_approval_error(crd: &Value, old: Option<&Value>) -> Option<String> {
+    let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
+    if !is_protected_group(group) {
+        return None;
+    }
+    let (value, state) = approval_state(crd);
+    if old.is_some_and(|o| approval_state(o).1 == state) {
+        return None;
+    }
+    let field = format!("metadata.annotations[{API_APPROVED_ANNOTATION}]");
+    let see = "see https://github.com/kubernetes/enhancements/pull/1111";
+    let violation = match state {
+        ApprovalState::Approved | ApprovalState::Bypassed => return None,
+        ApprovalState::Missing => required(
+            &field,
+            &format!(
+                "protected groups must have approval annotation {}, {see}",
+                go_quote(API_APPROVED_ANNOTATION)
+            ),
+        ),
+        ApprovalState::Invalid => invalid(
+            &field,
+            &go_quote(value),
+            &format!(
+                "protected groups must have approval annotation {} with either a URL or a reason starting with \"unapproved\", {see}",
+                go_quote(API_APPROVED_ANNOTATION)
+            ),
+        ),
+    };
+    Some(violation.to_string())
+}
+
 /// Fills in the defaults the apiserver sets on a CRD: `names.singular` (lowercased kind), `names.listKind`
 /// (`<kind>List`) and `conversion: {strategy: None}`. Fields already set are left alone.
 pub fn apply_crd_defaults(crd: &mut Value) {
@@ -2093,6 +2189,68 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(errs) => errs,
         }
+    }
+
+    #[test]
+    fn crds_in_protected_groups_need_the_approval_annotation() {
+        let crd = |group: &str, annotation: Option<&str>| {
+            let mut c = widget_crd();
+            c["spec"]["group"] = json!(group);
+            c["metadata"]["name"] = json!(format!("widgets.{group}"));
+            if let Some(a) = annotation {
+                c["metadata"]["annotations"] = json!({API_APPROVED_ANNOTATION: a});
+            }
+            c
+        };
+        for group in [
+            "k8s.io",
+            "metacontroller.k8s.io",
+            "kubernetes.io",
+            "x.kubernetes.io",
+        ] {
+            assert!(is_protected_group(group), "{group}");
+            assert_eq!(
+                api_approval_error(&crd(group, None), None).as_deref(),
+                Some(
+                    "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+                ),
+                "{group}"
+            );
+            for ok in [
+                "unapproved, request not yet submitted",
+                "unapproved",
+                "https://github.com/kubernetes/enhancements/pull/1111",
+            ] {
+                assert_eq!(
+                    api_approval_error(&crd(group, Some(ok)), None),
+                    None,
+                    "{ok}"
+                );
+            }
+            assert_eq!(
+                api_approval_error(&crd(group, Some("approved")), None).as_deref(),
+                Some(
+                    "metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"approved\": protected groups must have approval annotation \"api-approved.kubernetes.io\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+                )
+            );
+        }
+        for group in [
+            "conf.example.com",
+            "k8s.io.example.com",
+            "notk8s.io",
+            "example.kubectl-meta.dev",
+        ] {
+            assert!(!is_protected_group(group), "{group}");
+            assert_eq!(api_approval_error(&crd(group, None), None), None, "{group}");
+        }
+        // An update that leaves the state as it was is never refused (a CRD stored before the
+        // rule, or one whose spec a controller edits); one that makes it invalid is.
+        let stored = crd("metacontroller.k8s.io", None);
+        assert_eq!(api_approval_error(&stored, Some(&stored)), None);
+        let bad = crd("metacontroller.k8s.io", Some("yes"));
+        assert!(api_approval_error(&bad, Some(&stored)).is_some());
+        let good = crd("metacontroller.k8s.io", Some("unapproved"));
+        assert!(api_approval_error(&stored, Some(&good)).is_some());
     }
 
     // --- pruning ---

@@ -49,7 +49,13 @@ pub struct Loaded {
 /// that definition's problems), on two definitions of the same kind with the same name, and
 /// when the paths hold no controller definition at all.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
-    let loaded = load_documents(paths)?;
+    load_paths_with(paths, false)
+}
+
+/// As [`load_paths`]; with `recursive`, directories are read with their subdirectories
+/// (kubectl's `-R`).
+pub fn load_paths_with(paths: &[PathBuf], recursive: bool) -> Result<Loaded, SpecError> {
+    let loaded = load_documents_with(paths, recursive)?;
     if loaded.controllers.is_empty() {
         let found: BTreeSet<String> = loaded
             .others
@@ -68,9 +74,14 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
 /// As [`load_paths`], but paths without any controller definition are fine (for
 /// `--from-cluster`, where the files only carry documents to `--apply`).
 pub fn load_documents(paths: &[PathBuf]) -> Result<Loaded, SpecError> {
+    load_documents_with(paths, false)
+}
+
+/// As [`load_documents`]; with `recursive`, directories are read with their subdirectories.
+pub fn load_documents_with(paths: &[PathBuf], recursive: bool) -> Result<Loaded, SpecError> {
     let mut loaded = Loaded::default();
     let mut first_seen: BTreeMap<(&'static str, String), Source> = BTreeMap::new();
-    for file in expand_paths(paths)? {
+    for file in expand_paths(paths, recursive)? {
         for doc in read_documents(&file)? {
             if !is_controller_document(&doc)? {
                 loaded.others.push(doc);
@@ -214,28 +225,16 @@ fn is_controller_document(doc: &Document) -> Result<bool, SpecError> {
     Ok(false)
 }
 
-/// The files named by `paths`: files as given, directories expanded; each file once.
-fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SpecError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |error| SpecError::Io { path, error }
-    };
+/// The files named by `paths`: files as given, directories expanded (with their
+/// subdirectories when `recursive`, in path order); each file once.
+fn expand_paths(paths: &[PathBuf], recursive: bool) -> Result<Vec<PathBuf>, SpecError> {
     let mut files = Vec::new();
     let mut seen = BTreeSet::new();
     for path in paths {
-        let meta = fs::metadata(path).map_err(io(path))?;
+        let meta = fs::metadata(path).map_err(io_error(path))?;
         let mut batch = Vec::new();
         if meta.is_dir() {
-            for entry in fs::read_dir(path).map_err(io(path))? {
-                let entry_path = entry.map_err(io(path))?.path();
-                let wanted = entry_path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
-                if wanted && entry_path.is_file() {
-                    batch.push(entry_path);
-                }
-            }
+            manifest_files(path, recursive, &mut batch)?;
             if batch.is_empty() {
                 return Err(SpecError::EmptyDirectory { path: path.clone() });
             }
@@ -251,6 +250,32 @@ fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SpecError> {
         }
     }
     Ok(files)
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> SpecError + use<> {
+    let path = path.to_path_buf();
+    move |error| SpecError::Io { path, error }
+}
+
+/// The `.yaml`, `.yml` and `.json` files in `dir` (and below, when `recursive`).
+fn manifest_files(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<(), SpecError> {
+    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry_path = entry.map_err(io_error(dir))?.path();
+        if entry_path.is_dir() {
+            if recursive {
+                manifest_files(&entry_path, true, out)?;
+            }
+            continue;
+        }
+        let wanted = entry_path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if wanted && entry_path.is_file() {
+            out.push(entry_path);
+        }
+    }
+    Ok(())
 }
 
 /// The non-empty documents of a file, Lists expanded.

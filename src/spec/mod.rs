@@ -16,7 +16,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use duration::{DurationError, parse_go_duration};
-pub use load::{Document, Loaded, load_documents, load_paths, parse_controller};
+pub use load::{
+    Document, Loaded, load_documents, load_documents_with, load_paths, load_paths_with,
+    parse_controller,
+};
 pub use types::*;
 
 /// One thing wrong with a controller definition.

@@ -1,0 +1,493 @@
+//! The command-line contract of `kubectl meta dev` and `sandbox`, with the real binary: `-o json`
+//! stdout carries NDJSON only, exit codes by class of failure (README "Exit codes"), every flag
+//! checked before anything starts, `--resync` of an unknown parent, one kubeconfig per
+//! `dev --sandbox`, `--apply` creating only what is missing, and `-R`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::cli::*;
+use serde_json::Value;
+
+/// The exit code, with the output in the panic message when it is not `want`.
+fn assert_code(out: &Output, want: i32) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert_eq!(
+        out.status.code(),
+        Some(want),
+        "exit code\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// Copy `examples/<name>`'s YAML and Python files into `dir`.
+fn copy_example(name: &str, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for entry in std::fs::read_dir(repo().join("examples").join(name)).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_output_puts_only_ndjson_on_stdout() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--sandbox",
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--once",
+            "-o",
+            "json",
+        ],
+    ))
+    .await;
+    let (stdout, stderr) = assert_code(&out, 0);
+    assert!(!stdout.is_empty());
+    for line in stdout.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}\n{stdout}"));
+        assert!(v["event"].is_string(), "{line}");
+    }
+    // What a person reads goes to stderr.
+    assert!(stderr.contains("sandbox listening on"), "{stderr}");
+    assert!(stderr.contains("context sandbox ("), "{stderr}");
+    assert!(
+        stderr.contains("applied CustomResourceDefinition"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no color when not a terminal");
+}
+
+/// Each mistake: exit code 2, a message naming the flag, and nothing started (no sandbox).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flag_mistakes_exit_2_before_anything_starts() {
+    let home = tempfile::tempdir().unwrap();
+    let hello = example("hello-world");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "dev",
+                "--sandbox",
+                "-f",
+                &hello,
+                "--hook-base-url",
+                "localhost:9999",
+            ],
+            "--hook-base-url localhost:9999: not an http:// or https:// URL",
+        ),
+        (
+            vec!["dev", "--sandbox", "-f", &hello, "--watch", "/nonexistent"],
+            "--watch /nonexistent: no such file or directory",
+        ),
+        (
+            vec!["dev", "--sandbox", "--context", "prod", "-f", &hello],
+            "--context",
+        ),
+        (
+            vec!["--context", "prod", "dev", "--sandbox", "-f", &hello],
+            "--sandbox starts its own API server and cannot be used with --context",
+        ),
+        (
+            vec!["dev", "--sandbox", "-f", &hello, "--timeout", "5"],
+            "--once",
+        ),
+        (
+            vec![
+                "dev",
+                "--sandbox",
+                "-f",
+                &hello,
+                "--no-watch",
+                "--watch",
+                &hello,
+            ],
+            "--no-watch",
+        ),
+        (
+            vec![
+                "dev",
+                "--sandbox",
+                "-f",
+                &hello,
+                "--once",
+                "--watch",
+                &hello,
+            ],
+            "--once",
+        ),
+        (
+            vec!["dev", "--sandbox", "-f", "/nonexistent.yaml"],
+            "/nonexistent.yaml",
+        ),
+        (
+            vec!["dev", "--sandbox", "-f", &hello, "--overwrite"],
+            "--apply",
+        ),
+        (
+            vec!["--context", "prod", "sandbox", "--ephemeral"],
+            "--context do(es) not apply",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = run(meta(home.path(), &args)).await;
+        let (stdout, stderr) = assert_code(&out, 2);
+        assert!(stderr.contains(want), "{args:?}: {want:?} in\n{stderr}");
+        assert!(
+            !stderr.contains("sandbox listening") && !stdout.contains("sandbox listening"),
+            "{args:?} started a sandbox:\n{stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_help_lists_only_flags_that_work_there() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(home.path(), &["sandbox", "--help"])).await;
+    let (help, _) = assert_code(&out, 0);
+    for flag in ["--kubeconfig", "--context", "--namespace"] {
+        assert!(!help.contains(flag), "{flag} in sandbox --help:\n{help}");
+    }
+    assert!(help.contains("--listen"), "{help}");
+    let out = run(meta(home.path(), &["dev", "--help"])).await;
+    let (help, _) = assert_code(&out, 0);
+    for flag in [
+        "--kubeconfig",
+        "--context",
+        "--namespace",
+        "--recursive",
+        "--color",
+    ] {
+        assert!(
+            help.contains(flag),
+            "{flag} missing from dev --help:\n{help}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_exits_3() {
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = home.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: local\nclusters:\n- name: local\n  cluster: {server: 'http://127.0.0.1:1'}\ncontexts:\n- name: local\n  context: {cluster: local, user: me}\nusers:\n- name: me\n  user: {token: x}\n",
+    )
+    .unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    let (_, stderr) = assert_code(&out, 3);
+    assert!(
+        stderr.contains("cannot reach the API server of context local"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_of_an_unknown_parent_fails_and_a_known_one_succeeds() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    // No dev loop running.
+    let out = run(meta(home.path(), &["dev", "--resync", "default/hello"])).await;
+    let (_, stderr) = assert_code(&out, 6);
+    assert!(stderr.contains("no running `kubectl meta dev`"), "{stderr}");
+
+    let dev = Background::start(meta(
+        home.path(),
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(&sb),
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--no-watch",
+        ],
+    ));
+    dev.wait_output("create    Pod.v1 default/hello").await;
+    let out = run(meta(home.path(), &["dev", "--resync", "nosuch"])).await;
+    let (_, stderr) = assert_code(&out, 6);
+    assert!(stderr.contains("no parent named nosuch"), "{stderr}");
+    let out = run(meta(home.path(), &["dev", "--resync", "default/hello"])).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(
+        stdout.contains("resync of default/hello queued"),
+        "{stdout}"
+    );
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// The `dev-sandbox-*.kubeconfig` files in the data directory of `home`.
+fn sandbox_kubeconfigs(home: &Path) -> Vec<std::path::PathBuf> {
+    let dir = home.join("data/kubectl-meta");
+    let mut v: Vec<_> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("dev-sandbox") && n.ends_with(".kubeconfig"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sandbox_dev_loops_each_keep_their_own_kubeconfig() {
+    let home = tempfile::tempdir().unwrap();
+    let start = || {
+        Background::start(meta(
+            home.path(),
+            &[
+                "dev",
+                "--sandbox",
+                "--apply",
+                "-f",
+                &example("hello-world"),
+                "--no-watch",
+            ],
+        ))
+    };
+    let first = start();
+    first.wait_output("create    Pod.v1 default/hello").await;
+    let second = start();
+    second.wait_output("create    Pod.v1 default/hello").await;
+    let files = sandbox_kubeconfigs(home.path());
+    assert_eq!(files.len(), 2, "{files:?}");
+    let servers: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.lines()
+                .find(|l| l.trim_start().starts_with("server:"))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(servers[0], servers[1]);
+    // Each one reaches its own sandbox, also after the other stopped.
+    let (ok, stderr) = first.interrupt().await;
+    assert!(ok, "{stderr}");
+    let left = sandbox_kubeconfigs(home.path());
+    assert_eq!(
+        left.len(),
+        1,
+        "the first removed its own file only: {left:?}"
+    );
+    let out = common::kubectl(&left[0], &["get", "helloworlds", "-o", "name"], None);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "helloworld.example.kubectl-meta.dev/hello"
+    );
+    let (ok, stderr) = second.interrupt().await;
+    assert!(ok, "{stderr}");
+    assert!(sandbox_kubeconfigs(home.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_creates_what_is_missing_and_overwrite_reapplies() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let apply = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "dev".to_string(),
+            "--kubeconfig".to_string(),
+            kc(&sb),
+            "--apply".to_string(),
+            "-f".to_string(),
+            example("hello-world"),
+            "--once".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<String> = args;
+        let home = home.path().to_path_buf();
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(meta(&home, &refs)).await
+        }
+    };
+    let who = |sb: &common::TestSandbox| {
+        let out = sb.kubectl(&["get", "helloworld", "hello", "-o", "jsonpath={.spec.who}"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = apply(&[]).await;
+    let (_, stderr) = assert_code(&out, 0);
+    assert!(
+        stderr.contains("applied HelloWorld default/hello"),
+        "{stderr}"
+    );
+    // The user edits the sample with kubectl; a restart with --apply keeps the edit.
+    let out = sb.kubectl(&[
+        "patch",
+        "helloworld",
+        "hello",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"who":"Edited"}}"#,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let out = apply(&[]).await;
+    let (_, stderr) = assert_code(&out, 0);
+    assert!(
+        stderr.contains("exists  HelloWorld default/hello (kept as it is)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pass --overwrite"), "{stderr}");
+    assert_eq!(who(&sb), "Edited");
+    // --overwrite re-applies the file.
+    let out = apply(&["--overwrite"]).await;
+    let (_, stderr) = assert_code(&out, 0);
+    assert!(
+        stderr.contains("applied HelloWorld default/hello"),
+        "{stderr}"
+    );
+    assert_eq!(who(&sb), "World");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recursive_reads_definitions_in_subdirectories() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    copy_example("hello-world", &dir.path().join("nested/hello"));
+    // The example's hooks import the shared plumbing from the directory above them.
+    std::fs::copy(
+        repo().join("examples/hookkit.py"),
+        dir.path().join("nested/hookkit.py"),
+    )
+    .unwrap();
+    let path = dir.path().display().to_string();
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(&sb),
+            "--apply",
+            "-f",
+            &path,
+            "--once",
+        ],
+    ))
+    .await;
+    let (_, stderr) = assert_code(&out, 2);
+    assert!(stderr.contains(&path), "{stderr}");
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(&sb),
+            "--apply",
+            "-R",
+            "-f",
+            &path,
+            "--once",
+            "--timeout",
+            "60",
+        ],
+    ))
+    .await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(
+        stdout.contains("create    Pod.v1 default/hello"),
+        "{stdout}"
+    );
+}
+
+/// The long flags (`--name`) in `text`.
+fn long_flags(text: &str) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for (i, _) in text.match_indices("--") {
+        let name: String = text[i + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        if name.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) {
+            out.insert(format!("--{name}"));
+        }
+    }
+    out
+}
+
+/// The first column of the flag table in README's section `heading`.
+fn readme_table_flags(heading: &str) -> std::collections::BTreeSet<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find(heading).expect("README section");
+    let section = &readme[start + heading.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let first_column: String = section
+        .lines()
+        .filter(|l| l.starts_with("| `-"))
+        .map(|l| l.split(" | ").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join(" ");
+    long_flags(&first_column)
+}
+
+/// The long flags `<args> --help` lists (its own `--help` and `--version` aside).
+async fn help_flags(args: &[&str]) -> std::collections::BTreeSet<String> {
+    let home = tempfile::tempdir().unwrap();
+    let mut with_help = args.to_vec();
+    with_help.push("--help");
+    let out = run(meta(home.path(), &with_help)).await;
+    let (help, _) = assert_code(&out, 0);
+    // Only the option lines of the Options section: "  -x, --name <V>  text".
+    let options = &help[help.find("Options:").expect("an Options section")..];
+    let options = &options[..options.find("\nExamples:").unwrap_or(options.len())];
+    let options: String = options
+        .lines()
+        .filter(|l| l.trim_start().starts_with('-'))
+        .map(|l| {
+            let l = l.trim_start();
+            l.split("  ").next().unwrap_or("").to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut flags = long_flags(&options);
+    flags.remove("--help");
+    flags.remove("--version");
+    flags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_flag_tables_match_help() {
+    for (args, heading) in [
+        (vec!["dev"], "## `kubectl meta dev`"),
+        (vec!["sandbox"], "## `kubectl meta sandbox`"),
+    ] {
+        let help = help_flags(&args).await;
+        let readme = readme_table_flags(heading);
+        let missing: Vec<_> = help.difference(&readme).collect();
+        let stale: Vec<_> = readme.difference(&help).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "{args:?}: README's table lacks {missing:?} and documents flags --help does not list: {stale:?}"
+        );
+    }
+}
