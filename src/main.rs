@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sandbox(args) => commands::sandbox::run(args).await,
             Command::Dev(args) => commands::dev::run(cli.global.clone(), *args).await,
+            Command::Inspect(args) => commands::inspect::run(cli.global.clone(), *args).await,
         }
     });
     match result {

@@ -2,4 +2,5 @@
 
 pub mod dev;
 pub mod dev_output;
+pub mod inspect;
 pub mod sandbox;
