@@ -597,3 +597,47 @@ async fn unknown_type_missing_object_and_bad_arguments_fail_in_one_line() {
     }
     sb.sandbox.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_the_graph_again_when_the_tree_changes() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().expect("home");
+    apply(
+        &sb,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w-root, namespace: default}\n",
+    )
+    .await;
+    let root = uid(&sb, "cm/w-root", None);
+    let kubeconfig = kc(&sb);
+    let bg = common::cli::Background::start(meta(
+        home.path(),
+        &[
+            "inspect",
+            "--kubeconfig",
+            &kubeconfig,
+            "cm/w-root",
+            "-w",
+            "-o",
+            "json",
+        ],
+    ));
+    bg.wait_output("\"w-root\"").await;
+    assert!(!bg.output().contains("w-kid"));
+    apply(
+        &sb,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w-kid, namespace: default, ownerReferences: [{}]}}\n",
+            owner("ConfigMap", "w-root", &root, true)
+        ),
+    )
+    .await;
+    bg.wait_output("\"w-kid\"").await;
+    // NDJSON: every line is one whole graph.
+    for line in bg.output().lines() {
+        let g: Value = serde_json::from_str(line).expect("one JSON document per line");
+        check_schema(&schema(), &g, "$");
+    }
+    let (ok, stderr) = bg.interrupt().await;
+    assert!(ok, "Ctrl-C ends the watch cleanly: {stderr}");
+    sb.sandbox.shutdown().await;
+}
