@@ -274,6 +274,35 @@ default      └─Secret/hello-s          -      -                             
             "{tree}"
         );
     }
+    // Colors when asked (the inspected row highlighted), none with NO_COLOR and auto.
+    let out = inspect(
+        &sb,
+        home.path(),
+        &["cm/hello-a", "-f", &ctl, "--color", "always"],
+    )
+    .await;
+    assert!(
+        assert_ok(&out).contains("\u{1b}[1;36m"),
+        "bold cyan inspected row"
+    );
+    let out = inspect(&sb, home.path(), &["cm/hello-a", "-f", &ctl]).await;
+    assert!(
+        !assert_ok(&out).contains('\u{1b}'),
+        "NO_COLOR (set by meta()) and no terminal"
+    );
+    // --depth 0: no owner levels, nothing below.
+    let out = inspect(
+        &sb,
+        home.path(),
+        &["cm/hello-a", "-f", &ctl, "--depth", "0"],
+    )
+    .await;
+    assert_eq!(
+        assert_ok(&out).lines().count(),
+        2,
+        "header + the object itself"
+    );
+
     // The parent by its short name, down only.
     let out = inspect(
         &sb,

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use colored::Colorize;
 use serde_json::Value;
 
-use super::graph::{Direction, Graph, Node, Severity};
+use super::graph::{Direction, EdgeKind, Graph, Node, Severity};
 use crate::k8s::object;
 
 /// How to draw the table.
@@ -41,16 +41,13 @@ pub fn render(g: &Graph, style: &TreeStyle) -> String {
     let mut rows = Vec::new();
     for root in &g.roots {
         let mut visiting = Vec::new();
-        walk(
-            g,
-            root,
-            "",
-            "",
-            style,
-            only.as_ref(),
-            &mut visiting,
-            &mut rows,
-        );
+        let at = At {
+            id: root,
+            via: None,
+            first: "",
+            rest: "",
+        };
+        walk(g, &at, style, only.as_ref(), &mut visiting, &mut rows);
     }
     table(&rows, style)
 }
@@ -78,34 +75,44 @@ pub fn footer(g: &Graph) -> Vec<String> {
     out
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Children shown together: a group label (None: one ungrouped child) and the children with
+/// the edge each hangs by.
+type Item<'a> = (Option<String>, Vec<(&'a Node, EdgeKind)>);
+
+/// Where a row is drawn: the node, the edge it is reached by, and its glyph prefixes.
+struct At<'a> {
+    id: &'a str,
+    via: Option<EdgeKind>,
+    first: &'a str,
+    rest: &'a str,
+}
+
 fn walk(
     g: &Graph,
-    id: &str,
-    first: &str,
-    rest: &str,
+    at: &At<'_>,
     style: &TreeStyle,
     only: Option<&HashSet<String>>,
     visiting: &mut Vec<String>,
     rows: &mut Vec<Row>,
 ) {
+    let (id, rest) = (at.id, at.rest);
     let Some(node) = g.nodes.get(id) else { return };
-    rows.push(node_row(g, node, first, style));
+    rows.push(node_row(g, node, at, style.now));
     if visiting.iter().any(|v| v == id) {
         return; // an ownership cycle: shown once, not followed
     }
     visiting.push(id.to_string());
-    let children: Vec<&Node> = g
+    let children: Vec<(&Node, EdgeKind)> = g
         .children_of(id)
         .into_iter()
         .filter(|e| only.is_none_or(|o| o.contains(&e.to)))
-        .map(|e| &g.nodes[&e.to])
+        .map(|e| (&g.nodes[&e.to], e.kind))
         .collect();
     // Items: ungrouped children, then one header per group.
     let grouped = !node.governed_by.is_empty();
-    let mut items: Vec<(Option<String>, Vec<&Node>)> = Vec::new();
+    let mut items: Vec<Item<'_>> = Vec::new();
     for c in children {
-        let key = if grouped { c.group.clone() } else { None };
+        let key = if grouped { c.0.group.clone() } else { None };
         match (&key, items.last_mut()) {
             (Some(k), Some((Some(last), v))) if last == k => v.push(c),
             _ => items.push((key, vec![c])),
@@ -113,7 +120,7 @@ fn walk(
     }
     // Ungrouped children first.
     items.sort_by_key(|(k, _)| k.is_some());
-    let flat: Vec<(Option<String>, Vec<&Node>)> = items
+    let flat: Vec<Item<'_>> = items
         .into_iter()
         .flat_map(|(k, v)| match k {
             None => v.into_iter().map(|n| (None, vec![n])).collect::<Vec<_>>(),
@@ -131,26 +138,34 @@ fn walk(
         let first = format!("{rest}{glyph}");
         let next = format!("{rest}{cont}");
         match group {
-            None => walk(g, &nodes[0].id, &first, &next, style, only, visiting, rows),
+            None => {
+                let (n, via) = nodes[0];
+                let at = At {
+                    id: &n.id,
+                    via: Some(via),
+                    first: &first,
+                    rest: &next,
+                };
+                walk(g, &at, style, only, visiting, rows);
+            }
             Some(label) => {
-                rows.push(header_row(&label, &nodes, &first));
-                let n = nodes.len();
-                for (j, c) in nodes.into_iter().enumerate() {
-                    let (glyph, cont) = if j + 1 == n {
+                let members: Vec<&Node> = nodes.iter().map(|(n, _)| *n).collect();
+                rows.push(header_row(&label, &members, &first));
+                let count = nodes.len();
+                for (j, (c, via)) in nodes.into_iter().enumerate() {
+                    let (glyph, cont) = if j + 1 == count {
                         ("└─", "  ")
                     } else {
                         ("├─", "│ ")
                     };
-                    walk(
-                        g,
-                        &c.id,
-                        &format!("{next}{glyph}"),
-                        &format!("{next}{cont}"),
-                        style,
-                        only,
-                        visiting,
-                        rows,
-                    );
+                    let (first, rest) = (format!("{next}{glyph}"), format!("{next}{cont}"));
+                    let at = At {
+                        id: &c.id,
+                        via: Some(via),
+                        first: &first,
+                        rest: &rest,
+                    };
+                    walk(g, &at, style, only, visiting, rows);
                 }
             }
         }
@@ -158,7 +173,8 @@ fn walk(
     visiting.pop();
 }
 
-fn node_row(g: &Graph, n: &Node, prefix: &str, style: &TreeStyle) -> Row {
+fn node_row(g: &Graph, n: &Node, at: &At<'_>, now: jiff::Timestamp) -> Row {
+    let (prefix, via) = (at.first, at.via);
     let s = n.summary();
     let inspected = n.id == g.target;
     Row {
@@ -171,8 +187,13 @@ fn node_row(g: &Graph, n: &Node, prefix: &str, style: &TreeStyle) -> Row {
         ),
         ready: s.ready,
         status: s.status,
-        age: age(&n.object, style.now),
-        relation: n.relation.as_str().to_string(),
+        age: age(&n.object, now),
+        relation: match via {
+            // How the row hangs under the one above: ControllerRef or a plain ownerReference.
+            Some(EdgeKind::Controller) => format!("{} (ControllerRef)", n.relation.as_str()),
+            Some(EdgeKind::Owner) => format!("{} (ownerRef)", n.relation.as_str()),
+            _ => n.relation.as_str().to_string(),
+        },
         map_key: n.map_key.clone().unwrap_or_default(),
         severity: s.severity,
         inspected,
