@@ -304,13 +304,17 @@ default      └─Secret/hello-s          -      -                             
     );
 
     // The parent by its short name, down only.
-    let out = inspect(
-        &sb,
-        home.path(),
-        &["gr", "hello", "-f", &ctl, "--down", "--color", "never"],
-    )
-    .await;
-    assert!(assert_ok(&out).contains("Greeting/hello ◀"));
+    for spelling in [
+        vec!["gr", "hello"],
+        vec!["greetings.accept.example.com/hello"],
+        vec!["greeting.v1.accept.example.com/hello"],
+        vec!["Greeting/hello"],
+    ] {
+        let mut args = spelling.clone();
+        args.extend(["-f", ctl.as_str(), "--down", "--color", "never"]);
+        let out = inspect(&sb, home.path(), &args).await;
+        assert!(assert_ok(&out).contains("Greeting/hello ◀"), "{spelling:?}");
+    }
 
     // -o json: the schema, and what only the controller knows.
     let out = inspect(&sb, home.path(), &["cm/hello-a", "-f", &ctl, "-o", "json"]).await;

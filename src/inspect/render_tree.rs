@@ -129,48 +129,42 @@ fn walk(
         .collect();
     let count = flat.len();
     for (i, (group, nodes)) in flat.into_iter().enumerate() {
-        let last = i + 1 == count;
-        let (glyph, cont) = if last {
-            ("└─", "  ")
-        } else {
-            ("├─", "│ ")
-        };
-        let first = format!("{rest}{glyph}");
-        let next = format!("{rest}{cont}");
-        match group {
-            None => {
-                let (n, via) = nodes[0];
-                let at = At {
-                    id: &n.id,
-                    via: Some(via),
-                    first: &first,
-                    rest: &next,
-                };
-                walk(g, &at, style, only, visiting, rows);
-            }
+        let (first, next) = branch(rest, i + 1 == count);
+        // An ungrouped child hangs here; a group gets a header row and its members below it.
+        let (members_rest, members) = match group {
+            None => (rest.to_string(), nodes),
             Some(label) => {
-                let members: Vec<&Node> = nodes.iter().map(|(n, _)| *n).collect();
-                rows.push(header_row(&label, &members, &first));
-                let count = nodes.len();
-                for (j, (c, via)) in nodes.into_iter().enumerate() {
-                    let (glyph, cont) = if j + 1 == count {
-                        ("└─", "  ")
-                    } else {
-                        ("├─", "│ ")
-                    };
-                    let (first, rest) = (format!("{next}{glyph}"), format!("{next}{cont}"));
-                    let at = At {
-                        id: &c.id,
-                        via: Some(via),
-                        first: &first,
-                        rest: &rest,
-                    };
-                    walk(g, &at, style, only, visiting, rows);
-                }
+                let shown: Vec<&Node> = nodes.iter().map(|(n, _)| *n).collect();
+                rows.push(header_row(&label, &shown, &first));
+                (next.clone(), nodes)
             }
+        };
+        let n = members.len();
+        for (j, (c, via)) in members.into_iter().enumerate() {
+            let (first, rest) = if n == 1 && members_rest == rest {
+                (first.clone(), next.clone())
+            } else {
+                branch(&members_rest, j + 1 == n)
+            };
+            let at = At {
+                id: &c.id,
+                via: Some(via),
+                first: &first,
+                rest: &rest,
+            };
+            walk(g, &at, style, only, visiting, rows);
         }
     }
     visiting.pop();
+}
+
+/// The glyph prefix of a row under `rest` and the prefix its own children continue with.
+fn branch(rest: &str, last: bool) -> (String, String) {
+    if last {
+        (format!("{rest}└─"), format!("{rest}  "))
+    } else {
+        (format!("{rest}├─"), format!("{rest}│ "))
+    }
 }
 
 fn node_row(g: &Graph, n: &Node, at: &At<'_>, now: jiff::Timestamp) -> Row {
