@@ -26,6 +26,7 @@ use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
 struct Measure {
+    metadata_only: bool,
     requests: u64,
     bytes: u64,
     wall: Duration,
@@ -85,6 +86,7 @@ async fn list_every_type(client: &kube::Client, root_uid: &str) -> Measure {
         stack.extend(by_owner.get(&u).cloned().unwrap_or_default());
     }
     Measure {
+        metadata_only: false,
         requests: fetcher.stats().requests(),
         bytes: fetcher.stats().bytes(),
         wall: start.elapsed(),
@@ -109,6 +111,7 @@ async fn inspect(client: &kube::Client, controllers: ControllerSource) -> Measur
         .await
         .expect("inspect");
     Measure {
+        metadata_only: !fetcher.stats().fell_back_to_full_lists(),
         requests: fetcher.stats().requests(),
         bytes: fetcher.stats().bytes(),
         wall: start.elapsed(),
@@ -118,11 +121,16 @@ async fn inspect(client: &kube::Client, controllers: ControllerSource) -> Measur
 
 fn report(name: &str, m: &Measure) {
     println!(
-        "{name:<44} {:>6} requests {:>12} bytes {:>9.1} ms  ({} nodes in the tree)",
+        "{name:<46} {:>4} requests {:>10} bytes {:>9.1} ms  ({} nodes{})",
         m.requests,
         m.bytes,
         m.wall.as_secs_f64() * 1000.0,
-        m.nodes
+        m.nodes,
+        if m.metadata_only {
+            ", metadata-only lists"
+        } else {
+            ""
+        }
     );
 }
 
