@@ -11,6 +11,7 @@
 //!   MapController; work queue).
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
+//! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
 
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod commands;
 pub mod devloop;
 pub mod engine;
 pub mod hooks;
+pub mod inspect;
 pub mod k8s;
 pub mod sandbox;
 pub mod spec;

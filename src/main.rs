@@ -69,6 +69,10 @@ fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 commands::dev::run(cli.global.clone(), *args).await
             }
+            Command::Inspect(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::inspect::run(*args).await
+            }
         }
     });
     match result {

@@ -1,6 +1,7 @@
 //! Command-line definitions (clap). Plain data only: behaviour lives in [`crate::commands`].
 
 pub mod dev;
+pub mod inspect;
 pub mod sandbox;
 
 use std::path::PathBuf;
@@ -79,4 +80,6 @@ pub enum Command {
     Dev(Box<dev::DevArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
+    /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.
+    Inspect(Box<inspect::InspectArgs>),
 }

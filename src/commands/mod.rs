@@ -3,4 +3,5 @@
 pub mod dev;
 pub mod dev_output;
 pub mod exit;
+pub mod inspect;
 pub mod sandbox;

@@ -324,8 +324,8 @@ fn suggest(
         .map(|(_, r)| name_of(r).clone())
 }
 
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance over chars (also used by `inspect`'s "did you mean").
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
