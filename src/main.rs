@@ -23,6 +23,16 @@ fn init_logging(verbose: u8) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Commands that need neither logging nor the async runtime answer at once (start-up time).
+    let offline = match &cli.command {
+        Command::Version(args) => Some(commands::version::run(args)),
+        Command::Completion(args) => Some(commands::completion::run(args)),
+        Command::Complete(args) => Some(commands::completion::run_complete(args)),
+        Command::Dev(_) | Command::Sandbox(_) => None,
+    };
+    if let Some(result) = offline {
+        return report(result);
+    }
     init_logging(cli.global.verbose);
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -35,8 +45,14 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sandbox(args) => commands::sandbox::run(args).await,
             Command::Dev(args) => commands::dev::run(cli.global.clone(), *args).await,
+            Command::Version(_) | Command::Completion(_) | Command::Complete(_) => Ok(()),
         }
     });
+    report(result)
+}
+
+/// The exit code for a command's result, printing the error.
+fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,7 +1,9 @@
 //! Command-line definitions (clap). Plain data only: behaviour lives in [`crate::commands`].
 
+pub mod completion;
 pub mod dev;
 pub mod sandbox;
+pub mod version;
 
 use std::path::PathBuf;
 
@@ -9,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// The local dev loop for Metacontroller-style controllers.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-meta", bin_name = "kubectl meta", version, about, long_about = None)]
+#[command(name = "kubectl-meta", bin_name = "kubectl meta", version = version::VERSION_LINE, about, long_about = None)]
 pub struct Cli {
     /// Flags every subcommand shares.
     #[command(flatten)]
@@ -43,4 +45,11 @@ pub enum Command {
     Dev(Box<dev::DevArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
+    /// Print the version, git commit and target of this build.
+    Version(version::VersionArgs),
+    /// Write a shell completion script for kubectl-meta (bash, zsh, fish, ...).
+    Completion(completion::CompletionArgs),
+    /// Complete the words after `kubectl meta` (what the kubectl_complete-meta helper calls).
+    #[command(name = "__complete", hide = true)]
+    Complete(completion::CompleteArgs),
 }
