@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build kubectl-meta from this checkout and install it onto your PATH, so that
-# `kubectl meta ...` works. Safe to re-run: every run rebuilds and replaces the binary.
+# `kubectl meta ...` works, with the kubectl_complete-meta helper beside it (shell completion
+# of `kubectl meta <TAB>`). Safe to re-run: every run rebuilds and replaces both.
 #
 #   ./install.sh                   install into $CARGO_HOME/bin (default ~/.cargo/bin)
 #   ./install.sh --root DIR        install into DIR/bin
@@ -16,8 +17,9 @@ usage() {
 Usage: ./install.sh [--root DIR] [--run-sandbox] [--run-example] [--help]
 
 Builds kubectl-meta from this checkout with `cargo install --path . --locked`
-and installs it onto your PATH so that `kubectl meta ...` works.
-Re-running rebuilds and replaces the installed binary.
+and installs it onto your PATH so that `kubectl meta ...` works, with the
+kubectl_complete-meta helper beside it (kubectl 1.26+ runs it to complete
+`kubectl meta <TAB>`). Re-running rebuilds and replaces both.
 
 Options:
   --root DIR      Install into DIR/bin instead of the cargo default
@@ -151,6 +153,14 @@ if [[ ! -x "$BIN" ]]; then
 fi
 say "installed $BIN ($("$BIN" --version))"
 
+# kubectl (1.26+) completes `kubectl meta <TAB>` by running kubectl_complete-meta from PATH;
+# the helper asks the kubectl-meta beside it.
+HELPER="$BIN_DIR/kubectl_complete-meta"
+cp -- "$REPO_DIR/completion/kubectl_complete-meta" "$HELPER.tmp.$$"
+chmod 0755 "$HELPER.tmp.$$"
+mv -f -- "$HELPER.tmp.$$" "$HELPER"
+say "installed $HELPER (shell completion for 'kubectl meta <TAB>' through kubectl's completion)"
+
 # ---------------------------------------------------------------- post-install checks
 
 on_path="$(command -v "$BIN_NAME" 2>/dev/null || true)"
@@ -181,6 +191,12 @@ if command -v kubectl >/dev/null 2>&1; then
     else
         warn "kubectl plugin list does not show $BIN_NAME; its output was:"
         printf '%s\n' "$plugins" >&2
+    fi
+    # kubectl's hidden completion command, as the shell calls it on `kubectl meta <TAB>`.
+    if PATH="$BIN_DIR:$PATH" kubectl __complete meta "" 2>/dev/null | grep -q '^dev'; then
+        say "'kubectl meta <TAB>' completes (with kubectl's shell completion loaded: source <(kubectl completion bash))"
+    else
+        warn "kubectl does not complete 'kubectl meta <TAB>' (needs kubectl 1.26 or newer and $HELPER on PATH)"
     fi
 else
     warn "kubectl not found on PATH: $BIN_NAME is installed, but 'kubectl meta' needs kubectl (https://kubernetes.io/docs/tasks/tools/)."

@@ -41,6 +41,16 @@ fn init_logging(verbose: u8, color: bool) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Commands that need neither logging nor the async runtime answer at once (start-up time).
+    let offline = match &cli.command {
+        Command::Version(args) => Some(commands::version::run(args)),
+        Command::Completion(args) => Some(commands::completion::run(args)),
+        Command::Complete(args) => Some(commands::completion::run_complete(args)),
+        Command::Dev(_) | Command::Sandbox(_) | Command::Inspect(_) => None,
+    };
+    if let Some(result) = offline {
+        return report(result);
+    }
     init_logging(cli.global.verbose, log_color(&cli));
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -73,8 +83,14 @@ fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 commands::inspect::run(*args).await
             }
+            Command::Version(_) | Command::Completion(_) | Command::Complete(_) => Ok(()),
         }
     });
+    report(result)
+}
+
+/// The exit code for a command's result, printing the error.
+fn report(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

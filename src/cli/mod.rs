@@ -1,8 +1,10 @@
 //! Command-line definitions (clap). Plain data only: behaviour lives in [`crate::commands`].
 
+pub mod completion;
 pub mod dev;
 pub mod inspect;
 pub mod sandbox;
+pub mod version;
 
 use std::path::PathBuf;
 
@@ -10,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// The local dev loop for Metacontroller-style controllers.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl-meta", bin_name = "kubectl meta", version, about, long_about = None)]
+#[command(name = "kubectl-meta", bin_name = "kubectl meta", version = version::VERSION_LINE, about, long_about = None)]
 pub struct Cli {
     /// Flags every subcommand shares.
     #[command(flatten)]
@@ -82,4 +84,11 @@ pub enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.
     Inspect(Box<inspect::InspectArgs>),
+    /// Print the version, git commit and target of this build.
+    Version(version::VersionArgs),
+    /// Write a shell completion script for kubectl-meta (bash, zsh, fish, ...).
+    Completion(completion::CompletionArgs),
+    /// Complete the words after `kubectl meta` (what the kubectl_complete-meta helper calls).
+    #[command(name = "__complete", hide = true)]
+    Complete(completion::CompleteArgs),
 }

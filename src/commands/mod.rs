@@ -1,7 +1,22 @@
 //! Subcommand implementations: the application edge, where errors become `anyhow` reports.
 
+pub mod completion;
 pub mod dev;
 pub mod dev_output;
 pub mod exit;
 pub mod inspect;
 pub mod sandbox;
+pub mod version;
+
+use std::io::Write;
+
+/// Writes `bytes` to stdout and flushes. A reader that went away (`| head`) is not an error.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
