@@ -46,6 +46,16 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if args.workers == 0 {
         bail!("--workers must be at least 1");
     }
+    if !args.api_qps.is_finite() || args.api_qps < 0.0 {
+        bail!("--api-qps must be a number of requests per second, 0 or more (0: unlimited)");
+    }
+    if args.api_burst == 0 {
+        bail!("--api-burst must be at least 1");
+    }
+    let limits = client::ClientLimits {
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
     let server = hook_server_config(&args)?;
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
@@ -73,17 +83,19 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
             kubeconfig.display()
         );
         sandbox = Some(sb);
-        client::connect(
+        client::connect_limited(
             Some(&kubeconfig),
             Some("sandbox"),
             global.namespace.as_deref(),
+            limits,
         )
         .await?
     } else {
-        client::connect(
+        client::connect_limited(
             global.kubeconfig.as_deref(),
             global.context.as_deref(),
             global.namespace.as_deref(),
+            limits,
         )
         .await?
     };
@@ -237,6 +249,10 @@ async fn run_connected(
         EngineContext::new(conn.client.clone(), bus, options)
             .map_err(|e| anyhow!("cannot set up the hook client: {e}"))?,
     );
+    // Writes are held while a Lease is not confirmed (API server outage), and resume after.
+    for l in &leases {
+        ctx.follow_lease(l.state());
+    }
     let engine = Engine::new(ctx);
     let (server_cfg, server_base_url) = match server {
         Some((c, u)) => (Some(c), Some(u)),
@@ -321,7 +337,7 @@ async fn run_connected(
             }
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
             _ = term.recv() => Err(anyhow!("terminated")),
-            () = lease_lost => Err(anyhow!("lost the controller lease: another dev loop took over")),
+            () = lease_lost => Err(anyhow!("lost the controller lease: {}; stopping", lost_reason(&leases))),
         }
     } else {
         let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
@@ -335,7 +351,8 @@ async fn run_connected(
         dev.run_until(rx, stop).await;
         if lost_rx.try_recv().is_ok() {
             Err(anyhow!(
-                "lost the controller lease: another dev loop took over; stopping"
+                "lost the controller lease: {}; stopping",
+                lost_reason(&leases)
             ))
         } else {
             Ok(())
@@ -348,6 +365,19 @@ async fn run_connected(
         l.release().await;
     }
     outcome
+}
+
+/// Who took which Lease over (`lease default/kubectl-meta-... held by bob@desk pid 7 since 10:42:05`).
+fn lost_reason(leases: &[lease::LeaseGuard]) -> String {
+    let reasons: Vec<String> = leases
+        .iter()
+        .filter_map(lease::LeaseGuard::lost_reason)
+        .collect();
+    if reasons.is_empty() {
+        "another dev loop took over".to_string()
+    } else {
+        format!("another dev loop took over ({})", reasons.join("; "))
+    }
 }
 
 /// The command `--resync/--pause/--resume` asks for, if any.
