@@ -7,7 +7,6 @@ mod common;
 
 use std::time::Duration;
 
-use common::engine::*;
 use common::faults::*;
 use kubectl_meta::engine::events::EngineEvent;
 use kubectl_meta::k8s::lease::LeaseState;
@@ -20,62 +19,42 @@ fn position(events: &[EngineEvent], f: impl Fn(&EngineEvent) -> bool) -> Option<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outage_longer_than_the_lease_is_survived_and_converges_after() {
-    let mut rs = Restartable::start().await;
-    install_crd(&rs.client, "Parent", true).await;
-    let hook = HookServer::start(sync_fn(numbered)).await;
-    let engine = Running::start(&rs.client, vec![counted_controller(&hook)]).await;
-    let guard = lease_for(&engine, &rs.client, "counted").await;
-    let w_api = kube::Api::<kube::api::DynamicObject>::namespaced_with(
-        rs.client.clone(),
-        "default",
-        &parent_ar("Parent"),
-    );
-    create_parents(&rs.client, &["p0", "p1", "p2"], 2).await;
-    let cms = kube::Api::<kube::api::DynamicObject>::namespaced_with(
-        rs.client.clone(),
-        "default",
-        &configmaps(),
-    );
+    let mut f = Fixture::start().await;
+    create_parents(f.client(), &["p0", "p1", "p2"], 2).await;
     wait_children(
-        &rs.client,
+        f.client(),
         &["p0-0", "p0-1", "p1-0", "p1-1", "p2-0", "p2-1"],
     )
     .await;
-    engine.converge().await;
-    let kubeconfig_before = std::fs::read_to_string(rs.kubeconfig()).unwrap();
+    f.engine.converge().await;
+    let (cms, parents) = (cm_api(f.client()), parent_api(f.client()));
+    let kubeconfig_before = std::fs::read_to_string(f.rs.kubeconfig()).unwrap();
 
     // The API server goes away for longer than the Lease duration (3 s).
-    rs.stop().await;
-    let down = wait_notice(&engine, "API server unreachable since").await;
+    f.rs.stop().await;
+    let down = wait_notice(&f.engine, "API server unreachable since").await;
     assert!(down.contains("retrying"), "{down}");
-    assert!(engine.engine.context().writes_held().is_some());
-    wait_unconfirmed(&guard, Duration::from_secs(5)).await;
-    assert!(!*guard.lost().borrow(), "an outage is not a takeover");
+    assert!(f.engine.engine.context().writes_held().is_some());
+    wait_unconfirmed(&f.lease, Duration::from_secs(5)).await;
+    assert!(!*f.lease.lost().borrow(), "an outage is not a takeover");
 
     // Back on the same port and state, reachable with the kubeconfig of the first start.
-    rs.start_again().await;
+    f.rs.start_again().await;
     assert_eq!(
-        std::fs::read_to_string(rs.kubeconfig()).unwrap(),
+        std::fs::read_to_string(f.rs.kubeconfig()).unwrap(),
         kubeconfig_before,
         "same CA, token and address: the old kubeconfig keeps working"
     );
-    let back = wait_notice(&engine, "API server reachable again").await;
+    let back = wait_notice(&f.engine, "API server reachable again").await;
     assert!(back.contains("resyncing"), "{back}");
-    assert_eq!(*guard.state().borrow(), LeaseState::Held);
+    assert_eq!(*f.lease.state().borrow(), LeaseState::Held);
 
     // Changes after the outage are seen and acted on.
-    w_api
-        .patch(
-            "p0",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"count": 3}})),
-        )
-        .await
-        .unwrap();
+    merge(&parents, "p0", json!({"spec": {"count": 3}})).await;
     let uid = cms.get("p1-0").await.unwrap().metadata.uid;
     cms.delete("p1-0", &Default::default()).await.unwrap();
     wait_children(
-        &rs.client,
+        f.client(),
         &["p0-0", "p0-1", "p0-2", "p1-0", "p1-1", "p2-0", "p2-1"],
     )
     .await;
@@ -84,12 +63,12 @@ async fn outage_longer_than_the_lease_is_survived_and_converges_after() {
         uid,
         "recreated"
     );
-    engine.converge().await;
+    f.engine.converge().await;
 
     // Said once each; nothing written while it was down; no child lost or written twice.
-    assert_eq!(notices(&engine, "API server unreachable since").len(), 1);
-    assert_eq!(notices(&engine, "API server reachable again").len(), 1);
-    let events = engine.events();
+    assert_eq!(notices(&f.engine, "API server unreachable since").len(), 1);
+    assert_eq!(notices(&f.engine, "API server reachable again").len(), 1);
+    let events = f.engine.events();
     let (from, to) = (
         position(&events, |e| matches!(e, EngineEvent::Error { message, .. } if message.contains("unreachable since"))).unwrap(),
         position(&events, |e| matches!(e, EngineEvent::Info { message, .. } if message.contains("reachable again"))).unwrap(),
@@ -99,7 +78,7 @@ async fn outage_longer_than_the_lease_is_survived_and_converges_after() {
         .filter(|e| matches!(e, EngineEvent::Action { error: None, .. }))
         .collect();
     assert!(during.is_empty(), "writes during the outage: {during:?}");
-    let creates = creates(&engine);
+    let creates = creates(&f.engine);
     let want: Vec<(String, usize)> = [
         ("default/p0-0", 1),
         ("default/p0-1", 1),
@@ -113,13 +92,11 @@ async fn outage_longer_than_the_lease_is_survived_and_converges_after() {
     .map(|(o, n)| (o.to_string(), *n))
     .collect();
     assert_eq!(creates.into_iter().collect::<Vec<_>>(), want);
-    let updates: Vec<_> = write_counts(&engine)
+    let updates: Vec<_> = write_counts(&f.engine)
         .into_iter()
         .filter(|((v, o), _)| v == "Update" && o.contains('-'))
         .collect();
     assert!(updates.is_empty(), "children rewritten: {updates:?}");
-    assert!(!*guard.lost().borrow());
-    engine.stop().await;
-    guard.release().await;
-    rs.stop().await;
+    assert!(!*f.lease.lost().borrow());
+    f.stop().await;
 }

@@ -166,16 +166,18 @@ pub fn configmaps() -> kube::discovery::ApiResource {
     core_ar("ConfigMap", "configmaps")
 }
 
-/// Sync hook: `spec.count` ConfigMaps named `<parent>-<i>` (data `i`), status `{children: n}`.
+/// Sync hook: `spec.count` ConfigMaps named `<parent>-<i>` (data `i` and `value`, from
+/// `spec.value`, default `a`), status `{children: n}`.
 pub fn numbered(req: &Value) -> Value {
     let parent = &req["parent"];
     let count = parent["spec"]["count"].as_u64().unwrap_or(0);
+    let value = parent["spec"]["value"].as_str().unwrap_or("a");
     let prefix = parent["metadata"]["name"].as_str().unwrap_or("x");
     let mut children = Vec::new();
     for i in 0..count {
         children.push(configmap(
             &format!("{prefix}-{i}"),
-            json!({"i": i.to_string()}),
+            json!({"i": i.to_string(), "value": value}),
         ));
     }
     json!({"children": children, "status": {"children": count}})
@@ -237,5 +239,100 @@ pub async fn create_parents(client: &kube::Client, names: &[&str], count: u64) {
         api.create(&Default::default(), &obj)
             .await
             .expect("create parent");
+    }
+}
+
+/// The ConfigMap API in namespace `default`.
+pub fn cm_api(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(client.clone(), "default", &configmaps())
+}
+
+/// The `Parent` API in namespace `default`.
+pub fn parent_api(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(
+        client.clone(),
+        "default",
+        &super::engine::parent_ar("Parent"),
+    )
+}
+
+/// Merge-patch an object.
+pub async fn merge(api: &kube::Api<kube::api::DynamicObject>, name: &str, patch: Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch {name}: {e}"));
+}
+
+/// Wait until ConfigMap `name` has `data.<key> == value`; returns it.
+pub async fn wait_data(client: &kube::Client, name: &str, key: &str, value: &str) -> Value {
+    let api = cm_api(client);
+    wait_for(&format!("{name} data.{key}={value}"), TIMEOUT, || {
+        let api = api.clone();
+        async move {
+            let o = api.get_opt(name).await.ok()??;
+            let v = serde_json::to_value(o).ok()?;
+            (v["data"][key] == json!(value)).then_some(v)
+        }
+    })
+    .await
+}
+
+/// The standard fixture: a restartable sandbox with the `Parent` CRD, the `numbered` hook,
+/// the `counted` controller running with its Lease.
+pub struct Fixture {
+    /// The sandbox.
+    pub rs: Restartable,
+    /// The hook server.
+    pub hook: HookServer,
+    /// The engine.
+    pub engine: Running,
+    /// The controller's Lease.
+    pub lease: LeaseGuard,
+}
+
+impl Fixture {
+    /// Start everything.
+    pub async fn start() -> Fixture {
+        let rs = Restartable::start().await;
+        super::engine::install_crd(&rs.client, "Parent", true).await;
+        let hook = HookServer::start(super::engine::sync_fn(numbered)).await;
+        let engine = Running::start(&rs.client, vec![counted_controller(&hook)]).await;
+        let lease = lease_for(&engine, &rs.client, "counted").await;
+        Fixture {
+            rs,
+            hook,
+            engine,
+            lease,
+        }
+    }
+
+    /// Start everything with one converged parent `p0` with one child `p0-0`.
+    pub async fn with_one_parent() -> Fixture {
+        let f = Fixture::start().await;
+        create_parents(f.client(), &["p0"], 1).await;
+        wait_children(f.client(), &["p0-0"]).await;
+        f.engine.converge().await;
+        f
+    }
+
+    /// The client.
+    pub fn client(&self) -> &kube::Client {
+        &self.rs.client
+    }
+
+    /// The sandbox's fault switch.
+    pub fn faults(&self) -> &kubectl_meta::sandbox::faults::FaultInjector {
+        self.rs.sb().faults()
+    }
+
+    /// Stop everything.
+    pub async fn stop(mut self) {
+        self.engine.stop().await;
+        self.lease.release().await;
+        self.rs.stop().await;
     }
 }
