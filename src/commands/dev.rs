@@ -33,6 +33,30 @@ use crate::spec::{self, ControllerDef, Source};
 /// Lease duration of a dev session.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
 
+/// With `--once`: how long stopping may take after the deadline (in-flight hook calls and
+/// writes are abandoned after it; the Lease then expires on its own).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// With `--once`: the documented bound past `--timeout` within which `dev` exits, whatever it
+/// waits on (a hung API server during start-up included).
+pub const ONCE_MARGIN: Duration = Duration::from_secs(5);
+
+/// What a `--once` run is doing, to say where it was when the deadline passed.
+#[derive(Clone, Default)]
+struct Phase(Arc<std::sync::Mutex<&'static str>>);
+
+impl Phase {
+    fn set(&self, what: &'static str) {
+        if let Ok(mut p) = self.0.lock() {
+            *p = what;
+        }
+    }
+
+    fn get(&self) -> &'static str {
+        self.0.lock().map(|p| *p).unwrap_or("starting")
+    }
+}
+
 /// Run `kubectl meta dev`.
 pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if let Some(command) = control_command(&args) {
@@ -56,6 +80,9 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         qps: args.api_qps,
         burst: args.api_burst,
     };
+    let deadline = args
+        .once
+        .then(|| tokio::time::Instant::now() + Duration::from_secs(args.timeout));
     let server = hook_server_config(&args)?;
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
@@ -99,7 +126,20 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         )
         .await?
     };
-    let result = run_connected(&global, &args, loaded, &conn, server).await;
+    let phase = Phase::default();
+    let work = run_connected(&global, &args, loaded, &conn, server, deadline, &phase);
+    let result = match deadline {
+        None => work.await,
+        Some(d) => match tokio::time::timeout_at(d + ONCE_MARGIN, work).await {
+            Ok(r) => r,
+            Err(_) => Err(anyhow!(
+                "not converged after {}s (--timeout): gave up while {} (is the API server at {} answering?)",
+                args.timeout,
+                phase.get(),
+                conn.context.server
+            )),
+        },
+    };
     if let Some(sb) = sandbox {
         sb.shutdown().await;
     }
@@ -131,8 +171,11 @@ async fn run_connected(
     mut loaded: spec::Loaded,
     conn: &Connection,
     server: Option<(ServerConfig, String)>,
+    deadline: Option<tokio::time::Instant>,
+    phase: &Phase,
 ) -> Result<()> {
     let ctxinfo = &conn.context;
+    phase.set("checking the cluster (discovery, in-cluster controllers)");
     println!("{} (pinned for this session)", ctxinfo.describe());
     // 3. Write guard.
     if let Err(e) = client::write_guard(ctxinfo, &args.allow_context) {
@@ -185,6 +228,7 @@ async fn run_connected(
     }
 
     // 5. One dev loop per controller: a Lease each.
+    phase.set("taking the controller lease");
     let holder = lease::default_holder();
     let mut leases = Vec::new();
     for def in &loaded.controllers {
@@ -202,6 +246,7 @@ async fn run_connected(
     }
 
     // 6. --apply manifests.
+    phase.set("applying manifests (--apply)");
     if args.apply && !loaded.others.is_empty() {
         let docs: Vec<(String, serde_json::Value)> = loaded
             .others
@@ -222,6 +267,7 @@ async fn run_connected(
     }
 
     // 7. Engine and event log.
+    phase.set("starting the controllers");
     let bus = EventBus::new();
     let format = match args.output {
         OutputArg::Human => OutputFormat::Human,
@@ -322,7 +368,11 @@ async fn run_connected(
         .context("installing the SIGTERM handler")?;
     let outcome: Result<()> = if args.once {
         tokio::select! {
-            rep = dev.engine().wait_converged(Duration::from_secs(args.timeout)) => {
+            rep = dev.engine().wait_converged(
+                deadline.map_or(Duration::from_secs(args.timeout), |d| {
+                    d.saturating_duration_since(tokio::time::Instant::now())
+                }),
+            ) => {
                 if !rep.failed.is_empty() {
                     let lines: Vec<String> = rep.failed.iter()
                         .map(|(c, k, m)| format!("  {c} {k}: {m}"))
@@ -358,11 +408,25 @@ async fn run_connected(
             Ok(())
         }
     };
-    drop(control_server);
-    dev.shutdown().await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
-    for l in leases {
-        l.release().await;
+    phase.set("stopping");
+    let stopping = async {
+        drop(control_server);
+        dev.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
+        for l in leases {
+            l.release().await;
+        }
+    };
+    if args.once {
+        // The deadline holds: in-flight hook calls and writes are abandoned after the grace.
+        if tokio::time::timeout(STOP_GRACE, stopping).await.is_err() {
+            eprintln!(
+                "note: stopping took longer than {}s; in-flight syncs were abandoned (the controller lease expires on its own)",
+                STOP_GRACE.as_secs()
+            );
+        }
+    } else {
+        stopping.await;
     }
     outcome
 }
