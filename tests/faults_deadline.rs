@@ -20,20 +20,14 @@ async fn once(
     secs: u64,
 ) -> (String, Duration) {
     let timeout = secs.to_string();
-    let mut args = vec![
-        "--kubeconfig",
-        kubeconfig,
-        "dev",
-        "--apply",
-        "--once",
-        "--timeout",
-        &timeout,
-    ];
-    for f in files {
-        args.extend(["-f", f.as_str()]);
-    }
     let start = Instant::now();
-    let out = run(meta(home, &args)).await;
+    let out = run(common::faults::dev_cmd(
+        home,
+        kubeconfig,
+        files,
+        &["--once", "--timeout", &timeout],
+    ))
+    .await;
     let took = start.elapsed();
     let stderr = assert_fails(&out);
     assert!(

@@ -336,3 +336,16 @@ impl Fixture {
         self.rs.stop().await;
     }
 }
+
+/// `kubectl-meta --kubeconfig KC dev --apply -f FILE... EXTRA...` with a private HOME.
+pub fn dev_cmd(
+    home: &std::path::Path,
+    kubeconfig: &str,
+    files: &[String],
+    extra: &[&str],
+) -> std::process::Command {
+    let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig, "dev", "--apply"];
+    args.extend(files.iter().flat_map(|f| ["-f", f.as_str()]));
+    args.extend(extra);
+    super::cli::meta(home, &args)
+}
