@@ -105,6 +105,13 @@ pub struct DevArgs {
     /// Concurrent syncs per controller.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub workers: usize,
+    /// Client-side rate limit: API requests per second (0: unlimited). A 429 from the API
+    /// server is retried after its Retry-After whatever this says.
+    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
+    pub api_qps: f64,
+    /// Client-side rate limit: requests that may go at once.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub api_burst: u32,
     /// How children are created and updated.
     #[arg(long, value_enum, default_value = "client-side")]
     pub apply_strategy: ApplyStrategyArg,

@@ -41,6 +41,30 @@ pub const DEFAULT_ONCE_TIMEOUT: u64 = 300;
 /// How often `--once` says again what it is still waiting for, when that did not change.
 const ONCE_REPORT_EVERY: Duration = Duration::from_secs(10);
 
+/// With `--once`: how long stopping may take after the deadline (in-flight hook calls and
+/// writes are abandoned after it; the Lease then expires on its own).
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// With `--once`: the documented bound past `--timeout` within which `dev` exits, whatever it
+/// waits on (a hung API server during start-up included).
+pub const ONCE_MARGIN: Duration = Duration::from_secs(5);
+
+/// What a `--once` run is doing, to say where it was when the deadline passed.
+#[derive(Clone, Default)]
+struct Phase(Arc<std::sync::Mutex<&'static str>>);
+
+impl Phase {
+    fn set(&self, what: &'static str) {
+        if let Ok(mut p) = self.0.lock() {
+            *p = what;
+        }
+    }
+
+    fn get(&self) -> &'static str {
+        self.0.lock().map(|p| *p).unwrap_or("starting")
+    }
+}
+
 /// Run `kubectl meta dev`.
 pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if let Some(command) = control_command(&args) {
@@ -49,6 +73,14 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     // 0. Every flag is checked before anything starts (sandbox, connection, informers).
     validate(&args).class(Class::Usage)?;
     let server = hook_server_config(&args).class(Class::Usage)?;
+    let limits = client::ClientLimits {
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
+    let deadline = args.once.then(|| {
+        tokio::time::Instant::now()
+            + Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT))
+    });
     // 1. Definitions first: a malformed file is rejected before anything is written.
     let loaded = if args.files.is_empty() {
         Ok(spec::Loaded::default())
@@ -76,26 +108,46 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
             kubeconfig.path.display(),
             kubeconfig.path.display()
         );
-        let conn = client::connect(
+        let conn = client::connect_limited(
             Some(&kubeconfig.path),
             Some("sandbox"),
             cluster.namespace.as_deref(),
+            limits,
         )
         .await
         .class(Class::Internal);
         sandbox = Some((sb, kubeconfig));
         conn
     } else {
-        client::connect(
+        client::connect_limited(
             cluster.kubeconfig.as_deref(),
             cluster.context.as_deref(),
             cluster.namespace.as_deref(),
+            limits,
         )
         .await
         .class(Class::Usage)
     };
+    let phase = Phase::default();
     let result = match conn {
-        Ok(conn) => run_connected(&args, global.verbose, loaded, &conn, server).await,
+        Ok(conn) => {
+            let work = run_connected(&args, global.verbose, loaded, &conn, server, deadline, &phase);
+            match deadline {
+                None => work.await,
+                Some(d) => match tokio::time::timeout_at(d + ONCE_MARGIN, work).await {
+                    Ok(r) => r,
+                    Err(_) => Err(fail(
+                        Class::NotConverged,
+                        format!(
+                            "not converged after {}s (--timeout): gave up while {} (is the API server at {} answering?)",
+                            args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT),
+                            phase.get(),
+                            conn.context.server
+                        ),
+                    )),
+                },
+            }
+        }
         Err(e) => Err(e),
     };
     if let Some((sb, kubeconfig)) = sandbox {
@@ -115,6 +167,12 @@ fn validate(args: &DevArgs) -> Result<()> {
     }
     if args.workers == 0 {
         bail!("--workers must be at least 1");
+    }
+    if !args.api_qps.is_finite() || args.api_qps < 0.0 {
+        bail!("--api-qps must be a number of requests per second, 0 or more (0: unlimited)");
+    }
+    if args.api_burst == 0 {
+        bail!("--api-burst must be at least 1");
     }
     if args.sandbox {
         let given: Vec<&str> = args
@@ -221,8 +279,11 @@ async fn run_connected(
     mut loaded: spec::Loaded,
     conn: &Connection,
     server: Option<(ServerConfig, String)>,
+    deadline: Option<tokio::time::Instant>,
+    phase: &Phase,
 ) -> Result<()> {
     let ctxinfo = &conn.context;
+    phase.set("checking the cluster (discovery, in-cluster controllers)");
     eprintln!("{} (pinned for this session)", ctxinfo.describe());
     // 3. Write guard.
     if let Err(e) = client::write_guard(ctxinfo, &args.allow_context) {
@@ -298,6 +359,7 @@ async fn run_connected(
     }
 
     // 5. One dev loop per controller: a Lease each.
+    phase.set("taking the controller lease");
     let holder = lease::default_holder();
     let mut leases = Vec::new();
     for def in &loaded.controllers {
@@ -322,6 +384,7 @@ async fn run_connected(
     }
 
     // 6. --apply manifests: what is missing, or everything with --overwrite.
+    phase.set("applying manifests (--apply)");
     if args.apply && !loaded.others.is_empty() {
         let docs: Vec<(String, serde_json::Value)> = loaded
             .others
@@ -356,6 +419,7 @@ async fn run_connected(
     }
 
     // 7. Engine and event log.
+    phase.set("starting the controllers");
     let bus = EventBus::new();
     let format = match args.output {
         OutputArg::Human => OutputFormat::Human,
@@ -383,6 +447,10 @@ async fn run_connected(
         EngineContext::new(conn.client.clone(), bus, options)
             .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
     );
+    // Writes are held while a Lease is not confirmed (API server outage), and resume after.
+    for l in &leases {
+        ctx.follow_lease(l.state());
+    }
     let engine = Engine::new(ctx);
     let (server_cfg, server_base_url) = match server {
         Some((c, u)) => (Some(c), Some(u)),
@@ -456,10 +524,17 @@ async fn run_connected(
     let outcome: Result<()> = if args.once {
         let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT));
         tokio::select! {
-            r = wait_once(dev.engine(), &bus, timeout) => r,
+            r = wait_once(
+                dev.engine(),
+                &bus,
+                deadline.map_or(timeout, |d| d.saturating_duration_since(tokio::time::Instant::now())),
+            ) => r,
             _ = tokio::signal::ctrl_c() => Err(fail(Class::Interrupted, "interrupted")),
             _ = term.recv() => Err(fail(Class::Interrupted, "terminated")),
-            () = lease_lost => Err(fail(Class::Refused, "lost the controller lease: another dev loop took over")),
+            () = lease_lost => Err(fail(
+                Class::Refused,
+                format!("lost the controller lease: {}; stopping", lost_reason(&leases)),
+            )),
         }
     } else {
         let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
@@ -474,17 +549,31 @@ async fn run_connected(
         if lost_rx.try_recv().is_ok() {
             Err(fail(
                 Class::Refused,
-                "lost the controller lease: another dev loop took over; stopping",
+                format!("lost the controller lease: {}; stopping", lost_reason(&leases)),
             ))
         } else {
             Ok(())
         }
     };
-    drop(control_server);
-    dev.shutdown().await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
-    for l in leases {
-        l.release().await;
+    phase.set("stopping");
+    let stopping = async {
+        drop(control_server);
+        dev.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
+        for l in leases {
+            l.release().await;
+        }
+    };
+    if args.once {
+        // The deadline holds: in-flight hook calls and writes are abandoned after the grace.
+        if tokio::time::timeout(STOP_GRACE, stopping).await.is_err() {
+            eprintln!(
+                "note: stopping took longer than {}s; in-flight syncs were abandoned (the controller lease expires on its own)",
+                STOP_GRACE.as_secs()
+            );
+        }
+    } else {
+        stopping.await;
     }
     outcome
 }
@@ -573,6 +662,19 @@ fn awaited(rep: &OnceReport, full: bool) -> Vec<String> {
     });
     let pending = rep.pending.iter().map(|(c, what)| format!("  {c}: {what}"));
     failed.chain(pending).collect()
+}
+
+/// Who took which Lease over (`lease default/kubectl-meta-... held by bob@desk pid 7 since 10:42:05`).
+fn lost_reason(leases: &[lease::LeaseGuard]) -> String {
+    let reasons: Vec<String> = leases
+        .iter()
+        .filter_map(lease::LeaseGuard::lost_reason)
+        .collect();
+    if reasons.is_empty() {
+        "another dev loop took over".to_string()
+    } else {
+        format!("another dev loop took over ({})", reasons.join("; "))
+    }
 }
 
 /// The command `--resync/--pause/--resume` asks for, if any.

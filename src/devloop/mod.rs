@@ -659,6 +659,8 @@ async fn start_server(
     match ManagedServer::start(cfg, lines).await {
         Ok(server) => {
             spawn_state_forwarder(&server, bus.clone());
+            // A crash (not a failed start after an edit) restarts it with backoff.
+            server.supervise();
             bus.publish(EngineEvent::HookServer {
                 state: "ready".into(),
                 pid: server.pid(),

@@ -8,6 +8,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::watch;
 
 use super::events::{EngineEvent, EventBus};
 use super::execute::{ApplyStrategy, Executor};
@@ -16,6 +18,7 @@ use super::recorder::Recorder;
 use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::informer::InformerRegistry;
+use crate::k8s::lease::{self, LeaseState};
 use crate::spec::{Hook, HookVersion};
 
 /// Engine-wide settings (from the command line).
@@ -67,6 +70,9 @@ pub struct EngineContext {
     paused: AtomicBool,
     /// Webhook calls wait on this first (a managed hook server that may be restarting).
     gate: RwLock<Option<Arc<dyn HookGate>>>,
+    /// Why writes are held (`None`: allowed): the API server is unreachable or the controller
+    /// Lease is not confirmed. Workers take no work while it is set.
+    held: watch::Sender<Option<String>>,
 }
 
 /// Something webhook calls must wait for before they are sent: a managed hook server that is
@@ -97,6 +103,7 @@ impl EngineContext {
             options,
             paused: AtomicBool::new(false),
             gate: RwLock::new(None),
+            held: watch::channel(None).0,
         })
     }
 }
@@ -111,6 +118,77 @@ impl EngineContext {
     /// Whether writes are paused.
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::SeqCst)
+    }
+
+    /// Hold every write (and stop taking work) for `reason`, or allow them again with `None`.
+    pub fn hold_writes(&self, reason: Option<String>) {
+        self.held.send_replace(reason);
+    }
+
+    /// Why writes are held, if they are.
+    pub fn writes_held(&self) -> Option<String> {
+        self.held.borrow().clone()
+    }
+
+    /// Follows whether writes are held (`None`: allowed).
+    pub fn writes_watch(&self) -> watch::Receiver<Option<String>> {
+        self.held.subscribe()
+    }
+
+    /// Hold writes whenever `lease` is not confirmed as ours, saying so once per outage
+    /// ("API server unreachable since 10:42:05, retrying") and once when it is back. When the
+    /// lease is lost to another holder, writes stay held (the caller stops).
+    pub fn follow_lease(
+        self: &Arc<Self>,
+        mut lease: watch::Receiver<LeaseState>,
+    ) -> tokio::task::JoinHandle<()> {
+        let ctx = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut down_since: Option<Timestamp> = None;
+            loop {
+                let state = lease.borrow_and_update().clone();
+                match state {
+                    LeaseState::Held => {
+                        if let Some(since) = down_since.take() {
+                            let secs = Timestamp::now().duration_since(since).as_secs().max(0);
+                            ctx.hold_writes(None);
+                            ctx.bus.publish(EngineEvent::Info {
+                                controller: None,
+                                message: format!(
+                                    "API server reachable again after {secs}s and the controller lease confirmed; resyncing"
+                                ),
+                            });
+                        }
+                    }
+                    LeaseState::Unconfirmed { since, error } => {
+                        if down_since.is_none() {
+                            down_since = Some(since);
+                            let msg = format!(
+                                "API server unreachable since {}, retrying; nothing is written until the controller lease is confirmed ({error})",
+                                lease::clock(since)
+                            );
+                            ctx.hold_writes(Some(format!(
+                                "API server unreachable since {}",
+                                lease::clock(since)
+                            )));
+                            ctx.bus.publish(EngineEvent::Error {
+                                controller: None,
+                                object: None,
+                                message: msg,
+                            });
+                        }
+                    }
+                    lost @ LeaseState::Lost { .. } => {
+                        let who = lost.describe_holder().unwrap_or_default();
+                        ctx.hold_writes(Some(format!("controller lease {who}")));
+                        return;
+                    }
+                }
+                if lease.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
     }
 
     /// Make webhook calls wait on `gate` (or on nothing, with `None`).

@@ -9,6 +9,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{EngineEvent, EventBus, Trigger};
@@ -144,13 +145,15 @@ impl Tracker {
 }
 
 /// Run `workers` workers for `r` until `stop` is cancelled; returns when all workers ended
-/// (in-flight syncs finish first).
+/// (in-flight syncs finish first). While `held` says why writes are held (API server
+/// unreachable, lease unconfirmed), workers take no work: the queue keeps coalescing keys.
 pub async fn run_workers<R: Reconciler>(
     r: Arc<R>,
     workers: usize,
     bus: EventBus,
     tracker: Arc<Tracker>,
     stop: CancellationToken,
+    held: watch::Receiver<Option<String>>,
 ) {
     let mut handles = Vec::new();
     for _ in 0..workers.max(1) {
@@ -158,8 +161,16 @@ pub async fn run_workers<R: Reconciler>(
         let bus = bus.clone();
         let tracker = Arc::clone(&tracker);
         let stop = stop.clone();
+        let mut held = held.clone();
         handles.push(tokio::spawn(async move {
             loop {
+                let open = tokio::select! {
+                    r = held.wait_for(Option::is_none) => r.is_ok(),
+                    () = stop.cancelled() => false,
+                };
+                if !open {
+                    break;
+                }
                 let next = tokio::select! {
                     n = r.queue().next() => n,
                     () = stop.cancelled() => None,

@@ -243,6 +243,11 @@ impl Engine {
             failed: Vec::new(),
             pending: Vec::new(),
         };
+        if let Some(why) = self.ctx.writes_held() {
+            rep.converged = false;
+            rep.pending
+                .push(("(all controllers)".into(), format!("writes held: {why}")));
+        }
         for r in &self.running {
             if let Some(msg) = r.failed.lock().ok().and_then(|f| f.clone()) {
                 rep.failed.push((r.name.clone(), String::new(), msg));

@@ -258,6 +258,25 @@ pub fn launched<R: Reconciler>(
         parent_resource,
         parents: handle.parent_count(),
     });
+    // After writes were held (API server outage), queue every parent: anything may have
+    // changed meanwhile, and syncs that failed during the outage are retried at once.
+    let mut held = ctx.writes_watch();
+    let (h, s) = (Arc::clone(&handle), stop.clone());
+    tokio::spawn(async move {
+        let mut was_held = held.borrow_and_update().is_some();
+        loop {
+            tokio::select! {
+                r = held.changed() => if r.is_err() { return },
+                () = s.cancelled() => return,
+            }
+            let now_held = held.borrow_and_update().is_some();
+            if was_held && !now_held {
+                h.enqueue_all(Trigger::Retry);
+            }
+            was_held = now_held;
+        }
+    });
+    let gate = ctx.writes_watch();
     let run = Box::pin(async move {
         run_workers(
             reconciler,
@@ -265,6 +284,7 @@ pub fn launched<R: Reconciler>(
             ctx.bus.clone(),
             tracker,
             stop,
+            gate,
         )
         .await;
     });
@@ -1079,6 +1099,10 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     plan: &Plan,
     informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
 ) -> Result<Carried, String> {
+    if let Some(why) = ctx.writes_held() {
+        // The API server went away mid-sync: write nothing; the sync is retried once it is back.
+        return Err(format!("not written: {why}"));
+    }
     if ctx.is_paused() {
         // Paused: show what would be written, write nothing, and do not wait for it.
         ctx.bus.publish(EngineEvent::PlanHeld {

@@ -25,6 +25,13 @@
 //! group is never hit. A server that exits on its own (after being ready) moves the state to
 //! [`ServerState::Exited`], so callers waiting in [`ManagedServer::wait_ready`] fail fast. When the
 //! last handle is dropped the group is killed (SIGKILL, synchronously) as a last resort.
+//!
+//! Crash recovery ([`ManagedServer::supervise`]): a server that exits on its own after having
+//! been ready is started again after a backoff (from [`RESTART_MIN`], doubling up to
+//! [`RESTART_MAX`], back to the minimum once it stayed ready for [`RESTART_RESET`]), announced on
+//! the output channel with its exit status and last output lines. Meanwhile callers in
+//! [`ManagedServer::wait_ready`] wait for the restart instead of failing. A start that fails
+//! after a file change (a syntax error) is not retried: the next save tries again.
 
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
@@ -67,6 +74,18 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long a SIGKILLed server may take to be reaped before `stop` gives up waiting.
 const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// First delay before a crashed server is started again.
+pub const RESTART_MIN: Duration = Duration::from_millis(500);
+
+/// Longest delay between restarts of a server that keeps crashing.
+pub const RESTART_MAX: Duration = Duration::from_secs(30);
+
+/// A server ready for this long is healthy again: the next crash restarts after [`RESTART_MIN`].
+pub const RESTART_RESET: Duration = Duration::from_secs(60);
+
+/// How many output lines a crash announcement quotes.
+const CRASH_TAIL_LINES: usize = 10;
 
 /// How long the output readers may run on after the server exits (a process that left the
 /// group could keep the pipes open forever).
@@ -329,6 +348,8 @@ struct Shared {
     pgid: AtomicI32,
     /// Bumped at each spawn; output of older runs is not kept.
     run: AtomicU64,
+    /// Set while the supervisor restarts a crashed server (waiters wait instead of failing).
+    recovering: AtomicBool,
 }
 
 /// The last lines of the current run.
@@ -439,6 +460,7 @@ impl ManagedServer {
                     tail: Mutex::new(Tail::default()),
                     pgid: AtomicI32::new(0),
                     run: AtomicU64::new(0),
+                    recovering: AtomicBool::new(false),
                 }),
                 current: tokio::sync::Mutex::new(None),
             }),
@@ -511,9 +533,17 @@ impl ManagedServer {
     /// [`ServerState::Stopped`], and with [`ServerError::NotReady`] after `timeout`.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<(), ServerError> {
         let mut rx = self.state();
+        let shared = &self.inner.shared;
         let settled = tokio::time::timeout(
             timeout,
-            rx.wait_for(|s| !matches!(s, ServerState::Starting | ServerState::Restarting)),
+            rx.wait_for(|s| match s {
+                ServerState::Starting | ServerState::Restarting => false,
+                // A crashed server being restarted by the supervisor: wait for it.
+                ServerState::Exited { .. } | ServerState::Failed { .. } => {
+                    !shared.recovering.load(Ordering::SeqCst)
+                }
+                ServerState::Ready | ServerState::Stopped => true,
+            }),
         )
         .await;
         let command = self.describe();
@@ -541,6 +571,56 @@ impl ManagedServer {
                 output: self.output_tail(ERROR_TAIL_LINES),
             }),
         }
+    }
+
+    /// Restart the server whenever it exits on its own after having been ready (a crash, a
+    /// `kill -9`), with a capped backoff, until it is stopped or every handle is dropped. Each
+    /// crash is announced on the output channel (exit status, next attempt, the last lines of
+    /// its output); while it is being restarted, [`ManagedServer::wait_ready`] waits.
+    pub fn supervise(&self) -> JoinHandle<()> {
+        let weak = Arc::downgrade(&self.inner);
+        let mut rx = self.state();
+        tokio::spawn(async move {
+            let mut delay = RESTART_MIN;
+            let mut ready_since: Option<Instant> = None;
+            let mut last = rx.borrow_and_update().clone();
+            while rx.changed().await.is_ok() {
+                let state = rx.borrow_and_update().clone();
+                let Some(inner) = weak.upgrade() else { return };
+                let recovering = inner.shared.recovering.load(Ordering::SeqCst);
+                let crashed = match (&last, &state) {
+                    (ServerState::Ready, ServerState::Exited { status }) => Some(status.clone()),
+                    (_, ServerState::Exited { status }) if recovering => Some(status.clone()),
+                    (_, ServerState::Failed { reason }) if recovering => Some(reason.clone()),
+                    _ => None,
+                };
+                match &state {
+                    ServerState::Ready => {
+                        inner.shared.recovering.store(false, Ordering::SeqCst);
+                        ready_since = Some(Instant::now());
+                    }
+                    ServerState::Stopped => inner.shared.recovering.store(false, Ordering::SeqCst),
+                    _ => {}
+                }
+                last = state;
+                let Some(status) = crashed else { continue };
+                if ready_since.is_some_and(|t| t.elapsed() >= RESTART_RESET) {
+                    delay = RESTART_MIN;
+                }
+                ready_since = None;
+                inner.shared.recovering.store(true, Ordering::SeqCst);
+                inner.announce_crash(&status, delay);
+                drop(inner);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(RESTART_MAX);
+                let Some(inner) = weak.upgrade() else { return };
+                if *inner.shared.state.borrow() == ServerState::Stopped {
+                    continue;
+                }
+                // The outcome shows in the state: ready, or another failure (retried).
+                let _ = ManagedServer { inner }.restart().await;
+            }
+        })
     }
 
     /// The process id of the server's process group leader (the `sh` running the command),
@@ -575,6 +655,26 @@ fn state_word(state: &ServerState) -> &'static str {
 }
 
 impl Inner {
+    /// Tell the output channel that the server crashed and when it is started again.
+    fn announce_crash(&self, status: &str, delay: Duration) {
+        let tail = self.shared.tail(CRASH_TAIL_LINES);
+        let mut lines = vec![format!(
+            "kubectl-meta: hook server `{}` exited unexpectedly ({status}); restarting in {}",
+            self.cfg.command,
+            fmt_duration(delay)
+        )];
+        if !tail.is_empty() {
+            lines.push("kubectl-meta: its last output:".into());
+            lines.extend(tail.lines().map(|l| format!("  {l}")));
+        }
+        for line in lines {
+            let _ = self.shared.output.send(ServerLine {
+                stream: Stream::Stderr,
+                line,
+            });
+        }
+    }
+
     fn port_in_use(&self, why: String) -> ServerError {
         ServerError::PortInUse {
             command: self.cfg.command.clone(),
@@ -1060,6 +1160,7 @@ mod tests {
             tail: Mutex::new(Tail::default()),
             pgid: AtomicI32::new(0),
             run: AtomicU64::new(0),
+            recovering: AtomicBool::new(false),
         };
         let first = shared.new_run();
         for i in 0..(TAIL_KEEP + 5) {

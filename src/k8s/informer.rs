@@ -438,9 +438,60 @@ fn matches(selector: &LabelSelector, obj: &Value) -> bool {
     selector.matches_json(labels_json(obj))
 }
 
+/// Retry delays of a failing list or watch: doubling from [`RETRY_MIN`] up to [`RETRY_MAX`],
+/// with jitter (so informers do not reconnect in lock step), back to the minimum once a list or
+/// watch succeeded. Capped low: after an outage the caches should catch up within seconds.
+pub const RETRY_MIN: Duration = Duration::from_millis(200);
+/// See [`RETRY_MIN`].
+pub const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// The watcher backoff (see [`RETRY_MIN`]).
+struct CappedBackoff {
+    next: Duration,
+    seed: u64,
+}
+
+impl CappedBackoff {
+    fn new() -> Self {
+        let seed = u64::from(std::process::id())
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos().into())
+                .unwrap_or(0);
+        CappedBackoff {
+            next: RETRY_MIN,
+            seed,
+        }
+    }
+}
+
+impl Iterator for CappedBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        // xorshift: a cheap jitter of up to a quarter of the delay.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let d = self.next;
+        self.next = (self.next * 2).min(RETRY_MAX);
+        let quarter = u64::try_from(d.as_millis() / 4).unwrap_or(0).max(1);
+        Some(d + Duration::from_millis(self.seed % quarter))
+    }
+}
+
+impl kube::runtime::utils::Backoff for CappedBackoff {
+    fn reset(&mut self) {
+        self.next = RETRY_MIN;
+    }
+}
+
 /// The watch task: feeds the watcher's events into the cache, forever (the backoff retries).
+/// A broken watch resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410
+/// Gone ("too old resource version") answer re-lists, applied as a difference (see [`State`]).
 async fn run(shared: Arc<Shared>, api: Api<DynamicObject>, ar: ApiResource) {
-    let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+    let mut stream =
+        std::pin::pin!(watcher(api, watcher::Config::default()).backoff(CappedBackoff::new()));
     while let Some(item) = stream.next().await {
         let ev = match item {
             Ok(ev) => ev,

@@ -8,7 +8,7 @@
 //! [`LeaseGuard::lost`] when someone else took the Lease over (or renewals kept failing for a
 //! whole duration), and deletes the Lease on [`LeaseGuard::release`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -28,6 +28,54 @@ const FIELD_MANAGER: &str = "kubectl-meta";
 
 /// Renewals never come closer together than this, whatever the duration.
 const MIN_RENEW_INTERVAL: Duration = Duration::from_millis(100);
+
+/// First retry delay after a failed renewal (doubling up to the renew interval).
+const RETRY_MIN: Duration = Duration::from_millis(250);
+
+/// A renewal request slower than this (or the renew interval, if longer) counts as failed.
+const RENEW_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a held Lease stands, as [`LeaseGuard::state`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseState {
+    /// Renewed within its duration: ours; writing is safe.
+    Held,
+    /// Renewals fail (the API server is unreachable, times out or errs): not confirmed since
+    /// `since`; renewing goes on.
+    Unconfirmed {
+        /// When the first failing renewal happened.
+        since: Timestamp,
+        /// The last failure.
+        error: String,
+    },
+    /// Someone else holds the Lease; renewing stopped.
+    Lost {
+        /// Their identity (`user@host pid N`).
+        holder: String,
+        /// Since when they hold it (their acquireTime), when known.
+        since: Option<Timestamp>,
+    },
+}
+
+impl LeaseState {
+    /// For a [`LeaseState::Lost`]: `held by bob@desk pid 7 since 10:42:05`.
+    pub fn describe_holder(&self) -> Option<String> {
+        let LeaseState::Lost { holder, since } = self else {
+            return None;
+        };
+        Some(match since {
+            Some(t) => format!("held by {holder} since {}", clock(*t)),
+            None => format!("held by {holder}"),
+        })
+    }
+}
+
+/// `10:42:05` in local time (UTC when the time zone is unknown).
+pub fn clock(t: Timestamp) -> String {
+    t.to_zoned(k8s_openapi::jiff::tz::TimeZone::system())
+        .strftime("%H:%M:%S")
+        .to_string()
+}
 
 /// Longest Kubernetes object name.
 const MAX_NAME_LEN: usize = 253;
@@ -319,18 +367,23 @@ pub struct LeaseGuard {
     name: String,
     holder: String,
     lost: watch::Sender<bool>,
+    state: watch::Sender<LeaseState>,
     renewer: Option<JoinHandle<()>>,
 }
 
 impl LeaseGuard {
     fn start(api: Api<Lease>, name: &str, holder: &str, duration: Duration, lease: Lease) -> Self {
         let (lost, _) = watch::channel(false);
+        let (state, _) = watch::channel(LeaseState::Held);
         let renewer = tokio::spawn(renew_loop(
-            api.clone(),
-            name.to_string(),
-            holder.to_string(),
-            duration,
+            Renewer {
+                api: api.clone(),
+                name: name.to_string(),
+                holder: holder.to_string(),
+                duration,
+            },
             lease,
+            state.clone(),
             lost.clone(),
         ));
         LeaseGuard {
@@ -338,15 +391,31 @@ impl LeaseGuard {
             name: name.to_string(),
             holder: holder.to_string(),
             lost,
+            state,
             renewer: Some(renewer),
         }
     }
 
-    /// Becomes `true` when a renewal finds that someone else holds the Lease, or renewals
-    /// failed for longer than the Lease duration; renewing stops then. The channel closes
+    /// Becomes `true` when a renewal finds that someone else holds the Lease (never because
+    /// renewals fail: see [`LeaseGuard::state`]); renewing stops then. The channel closes
     /// (receivers get an error) when the guard is released or dropped.
     pub fn lost(&self) -> watch::Receiver<bool> {
         self.lost.subscribe()
+    }
+
+    /// The Lease's state, updated by every renewal.
+    pub fn state(&self) -> watch::Receiver<LeaseState> {
+        self.state.subscribe()
+    }
+
+    /// Why the Lease is lost (`lease NS/NAME held by bob@desk pid 7 since 10:42:05`), once it is.
+    pub fn lost_reason(&self) -> Option<String> {
+        let who = self.state.borrow().describe_holder()?;
+        Some(format!(
+            "lease {}/{} {who}",
+            self.api.namespace().unwrap_or_default(),
+            self.name
+        ))
     }
 
     /// Stop renewing and delete the Lease if we still hold it (conditional on its uid and
@@ -401,49 +470,75 @@ impl Drop for LeaseGuard {
 /// The result of one renewal.
 enum Renewal {
     Renewed,
-    TakenBy(String),
+    /// Someone else holds it: (holder, their acquireTime).
+    TakenBy(String, Option<Timestamp>),
     Failed(String),
 }
 
-async fn renew_loop(
+/// What the renew loop works on.
+struct Renewer {
     api: Api<Lease>,
     name: String,
     holder: String,
     duration: Duration,
+}
+
+async fn renew_loop(
+    r: Renewer,
     mut current: Lease,
+    state: watch::Sender<LeaseState>,
     lost: watch::Sender<bool>,
 ) {
-    let every = (duration / 3).max(MIN_RENEW_INTERVAL);
-    let mut last_renewed = Instant::now();
+    let every = (r.duration / 3).max(MIN_RENEW_INTERVAL);
+    let timeout = every.max(RENEW_TIMEOUT);
+    let mut retry = RETRY_MIN.min(every);
+    let mut wait = every;
     loop {
-        tokio::time::sleep(every).await;
-        match renew_once(&api, &name, &holder, duration, &mut current).await {
-            Renewal::Renewed => last_renewed = Instant::now(),
-            Renewal::TakenBy(other) => {
-                tracing::warn!(lease = %name, "lease taken over by {other}");
+        tokio::time::sleep(wait).await;
+        let outcome = match tokio::time::timeout(timeout, renew_once(&r, &mut current)).await {
+            Ok(o) => o,
+            Err(_) => Renewal::Failed(format!("no answer within {}s", timeout.as_secs())),
+        };
+        match outcome {
+            Renewal::Renewed => {
+                state.send_if_modified(|s| {
+                    let changed = *s != LeaseState::Held;
+                    *s = LeaseState::Held;
+                    changed
+                });
+                retry = RETRY_MIN.min(every);
+                wait = every;
+            }
+            Renewal::TakenBy(holder, since) => {
+                tracing::warn!(lease = %r.name, "lease taken over by {holder}");
+                state.send_replace(LeaseState::Lost { holder, since });
                 lost.send_replace(true);
                 return;
             }
             Renewal::Failed(message) => {
-                tracing::warn!(lease = %name, "renewing the lease failed: {message}");
-                if last_renewed.elapsed() > duration {
-                    lost.send_replace(true);
-                    return;
-                }
+                tracing::debug!(lease = %r.name, "renewing the lease failed: {message}");
+                state.send_modify(|s| match s {
+                    LeaseState::Unconfirmed { error, .. } => *error = message,
+                    _ => {
+                        *s = LeaseState::Unconfirmed {
+                            since: Timestamp::now(),
+                            error: message,
+                        }
+                    }
+                });
+                // Capped backoff: quick at first (a blip), then once per renew interval.
+                wait = retry;
+                retry = (retry * 2).min(every);
             }
         }
     }
 }
 
-/// Write a fresh renewTime over `current` (our last write); on a conflict, re-read and
-/// retry if we still hold it. A Lease deleted under us is created again.
-async fn renew_once(
-    api: &Api<Lease>,
-    name: &str,
-    holder: &str,
-    duration: Duration,
-    current: &mut Lease,
-) -> Renewal {
+/// Write a fresh renewTime over `current` (our last write); on a conflict or when it is gone,
+/// read it and decide again: ours, free or expired, take it (again); held by someone else
+/// within its duration, [`Renewal::TakenBy`]. A Lease deleted under us is created again.
+async fn renew_once(r: &Renewer, current: &mut Lease) -> Renewal {
+    let (api, name, holder, duration) = (&r.api, r.name.as_str(), r.holder.as_str(), r.duration);
     for _ in 0..MAX_ATTEMPTS {
         let now = Timestamp::now();
         let next = taken_by(current.clone(), holder, duration, now);
@@ -457,11 +552,18 @@ async fn renew_once(
         };
         tracing::debug!(lease = %name, "lease changed under us ({error}); re-reading");
         match api.get_opt(name).await {
-            Ok(Some(lease)) => match holder_of(&lease) {
-                Some(h) if h == holder => *current = lease,
-                Some(other) => return Renewal::TakenBy(other.to_string()),
-                None => *current = lease,
-            },
+            Ok(Some(lease)) => {
+                if let Some((other, _, _)) = blocking_holder(&lease, holder, Timestamp::now()) {
+                    let since = lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.acquire_time.as_ref())
+                        .map(|t| t.0);
+                    return Renewal::TakenBy(other, since);
+                }
+                // Ours, free, or expired: the next replace takes it (again).
+                *current = lease;
+            }
             Ok(None) => match api
                 .create(&post_params(), &new_lease(name, holder, duration, now))
                 .await
@@ -486,6 +588,7 @@ mod tests {
     use super::*;
     use crate::k8s::client::connect;
     use crate::sandbox::{Sandbox, SandboxConfig};
+    use std::time::Instant;
 
     const NS: &str = "default";
 

@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod apply;
 pub mod controllers;
+pub mod faults;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod ops;
@@ -148,6 +149,7 @@ pub struct Sandbox {
     kubeconfig: Option<PathBuf>,
     server: Option<JoinHandle<std::io::Result<()>>>,
     controllers: Option<JoinHandle<()>>,
+    faults: faults::FaultInjector,
 }
 
 fn load_or_create_token(dir: &Path) -> Result<String, SandboxError> {
@@ -218,7 +220,10 @@ impl Sandbox {
             addr: cfg.listen,
             cause,
         })?;
-        let tls = tls::generate(addr.ip())?;
+        let tls = match &cfg.storage {
+            Storage::Dir(dir) => tls::load_or_generate(dir, addr.ip())?,
+            Storage::Ephemeral => tls::generate(addr.ip())?,
+        };
         if let Some(path) = &cfg.kubeconfig {
             let yaml = kubeconfig::render(&format!("https://{addr}"), &tls.ca_pem, &state.token);
             kubeconfig::write_private(path, &yaml).map_err(file_err(path))?;
@@ -267,6 +272,11 @@ impl Sandbox {
         self.kubeconfig.as_deref()
     }
 
+    /// The fault switch of this sandbox (tests only; nothing is injected until a rule is armed).
+    pub fn faults(&self) -> &faults::FaultInjector {
+        &self.faults
+    }
+
     /// Stop serving (ending watches), stop the controllers, and wait for both.
     pub async fn shutdown(mut self) {
         self.state.shutdown.cancel();
@@ -309,7 +319,11 @@ impl Bound {
         let state = self.state.clone();
         let controllers = tokio::spawn(controllers::run(state.clone()));
         let shutdown = state.shutdown.clone();
-        let app = server::router(state.clone());
+        let faults = faults::FaultInjector::default();
+        let app = server::router(state.clone()).layer(axum::middleware::from_fn_with_state(
+            faults.clone(),
+            faults::layer,
+        ));
         let server = tokio::spawn(tls::serve(self.listener, self.tls.acceptor, app, shutdown));
         Sandbox {
             state,
@@ -318,6 +332,7 @@ impl Bound {
             kubeconfig: self.kubeconfig,
             server: Some(server),
             controllers: Some(controllers),
+            faults,
         }
     }
 }

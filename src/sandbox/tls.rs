@@ -1,10 +1,16 @@
-//! TLS for the sandbox: a fresh certificate authority and serving certificate per start, and
-//! the accept loop that serves the router over HTTPS (HTTP/1.1 and HTTP/2).
+//! TLS for the sandbox: a certificate authority and a serving certificate, and the accept loop
+//! that serves the router over HTTPS (HTTP/1.1 and HTTP/2).
+//!
+//! An ephemeral sandbox gets a fresh CA per start. With a state directory the CA (certificate
+//! `ca.crt` and key `ca.key`, mode 0600) is kept there and reused, and only the serving
+//! certificate is new per start: a sandbox restarted on the same address and state is reachable
+//! with the kubeconfig of the earlier start, as a restarted cluster is for its users.
 //!
 //! kubectl (client-go) only sends credentials to TLS servers, so the sandbox always speaks
 //! HTTPS; clients trust it through the CA written into the kubeconfig.
 
 use std::net::IpAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +35,14 @@ pub enum TlsError {
     /// rustls rejected the configuration.
     #[error("configuring TLS: {0}")]
     Rustls(rustls::Error),
+    /// The CA kept in the state directory could not be read or written.
+    #[error("{path}: {message} (delete ca.crt and ca.key there to get a new CA)")]
+    Stored {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl From<rcgen::Error> for TlsError {
@@ -51,8 +65,10 @@ pub struct TlsMaterial {
     pub acceptor: TlsAcceptor,
 }
 
-/// Generate a CA and a serving certificate valid for localhost, 127.0.0.1, ::1 and `extra_ip`.
-pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
+/// The CA's parameters. Fixed (rcgen's default validity, no random fields), so the same key
+/// always gives the same CA subject, and a CA rebuilt from a stored key signs certificates that
+/// the stored CA certificate verifies.
+fn ca_params() -> Result<CertificateParams, TlsError> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
@@ -62,9 +78,48 @@ pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
+    Ok(ca)
+}
+
+/// Generate a CA and a serving certificate valid for localhost, 127.0.0.1, ::1 and `extra_ip`.
+pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
     let ca_key = KeyPair::generate()?;
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca, ca_key);
+    let ca_cert = ca_params()?.self_signed(&ca_key)?;
+    serving(ca_cert.pem(), ca_key, extra_ip)
+}
+
+/// Like [`generate`], but the CA is kept in `dir` (`ca.crt`, `ca.key`, mode 0600): loaded when
+/// both files are there, created and stored otherwise.
+pub fn load_or_generate(dir: &Path, extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
+    let (crt_path, key_path) = (dir.join("ca.crt"), dir.join("ca.key"));
+    let stored = |path: &Path, message: String| TlsError::Stored {
+        path: path.to_path_buf(),
+        message,
+    };
+    match (
+        std::fs::read_to_string(&crt_path),
+        std::fs::read_to_string(&key_path),
+    ) {
+        (Ok(crt), Ok(key)) => {
+            let ca_key = KeyPair::from_pem(&key)
+                .map_err(|e| stored(&key_path, format!("not a key: {e}")))?;
+            serving(crt, ca_key, extra_ip)
+        }
+        _ => {
+            let ca_key = KeyPair::generate()?;
+            let ca_cert = ca_params()?.self_signed(&ca_key)?;
+            super::kubeconfig::write_private(&key_path, &ca_key.serialize_pem())
+                .map_err(|e| stored(&key_path, e.to_string()))?;
+            super::kubeconfig::write_private(&crt_path, &ca_cert.pem())
+                .map_err(|e| stored(&crt_path, e.to_string()))?;
+            serving(ca_cert.pem(), ca_key, extra_ip)
+        }
+    }
+}
+
+/// A serving certificate signed by the CA (`ca_pem`, `ca_key`).
+fn serving(ca_pem: String, ca_key: KeyPair, extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
+    let issuer = Issuer::new(ca_params()?, ca_key);
 
     let mut names = vec![
         "localhost".to_string(),
@@ -92,7 +147,7 @@ pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
         )?;
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsMaterial {
-        ca_pem: ca_cert.pem(),
+        ca_pem,
         acceptor: TlsAcceptor::from(Arc::new(cfg)),
     })
 }

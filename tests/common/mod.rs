@@ -9,6 +9,7 @@ use std::time::Duration;
 
 pub mod cli;
 pub mod engine;
+pub mod faults;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
