@@ -11,6 +11,7 @@
 //!   MapController; work queue).
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
+//! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
 
 pub mod cli;
@@ -21,3 +22,4 @@ pub mod hooks;
 pub mod k8s;
 pub mod sandbox;
 pub mod spec;
+pub mod tui;
