@@ -169,6 +169,9 @@ pub struct Unit {
     /// The writes (or held plan) of the last finished sync.
     pub actions: Vec<ActionRecord>,
     pending: Vec<ActionRecord>,
+    /// Successful writes since the last sync/map hook call: objects created or deleted after
+    /// the request the tree is built from was sent.
+    pub written_since_call: Vec<ActionRecord>,
 }
 
 impl Default for Unit {
@@ -182,6 +185,7 @@ impl Default for Unit {
             calls: BTreeMap::new(),
             actions: Vec::new(),
             pending: Vec::new(),
+            written_since_call: Vec::new(),
         }
     }
 }
@@ -195,12 +199,25 @@ impl Unit {
             .find_map(|h| self.calls.get(*h))
     }
 
-    /// The marker of object `resource` `name` from the last sync's writes, if it was written.
+    /// The write of object `resource` `name` in the last sync, if it was written.
     pub fn action_for(&self, resource: &str, name: &str) -> Option<&ActionRecord> {
-        self.actions.iter().find(|a| {
-            a.resource == resource && a.object.rsplit('/').next().is_some_and(|n| n == name)
-        })
+        find_action(&self.actions, resource, name)
     }
+
+    /// The verb of a successful write of `resource` `name` since the last hook call.
+    pub fn written_since(&self, resource: &str, name: &str) -> Option<&str> {
+        find_action(&self.written_since_call, resource, name).map(|a| a.verb.as_str())
+    }
+}
+
+fn find_action<'a>(
+    list: &'a [ActionRecord],
+    resource: &str,
+    name: &str,
+) -> Option<&'a ActionRecord> {
+    list.iter()
+        .rev()
+        .find(|a| a.resource == resource && a.object.rsplit('/').next().is_some_and(|n| n == name))
 }
 
 /// One parent of one controller.
@@ -243,6 +260,32 @@ impl Parent {
             self.log.pop_front();
         }
         self.log.push_back(line);
+    }
+
+    /// The map key whose last map or tombstone call listed object `resource` `object`
+    /// (`namespace/name`) among its observed or desired outputs.
+    fn key_listing(&self, resource: &str, object: &str) -> Option<String> {
+        let name = object.rsplit('/').next().unwrap_or(object);
+        let lists = |c: &HookRecord| {
+            let observed = c
+                .request
+                .as_ref()
+                .and_then(|r| r.get("outputs"))
+                .and_then(|o| o.get(resource))
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.values().any(|o| object::name(o) == Some(name)));
+            let desired = c
+                .response
+                .as_ref()
+                .and_then(|r| r.get("outputs"))
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|o| object::name(o) == Some(name)));
+            observed || desired
+        };
+        self.keys
+            .iter()
+            .find(|(_, u)| u.calls.values().any(lists))
+            .map(|(k, _)| k.clone())
     }
 }
 
@@ -545,6 +588,9 @@ impl App {
                 ..
             } => {
                 let (_, unit) = self.unit_mut(controller, parent);
+                if matches!(hook.as_str(), "sync" | "finalize" | "map") {
+                    unit.written_since_call.clear();
+                }
                 unit.calls.insert(
                     hook.clone(),
                     HookRecord {
@@ -574,15 +620,33 @@ impl App {
                 if error.is_none() {
                     self.writes.push_back(now);
                 }
-                let (i, unit) = self.unit_mut(controller, parent);
-                unit.pending.push(ActionRecord {
+                let (i, _) = self.unit_mut(controller, parent);
+                // A MapController's writes name the parent: they belong to the map key whose
+                // last call listed the object.
+                let key = self.parents[i].key_listing(resource, object);
+                let entry = &mut self.parents[i];
+                let unit = match key {
+                    Some(k) => entry.keys.entry(k).or_default(),
+                    None => match split_parent(parent).1 {
+                        Some(k) => entry.keys.entry(k.to_string()).or_default(),
+                        None => &mut entry.unit,
+                    },
+                };
+                let record = ActionRecord {
                     verb: verb.to_string(),
                     resource: resource.clone(),
                     object: object.clone(),
                     detail: detail.clone(),
                     error: error.clone(),
                     held: false,
-                });
+                };
+                if error.is_none() {
+                    if unit.written_since_call.len() == LOG_LINES {
+                        unit.written_since_call.remove(0);
+                    }
+                    unit.written_since_call.push(record.clone());
+                }
+                unit.pending.push(record);
                 let line = match error {
                     Some(e) => format!("{verb} {resource} {object} failed: {e}"),
                     None => format!("{verb} {resource} {object}"),
@@ -941,6 +1005,16 @@ fn children_items(
             let l = live.and_then(|m| m.get(n)).cloned();
             let d = want.and_then(|m| m.get(n)).cloned();
             let action = unit.action_for(t, n);
+            // Written after the request was sent: created ones are live now, deleted ones gone.
+            let since = unit.written_since(t, n);
+            if action.is_none() && since == Some("delete") {
+                continue;
+            }
+            let l = if since == Some("create") {
+                l.or_else(|| d.clone())
+            } else {
+                l
+            };
             let marker = match action.map(|a| a.verb.as_str()) {
                 Some("create") => '+',
                 Some("update") => '~',

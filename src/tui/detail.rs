@@ -134,6 +134,14 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
             };
             match body {
                 Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),
+                Some(Value::Object(m)) if m.contains_key("controller") => {
+                    // The controller definition is the same in every request: last, not first.
+                    let mut m = m.clone();
+                    if let Some(c) = m.shift_remove("controller") {
+                        m.insert("controller".into(), c);
+                    }
+                    out.extend(json_lines(&Value::Object(m), t));
+                }
                 Some(v) => out.extend(json_lines(v, t)),
                 None => out.push(Line::from(Span::styled("(no body)", t.dim()))),
             }

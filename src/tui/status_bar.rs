@@ -61,7 +61,11 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
     l1.push(sep());
     l1.push(Span::raw(format!("syncing {syncing}")));
     l1.push(sep());
-    l1.push(Span::raw(format!("writes/min {writes}")));
+    l1.push(Span::raw(if mask {
+        "writes/min -".to_string()
+    } else {
+        format!("writes/min {writes}")
+    }));
     l1.push(sep());
     l1.push(Span::styled(
         format!("errors {}", app.errors),
