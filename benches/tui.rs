@@ -49,9 +49,11 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
             latency: Duration::from_millis(3),
             error: None,
             map_key: None,
-            request: Some(json!({"parent": {"apiVersion": "example.com/v1", "kind": "Thing",
+            request: Some(
+                json!({"parent": {"apiVersion": "example.com/v1", "kind": "Thing",
                 "metadata": {"name": name, "namespace": "default"}},
-                "children": {"Pod.v1": {}}})),
+                "children": {"Pod.v1": {}}}),
+            ),
             response: Some(json!({"children": pods})),
             stderr: None,
         },
@@ -156,10 +158,7 @@ async fn latency(parents: usize, rounds: usize) {
             .expect("loop");
     });
     // A burst: 1,000 events spread over parents (syncs of 166 parents, 6 events each).
-    let burst: Vec<EngineEvent> = (0..167)
-        .flat_map(sync_events)
-        .take(1000)
-        .collect();
+    let burst: Vec<EngineEvent> = (0..167).flat_map(sync_events).take(1000).collect();
     let mut after_last = Vec::new();
     let mut after_first = Vec::new();
     let mut shown = base;

@@ -415,6 +415,17 @@ pub struct App {
     rows: Vec<Row>,
     rows_dirty: bool,
     writes: VecDeque<Instant>,
+    /// Parents per state class (see [`class`]); class 0 is not kept exactly.
+    counts: [usize; 3],
+}
+
+/// 1 syncing, 2 failed, 0 anything else.
+fn class(s: &SyncState) -> usize {
+    match s {
+        SyncState::Syncing => 1,
+        SyncState::Failed { .. } => 2,
+        _ => 0,
+    }
 }
 
 /// Split an event's parent string into the parent and, for MapController work items, the map
@@ -479,6 +490,7 @@ impl App {
             rows: Vec::new(),
             rows_dirty: true,
             writes: VecDeque::new(),
+            counts: [0; 3],
         }
     }
 
@@ -571,9 +583,11 @@ impl App {
             EngineEvent::SyncStarted {
                 controller, parent, ..
             } => {
-                let (_, unit) = self.unit_mut(controller, parent);
+                let before = self.class_of(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent);
                 unit.state = SyncState::Syncing;
                 unit.pending.clear();
+                self.restate(i, before);
             }
             EngineEvent::HookCalled {
                 controller,
@@ -672,6 +686,7 @@ impl App {
                 retry_in,
             } => {
                 let paused = self.paused;
+                let before = self.class_of(controller, parent);
                 let (i, unit) = self.unit_mut(controller, parent);
                 unit.actions = std::mem::take(&mut unit.pending);
                 unit.last_sync = Some(now);
@@ -687,6 +702,7 @@ impl App {
                 } else {
                     SyncState::InSync
                 };
+                self.restate(i, before);
                 if let Some(e) = error {
                     self.errors += 1;
                     self.parents[i].push_log(format!("sync of {parent} failed: {e}"));
@@ -811,20 +827,28 @@ impl App {
         self.writes.len()
     }
 
-    /// Parents (and map keys) syncing now.
+    /// Parents syncing now (kept up to date per event, not counted per frame).
     pub fn syncing(&self) -> usize {
-        self.parents
-            .iter()
-            .filter(|p| *p.state() == SyncState::Syncing)
-            .count()
+        self.counts[1]
     }
 
     /// Parents whose last sync failed.
     pub fn failing(&self) -> usize {
-        self.parents
-            .iter()
-            .filter(|p| matches!(p.state(), SyncState::Failed { .. }))
-            .count()
+        self.counts[2]
+    }
+
+    /// The state class (0 other, 1 syncing, 2 failed) of the parent an event names, before
+    /// the event changes it.
+    fn class_of(&mut self, controller: &str, parent: &str) -> usize {
+        let i = self.parent_mut(controller, split_parent(parent).0);
+        class(self.parents[i].state())
+    }
+
+    /// Move parent `i` from state class `before` to its current one in the counts.
+    fn restate(&mut self, i: usize, before: usize) {
+        let after = class(self.parents[i].state());
+        self.counts[before] = self.counts[before].saturating_sub(1);
+        self.counts[after] += 1;
     }
 
     /// The parent list's rows (controllers and the parents matching the filter), rebuilt only
@@ -1258,6 +1282,20 @@ mod tests {
         assert_eq!(app.parents.len(), 1);
         assert_eq!(app.parents[0].keys.len(), 1);
         assert_eq!(*app.parents[0].state(), SyncState::Syncing);
+        assert_eq!(app.syncing(), 1);
+        app.apply(
+            &EngineEvent::SyncFinished {
+                controller: "c".into(),
+                parent: "ns/p key-a".into(),
+                duration: Duration::ZERO,
+                writes: 0,
+                error: Some("boom".into()),
+                retry_in: Some(2.0),
+            },
+            now,
+        );
+        // The worst state of the parent and its keys wins: failed.
+        assert_eq!((app.syncing(), app.failing()), (0, 1));
         app.ui.filter = "zzz".into();
         app.filter_changed();
         assert_eq!(app.rows(), &[Row::Controller(0)]);
