@@ -12,6 +12,7 @@
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
+//! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
 
 pub mod cli;
@@ -23,3 +24,4 @@ pub mod inspect;
 pub mod k8s;
 pub mod sandbox;
 pub mod spec;
+pub mod tui;

@@ -45,9 +45,10 @@ pub enum ApplyStrategyArg {
     kubectl meta dev -f examples/hello-world/webhook/ --hook-base-url http://127.0.0.1:8081 \\\n      \
       --hook-server 'python3 examples/hello-world/server.py --port 8081'\n  \
     kubectl meta dev --resync default/hello      (ask the running dev loop to resync a parent)\n\n\
-Keys while running on a terminal (then Enter): r = resync all, r NAME = resync one parent,\n\
-p = pause/resume writes, R = replay the last requests. Signals: SIGUSR1 resyncs everything,\n\
-SIGUSR2 pauses/resumes writes.")]
+On a terminal the TUI runs (? lists its keys: r resync parent, R resync all, p pause/resume,\n\
+ctrl-r replay, y YAML, d diff, / filter, q quit). With --no-tui, keys then Enter: r = resync\n\
+all, r NAME = resync one parent, p = pause/resume writes, R = replay the last requests.\n\
+Signals: SIGUSR1 resyncs everything, SIGUSR2 pauses/resumes writes.")]
 pub struct DevArgs {
     /// Which cluster to run against.
     #[command(flatten)]
@@ -77,7 +78,8 @@ pub struct DevArgs {
     /// With --once: give up after this many seconds [default: 300].
     #[arg(long, value_name = "SECONDS", requires = "once")]
     pub timeout: Option<u64>,
-    /// Print the event log (the interface of this version; also used when stdout is not a terminal).
+    /// Print the event log instead of the terminal UI (the log is also what a non-terminal
+    /// stdout, -o json and --once get).
     #[arg(long)]
     pub no_tui: bool,
     /// Event log format.

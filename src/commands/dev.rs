@@ -2,7 +2,8 @@
 //!
 //! Order of work, so that bad input never leads to a write: load and validate every definition
 //! -> connect (context pinned) -> safety checks (write guard, in-cluster Metacontroller, lease)
-//! -> `--apply` manifests -> start the engine and print its event log -> on Ctrl-C/SIGTERM stop
+//! -> `--apply` manifests -> start the engine and show it (the TUI on a terminal, else the event
+//! log) -> on Ctrl-C/SIGTERM (or `q` in the TUI) stop
 //! cleanly (or, with `--once`, when everything converged).
 
 use std::io::IsTerminal;
@@ -31,6 +32,7 @@ use crate::k8s::discovery::Discovery;
 use crate::k8s::{lease, manifests};
 use crate::sandbox::{Sandbox, SandboxConfig, Storage};
 use crate::spec::{self, ControllerDef, Source};
+use crate::tui::Tui;
 
 /// Lease duration of a dev session.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -432,7 +434,16 @@ async fn run_connected(
         color && format == OutputFormat::Human,
         args.verbose_events || verbose > 0,
     );
-    let printer_task = tokio::spawn(dev_output::run(bus.subscribe(), printer));
+    // The TUI subscribes now, before the engine starts, to see the controllers start.
+    let tui_events = use_tui(args).then(|| bus.subscribe());
+    let printer_task = tokio::spawn(dev_output::run(
+        if tui_events.is_some() {
+            EventBus::new().subscribe()
+        } else {
+            bus.subscribe()
+        },
+        printer,
+    ));
     let options = EngineOptions {
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
@@ -474,8 +485,12 @@ async fn run_connected(
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let (answers_tx, mut answers_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut control_server = None;
+    let tui = tui_events.map(|events| {
+        let context = format!("{} · ns {}", ctxinfo.name, ctxinfo.namespace);
+        Tui::spawn(events, tx.clone(), context, color)
+    });
     if !args.once {
-        if std::io::stdin().is_terminal() {
+        if tui.is_none() && std::io::stdin().is_terminal() {
             control::spawn_keyboard(tx.clone(), answers_tx.clone());
             bus.publish(EngineEvent::Info {
                 controller: None,
@@ -538,8 +553,16 @@ async fn run_connected(
         }
     } else {
         let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
+        let quit = tui.as_ref().map(Tui::quit);
         let stop = async move {
+            let quit = async move {
+                match quit {
+                    Some(q) => q.await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                () = quit => {}
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
                 () = lease_lost => { let _ = lost_tx.send(()); }
@@ -554,6 +577,14 @@ async fn run_connected(
         } else {
             Ok(())
         }
+    };
+    // Restore the terminal before anything else is printed.
+    let ui_outcome = match tui {
+        Some(t) => t
+            .finish()
+            .await
+            .map_err(|e| anyhow!("the terminal UI failed: {e}")),
+        None => Ok(()),
     };
     phase.set("stopping");
     let stopping = async {
@@ -575,7 +606,12 @@ async fn run_connected(
     } else {
         stopping.await;
     }
-    outcome
+    outcome.and(ui_outcome)
+}
+
+/// The TUI runs unless `--no-tui`, `-o json`, `--once`, or stdout is not a terminal.
+fn use_tui(args: &DevArgs) -> bool {
+    !args.no_tui && !args.once && args.output == OutputArg::Human && std::io::stdout().is_terminal()
 }
 
 /// Whether to color the human event log.

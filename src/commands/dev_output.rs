@@ -280,6 +280,7 @@ impl<W: Write> Printer<W> {
                 status,
                 latency,
                 error,
+                ..
             } => {
                 let content = self.hook_text(hook, *status, *latency, error.as_deref());
                 self.line(now, controller, parent, ("hook", None), &content)
@@ -845,6 +846,10 @@ mod tests {
             status,
             latency: Duration::from_micros(12_900),
             error: error.map(str::to_string),
+            map_key: None,
+            request: None,
+            response: None,
+            stderr: None,
         }
     }
 

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
-use super::events::{EngineEvent, EventBus};
+use super::events::{self, EngineEvent, EventBus};
 use super::execute::{ApplyStrategy, Executor};
 use super::hookapi::Version;
 use super::recorder::Recorder;
@@ -313,6 +313,17 @@ pub async fn call_hook(
         status: call.status,
         latency: call.latency,
         error: call.result.as_ref().err().map(ToString::to_string),
+        map_key: info.map_key.clone(),
+        request: Some(events::published_body(body)),
+        response: match &call.result {
+            Ok(answer) => Some(events::published_body(answer)),
+            Err(_) => call
+                .raw_response
+                .as_deref()
+                .and_then(events::published_text)
+                .map(serde_json::Value::String),
+        },
+        stderr: events::published_text(&call.stderr),
     });
     call
 }

@@ -172,6 +172,20 @@ pub enum EngineEvent {
         latency: Duration,
         /// The error, when the call failed.
         error: Option<String>,
+        /// The map key of a MapController's map or tombstone call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
+        /// The request body sent (Secret values masked, bounded by [`MAX_BODY_BYTES`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request: Option<serde_json::Value>,
+        /// The answer (the parsed JSON, or the raw text when it did not parse; Secret values
+        /// masked, bounded by [`MAX_BODY_BYTES`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response: Option<serde_json::Value>,
+        /// What an exec hook wrote to stderr (bounded by [`MAX_BODY_BYTES`]); absent when
+        /// empty.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stderr: Option<String>,
     },
     /// A write (or, when paused or dry-run, a planned write).
     #[serde(rename_all = "camelCase")]
@@ -325,6 +339,61 @@ pub enum EngineEvent {
     },
 }
 
+/// The largest hook body (serialized JSON bytes) or stderr an event carries; a larger one is
+/// replaced by a short note saying how big it was.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// What replaces a Secret's `data`/`stringData` values in published hook bodies.
+pub const MASK: &str = "***";
+
+/// A hook body as events carry it: every Secret's `data` and `stringData` values masked
+/// (anywhere in the body: children, attachments, related objects, the answer), and, when its
+/// JSON is larger than [`MAX_BODY_BYTES`], a note instead of the body.
+pub fn published_body(body: &serde_json::Value) -> serde_json::Value {
+    let mut v = body.clone();
+    mask_secrets(&mut v);
+    let size = serde_json::to_vec(&v).map_or(0, |b| b.len());
+    if size > MAX_BODY_BYTES {
+        return serde_json::Value::String(format!(
+            "(body of {size} bytes not shown: larger than {MAX_BODY_BYTES})"
+        ));
+    }
+    v
+}
+
+/// Text (stderr, an unparsable answer) as events carry it: cut to its last
+/// [`MAX_BODY_BYTES`] bytes (at a character boundary), `None` when empty.
+pub fn published_text(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return None;
+    }
+    let mut start = text.len().saturating_sub(MAX_BODY_BYTES);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    Some(text[start..].to_string())
+}
+
+/// Replace the values of `data` and `stringData` of every `kind: Secret` object in `v`.
+fn mask_secrets(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if map.get("kind").and_then(serde_json::Value::as_str) == Some("Secret") {
+                for field in ["data", "stringData"] {
+                    if let Some(serde_json::Value::Object(d)) = map.get_mut(field) {
+                        for val in d.values_mut() {
+                            *val = serde_json::Value::String(MASK.into());
+                        }
+                    }
+                }
+            }
+            map.values_mut().for_each(mask_secrets);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(mask_secrets),
+        _ => {}
+    }
+}
+
 /// The broadcast channel engine events travel on. Cloning shares the channel.
 #[derive(Debug, Clone)]
 pub struct EventBus {
@@ -368,6 +437,10 @@ mod tests {
             status: Some(200),
             latency: Duration::from_micros(1500),
             error: None,
+            map_key: None,
+            request: None,
+            response: None,
+            stderr: None,
         };
         let v = serde_json::to_value(&e).expect("serializes");
         assert_eq!(v["event"], "hookCalled");
@@ -380,6 +453,33 @@ mod tests {
         })
         .expect("serializes");
         assert_eq!(t["kind"], "child");
+        // Optional bodies stay out of the JSON when absent (additive schema).
+        assert!(v.get("request").is_none() && v.get("stderr").is_none());
+    }
+
+    #[test]
+    fn bodies_mask_secrets_and_are_bounded() {
+        let body = serde_json::json!({
+            "children": {"Secret.v1": {"s": {
+                "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                "data": {"password": "aHVudGVyMg=="}, "stringData": {"token": "t0k"}}}},
+            "parent": {"kind": "Thing", "data": {"kept": "visible"}},
+        });
+        let out = published_body(&body);
+        let s = &out["children"]["Secret.v1"]["s"];
+        assert_eq!(s["data"]["password"], MASK);
+        assert_eq!(s["stringData"]["token"], MASK);
+        assert_eq!(out["parent"]["data"]["kept"], "visible");
+        let big = serde_json::json!({"x": "a".repeat(MAX_BODY_BYTES + 1)});
+        let note = published_body(&big);
+        assert!(
+            note.as_str().is_some_and(|n| n.contains("not shown")),
+            "{note}"
+        );
+        assert_eq!(published_text(""), None);
+        let long = "é".repeat(MAX_BODY_BYTES);
+        let cut = published_text(&long).expect("some");
+        assert!(cut.len() <= MAX_BODY_BYTES && cut.chars().all(|c| c == 'é'));
     }
 
     #[tokio::test]

@@ -1,0 +1,1313 @@
+//! The TUI's state: a pure model updated from [`EngineEvent`]s, with no terminal or network in
+//! sight, so that every view can be tested from a recorded event stream.
+//!
+//! What it keeps: controllers -> parents (indexed by `(controller, parent)`; a MapController's
+//! work items `parent KEY` are folded under their parent as map keys), per parent the last sync's
+//! outcome, its writes (or the plan held while paused), the last hook call of each hook with its
+//! request and response bodies and an exec hook's stderr, the last replay diff, and a short log;
+//! globally the pause state, the managed hook server, the last reload, recent writes and errors.
+//!
+//! The parent list is virtualized: [`App::rows`] is a flat list of row references rebuilt only
+//! when the set of parents or the filter changes, never per event; views draw only the visible
+//! window.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::engine::apply::FieldChange;
+use crate::engine::events::{ActionVerb, EngineEvent};
+use crate::engine::hookapi;
+use crate::k8s::object;
+
+/// Lines of hook server output kept.
+const SERVER_LINES: usize = 500;
+/// Lines of the engine's own log kept (global and per parent).
+const LOG_LINES: usize = 200;
+/// The window of "writes in the last minute".
+const WRITES_WINDOW: Duration = Duration::from_secs(60);
+
+/// Which pane has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// The controller/parent list (left).
+    Parents,
+    /// The selected parent's tree (centre).
+    Tree,
+    /// The detail tabs (right).
+    Detail,
+}
+
+/// The detail tabs, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    /// The last hook request.
+    Request,
+    /// The last hook response.
+    Response,
+    /// Desired vs live of the selected child, and the last replay diff.
+    Diff,
+    /// Exec hook stderr and the managed server's output.
+    Output,
+    /// The engine's events about the parent.
+    Events,
+}
+
+impl Tab {
+    /// Every tab in display order.
+    pub const ALL: [Tab; 5] = [
+        Tab::Request,
+        Tab::Response,
+        Tab::Diff,
+        Tab::Output,
+        Tab::Events,
+    ];
+
+    /// The tab's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Tab::Request => "Request",
+            Tab::Response => "Response",
+            Tab::Diff => "Diff",
+            Tab::Output => "Hook output",
+            Tab::Events => "Events",
+        }
+    }
+
+    fn index(self) -> usize {
+        Tab::ALL.iter().position(|t| *t == self).unwrap_or(0)
+    }
+
+    /// The next (`+1`) or previous (`-1`) tab, wrapping.
+    pub fn step(self, by: isize) -> Tab {
+        let n = Tab::ALL.len() as isize;
+        Tab::ALL[(self.index() as isize + by).rem_euclid(n) as usize]
+    }
+}
+
+/// The state of a parent (or map key) as its glyph shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncState {
+    /// Seen, not synced yet.
+    Pending,
+    /// A sync is running.
+    Syncing,
+    /// The last sync succeeded.
+    InSync,
+    /// The last sync failed; retried at the instant, if it will be.
+    Failed {
+        /// When the retry is due.
+        retry_at: Option<Instant>,
+    },
+    /// Writes are paused and the last sync held a plan.
+    Held,
+}
+
+/// One hook call as the TUI keeps it.
+#[derive(Debug, Clone)]
+pub struct HookRecord {
+    /// `sync`, `finalize`, `customize`, `map`, `tombstone`.
+    pub hook: String,
+    /// HTTP status of a webhook.
+    pub status: Option<u16>,
+    /// Wall time.
+    pub latency: Duration,
+    /// The error, when it failed.
+    pub error: Option<String>,
+    /// Request body (masked, bounded by the engine).
+    pub request: Option<Value>,
+    /// Response body.
+    pub response: Option<Value>,
+    /// Exec hook stderr.
+    pub stderr: Option<String>,
+}
+
+/// A write of the last sync (or a write a paused sync held back).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    /// `create`, `update`, `delete`, `adopt`, `release`, `status`, ...
+    pub verb: String,
+    /// `Kind.apiVersion`.
+    pub resource: String,
+    /// `namespace/name`.
+    pub object: String,
+    /// Changed fields or reason.
+    pub detail: Option<String>,
+    /// The write failed.
+    pub error: Option<String>,
+    /// Held back because writes are paused.
+    pub held: bool,
+}
+
+/// The last replay of a parent's request against a reloaded hook.
+#[derive(Debug, Clone)]
+pub struct ReplayRecord {
+    /// The hook.
+    pub hook: String,
+    /// Differences from the previous answer.
+    pub changes: Vec<FieldChange>,
+    /// The new hook failed.
+    pub error: Option<String>,
+}
+
+/// What is known about one sync target: a parent, or a MapController's map key.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    /// Glyph state.
+    pub state: SyncState,
+    /// When the last sync ended.
+    pub last_sync: Option<Instant>,
+    /// Its wall time.
+    pub last_duration: Option<Duration>,
+    /// Writes of the last sync.
+    pub writes: usize,
+    /// The last sync's error.
+    pub error: Option<String>,
+    /// The last call of each hook, by hook name.
+    pub calls: BTreeMap<String, HookRecord>,
+    /// The writes (or held plan) of the last finished sync.
+    pub actions: Vec<ActionRecord>,
+    pending: Vec<ActionRecord>,
+    /// Successful writes since the last sync/map hook call: objects created or deleted after
+    /// the request the tree is built from was sent.
+    pub written_since_call: Vec<ActionRecord>,
+}
+
+impl Default for Unit {
+    fn default() -> Self {
+        Unit {
+            state: SyncState::Pending,
+            last_sync: None,
+            last_duration: None,
+            writes: 0,
+            error: None,
+            calls: BTreeMap::new(),
+            actions: Vec::new(),
+            pending: Vec::new(),
+            written_since_call: Vec::new(),
+        }
+    }
+}
+
+impl Unit {
+    /// The call the Request/Response tabs show: sync or finalize (whichever came last), else
+    /// map or tombstone, else any.
+    pub fn main_call(&self) -> Option<&HookRecord> {
+        ["sync", "finalize", "map", "tombstone", "customize"]
+            .iter()
+            .find_map(|h| self.calls.get(*h))
+    }
+
+    /// The write of object `resource` `name` in the last sync, if it was written.
+    pub fn action_for(&self, resource: &str, name: &str) -> Option<&ActionRecord> {
+        find_action(&self.actions, resource, name)
+    }
+
+    /// The verb of a successful write of `resource` `name` since the last hook call.
+    pub fn written_since(&self, resource: &str, name: &str) -> Option<&str> {
+        find_action(&self.written_since_call, resource, name).map(|a| a.verb.as_str())
+    }
+}
+
+fn find_action<'a>(
+    list: &'a [ActionRecord],
+    resource: &str,
+    name: &str,
+) -> Option<&'a ActionRecord> {
+    list.iter()
+        .rev()
+        .find(|a| a.resource == resource && a.object.rsplit('/').next().is_some_and(|n| n == name))
+}
+
+/// One parent of one controller.
+#[derive(Debug, Clone)]
+pub struct Parent {
+    /// Controller name.
+    pub controller: String,
+    /// `namespace/name` (or `name`).
+    pub key: String,
+    /// The parent's own sync state (for a MapController: its fan-out and status work).
+    pub unit: Unit,
+    /// MapController map keys.
+    pub keys: BTreeMap<String, Unit>,
+    /// The last rollout state (`reason: message`).
+    pub rollout: Option<String>,
+    /// The last replay.
+    pub replay: Option<ReplayRecord>,
+    /// The engine's events about this parent, newest last.
+    pub log: VecDeque<String>,
+}
+
+impl Parent {
+    /// The worst state over the parent and its map keys (failed > syncing > held > ...).
+    pub fn state(&self) -> &SyncState {
+        let rank = |s: &SyncState| match s {
+            SyncState::Failed { .. } => 4,
+            SyncState::Syncing => 3,
+            SyncState::Held => 2,
+            SyncState::Pending => 1,
+            SyncState::InSync => 0,
+        };
+        std::iter::once(&self.unit.state)
+            .chain(self.keys.values().map(|u| &u.state))
+            .max_by_key(|s| rank(s))
+            .unwrap_or(&self.unit.state)
+    }
+
+    fn push_log(&mut self, line: String) {
+        if self.log.len() == LOG_LINES {
+            self.log.pop_front();
+        }
+        self.log.push_back(line);
+    }
+
+    /// The map key whose last map or tombstone call listed object `resource` `object`
+    /// (`namespace/name`) among its observed or desired outputs.
+    fn key_listing(&self, resource: &str, object: &str) -> Option<String> {
+        let name = object.rsplit('/').next().unwrap_or(object);
+        let lists = |c: &HookRecord| {
+            let observed = c
+                .request
+                .as_ref()
+                .and_then(|r| r.get("outputs"))
+                .and_then(|o| o.get(resource))
+                .and_then(Value::as_object)
+                .is_some_and(|m| m.values().any(|o| object::name(o) == Some(name)));
+            let desired = c
+                .response
+                .as_ref()
+                .and_then(|r| r.get("outputs"))
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|o| object::name(o) == Some(name)));
+            observed || desired
+        };
+        self.keys
+            .iter()
+            .find(|(_, u)| u.calls.values().any(lists))
+            .map(|(k, _)| k.clone())
+    }
+}
+
+/// One controller.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    /// `CompositeController`, `DecoratorController`, `MapController` (empty until started).
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// `Kind.apiVersion` of its parents.
+    pub parent_resource: String,
+    /// Stopped (shutdown or reload).
+    pub stopped: bool,
+    /// Its parents (indexes into [`App::parents`]), sorted by parent key.
+    pub parents: Vec<usize>,
+}
+
+/// A row of the parent list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Row {
+    /// A controller heading.
+    Controller(usize),
+    /// A parent.
+    Parent(usize),
+}
+
+/// The managed hook server.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    /// `starting`, `ready`, `restarting`, `exited`, `failed`.
+    pub state: String,
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// Restarts so far.
+    pub restarts: usize,
+    /// The last detail.
+    pub message: String,
+}
+
+/// The last reload.
+#[derive(Debug, Clone)]
+pub struct ReloadInfo {
+    /// `hook-server`, `exec-hook`, `definition`.
+    pub what: String,
+    /// Changed files.
+    pub paths: Vec<String>,
+    /// When.
+    pub at: Instant,
+    /// Parents whose replayed answer changed.
+    pub changed: usize,
+    /// Parents replayed.
+    pub replayed: usize,
+    /// Why it was refused.
+    pub error: Option<String>,
+}
+
+/// An overlay over the panes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    /// The key help.
+    Help,
+    /// An object's YAML: title and text.
+    Yaml(String, String),
+}
+
+/// The UI's own state (selection, focus, filter).
+#[derive(Debug, Clone)]
+pub struct Ui {
+    /// Focused pane.
+    pub focus: Focus,
+    /// Selected row of the parent list.
+    pub row: usize,
+    /// First visible row of the parent list (kept by the view).
+    pub row_offset: usize,
+    /// Selected line of the tree.
+    pub tree_row: usize,
+    /// Selected detail tab.
+    pub tab: Tab,
+    /// Scroll of the detail pane.
+    pub detail_scroll: u16,
+    /// The parent name filter.
+    pub filter: String,
+    /// The filter is being typed.
+    pub editing_filter: bool,
+    /// An overlay.
+    pub overlay: Option<Overlay>,
+    /// A one-line notice (answers to commands).
+    pub flash: Option<String>,
+    /// The selection follows the first parent (until the user moves it).
+    pub follow_first: bool,
+}
+
+/// The whole TUI model.
+#[derive(Debug)]
+pub struct App {
+    /// Context and namespace, as `dev` pinned them.
+    pub context: String,
+    /// Writes paused.
+    pub paused: bool,
+    /// The managed hook server, when there is one.
+    pub server: Option<ServerInfo>,
+    /// The last reload.
+    pub reload: Option<ReloadInfo>,
+    /// Controllers in start order.
+    pub controllers: Vec<Controller>,
+    /// Every parent.
+    pub parents: Vec<Parent>,
+    /// Hook server output lines.
+    pub server_output: VecDeque<String>,
+    /// The engine's notices and errors not tied to one parent.
+    pub log: VecDeque<String>,
+    /// Errors seen (sync failures and engine errors).
+    pub errors: usize,
+    /// Selection, focus, filter.
+    pub ui: Ui,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+    /// Render ages, durations and pids as placeholders (deterministic snapshots).
+    pub mask_volatile: bool,
+    /// Colors on (off with `NO_COLOR` or when not wanted).
+    pub color: bool,
+    /// Events applied so far.
+    pub applied: u64,
+    controller_index: HashMap<String, usize>,
+    parent_index: HashMap<(String, String), usize>,
+    rows: Vec<Row>,
+    rows_dirty: bool,
+    writes: VecDeque<Instant>,
+    /// Parents per state class (see [`class`]); class 0 is not kept exactly.
+    counts: [usize; 3],
+}
+
+/// 1 syncing, 2 failed, 0 anything else.
+fn class(s: &SyncState) -> usize {
+    match s {
+        SyncState::Syncing => 1,
+        SyncState::Failed { .. } => 2,
+        _ => 0,
+    }
+}
+
+/// Split an event's parent string into the parent and, for MapController work items, the map
+/// key (`ns/p KEY`) or the status work (`ns/p (status)`, no key).
+fn split_parent(parent: &str) -> (&str, Option<&str>) {
+    match parent.split_once(' ') {
+        Some((p, "(status)")) => (p, None),
+        Some((p, k)) => (p, Some(k)),
+        None => (parent, None),
+    }
+}
+
+/// Parse a held-plan line (`create Pod.v1 default/x (why)`) into an action.
+fn held_action(line: &str) -> ActionRecord {
+    let mut words = line.splitn(4, ' ');
+    let verb = words.next().unwrap_or_default().to_string();
+    let resource = words.next().unwrap_or_default().to_string();
+    let object = words.next().unwrap_or_default().to_string();
+    let detail = words.next().map(str::to_string);
+    ActionRecord {
+        verb,
+        resource,
+        object,
+        detail,
+        error: None,
+        held: true,
+    }
+}
+
+impl App {
+    /// An empty model; `context` is the status bar's context and namespace text.
+    pub fn new(context: impl Into<String>, color: bool) -> App {
+        App {
+            context: context.into(),
+            paused: false,
+            server: None,
+            reload: None,
+            controllers: Vec::new(),
+            parents: Vec::new(),
+            server_output: VecDeque::new(),
+            log: VecDeque::new(),
+            errors: 0,
+            ui: Ui {
+                focus: Focus::Parents,
+                row: 0,
+                row_offset: 0,
+                tree_row: 0,
+                tab: Tab::Request,
+                detail_scroll: 0,
+                filter: String::new(),
+                editing_filter: false,
+                overlay: None,
+                flash: None,
+                follow_first: true,
+            },
+            dirty: true,
+            mask_volatile: false,
+            color,
+            applied: 0,
+            controller_index: HashMap::new(),
+            parent_index: HashMap::new(),
+            rows: Vec::new(),
+            rows_dirty: true,
+            writes: VecDeque::new(),
+            counts: [0; 3],
+        }
+    }
+
+    fn controller_mut(&mut self, name: &str) -> usize {
+        if let Some(i) = self.controller_index.get(name) {
+            return *i;
+        }
+        let i = self.controllers.len();
+        self.controllers.push(Controller {
+            kind: String::new(),
+            name: name.to_string(),
+            parent_resource: String::new(),
+            stopped: false,
+            parents: Vec::new(),
+        });
+        self.controller_index.insert(name.to_string(), i);
+        self.rows_dirty = true;
+        i
+    }
+
+    /// The index of parent `key` of `controller`, created when new.
+    fn parent_mut(&mut self, controller: &str, key: &str) -> usize {
+        if let Some(i) = self
+            .parent_index
+            .get(&(controller.to_string(), key.to_string()))
+        {
+            return *i;
+        }
+        let c = self.controller_mut(controller);
+        let i = self.parents.len();
+        self.parents.push(Parent {
+            controller: controller.to_string(),
+            key: key.to_string(),
+            unit: Unit::default(),
+            keys: BTreeMap::new(),
+            rollout: None,
+            replay: None,
+            log: VecDeque::new(),
+        });
+        self.parent_index
+            .insert((controller.to_string(), key.to_string()), i);
+        let parents = &self.parents;
+        let list = &mut self.controllers[c].parents;
+        let at = list.partition_point(|j| parents[*j].key.as_str() < key);
+        list.insert(at, i);
+        self.rows_dirty = true;
+        i
+    }
+
+    /// The unit an event's parent string names (the parent, or one of its map keys).
+    fn unit_mut(&mut self, controller: &str, parent: &str) -> (usize, &mut Unit) {
+        let (p, key) = split_parent(parent);
+        let i = self.parent_mut(controller, p);
+        let entry = &mut self.parents[i];
+        let unit = match key {
+            Some(k) => entry.keys.entry(k.to_string()).or_default(),
+            None => &mut entry.unit,
+        };
+        (i, unit)
+    }
+
+    fn push_log(&mut self, line: String) {
+        if self.log.len() == LOG_LINES {
+            self.log.pop_front();
+        }
+        self.log.push_back(line);
+    }
+
+    /// Fold one engine event into the model (at `now`).
+    pub fn apply(&mut self, event: &EngineEvent, now: Instant) {
+        self.applied += 1;
+        self.dirty = true;
+        match event {
+            EngineEvent::ControllerStarted {
+                controller_kind,
+                controller,
+                parent_resource,
+                ..
+            } => {
+                let c = self.controller_mut(controller);
+                let entry = &mut self.controllers[c];
+                entry.kind.clone_from(controller_kind);
+                entry.parent_resource.clone_from(parent_resource);
+                entry.stopped = false;
+            }
+            EngineEvent::ControllerStopped { controller } => {
+                let c = self.controller_mut(controller);
+                self.controllers[c].stopped = true;
+            }
+            EngineEvent::SyncStarted {
+                controller, parent, ..
+            } => {
+                let before = self.class_of(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent);
+                unit.state = SyncState::Syncing;
+                unit.pending.clear();
+                self.restate(i, before);
+            }
+            EngineEvent::HookCalled {
+                controller,
+                parent,
+                hook,
+                status,
+                latency,
+                error,
+                request,
+                response,
+                stderr,
+                ..
+            } => {
+                let (_, unit) = self.unit_mut(controller, parent);
+                if matches!(hook.as_str(), "sync" | "finalize" | "map") {
+                    unit.written_since_call.clear();
+                }
+                unit.calls.insert(
+                    hook.clone(),
+                    HookRecord {
+                        hook: hook.clone(),
+                        status: *status,
+                        latency: *latency,
+                        error: error.clone(),
+                        request: request.clone(),
+                        response: response.clone(),
+                        stderr: stderr.clone(),
+                    },
+                );
+            }
+            EngineEvent::Action {
+                controller,
+                parent,
+                verb,
+                resource,
+                object,
+                detail,
+                error,
+            } => {
+                if *verb == ActionVerb::ApplyDocument || parent.is_empty() {
+                    self.push_log(format!("applied {resource} {object}"));
+                    return;
+                }
+                if error.is_none() {
+                    self.writes.push_back(now);
+                }
+                let (i, _) = self.unit_mut(controller, parent);
+                // A MapController's writes name the parent: they belong to the map key whose
+                // last call listed the object.
+                let key = self.parents[i].key_listing(resource, object);
+                let entry = &mut self.parents[i];
+                let unit = match key {
+                    Some(k) => entry.keys.entry(k).or_default(),
+                    None => match split_parent(parent).1 {
+                        Some(k) => entry.keys.entry(k.to_string()).or_default(),
+                        None => &mut entry.unit,
+                    },
+                };
+                let record = ActionRecord {
+                    verb: verb.to_string(),
+                    resource: resource.clone(),
+                    object: object.clone(),
+                    detail: detail.clone(),
+                    error: error.clone(),
+                    held: false,
+                };
+                if error.is_none() {
+                    if unit.written_since_call.len() == LOG_LINES {
+                        unit.written_since_call.remove(0);
+                    }
+                    unit.written_since_call.push(record.clone());
+                }
+                unit.pending.push(record);
+                let line = match error {
+                    Some(e) => format!("{verb} {resource} {object} failed: {e}"),
+                    None => format!("{verb} {resource} {object}"),
+                };
+                self.parents[i].push_log(line);
+            }
+            EngineEvent::PlanHeld {
+                controller,
+                parent,
+                actions,
+            } => {
+                let (i, unit) = self.unit_mut(controller, parent);
+                unit.pending.extend(actions.iter().map(|a| held_action(a)));
+                let line = format!("paused: held {} write(s)", actions.len());
+                self.parents[i].push_log(line);
+            }
+            EngineEvent::SyncFinished {
+                controller,
+                parent,
+                duration,
+                writes,
+                error,
+                retry_in,
+            } => {
+                let paused = self.paused;
+                let before = self.class_of(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent);
+                unit.actions = std::mem::take(&mut unit.pending);
+                unit.last_sync = Some(now);
+                unit.last_duration = Some(*duration);
+                unit.writes = *writes;
+                unit.error.clone_from(error);
+                unit.state = if error.is_some() {
+                    SyncState::Failed {
+                        retry_at: retry_in.map(|s| now + Duration::from_secs_f64(s.max(0.0))),
+                    }
+                } else if paused && unit.actions.iter().any(|a| a.held) {
+                    SyncState::Held
+                } else {
+                    SyncState::InSync
+                };
+                self.restate(i, before);
+                if let Some(e) = error {
+                    self.errors += 1;
+                    self.parents[i].push_log(format!("sync of {parent} failed: {e}"));
+                }
+            }
+            EngineEvent::Rollout {
+                controller,
+                parent,
+                reason,
+                message,
+            } => {
+                let i = self.parent_mut(controller, split_parent(parent).0);
+                self.parents[i].rollout = Some(format!("{reason}: {message}"));
+                self.parents[i].push_log(format!("rollout {reason}: {message}"));
+            }
+            EngineEvent::Error {
+                controller,
+                object,
+                message,
+            } => {
+                self.errors += 1;
+                let line = format!("error: {message}");
+                match (controller, object) {
+                    (Some(c), Some(o))
+                        if self.parent_index.contains_key(&(c.clone(), o.clone())) =>
+                    {
+                        let i = self.parent_mut(c, o);
+                        self.parents[i].push_log(line);
+                    }
+                    _ => self.push_log(line),
+                }
+            }
+            EngineEvent::Paused { paused } => {
+                self.paused = *paused;
+                self.push_log(
+                    if *paused {
+                        "writes paused"
+                    } else {
+                        "writes resumed"
+                    }
+                    .into(),
+                );
+            }
+            EngineEvent::HookServer {
+                state,
+                pid,
+                message,
+            } => {
+                let s = self.server.get_or_insert_with(ServerInfo::default);
+                if state == "restarting" {
+                    s.restarts += 1;
+                }
+                s.state.clone_from(state);
+                s.pid = *pid;
+                s.message.clone_from(message);
+                let line = format!("hook server {state}: {message}");
+                self.push_log(line);
+            }
+            EngineEvent::HookServerOutput { stream, line } => {
+                if self.server_output.len() == SERVER_LINES {
+                    self.server_output.pop_front();
+                }
+                self.server_output.push_back(format!("{stream}: {line}"));
+            }
+            EngineEvent::Reload {
+                what,
+                paths,
+                message,
+                error,
+            } => {
+                self.reload = Some(ReloadInfo {
+                    what: what.clone(),
+                    paths: paths.clone(),
+                    at: now,
+                    changed: 0,
+                    replayed: 0,
+                    error: error.clone(),
+                });
+                let line = match error {
+                    Some(e) => format!("reload of {what} refused: {e}"),
+                    None => format!("reloaded {what}: {message}"),
+                };
+                self.push_log(line);
+            }
+            EngineEvent::Replay {
+                controller,
+                parent,
+                hook,
+                changes,
+                error,
+            } => {
+                if let Some(r) = &mut self.reload {
+                    r.replayed += 1;
+                    r.changed += usize::from(!changes.is_empty() || error.is_some());
+                }
+                let i = self.parent_mut(controller, split_parent(parent).0);
+                let line = match error {
+                    Some(e) => format!("replay of {hook}: the new hook failed: {e}"),
+                    None if changes.is_empty() => format!("replay of {hook}: same answer"),
+                    None => format!("replay of {hook}: {} field(s) changed", changes.len()),
+                };
+                self.parents[i].replay = Some(ReplayRecord {
+                    hook: hook.clone(),
+                    changes: changes.clone(),
+                    error: error.clone(),
+                });
+                self.parents[i].push_log(line);
+            }
+            EngineEvent::Info { message, .. } => self.push_log(message.clone()),
+        }
+    }
+
+    /// Writes in the last minute (as of `now`).
+    pub fn writes_last_minute(&mut self, now: Instant) -> usize {
+        while self
+            .writes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > WRITES_WINDOW)
+        {
+            self.writes.pop_front();
+        }
+        self.writes.len()
+    }
+
+    /// Parents syncing now (kept up to date per event, not counted per frame).
+    pub fn syncing(&self) -> usize {
+        self.counts[1]
+    }
+
+    /// Parents whose last sync failed.
+    pub fn failing(&self) -> usize {
+        self.counts[2]
+    }
+
+    /// The state class (0 other, 1 syncing, 2 failed) of the parent an event names, before
+    /// the event changes it.
+    fn class_of(&mut self, controller: &str, parent: &str) -> usize {
+        let i = self.parent_mut(controller, split_parent(parent).0);
+        class(self.parents[i].state())
+    }
+
+    /// Move parent `i` from state class `before` to its current one in the counts.
+    fn restate(&mut self, i: usize, before: usize) {
+        let after = class(self.parents[i].state());
+        self.counts[before] = self.counts[before].saturating_sub(1);
+        self.counts[after] += 1;
+    }
+
+    /// The parent list's rows (controllers and the parents matching the filter), rebuilt only
+    /// when parents were added or the filter changed.
+    pub fn rows(&mut self) -> &[Row] {
+        if self.rows_dirty {
+            self.rows.clear();
+            let filter = self.ui.filter.to_lowercase();
+            for (ci, c) in self.controllers.iter().enumerate() {
+                self.rows.push(Row::Controller(ci));
+                self.rows.extend(
+                    c.parents
+                        .iter()
+                        .filter(|p| {
+                            filter.is_empty()
+                                || self.parents[**p].key.to_lowercase().contains(&filter)
+                        })
+                        .map(|p| Row::Parent(*p)),
+                );
+            }
+            self.rows_dirty = false;
+            // Until the user moves, the selection rests on the first parent.
+            if self.ui.follow_first
+                && let Some(r) = self.rows.iter().position(|r| matches!(r, Row::Parent(_)))
+            {
+                self.ui.row = r;
+            }
+            if self.ui.row >= self.rows.len() {
+                self.ui.row = self.rows.len().saturating_sub(1);
+            }
+        }
+        &self.rows
+    }
+
+    /// The filter changed: rebuild the rows on next use.
+    pub fn filter_changed(&mut self) {
+        self.rows_dirty = true;
+        self.ui.row = 0;
+        self.ui.row_offset = 0;
+        self.dirty = true;
+    }
+
+    /// The selected parent, if a parent row is selected.
+    pub fn selected(&mut self) -> Option<usize> {
+        let row = self.ui.row;
+        match self.rows().get(row) {
+            Some(Row::Parent(i)) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// Select the row of parent `key` (`namespace/name`); false when it is not listed.
+    pub fn select_parent_named(&mut self, key: &str) -> bool {
+        self.rows();
+        let parents = &self.parents;
+        let found = self
+            .rows
+            .iter()
+            .position(|r| matches!(r, Row::Parent(i) if parents[*i].key == key));
+        if let Some(r) = found {
+            self.ui.row = r;
+            self.ui.tree_row = 0;
+            self.ui.follow_first = false;
+            self.dirty = true;
+        }
+        found.is_some()
+    }
+
+    /// The selected parent's controller.
+    pub fn controller_of(&self, p: &Parent) -> Option<&Controller> {
+        self.controller_index
+            .get(&p.controller)
+            .map(|i| &self.controllers[*i])
+    }
+}
+
+/// One line of a parent's tree.
+#[derive(Debug, Clone, Default)]
+pub struct TreeItem {
+    /// Indentation level.
+    pub depth: u16,
+    /// The plan marker (`=`, `~`, `+`, `-`, `a`dopted, `r`eleased, `w`aiting), if any.
+    pub marker: Option<char>,
+    /// The text.
+    pub label: String,
+    /// A note after the label (held, failed, tombstone state).
+    pub note: Option<String>,
+    /// The object as observed (live) at the last call.
+    pub live: Option<Value>,
+    /// The object as the hook wants it.
+    pub desired: Option<Value>,
+    /// A heading line (no object).
+    pub heading: bool,
+}
+
+impl TreeItem {
+    fn heading(depth: u16, label: impl Into<String>) -> TreeItem {
+        TreeItem {
+            depth,
+            label: label.into(),
+            heading: true,
+            ..TreeItem::default()
+        }
+    }
+
+    /// The object to show as YAML: live, else desired.
+    pub fn object(&self) -> Option<&Value> {
+        self.live.as_ref().or(self.desired.as_ref())
+    }
+}
+
+/// `Kind name` of an object.
+fn kind_name(v: &Value) -> String {
+    let ns = object::namespace(v)
+        .map(|n| format!("{n}/"))
+        .unwrap_or_default();
+    format!(
+        "{} {ns}{}",
+        object::kind(v).unwrap_or("?"),
+        object::name(v).unwrap_or("?")
+    )
+}
+
+/// The objects of a `{type: {name: object}}` map, by type, then by name.
+fn observed_by_type(v: Option<&Value>) -> BTreeMap<String, BTreeMap<String, Value>> {
+    let mut out: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+    if let Some(Value::Object(types)) = v {
+        for (t, objs) in types {
+            let entry = out.entry(t.clone()).or_default();
+            if let Value::Object(objs) = objs {
+                for (k, o) in objs {
+                    let name = object::name(o).unwrap_or(k).to_string();
+                    entry.insert(name, o.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Children by type: observed (from the request) and desired (from the response), each child
+/// with its marker from the last sync's writes.
+fn children_items(
+    out: &mut Vec<TreeItem>,
+    depth: u16,
+    unit: &Unit,
+    observed: Option<&Value>,
+    desired: Option<&Value>,
+    waiting: bool,
+) {
+    let observed = observed_by_type(observed);
+    let desired_list: Vec<Value> = desired
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut desired: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+    for (t, objs) in hookapi::group_by_type(&desired_list) {
+        let e = desired.entry(t).or_default();
+        for o in objs {
+            e.insert(object::name(o).unwrap_or("?").to_string(), o.clone());
+        }
+    }
+    let mut types: Vec<&String> = observed.keys().chain(desired.keys()).collect();
+    types.sort();
+    types.dedup();
+    for t in types {
+        out.push(TreeItem::heading(depth, t.clone()));
+        let live = observed.get(t);
+        let want = desired.get(t);
+        let mut names: Vec<&String> = live
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .chain(want.into_iter().flat_map(|m| m.keys()))
+            .collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            let l = live.and_then(|m| m.get(n)).cloned();
+            let d = want.and_then(|m| m.get(n)).cloned();
+            let action = unit.action_for(t, n);
+            // Written after the request was sent: created ones are live now, deleted ones gone.
+            let since = unit.written_since(t, n);
+            if action.is_none() && since == Some("delete") {
+                continue;
+            }
+            let l = if since == Some("create") {
+                l.or_else(|| d.clone())
+            } else {
+                l
+            };
+            let marker = match action.map(|a| a.verb.as_str()) {
+                Some("create") => '+',
+                Some("update") => '~',
+                Some("delete") => '-',
+                Some("adopt") => 'a',
+                Some("release") => 'r',
+                _ => match (&l, &d) {
+                    (Some(_), Some(_)) => '=',
+                    (None, Some(_)) if waiting => 'w',
+                    (None, Some(_)) => '+',
+                    _ => '-',
+                },
+            };
+            let note = action.and_then(|a| match (&a.error, a.held) {
+                (Some(e), _) => Some(format!("failed: {e}")),
+                (None, true) => Some("held (paused)".into()),
+                _ => a.detail.clone(),
+            });
+            out.push(TreeItem {
+                depth: depth + 1,
+                marker: Some(marker),
+                label: n.clone(),
+                note,
+                live: l,
+                desired: d,
+                heading: false,
+            });
+        }
+    }
+}
+
+/// `k=v k2-` of a labels/annotations answer.
+fn merged_map(v: Option<&Value>) -> Option<String> {
+    let m = v?.as_object()?;
+    if m.is_empty() {
+        return None;
+    }
+    Some(
+        m.iter()
+            .map(|(k, v)| match v {
+                Value::Null => format!("{k}-"),
+                Value::String(s) => format!("{k}={s}"),
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// The tree of parent `p` (of a controller of `kind`): see the module header of `tree.rs`.
+pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
+    let mut out = Vec::new();
+    let call = p.unit.main_call();
+    let request = call.and_then(|c| c.request.as_ref());
+    let response = call.and_then(|c| c.response.as_ref());
+    match kind {
+        "DecoratorController" => {
+            let target = request.and_then(|r| r.get("object"));
+            out.push(TreeItem {
+                label: format!("target {}", target.map_or_else(|| p.key.clone(), kind_name)),
+                live: target.cloned(),
+                ..TreeItem::default()
+            });
+            out.push(TreeItem::heading(1, "attachments"));
+            children_items(
+                &mut out,
+                2,
+                &p.unit,
+                request.and_then(|r| r.get("attachments")),
+                response.and_then(|r| r.get("attachments")),
+                false,
+            );
+            out.push(TreeItem::heading(1, "merges"));
+            for (what, v) in [
+                ("labels", merged_map(response.and_then(|r| r.get("labels")))),
+                (
+                    "annotations",
+                    merged_map(response.and_then(|r| r.get("annotations"))),
+                ),
+                (
+                    "status",
+                    response
+                        .and_then(|r| r.get("status"))
+                        .filter(|s| !s.is_null())
+                        .map(Value::to_string),
+                ),
+            ] {
+                if let Some(v) = v {
+                    out.push(TreeItem::heading(2, format!("{what}: {v}")));
+                }
+            }
+        }
+        "MapController" => {
+            let parent_obj = p
+                .keys
+                .values()
+                .find_map(|u| u.main_call()?.request.as_ref()?.get("parent").cloned());
+            out.push(TreeItem {
+                label: format!(
+                    "parent {}",
+                    parent_obj.as_ref().map_or_else(|| p.key.clone(), kind_name)
+                ),
+                live: parent_obj,
+                ..TreeItem::default()
+            });
+            for (k, u) in &p.keys {
+                let glyph = match u.state {
+                    SyncState::Failed { .. } => " (failed)",
+                    SyncState::Syncing => " (syncing)",
+                    SyncState::Held => " (held)",
+                    _ => "",
+                };
+                out.push(TreeItem::heading(1, format!("key {k}{glyph}")));
+                if let Some(c) = u.calls.get("map") {
+                    let input = c.request.as_ref().and_then(|r| r.get("input"));
+                    if let Some(i) = input.filter(|i| !i.is_null()) {
+                        out.push(TreeItem {
+                            depth: 2,
+                            label: format!("input {}", kind_name(i)),
+                            live: Some(i.clone()),
+                            ..TreeItem::default()
+                        });
+                    }
+                    children_items(
+                        &mut out,
+                        2,
+                        u,
+                        c.request.as_ref().and_then(|r| r.get("outputs")),
+                        c.response.as_ref().and_then(|r| r.get("outputs")),
+                        false,
+                    );
+                }
+                if let Some(t) = u.calls.get("tombstone") {
+                    out.push(TreeItem::heading(2, "detached outputs"));
+                    let kept = t
+                        .response
+                        .as_ref()
+                        .and_then(|r| r.get("outputs"))
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|o| object::name(o).map(str::to_string))
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default();
+                    for (ty, objs) in
+                        observed_by_type(t.request.as_ref().and_then(|r| r.get("outputs")))
+                    {
+                        for (n, o) in objs {
+                            let keep = kept.contains(&n);
+                            out.push(TreeItem {
+                                depth: 3,
+                                marker: Some(if keep { '=' } else { '-' }),
+                                label: format!("{ty} {n}"),
+                                note: Some(
+                                    if keep {
+                                        "kept by the tombstone hook"
+                                    } else {
+                                        "tombstone: to be deleted"
+                                    }
+                                    .into(),
+                                ),
+                                live: Some(o),
+                                ..TreeItem::default()
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            let parent_obj = request.and_then(|r| r.get("parent"));
+            out.push(TreeItem {
+                label: format!(
+                    "parent {}",
+                    parent_obj.map_or_else(|| p.key.clone(), kind_name)
+                ),
+                live: parent_obj.cloned(),
+                ..TreeItem::default()
+            });
+            let waiting = p
+                .rollout
+                .as_deref()
+                .is_some_and(|r| r.starts_with("RolloutWaiting"));
+            children_items(
+                &mut out,
+                1,
+                &p.unit,
+                request.and_then(|r| r.get("children")),
+                response.and_then(|r| r.get("children")),
+                waiting,
+            );
+        }
+    }
+    // Writes to the parent itself (status, finalizer, metadata).
+    for a in p.unit.actions.iter().filter(|a| {
+        matches!(
+            a.verb.as_str(),
+            "status" | "add-finalizer" | "remove-finalizer" | "metadata"
+        )
+    }) {
+        out.push(TreeItem {
+            depth: 1,
+            marker: Some('~'),
+            label: format!("parent {}", a.verb),
+            note: a.error.clone().or_else(|| a.detail.clone()),
+            ..TreeItem::default()
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started() -> EngineEvent {
+        EngineEvent::ControllerStarted {
+            controller_kind: "CompositeController".into(),
+            controller: "c".into(),
+            parent_resource: "Thing.example/v1".into(),
+            parents: 1,
+        }
+    }
+
+    #[test]
+    fn map_work_items_fold_under_their_parent() {
+        let mut app = App::new("ctx", false);
+        let now = Instant::now();
+        app.apply(&started(), now);
+        for p in ["ns/p", "ns/p key-a", "ns/p (status)"] {
+            app.apply(
+                &EngineEvent::SyncStarted {
+                    controller: "c".into(),
+                    parent: p.into(),
+                    triggers: vec![],
+                },
+                now,
+            );
+        }
+        assert_eq!(app.parents.len(), 1);
+        assert_eq!(app.parents[0].keys.len(), 1);
+        assert_eq!(*app.parents[0].state(), SyncState::Syncing);
+        assert_eq!(app.syncing(), 1);
+        app.apply(
+            &EngineEvent::SyncFinished {
+                controller: "c".into(),
+                parent: "ns/p key-a".into(),
+                duration: Duration::ZERO,
+                writes: 0,
+                error: Some("boom".into()),
+                retry_in: Some(2.0),
+            },
+            now,
+        );
+        // The worst state of the parent and its keys wins: failed.
+        assert_eq!((app.syncing(), app.failing()), (0, 1));
+        app.ui.filter = "zzz".into();
+        app.filter_changed();
+        assert_eq!(app.rows(), &[Row::Controller(0)]);
+    }
+
+    #[test]
+    fn held_plan_lines_parse() {
+        let a = held_action("create Pod.v1 default/x");
+        assert_eq!(
+            (a.verb.as_str(), a.resource.as_str(), a.object.as_str()),
+            ("create", "Pod.v1", "default/x")
+        );
+        assert!(a.held);
+    }
+}

@@ -1,0 +1,250 @@
+//! The right pane, in tabs: the last hook call's Request and Response (pretty JSON, colored),
+//! Diff (desired vs live of the selected object, restricted to the fields the hook sets, and
+//! the replay diff of the last reload), Hook output (exec hook stderr, the managed server's
+//! output) and Events (the engine's events about the parent, then its global notices).
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
+use serde_json::Value;
+
+use super::app::{App, Focus, HookRecord, Tab, TreeItem};
+use super::theme::{self, Theme};
+
+/// Pretty JSON as colored lines (keys, strings, numbers, literals).
+pub fn json_lines(v: &Value, t: Theme) -> Vec<Line<'static>> {
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let indent_len = l.len() - l.trim_start().len();
+            let (indent, rest) = l.split_at(indent_len);
+            let mut spans = vec![Span::raw(indent.to_string())];
+            let value = match rest.find("\": ") {
+                Some(i) if rest.starts_with('"') => {
+                    spans.push(Span::styled(rest[..=i].to_string(), t.fg(Color::Cyan)));
+                    spans.push(Span::raw(": "));
+                    &rest[i + 3..]
+                }
+                _ => rest,
+            };
+            let style = match value.chars().next() {
+                Some('"') => t.fg(Color::Green),
+                Some('0'..='9' | '-') => t.fg(Color::Yellow),
+                Some('t' | 'f' | 'n') => t.fg(Color::Magenta),
+                _ => Style::default(),
+            };
+            spans.push(Span::styled(value.to_string(), style));
+            Line::from(spans)
+        })
+        .collect()
+}
+
+/// `live` restricted to the fields `desired` sets (objects key by key; lists and scalars whole),
+/// so a diff shows what the hook asks for, not every defaulted field.
+fn project(live: &Value, desired: &Value) -> Value {
+    match (live, desired) {
+        (Value::Object(l), Value::Object(d)) => Value::Object(
+            d.iter()
+                .filter_map(|(k, dv)| l.get(k).map(|lv| (k.clone(), project(lv, dv))))
+                .collect(),
+        ),
+        (l, _) => l.clone(),
+    }
+}
+
+/// A YAML rendering of `v` (JSON when it cannot be written as YAML).
+pub fn yaml(v: &Value) -> String {
+    serde_saphyr::to_string(v)
+        .unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default())
+}
+
+/// Unified diff lines of live (projected) vs desired.
+fn diff_lines(item: &TreeItem, t: Theme) -> Vec<Line<'static>> {
+    let (live, desired) = match (&item.live, &item.desired) {
+        (Some(l), Some(d)) => (yaml(&project(l, d)), yaml(d)),
+        (None, Some(d)) => (String::new(), yaml(d)),
+        (Some(l), None) => (yaml(l), String::new()),
+        (None, None) => return vec![Line::from(Span::styled("no object selected", t.dim()))],
+    };
+    let diff = similar::TextDiff::from_lines(&live, &desired);
+    let mut out = vec![Line::from(Span::styled(
+        format!("--- live  +++ desired  ({})", item.label),
+        t.bold(),
+    ))];
+    let mut changed = false;
+    for change in diff.iter_all_changes() {
+        let (sign, style) = match change.tag() {
+            similar::ChangeTag::Delete => ('-', t.err()),
+            similar::ChangeTag::Insert => ('+', t.ok()),
+            similar::ChangeTag::Equal => (' ', Style::default()),
+        };
+        changed |= sign != ' ';
+        out.push(Line::from(Span::styled(
+            format!("{sign}{}", change.value().trim_end_matches('\n')),
+            style,
+        )));
+    }
+    if !changed {
+        out.insert(
+            1,
+            Line::from(Span::styled("(live matches desired)", t.ok())),
+        );
+    }
+    out
+}
+
+fn call_header(c: &HookRecord, t: Theme, mask: bool) -> Line<'static> {
+    let status = c.status.map(|s| format!(" HTTP {s}")).unwrap_or_default();
+    let (what, style) = match &c.error {
+        Some(e) => (format!(" failed: {e}"), t.err()),
+        None => (" ok".to_string(), t.ok()),
+    };
+    Line::from(vec![
+        Span::styled(format!("{} hook", c.hook), t.bold()),
+        Span::raw(format!("{status} {}", theme::duration(c.latency, mask))),
+        Span::styled(what, style),
+    ])
+}
+
+/// The lines of the selected tab.
+fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
+    let t = Theme { color: app.color };
+    let mask = app.mask_volatile;
+    let Some(pi) = app.selected() else {
+        return vec![Line::from(Span::styled("no parent selected", t.dim()))];
+    };
+    let p = &app.parents[pi];
+    // A map key's call when a line under a key is selected is not tracked; show the parent's
+    // main call, else the first key's.
+    let call = p
+        .unit
+        .main_call()
+        .or_else(|| p.keys.values().find_map(|u| u.main_call()));
+    let none = || vec![Line::from(Span::styled("no hook call yet", t.dim()))];
+    match app.ui.tab {
+        Tab::Request | Tab::Response => {
+            let Some(c) = call else { return none() };
+            let mut out = vec![call_header(c, t, mask)];
+            let body = if app.ui.tab == Tab::Request {
+                &c.request
+            } else {
+                &c.response
+            };
+            match body {
+                Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),
+                Some(Value::Object(m)) if m.contains_key("controller") => {
+                    // The controller definition is the same in every request: last, not first.
+                    let mut m = m.clone();
+                    if let Some(c) = m.shift_remove("controller") {
+                        m.insert("controller".into(), c);
+                    }
+                    out.extend(json_lines(&Value::Object(m), t));
+                }
+                Some(v) => out.extend(json_lines(v, t)),
+                None => out.push(Line::from(Span::styled("(no body)", t.dim()))),
+            }
+            out
+        }
+        Tab::Diff => {
+            let mut out = match item {
+                Some(it) if !it.heading => diff_lines(it, t),
+                _ => vec![Line::from(Span::styled(
+                    "select an object in the tree for its diff",
+                    t.dim(),
+                ))],
+            };
+            out.push(Line::from(""));
+            match &p.replay {
+                None => out.push(Line::from(Span::styled(
+                    "no replay yet (reload a hook, or ctrl-r)",
+                    t.dim(),
+                ))),
+                Some(r) => {
+                    out.push(Line::from(Span::styled(
+                        format!("replay of the {} hook after the last reload:", r.hook),
+                        t.bold(),
+                    )));
+                    if let Some(e) = &r.error {
+                        out.push(Line::from(Span::styled(format!("  failed: {e}"), t.err())));
+                    } else if r.changes.is_empty() {
+                        out.push(Line::from("  same answer"));
+                    }
+                    for c in &r.changes {
+                        let show = |v: &Option<Value>| {
+                            v.as_ref().map_or("(none)".into(), Value::to_string)
+                        };
+                        out.push(Line::from(vec![
+                            Span::raw(format!("  {}: ", c.path)),
+                            Span::styled(show(&c.old), t.err()),
+                            Span::raw(" → "),
+                            Span::styled(show(&c.new), t.ok()),
+                        ]));
+                    }
+                }
+            }
+            out
+        }
+        Tab::Output => {
+            let mut out = Vec::new();
+            match call.and_then(|c| c.stderr.as_ref()) {
+                Some(s) => {
+                    out.push(Line::from(Span::styled(
+                        "exec hook stderr (last call):",
+                        t.bold(),
+                    )));
+                    out.extend(s.lines().map(|l| Line::from(l.to_string())));
+                }
+                None => out.push(Line::from(Span::styled(
+                    "exec hook stderr: (none)",
+                    t.dim(),
+                ))),
+            }
+            if app.server.is_some() || !app.server_output.is_empty() {
+                out.push(Line::from(Span::styled("hook server output:", t.bold())));
+                out.extend(app.server_output.iter().map(|l| Line::from(l.clone())));
+            }
+            out
+        }
+        Tab::Events => {
+            let mut out: Vec<Line<'static>> = p.log.iter().map(|l| Line::from(l.clone())).collect();
+            if out.is_empty() {
+                out.push(Line::from(Span::styled(
+                    "no events for this parent yet",
+                    t.dim(),
+                )));
+            }
+            out.push(Line::from(Span::styled("engine:", t.bold())));
+            out.extend(app.log.iter().rev().take(50).map(|l| Line::from(l.clone())));
+            out
+        }
+    }
+}
+
+/// Draw the detail tabs into `area`; `item` is the selected tree line.
+pub fn draw(f: &mut Frame, area: Rect, app: &mut App, item: Option<&TreeItem>) {
+    let t = Theme { color: app.color };
+    let focused = app.ui.focus == Focus::Detail;
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.border(focused));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [tabs_area, body] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    let tabs = Tabs::new(Tab::ALL.iter().map(|t| t.title()))
+        .select(Tab::ALL.iter().position(|x| *x == app.ui.tab))
+        .style(t.dim())
+        .highlight_style(t.selected())
+        .divider("|")
+        .padding("", "");
+    f.render_widget(tabs, tabs_area);
+    let lines = content(app, item);
+    let max = u16::try_from(lines.len().saturating_sub(1)).unwrap_or(u16::MAX);
+    app.ui.detail_scroll = app.ui.detail_scroll.min(max);
+    f.render_widget(
+        Paragraph::new(lines).scroll((app.ui.detail_scroll, 0)),
+        body,
+    );
+}

@@ -1,0 +1,159 @@
+//! The run loop: one `select!` over terminal input, engine events, answers to commands, a
+//! render tick and a stop signal. Events are folded into the [`App`] as they come (a burst is
+//! drained in one go); the frame is drawn on the tick only when something changed (or once a
+//! second, for ages and countdowns), so at most [`FPS`] frames a second. Drawing reads only the
+//! model, never the network; commands go to the dev loop on a channel and their answers come
+//! back as events of the loop, so a slow resync never blocks the screen.
+
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::app::App;
+use super::input::{self, Intent};
+use super::ui;
+use crate::devloop::control::{Command, Request};
+use crate::engine::events::EngineEvent;
+
+/// The most frames drawn per second.
+pub const FPS: u64 = 30;
+/// The most events folded in before input is looked at again.
+const BATCH: usize = 4096;
+
+/// Why the loop ended with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    /// Reading the terminal or drawing failed.
+    #[error("terminal: {0}")]
+    Io(#[from] std::io::Error),
+    /// The backend failed to draw.
+    #[error("drawing: {0}")]
+    Draw(String),
+}
+
+/// What the loop talks to.
+pub struct Wiring<S> {
+    /// Terminal input events.
+    pub input: S,
+    /// Engine events.
+    pub events: broadcast::Receiver<EngineEvent>,
+    /// Commands to the dev loop (resync, pause, replay).
+    pub commands: mpsc::Sender<Request>,
+    /// Ends the loop (the dev loop is stopping).
+    pub stop: CancellationToken,
+    /// After each frame: the number of events the frame shows (benches and tests wait on it).
+    pub frames: Option<watch::Sender<u64>>,
+}
+
+/// Send `command` to the dev loop; its answer comes back on `answers`.
+fn send(
+    commands: &mpsc::Sender<Request>,
+    command: Command,
+    answers: &mpsc::UnboundedSender<String>,
+) -> Option<String> {
+    let (reply, rx) = oneshot::channel();
+    match commands.try_send(Request { command, reply }) {
+        Ok(()) => {
+            let answers = answers.clone();
+            tokio::spawn(async move {
+                if let Ok(a) = rx.await {
+                    let _ = answers.send(a);
+                }
+            });
+            None
+        }
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            Some("the dev loop is busy; try again in a moment".into())
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => Some("the dev loop is stopping".into()),
+    }
+}
+
+/// Run until `q`/`ctrl-c`, the input ends, or `stop` fires.
+pub async fn run<B, S>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    wiring: Wiring<S>,
+) -> Result<(), LoopError>
+where
+    B: Backend,
+    S: Stream<Item = std::io::Result<crossterm::event::Event>> + Unpin,
+{
+    let Wiring {
+        mut input,
+        mut events,
+        commands,
+        stop,
+        frames,
+    } = wiring;
+    let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<String>();
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut events_open = true;
+    let mut last_frame = Instant::now();
+    let mut input_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return Ok(()),
+            ev = input.next(), if input_open => match ev {
+                Some(Ok(ev)) => match input::handle_event(app, &ev) {
+                    Intent::Quit => return Ok(()),
+                    Intent::Send(c) => {
+                        if let Some(why) = send(&commands, c, &answers_tx) {
+                            app.ui.flash = Some(why);
+                        }
+                    }
+                    Intent::Nothing => {}
+                },
+                Some(Err(e)) => return Err(e.into()),
+                None => input_open = false,
+            },
+            Some(a) = answers_rx.recv() => {
+                app.ui.flash = Some(a);
+                app.dirty = true;
+            }
+            ev = events.recv(), if events_open => {
+                let now = Instant::now();
+                match ev {
+                    Ok(e) => {
+                        app.apply(&e, now);
+                        for _ in 0..BATCH {
+                            match events.try_recv() {
+                                Ok(e) => app.apply(&e, now),
+                                Err(broadcast::error::TryRecvError::Lagged(n)) => lagged(app, n),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => lagged(app, n),
+                    Err(broadcast::error::RecvError::Closed) => events_open = false,
+                }
+            }
+            _ = tick.tick() => {
+                let now = Instant::now();
+                if app.dirty || now.duration_since(last_frame) >= Duration::from_secs(1) {
+                    terminal
+                        .draw(|f| ui::draw(f, app, now))
+                        .map_err(|e| LoopError::Draw(e.to_string()))?;
+                    app.dirty = false;
+                    last_frame = now;
+                    if let Some(f) = &frames {
+                        let _ = f.send(app.applied);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lagged(app: &mut App, n: u64) {
+    app.ui.flash = Some(format!(
+        "the screen fell {n} events behind the engine; some details may be stale"
+    ));
+    app.dirty = true;
+}

@@ -1,0 +1,88 @@
+//! The terminal UI of `kubectl meta dev` (the default when stdout is a terminal; `--no-tui`,
+//! `-o json`, `--once` and a non-terminal stdout print the event log instead).
+//!
+//! Built on the engine's event stream, never by polling: [`app`] is the pure model the events
+//! update; one file per view ([`status_bar`], [`parent_list`], [`parent_tree`], [`detail`],
+//! [`help`]) composed by [`ui`]; [`input`] maps keys to UI changes and dev loop commands (the
+//! same [`Command`]s as the log mode's keyboard and the control socket); [`event_loop`] selects
+//! over input, events and a render tick; [`terminal`] restores the terminal on every exit.
+
+pub mod app;
+pub mod detail;
+pub mod event_loop;
+pub mod help;
+pub mod input;
+pub mod parent_list;
+pub mod parent_tree;
+pub mod status_bar;
+pub mod terminal;
+pub mod theme;
+pub mod ui;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::devloop::control::Request;
+use crate::engine::events::EngineEvent;
+
+/// A running TUI (a task of its own).
+pub struct Tui {
+    stop: CancellationToken,
+    done: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<Result<(), event_loop::LoopError>>,
+}
+
+impl Tui {
+    /// Take over the terminal and run the UI on `events` (subscribe before the engine starts,
+    /// so the controllers' start is seen), sending commands on `commands`. `context` is the
+    /// status bar's context and namespace; `color` false for `NO_COLOR`.
+    pub fn spawn(
+        events: broadcast::Receiver<EngineEvent>,
+        commands: mpsc::Sender<Request>,
+        context: String,
+        color: bool,
+    ) -> Tui {
+        let stop = CancellationToken::new();
+        let (done_tx, done) = watch::channel(false);
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let result = async {
+                let (mut terminal, guard) = terminal::enter()?;
+                let mut app = app::App::new(context, color);
+                let wiring = event_loop::Wiring {
+                    input: crossterm::event::EventStream::new(),
+                    events,
+                    commands,
+                    stop: token,
+                    frames: None,
+                };
+                let r = event_loop::run(&mut terminal, &mut app, wiring).await;
+                drop(guard);
+                r
+            }
+            .await;
+            let _ = done_tx.send(true);
+            result
+        });
+        Tui { stop, done, task }
+    }
+
+    /// Resolves when the user quit (or the UI failed).
+    pub fn quit(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut done = self.done.clone();
+        async move {
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// Stop the UI (if still running), restore the terminal, and return how it ended.
+    pub async fn finish(self) -> Result<(), event_loop::LoopError> {
+        self.stop.cancel();
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(event_loop::LoopError::Draw(format!(
+                "the UI task failed: {e}"
+            ))),
+        }
+    }
+}

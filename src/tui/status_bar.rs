@@ -1,0 +1,151 @@
+//! The status bar (top, two lines) and the key hint footer (bottom line).
+//!
+//! Line 1: context and namespace, APPLY / PAUSED, the managed hook server (state, pid,
+//! restarts), parents syncing (the work in flight), writes in the last minute, errors.
+//! Line 2: the answer to the last command, else the last reload (what, which file, how long ago,
+//! how many parents' replayed answers changed).
+
+use std::time::Instant;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::app::{App, Focus};
+use super::theme::{self, Theme};
+
+/// Draw the status bar into `area` (two lines).
+pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
+    let t = Theme { color: app.color };
+    let mask = app.mask_volatile;
+    let sep = || Span::styled(" │ ", t.dim());
+    let mut l1 = vec![
+        Span::styled(" kubectl-meta dev", t.bold()),
+        sep(),
+        Span::raw(app.context.clone()),
+        sep(),
+    ];
+    l1.push(if app.paused {
+        Span::styled(
+            " PAUSED ",
+            t.warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+        )
+    } else {
+        Span::styled("APPLY", t.ok().add_modifier(Modifier::BOLD))
+    });
+    if let Some(s) = &app.server {
+        l1.push(sep());
+        let style = match s.state.as_str() {
+            "ready" => t.ok(),
+            "failed" | "exited" => t.err(),
+            _ => t.warn(),
+        };
+        l1.push(Span::raw("hook server "));
+        l1.push(Span::styled(s.state.clone(), style));
+        if let Some(pid) = s.pid {
+            l1.push(Span::raw(if mask {
+                " pid -".to_string()
+            } else {
+                format!(" pid {pid}")
+            }));
+        }
+        if s.restarts > 0 {
+            l1.push(Span::raw(format!(" ({} restarts)", s.restarts)));
+        }
+    }
+    let syncing = app.syncing();
+    let writes = app.writes_last_minute(now);
+    let failing = app.failing();
+    l1.push(sep());
+    l1.push(Span::raw(format!("syncing {syncing}")));
+    l1.push(sep());
+    l1.push(Span::raw(if mask {
+        "writes/min -".to_string()
+    } else {
+        format!("writes/min {writes}")
+    }));
+    l1.push(sep());
+    l1.push(Span::styled(
+        format!("errors {}", app.errors),
+        if app.errors > 0 || failing > 0 {
+            t.err()
+        } else {
+            Style::default()
+        },
+    ));
+    let l2 = if let Some(msg) = &app.ui.flash {
+        Line::from(vec![Span::raw(" "), Span::styled(msg.clone(), t.warn())])
+    } else if let Some(r) = &app.reload {
+        let file = r
+            .paths
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
+            .unwrap_or_default();
+        let mut spans = vec![
+            Span::raw(" last reload: "),
+            Span::styled(format!("{} {file}", r.what), t.bold()),
+            Span::raw(format!(
+                " {} ago",
+                theme::age(now.saturating_duration_since(r.at), mask)
+            )),
+        ];
+        match &r.error {
+            Some(e) => spans.push(Span::styled(format!(", refused: {e}"), t.err())),
+            None => spans.push(Span::raw(format!(
+                ", {} of {} replayed parent(s) changed their answer",
+                r.changed, r.replayed
+            ))),
+        }
+        Line::from(spans)
+    } else {
+        Line::from(Span::styled(" no reload yet", t.dim()))
+    };
+    f.render_widget(Paragraph::new(vec![Line::from(l1), l2]), area);
+}
+
+use ratatui::style::Style;
+
+/// Draw the key hint footer (or the filter being typed) into `area` (one line).
+pub fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
+    let t = Theme { color: app.color };
+    let line = if app.ui.editing_filter {
+        Line::from(vec![
+            Span::styled(" /", t.bold()),
+            Span::raw(app.ui.filter.clone()),
+            Span::styled("█", t.dim()),
+            Span::styled("  enter: keep  esc: clear", t.dim()),
+        ])
+    } else {
+        let pane = match app.ui.focus {
+            Focus::Parents => "parents",
+            Focus::Tree => "tree",
+            Focus::Detail => "detail",
+        };
+        let mut spans = vec![Span::styled(format!(" [{pane}] "), t.bold())];
+        for (k, what) in [
+            ("?", "help"),
+            ("j/k", "move"),
+            ("tab", "pane"),
+            ("/", "filter"),
+            ("r", "resync"),
+            ("R", "all"),
+            ("p", "pause"),
+            ("y", "yaml"),
+            ("d", "diff"),
+            ("q", "quit"),
+        ] {
+            spans.push(Span::styled(k, t.warn()));
+            spans.push(Span::styled(format!(":{what} "), t.dim()));
+        }
+        if !app.ui.filter.is_empty() {
+            spans.push(Span::styled(
+                format!(" filter /{}", app.ui.filter),
+                t.bold(),
+            ));
+        }
+        Line::from(spans)
+    };
+    f.render_widget(Paragraph::new(line), area);
+}

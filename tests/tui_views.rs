@@ -1,0 +1,456 @@
+//! Whole-frame snapshots of every TUI view, drawn with ratatui's `TestBackend` from the REAL
+//! event stream of an engine run against an in-process sandbox with real hooks (HTTP on
+//! 127.0.0.1): a CompositeController (children, a plan held while paused, a replay), a
+//! DecoratorController (target, attachments, merged labels) and a MapController (keys, inputs,
+//! outputs). Volatile values (uids, resourceVersions, timestamps, the hook port) are scrubbed
+//! from the bodies and the model renders ages, durations and pids as `-`.
+//!
+//! Snapshots live in tests/snapshots/tui/. A changed view fails with both texts shown; run with
+//! `UPDATE_SNAPSHOTS=1` to accept the new frames (then review the diff).
+//! Also: the run loop itself (keys in, commands out, answers and redraws) on a `TestBackend`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use common::engine::*;
+use common::{TIMEOUT, wait_for};
+use futures::StreamExt;
+use kubectl_meta::devloop::control::Command;
+use kubectl_meta::engine::events::{EngineEvent, EventBus};
+use kubectl_meta::tui::app::{App, Focus, Overlay, Tab};
+use kubectl_meta::tui::{event_loop, input, ui};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use serde_json::{Value, json};
+
+/// Replace values that differ from run to run.
+fn scrub(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                match k.as_str() {
+                    "uid" | "resourceVersion" | "creationTimestamp" | "time" | "url"
+                    | "controller-uid" => *val = json!("<masked>"),
+                    _ => scrub(val),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// A map key's hash suffix (`configmap-in-a-41d9cc99...`) as `<hash>`: it derives from uids.
+fn unhash(s: &str) -> String {
+    match s.rfind('-') {
+        Some(i) if s.len() - i > 12 && s[i + 1..].chars().all(|c| c.is_ascii_hexdigit()) => {
+            format!("{}-<hash>", &s[..i])
+        }
+        _ => s.to_string(),
+    }
+}
+
+fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
+    events
+        .into_iter()
+        .map(|mut e| {
+            match &mut e {
+                EngineEvent::HookCalled {
+                    request,
+                    response,
+                    parent,
+                    ..
+                } => {
+                    request.iter_mut().for_each(scrub);
+                    response.iter_mut().for_each(scrub);
+                    if let Some(Value::String(k)) =
+                        request.as_mut().and_then(|r| r.get_mut("mapKey"))
+                    {
+                        *k = unhash(k);
+                    }
+                    *parent = unhash(parent);
+                }
+                EngineEvent::SyncStarted { parent, .. }
+                | EngineEvent::SyncFinished { parent, .. }
+                | EngineEvent::PlanHeld { parent, .. } => *parent = unhash(parent),
+                _ => {}
+            }
+            e
+        })
+        .collect()
+}
+
+/// A model fed with `events`, rendering volatile values as `-`, without colors.
+fn model(events: &[EngineEvent]) -> App {
+    let mut app = App::new("sandbox · ns default", false);
+    app.mask_volatile = true;
+    let now = Instant::now();
+    for e in events {
+        app.apply(e, now);
+    }
+    app
+}
+
+/// The frame as text, one line per row.
+fn frame(app: &mut App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    t.draw(|f| ui::draw(f, app, Instant::now())).expect("draw");
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Compare `text` with tests/snapshots/tui/NAME.txt (write it with `UPDATE_SNAPSHOTS=1`).
+fn snapshot(name: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/tui")
+        .join(format!("{name}.txt"));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&path, text).expect("write snapshot");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "snapshot {} missing ({e}); run with UPDATE_SNAPSHOTS=1 to create it. Frame:\n{text}",
+            path.display()
+        )
+    });
+    assert!(
+        want == text,
+        "frame {name} differs from {}\n--- expected\n{want}\n--- got\n{text}",
+        path.display()
+    );
+}
+
+fn press(app: &mut App, code: KeyCode) {
+    input::handle_key(app, KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn cm_ar() -> kube::discovery::ApiResource {
+    core_ar("ConfigMap", "configmaps")
+}
+
+/// ConfigMaps `<parent>-<i>` for i in 0..spec.count with data from spec.value.
+fn counted(req: &Value) -> Value {
+    let p = &req["parent"];
+    let name = p["metadata"]["name"].as_str().unwrap_or("");
+    let n = p["spec"]["count"].as_u64().unwrap_or(0);
+    let value = p["spec"]["value"].as_str().unwrap_or("v1");
+    let kids: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut c = configmap(&format!("{name}-{i}"), json!({"value": value}));
+            c["metadata"]["labels"] = json!({"app": name});
+            c
+        })
+        .collect();
+    json!({"status": {"wanted": n}, "children": kids})
+}
+
+/// Converge, then resync everything and converge again: the last sync of every parent is then
+/// a no-op, whatever the timing of the first ones (deterministic frames).
+async fn settle(run: &Running) {
+    run.converge().await;
+    run.engine.resync(None, None);
+    run.converge().await;
+}
+
+/// Wait until the engine published an event `pick` accepts.
+async fn wait_event(run: &Running, what: &str, pick: impl Fn(&EngineEvent) -> bool) {
+    wait_for(what, TIMEOUT, || {
+        let hit = run.events().iter().any(&pick).then_some(());
+        async move { hit }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_views_from_a_real_run() {
+    let w = World::new("Parent", sync_fn(counted)).await;
+    let d = def(composite(
+        "counted",
+        "Parent",
+        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}]),
+        json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+    ));
+    let run = Running::start(w.client(), vec![d]).await;
+    let par = parent_ar("Parent");
+    w.create(&par, json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}, "count": 2, "value": "a"}}))
+        .await;
+    w.create(&par, json!({"metadata": {"name": "q"}, "spec": {"selector": {"matchLabels": {"app": "q"}}, "count": 0}}))
+        .await;
+    w.wait_names(&cm_ar(), &["p-0", "p-1"]).await;
+    settle(&run).await;
+
+    // Converged: the main frame, every tab, help, YAML, a filter, and the smallest terminal.
+    let mut app = model(&scrubbed(run.events()));
+    assert!(app.select_parent_named("default/p"));
+    snapshot("composite_request", &frame(&mut app, 120, 36));
+    let text = frame(&mut app, 120, 36);
+    assert!(text.contains("= p-0") && text.contains("= p-1"), "{text}");
+    assert!(text.contains("APPLY"), "{text}");
+    app.ui.tab = Tab::Response;
+    snapshot("composite_response", &frame(&mut app, 120, 36));
+    app.ui.tab = Tab::Events;
+    let events_tab = frame(&mut app, 120, 36);
+    assert!(
+        events_tab.contains("create ConfigMap.v1 default/p-0"),
+        "{events_tab}"
+    );
+    snapshot("composite_events", &events_tab);
+    app.ui.tab = Tab::Output;
+    snapshot("composite_output", &frame(&mut app, 120, 36));
+    press(&mut app, KeyCode::Char('?'));
+    snapshot("help", &frame(&mut app, 120, 36));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.ui.focus, Focus::Tree);
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('y'));
+    assert!(matches!(&app.ui.overlay, Some(Overlay::Yaml(t, _)) if t == "p-0"));
+    snapshot("yaml", &frame(&mut app, 120, 36));
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Char('/'));
+    press(&mut app, KeyCode::Char('q'));
+    press(&mut app, KeyCode::Enter);
+    let filtered = frame(&mut app, 120, 36);
+    assert!(
+        !filtered.contains("default/p ") && filtered.contains("default/q"),
+        "{filtered}"
+    );
+    snapshot("filtered", &filtered);
+    press(&mut app, KeyCode::Esc);
+    assert!(app.select_parent_named("default/p"));
+    snapshot("small_80x24", &frame(&mut app, 80, 24));
+
+    // Paused: the next plan is held and shown as such, the status bar says PAUSED.
+    run.clear_events();
+    run.engine.set_paused(true);
+    w.patch(&par, "p", json!({"spec": {"count": 1, "value": "b"}}))
+        .await;
+    wait_event(
+        &run,
+        "a held plan for p",
+        |e| matches!(e, EngineEvent::PlanHeld { parent, .. } if parent == "default/p"),
+    )
+    .await;
+    wait_event(
+        &run,
+        "the held sync to finish",
+        |e| matches!(e, EngineEvent::SyncFinished { parent, .. } if parent == "default/p"),
+    )
+    .await;
+    for e in scrubbed(run.events()) {
+        app.apply(&e, Instant::now());
+    }
+    app.ui.focus = Focus::Tree;
+    app.ui.tree_row = 0;
+    press(&mut app, KeyCode::Char('j'));
+    press(&mut app, KeyCode::Char('d'));
+    assert_eq!(app.ui.tab, Tab::Diff);
+    let paused = frame(&mut app, 120, 36);
+    assert!(paused.contains("PAUSED"), "{paused}");
+    assert!(paused.contains("~ p-0  held (paused)"), "{paused}");
+    assert!(paused.contains("- p-1  held (paused)"), "{paused}");
+    assert!(
+        paused.contains("-  value: a") && paused.contains("+  value: b"),
+        "{paused}"
+    );
+    snapshot("composite_paused_diff", &paused);
+
+    // Replay against a changed hook: the Diff tab shows how the answer changed.
+    w.hook.set(sync_fn(|req| {
+        let mut r = counted(req);
+        r["status"]["wanted"] = json!(99);
+        r
+    }));
+    // The replay's events, as it published them.
+    let replayed = run.engine.replay(&["counted".to_string()]).await;
+    for e in scrubbed(replayed) {
+        app.apply(&e, Instant::now());
+    }
+    let replayed = frame(&mut app, 120, 36);
+    assert!(replayed.contains("status.wanted: 1 → 99"), "{replayed}");
+    snapshot("composite_replay", &replayed);
+    run.engine.set_paused(false);
+}
+
+/// A DecoratorController definition over labelled `Parent` targets, ConfigMap attachments.
+fn decorator(url: &str) -> kubectl_meta::spec::ControllerDef {
+    def(json!({
+        "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "DecoratorController",
+        "metadata": {"name": "labeller"},
+        "spec": {
+            "resources": [{"apiVersion": format!("{GROUP}/v1"), "resource": "parents",
+                "labelSelector": {"matchLabels": {"decorate": "yes"}}}],
+            "attachments": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"webhook": {"url": url}}},
+        }
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decorator_tree_from_a_real_run() {
+    let w = World::new(
+        "Parent",
+        sync_fn(|req| {
+            let name = req["object"]["metadata"]["name"].as_str().unwrap_or("");
+            json!({
+                "labels": {"decorated": "yes"},
+                "annotations": {"note": "hi"},
+                "attachments": [configmap(&format!("{name}-att"), json!({"k": "v"}))],
+            })
+        }),
+    )
+    .await;
+    let run = Running::start(w.client(), vec![decorator(&w.hook.url("sync"))]).await;
+    w.create(
+        &parent_ar("Parent"),
+        json!({"metadata": {"name": "t", "labels": {"decorate": "yes"}}, "spec": {}}),
+    )
+    .await;
+    w.wait_names(&cm_ar(), &["t-att"]).await;
+    settle(&run).await;
+    let mut app = model(&scrubbed(run.events()));
+    assert!(app.select_parent_named("default/t"));
+    let text = frame(&mut app, 120, 30);
+    assert!(text.contains("target Parent default/t"), "{text}");
+    assert!(text.contains("= t-att"), "{text}");
+    assert!(text.contains("labels: decorated=yes"), "{text}");
+    snapshot("decorator_tree", &text);
+}
+
+fn sched_ar() -> kube::discovery::ApiResource {
+    parent_ar("Sched")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_tree_from_a_real_run() {
+    let w = World::new(
+        "Sched",
+        sync_fn(|req| {
+            let parent = req["parent"]["metadata"]["name"].as_str().unwrap_or("");
+            let input = req["input"]["metadata"]["name"].as_str().unwrap_or("");
+            json!({"outputs": [{
+                "apiVersion": format!("{GROUP}/v1"), "kind": "Snap",
+                "metadata": {"name": format!("{parent}-{input}")},
+                "spec": {"from": input},
+            }]})
+        }),
+    )
+    .await;
+    install_crd(w.client(), "Snap", true).await;
+    for n in ["in-a", "in-b"] {
+        w.create(
+            &cm_ar(),
+            json!({"metadata": {"name": n, "labels": {"app": "yes"}}, "data": {"v": "1"}}),
+        )
+        .await;
+    }
+    w.create(
+        &sched_ar(),
+        json!({"metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"app": "yes"}}}}),
+    )
+    .await;
+    let d = def(json!({
+        "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "MapController",
+        "metadata": {"name": "snapper"},
+        "spec": {
+            "parentResource": {"apiVersion": format!("{GROUP}/v1"), "resource": "scheds"},
+            "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "outputResources": [{"apiVersion": format!("{GROUP}/v1"), "resource": "snaps",
+                "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"map": {"webhook": {"url": w.hook.url("map")}}},
+        }
+    }));
+    let run = Running::start(w.client(), vec![d]).await;
+    settle(&run).await;
+    let mut app = model(&scrubbed(run.events()));
+    assert!(app.select_parent_named("default/s"));
+    let text = frame(&mut app, 120, 30);
+    assert!(text.contains("input ConfigMap default/in-a"), "{text}");
+    assert!(text.contains("= s-in-b"), "{text}");
+    snapshot("map_tree", &text);
+}
+
+/// The run loop on a TestBackend: events from a real bus are drawn, `p` becomes a TogglePause
+/// command whose answer shows, `R` resyncs all, `q` ends the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_loop_draws_events_and_sends_commands() {
+    let bus = EventBus::new();
+    let (keys_tx, keys_rx) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
+    let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::channel(4);
+    let (frames_tx, mut frames_rx) = tokio::sync::watch::channel(0u64);
+    let wiring = event_loop::Wiring {
+        input: keys_rx.boxed(),
+        events: bus.subscribe(),
+        commands: cmd_tx,
+        stop: tokio_util::sync::CancellationToken::new(),
+        frames: Some(frames_tx),
+    };
+    let ui_task = tokio::spawn(async move {
+        let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
+        let mut app = App::new("sandbox · ns default", false);
+        let r = event_loop::run(&mut term, &mut app, wiring).await;
+        (r.is_ok(), format!("{}", term.backend()))
+    });
+    bus.publish(EngineEvent::ControllerStarted {
+        controller_kind: "CompositeController".into(),
+        controller: "demo".into(),
+        parent_resource: "Parent.v1".into(),
+        parents: 1,
+    });
+    bus.publish(EngineEvent::SyncStarted {
+        controller: "demo".into(),
+        parent: "default/x".into(),
+        triggers: vec![],
+    });
+    tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 2))
+        .await
+        .expect("a frame showing both events")
+        .expect("loop alive");
+    let key = |c: char| {
+        Ok(Event::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::NONE,
+        )))
+    };
+    keys_tx.unbounded_send(key('p')).expect("send key");
+    let req = tokio::time::timeout(TIMEOUT, cmd_rx.recv())
+        .await
+        .expect("a command")
+        .expect("open");
+    assert_eq!(req.command, Command::TogglePause);
+    req.reply.send("writes paused".into()).expect("reply");
+    keys_tx.unbounded_send(key('R')).expect("send key");
+    let req = tokio::time::timeout(TIMEOUT, cmd_rx.recv())
+        .await
+        .expect("a command")
+        .expect("open");
+    assert_eq!(req.command, Command::Resync { parent: None });
+    drop(req);
+    bus.publish(EngineEvent::Paused { paused: true });
+    tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 3))
+        .await
+        .expect("a frame showing the pause")
+        .expect("loop alive");
+    keys_tx.unbounded_send(key('q')).expect("send key");
+    let (ok, screen) = tokio::time::timeout(TIMEOUT, ui_task)
+        .await
+        .expect("the loop ends on q")
+        .expect("joins");
+    assert!(ok);
+    assert!(screen.contains("PAUSED"), "{screen}");
+    assert!(screen.contains("default/x"), "{screen}");
+}
