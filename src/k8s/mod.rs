@@ -6,6 +6,7 @@
 //! - [`lease`]: one dev loop per controller.
 //! - [`manifests`]: applying plain documents (`--apply`).
 //! - [`object`]: JSON metadata accessors.
+//! - [`quantity`]: resource quantities parsed and printed exactly as apimachinery does.
 //! - [`selector`], [`names`]: apimachinery's selector syntax and name rules.
 
 pub mod client;
@@ -15,4 +16,5 @@ pub mod lease;
 pub mod manifests;
 pub mod names;
 pub mod object;
+pub mod quantity;
 pub mod selector;
