@@ -432,7 +432,7 @@ async fn run_loop_draws_events_and_sends_commands() {
         .expect("a command")
         .expect("open");
     assert_eq!(req.command, Command::TogglePause);
-    req.reply.send("writes paused".into()).expect("reply");
+    req.reply.send(Ok("writes paused".into())).expect("reply");
     keys_tx.unbounded_send(key('R')).expect("send key");
     let req = tokio::time::timeout(TIMEOUT, cmd_rx.recv())
         .await

@@ -811,6 +811,15 @@ impl App {
                 });
                 self.parents[i].push_log(line);
             }
+            EngineEvent::HotLoop {
+                controller,
+                parent,
+                message,
+                ..
+            } => {
+                let i = self.parent_mut(controller, split_parent(parent).0);
+                self.parents[i].push_log(format!("hot loop: {message}"));
+            }
             EngineEvent::Info { message, .. } => self.push_log(message.clone()),
         }
     }

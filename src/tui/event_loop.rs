@@ -61,7 +61,7 @@ fn send(
             let answers = answers.clone();
             tokio::spawn(async move {
                 if let Ok(a) = rx.await {
-                    let _ = answers.send(a);
+                    let _ = answers.send(a.unwrap_or_else(|e| format!("error: {e}")));
                 }
             });
             None
