@@ -133,7 +133,15 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     let phase = Phase::default();
     let result = match conn {
         Ok(conn) => {
-            let work = run_connected(&args, global.verbose, loaded, &conn, server, deadline, &phase);
+            let work = run_connected(
+                &args,
+                global.verbose,
+                loaded,
+                &conn,
+                server,
+                deadline,
+                &phase,
+            );
             match deadline {
                 None => work.await,
                 Some(d) => match tokio::time::timeout_at(d + ONCE_MARGIN, work).await {
@@ -542,7 +550,8 @@ async fn run_connected(
             r = wait_once(
                 dev.engine(),
                 &bus,
-                deadline.map_or(timeout, |d| d.saturating_duration_since(tokio::time::Instant::now())),
+                deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout),
+                timeout,
             ) => r,
             _ = tokio::signal::ctrl_c() => Err(fail(Class::Interrupted, "interrupted")),
             _ = term.recv() => Err(fail(Class::Interrupted, "terminated")),
@@ -572,7 +581,10 @@ async fn run_connected(
         if lost_rx.try_recv().is_ok() {
             Err(fail(
                 Class::Refused,
-                format!("lost the controller lease: {}; stopping", lost_reason(&leases)),
+                format!(
+                    "lost the controller lease: {}; stopping",
+                    lost_reason(&leases)
+                ),
             ))
         } else {
             Ok(())
@@ -624,12 +636,15 @@ fn color_wanted(arg: ColorArg, stdout_is_tty: bool) -> bool {
 }
 
 /// `--once`: wait until every parent converged, while the engine retries failed syncs with
-/// its backoff, until `timeout`. What is still awaited is published (an `info` event) when it
+/// its backoff, until `deadline` (`timeout` after the start: the whole run's `--timeout`). What is still awaited is published (an `info` event) when it
 /// changes and every [`ONCE_REPORT_EVERY`]; at the deadline the error names what never
 /// converged. A controller that could not start at all ends the wait at once.
-async fn wait_once(engine: &Engine, bus: &EventBus, timeout: Duration) -> Result<()> {
-    let start = tokio::time::Instant::now();
-    let deadline = start + timeout;
+async fn wait_once(
+    engine: &Engine,
+    bus: &EventBus,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<()> {
     let mut said: Option<(Vec<String>, tokio::time::Instant)> = None;
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());

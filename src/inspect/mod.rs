@@ -75,7 +75,6 @@ pub enum InspectError {
     },
 }
 
-
 impl From<crate::spec::SpecError> for InspectError {
     fn from(e: crate::spec::SpecError) -> Self {
         Self::Spec(Box::new(e))
