@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod apply;
 pub mod controllers;
+pub mod defaults;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod ops;
@@ -24,6 +25,7 @@ pub mod persist;
 pub mod protobuf;
 pub mod request;
 pub mod resources;
+pub mod rules;
 pub mod schema;
 pub mod server;
 pub mod state;
@@ -31,6 +33,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod typed;
 pub mod validation;
 pub mod watch;
 

@@ -11,11 +11,14 @@ use serde_json::{Value, json};
 
 use super::admission;
 use super::apply::{self, ApplyError};
+use super::defaults;
 use super::patch;
 use super::resources::ResourceDef;
+use super::rules;
 use super::state::{State, new_uid, now_rfc3339, random_u64};
 use super::status::{ApiError, ApiResult, Target};
 use super::store::{ObjKey, StoreError, Stored};
+use super::typed;
 use super::validation::{self, NameRule};
 
 /// Finalizer the garbage collector uses for foreground deletion.
@@ -266,8 +269,51 @@ fn apply_schema(
     Ok(warnings)
 }
 
-fn validate_meta(def: &ResourceDef, obj: &Value, name: &str) -> ApiResult<()> {
-    let errs = validation::validate_metadata(&obj["metadata"], name_rule(def));
+/// Decode a built-in object through its typed struct (dropping fields the type does not have,
+/// warning or rejecting per `fieldValidation`) and apply its API defaults. Returns warnings.
+fn normalize_builtin(
+    def: &ResourceDef,
+    obj: &mut Value,
+    fv: FieldValidation,
+) -> ApiResult<Vec<String>> {
+    let gr = def.group_resource();
+    let Some(decoded) = typed::decode(&gr, obj) else {
+        return Ok(Vec::new());
+    };
+    let cannot = |detail: String| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {detail}",
+            kind = def.kind,
+            v = def.version
+        ))
+    };
+    let decoded = decoded.map_err(|e| cannot(e.0))?;
+    let fields: Vec<String> = decoded
+        .unknown
+        .iter()
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect();
+    let mut warnings = Vec::new();
+    if !fields.is_empty() {
+        match fv {
+            FieldValidation::Strict => {
+                return Err(cannot(format!(
+                    "strict decoding error: {}",
+                    fields.join(", ")
+                )));
+            }
+            FieldValidation::Warn => warnings = fields,
+            FieldValidation::Ignore => {}
+        }
+    }
+    *obj = decoded.obj;
+    defaults::apply(&gr, obj);
+    Ok(warnings)
+}
+
+fn validate_meta(def: &ResourceDef, obj: &Value, name: &str, old: Option<&Value>) -> ApiResult<()> {
+    let mut errs = validation::validate_metadata(&obj["metadata"], name_rule(def));
+    errs.extend(rules::validate(&def.group_resource(), obj, old));
     if errs.is_empty() {
         return Ok(());
     }
@@ -395,8 +441,17 @@ fn create_checked(
     {
         m.remove("status");
     }
+    let mut warnings = normalize_builtin(def, &mut obj, opts.field_validation)?;
+    obj["metadata"]["uid"] = json!(new_uid());
+    if given_name.is_empty() {
+        // The strategy sees the generated name (the Job's `job-name` label does).
+        obj["metadata"]["name"] = json!(format!(
+            "{generate}{}",
+            validation::generate_name_suffix(random_u64())
+        ));
+    }
     admission::on_create(&def.group_resource(), &mut obj);
-    let warnings = apply_schema(
+    warnings.extend(apply_schema(
         def,
         &mut obj,
         if given_name.is_empty() {
@@ -405,7 +460,7 @@ fn create_checked(
             &given_name
         },
         opts.field_validation,
-    )?;
+    )?);
     if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions" {
         super::schema::apply_crd_defaults(&mut obj);
         if let Err(errs) = super::schema::parse_crd(&obj) {
@@ -420,28 +475,30 @@ fn create_checked(
             let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
             return Err(ApiError::invalid(target(def, &given_name), message, causes));
         }
-        add_finalizer(&mut obj, CRD_CLEANUP);
     }
     let now = now_rfc3339();
-    obj["metadata"]["uid"] = json!(new_uid());
     obj["metadata"]["creationTimestamp"] = json!(now);
-    if def.is_custom() || obj.get("spec").is_some() {
+    if def.has_generation() {
         obj["metadata"]["generation"] = json!(1);
     }
     obj["apiVersion"] = json!(def.storage_api_version());
 
     for attempt in 0..8 {
-        let name = if given_name.is_empty() {
+        let name = if given_name.is_empty() && attempt > 0 {
             format!(
                 "{generate}{}",
                 validation::generate_name_suffix(random_u64())
             )
+        } else if given_name.is_empty() {
+            str_at(&obj, &["metadata", "name"])
+                .unwrap_or_default()
+                .to_string()
         } else {
             given_name.clone()
         };
         obj["metadata"]["name"] = json!(name);
         if attempt == 0 {
-            validate_meta(def, &obj, &name)?;
+            validate_meta(def, &obj, &name, None)?;
         }
         let mut candidate = obj.clone();
         if !managed_fields_done {
@@ -472,18 +529,6 @@ fn create_checked(
         "AlreadyExists",
         format!("could not generate a unique name for generateName {generate:?}"),
     ))
-}
-
-fn add_finalizer(obj: &mut Value, f: &str) {
-    let fs = &mut obj["metadata"]["finalizers"];
-    if !fs.is_array() {
-        *fs = json!([]);
-    }
-    if let Some(a) = fs.as_array_mut()
-        && !a.iter().any(|x| x == f)
-    {
-        a.push(json!(f));
-    }
 }
 
 fn finalizers(obj: &Value) -> Vec<String> {
@@ -584,6 +629,7 @@ fn write_update(
 ) -> ApiResult<Written> {
     let name = k.name.as_str();
     let gr = def.group_resource();
+    let mut finalize_to = None;
     match sub {
         Some("status") => {
             if !def.status_subresource {
@@ -605,9 +651,8 @@ fn write_update(
             }
         }
         Some("finalize") if gr == "/namespaces" => {
-            let fins = new["spec"]["finalizers"].clone();
+            finalize_to = Some(new["spec"]["finalizers"].clone());
             new = old.clone();
-            new["spec"]["finalizers"] = fins;
         }
         Some(other) => return Err(ApiError::no_route(&format!("{}/{other}", def.plural))),
         None => {
@@ -668,11 +713,26 @@ fn write_update(
             ));
         }
     }
+    let mut warnings = normalize_builtin(
+        def,
+        &mut new,
+        if sub.is_none() {
+            opts.field_validation
+        } else {
+            FieldValidation::Ignore
+        },
+    )?;
     admission::on_update(&gr, &old, &mut new);
-    let mut warnings = Vec::new();
+    if let Some(fins) = finalize_to {
+        if fins.as_array().is_some_and(|a| !a.is_empty()) {
+            new["spec"]["finalizers"] = fins;
+        } else if let Some(spec) = new["spec"].as_object_mut() {
+            spec.remove("finalizers");
+        }
+    }
     if sub.is_none() {
-        warnings = apply_schema(def, &mut new, name, opts.field_validation)?;
-        validate_meta(def, &new, name)?;
+        warnings.extend(apply_schema(def, &mut new, name, opts.field_validation)?);
+        validate_meta(def, &new, name, Some(&old))?;
         if gr == "apiextensions.k8s.io/customresourcedefinitions" {
             super::schema::apply_crd_defaults(&mut new);
             if let Err(errs) = super::schema::parse_crd(&new) {
@@ -901,6 +961,8 @@ pub fn mutate(
         let sub = if new.get("status") != old.get("status") && def.status_subresource {
             // Controllers write status and metadata in separate steps, as real ones do.
             Some("status")
+        } else if k.gr.as_ref() == "/namespaces" && new["spec"] != old["spec"] {
+            Some("finalize")
         } else {
             None
         };
@@ -963,6 +1025,12 @@ pub fn delete(
         // As in kube-apiserver, foreground and orphan deletion always pass through the garbage
         // collector's finalizer; the collector removes it once dependents are handled.
         let mut fins = finalizers(&obj);
+        // kube-apiserver puts the CRD cleanup finalizer on when a CRD is deleted.
+        if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions"
+            && !fins.iter().any(|x| x == CRD_CLEANUP)
+        {
+            fins.push(CRD_CLEANUP.to_string());
+        }
         if let Some(f) = gc_finalizer
             && !fins.iter().any(|x| x == f)
         {

@@ -82,6 +82,28 @@ impl ResourceDef {
         }
     }
 
+    /// Does the registry set and bump `metadata.generation` (kinds with a spec generation:
+    /// workloads, pods, networking and policy objects, CRDs and custom resources)?
+    pub fn has_generation(&self) -> bool {
+        if self.is_custom() {
+            return true;
+        }
+        matches!(
+            (self.group.as_str(), self.plural.as_str()),
+            ("", "pods" | "replicationcontrollers")
+                | (
+                    "apps",
+                    "deployments" | "replicasets" | "statefulsets" | "daemonsets"
+                )
+                | ("batch", _)
+                | ("autoscaling", _)
+                | ("policy", _)
+                | ("networking.k8s.io", _)
+                | ("discovery.k8s.io", _)
+                | ("apiextensions.k8s.io", _)
+        )
+    }
+
     /// Is this a custom resource?
     pub fn is_custom(&self) -> bool {
         matches!(self.origin, Origin::Crd { .. })
@@ -342,6 +364,96 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     Builtin(
+        "",
+        "v1",
+        "podtemplates",
+        "PodTemplate",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+        &["hpa"],
+        true,
+        true,
+    ),
+    Builtin(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        false,
+        true,
+    ),
+    Builtin(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        true,
+        &["ing"],
+        false,
+        true,
+    ),
+    Builtin(
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "IngressClass",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        &["netpol"],
+        false,
+        false,
+    ),
+    Builtin(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        false,
+        &["pc"],
+        false,
+        false,
+    ),
+    Builtin(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "StorageClass",
+        false,
+        &["sc"],
+        false,
+        false,
+    ),
+    Builtin(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
@@ -357,7 +469,13 @@ const BUILTINS: &[Builtin] = &[
 const GROUP_ORDER: &[&str] = &[
     "apps",
     "events.k8s.io",
+    "autoscaling",
     "batch",
+    "policy",
+    "networking.k8s.io",
+    "discovery.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
     "apiextensions.k8s.io",

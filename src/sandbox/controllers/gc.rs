@@ -100,7 +100,8 @@ pub fn check(state: &Arc<State>, obj: &Stored) {
     }
 }
 
-fn drop_finalizer(state: &State, obj: &Stored, fin: &str) {
+/// Remove finalizer `fin` from `obj` (if it is still the same object).
+pub fn drop_finalizer(state: &State, obj: &Stored, fin: &str) {
     let r = ops::mutate(state, &obj.key, |v: &mut Value| {
         if v["metadata"]["uid"].as_str() != Some(obj.uid.as_str()) {
             return false;
@@ -113,7 +114,7 @@ fn drop_finalizer(state: &State, obj: &Stored, fin: &str) {
         fs.len() != before
     });
     if let Err(e) = r {
-        tracing::warn!(object = %obj.key.name, error = %e, "garbage collector could not remove finalizer {fin}");
+        tracing::warn!(object = %obj.key.name, error = %e, "could not remove finalizer {fin}");
     }
 }
 

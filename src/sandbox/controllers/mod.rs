@@ -1,5 +1,5 @@
 //! Controllers that run inside the sandbox, as kube-controller-manager and the kubelet would:
-//! garbage collection, namespace deletion, CRD establishment, a simulated StatefulSet controller
+//! garbage collection, namespace deletion, CRD establishment, PVC protection, a simulated StatefulSet controller
 //! and a simulated kubelet.
 //!
 //! They react to the store's change feed in one task (in store order) and fall back to a full
@@ -10,6 +10,7 @@ pub mod crd;
 pub mod gc;
 pub mod kubelet;
 pub mod namespace;
+pub mod pvc;
 pub mod statefulset;
 
 use std::sync::Arc;
@@ -29,7 +30,9 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
         "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
         "/namespaces" => namespace::sync(state, &obj.key.name, ev.kind == EventKind::Added),
         statefulset::GR if ev.kind != EventKind::Deleted => statefulset::sync(state, obj),
+        pvc::GR if ev.kind != EventKind::Deleted => pvc::sync(state, obj),
         "/pods" => {
+            pvc::pod_changed(state, &obj.key.ns);
             if ev.kind != EventKind::Deleted {
                 kubelet.observe(state, obj);
             }
@@ -62,6 +65,7 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
         "/namespaces" if obj.deleting => namespace::sync(state, &obj.key.name, false),
         "/pods" => kubelet.observe(state, obj),
         statefulset::GR => statefulset::sync(state, obj),
+        pvc::GR => pvc::sync(state, obj),
         _ => {}
     }
     gc::check(state, obj);
