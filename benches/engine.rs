@@ -1,4 +1,4 @@
-//! Engine benchmark: `cargo bench --bench engine [-- --parents N --children C]`.
+//! Engine benchmark: `cargo bench --bench engine [-- --parents N --children C --mix 0|1 --timeout S]`.
 //!
 //! Runs the CompositeController engine in-process against an in-process sandbox (no kubelet),
 //! with a sync hook served over HTTP on 127.0.0.1 (a small Rust server, so the figures measure
@@ -100,6 +100,8 @@ async fn main() {
     let parents = arg("--parents", 1000);
     let children = arg("--children", 3);
     let mix = arg("--mix", 1) != 0;
+    // Seconds to wait for convergence in each phase (an engine that hot-loops never converges).
+    let timeout = Duration::from_secs(arg("--timeout", 300) as u64);
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;
     let sb = Sandbox::start(cfg).await.expect("sandbox");
@@ -195,7 +197,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let all_children = start.elapsed();
-    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let conv = engine.wait_converged(timeout).await;
     let converged = start.elapsed();
     let children = children + if mix { 2 } else { 0 };
     println!(
@@ -225,7 +227,7 @@ async fn main() {
     let calls_before = calls.load(Ordering::Relaxed);
     let t = Instant::now();
     engine.resync_all();
-    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let conv = engine.wait_converged(timeout).await;
     let resync = t.elapsed();
     let rv_after = global_rv(&client).await;
     let resync_writes = writes.load(Ordering::Relaxed) - writes_before;

@@ -16,6 +16,12 @@
 //! - system metadata ([`SYSTEM_METADATA`]) and top-level `status` always keep their observed value.
 //! - a value equal to the observed one under [`values_equal`] keeps the observed representation,
 //!   so `3.0` from a hook never turns an observed `3` into a float and never causes a write.
+//! - [`apply`] compares the way the API server stores: the desired and last-applied states are
+//!   merged as [`super::server_view::server_view`] sees them (Secret `stringData` folded into
+//!   `data`, `null` absent), resource quantities compare by value (`0.5` keeps an observed
+//!   `500m`), and an empty map or list is not added to an existing object that lacks it (the
+//!   server drops those); the annotation records what the hook wrote. So in [`apply`], `null` removes a key only through the last-applied
+//!   state, like an absent one ([`merge`] itself still removes it).
 //!
 //! Where this differs from Metacontroller (deliberately):
 //! - A merge key must be a scalar and unique within each list; otherwise the next key is tried.
@@ -138,6 +144,7 @@ pub fn merge(observed: &Value, last_applied: Option<&Value>, desired: &Value) ->
         api_version: of("apiVersion"),
         kind: of("kind"),
         path: Vec::new(),
+        fresh: !observed.is_object(),
     };
     let mut merged =
         merge_value(Some(observed), last_applied, desired, &mut cx).unwrap_or(Value::Null);
@@ -285,6 +292,8 @@ struct Cx {
     api_version: String,
     kind: String,
     path: Vec<Option<String>>,
+    /// Merging into something the observed object does not have (sent as desired).
+    fresh: bool,
 }
 
 impl Cx {
@@ -336,12 +345,16 @@ fn merge_value(
     }
 }
 
+/// Merge one object member by member. `fresh`: the object is new (not in observed), so it is
+/// sent as desired, empty maps and lists included; into an existing object, an empty map or list
+/// the observed object does not have is not added (the server does not store empty ones).
 fn merge_object(
     observed: &Map<String, Value>,
     last: Option<&Map<String, Value>>,
     desired: &Map<String, Value>,
     cx: &mut Cx,
 ) -> Map<String, Value> {
+    let fresh = cx.fresh;
     let mut out = observed.clone();
     for key in last.into_iter().flat_map(Map::keys) {
         if !desired.contains_key(key) {
@@ -349,9 +362,15 @@ fn merge_object(
         }
     }
     for (key, des) in desired {
+        if !fresh && !observed.contains_key(key) && server_view::is_empty_collection(des) {
+            continue;
+        }
         let last = last.and_then(|l| l.get(key));
         cx.path.push(Some(key.clone()));
-        let merged = merge_value(observed.get(key), last, des, cx);
+        let obs = observed.get(key);
+        cx.fresh = fresh || !obs.is_some_and(Value::is_object);
+        let merged = merge_value(obs, last, des, cx);
+        cx.fresh = fresh;
         cx.path.pop();
         match merged {
             Some(v) => {
@@ -386,12 +405,16 @@ fn merge_array(observed: &[Value], last: &[Value], desired: &[Value], cx: &mut C
             continue; // unreachable after list_map_key; keeps this total
         };
         match desired_items.get(&k).and_then(|d| d.as_object()) {
-            Some(des) => out.push(Value::Object(merge_object(
-                obs,
-                last_items.get(&k).and_then(|l| l.as_object()),
-                des,
-                cx,
-            ))),
+            Some(des) => {
+                let fresh = std::mem::replace(&mut cx.fresh, false);
+                out.push(Value::Object(merge_object(
+                    obs,
+                    last_items.get(&k).and_then(|l| l.as_object()),
+                    des,
+                    cx,
+                )));
+                cx.fresh = fresh;
+            }
             None if last_items.contains_key(&k) => {}
             None => out.push(item.clone()),
         }
@@ -403,7 +426,9 @@ fn merge_array(observed: &[Value], last: &[Value], desired: &[Value], cx: &mut C
         };
         if !observed_keys.contains(&k) {
             let last = last_items.get(&k).and_then(|l| l.as_object());
+            let fresh = std::mem::replace(&mut cx.fresh, true);
             out.push(Value::Object(merge_object(&Map::new(), last, des, cx)));
+            cx.fresh = fresh;
         }
     }
     cx.path.pop();
@@ -1984,9 +2009,52 @@ mod tests {
         for now in [pod(json!([]), json!(null)), pod(json!(null), json!({}))] {
             let a = apply_ok(&observed, &now);
             let spec = &a.object["spec"];
-            assert!(spec["containers"][0].get("env").is_none(), "{spec}");
-            assert!(spec.get("securityContext").is_none(), "{spec}");
+            let env = spec["containers"][0].get("env");
+            assert!(env.is_none_or(|e| *e == json!([])), "{spec}");
+            let sc = spec.get("securityContext");
+            assert!(sc.is_none_or(|s| *s == json!({})), "{spec}");
+            // Stored as the server does (no empty list), the next apply writes nothing.
+            let mut stored = a.object.clone();
+            if let Some(c) = stored["spec"]["containers"][0].as_object_mut() {
+                c.shift_remove("env");
+            }
+            assert!(!apply_ok(&stored, &now).changed, "{stored}");
         }
+    }
+
+    #[test]
+    fn empties_are_sent_in_new_objects_and_items() {
+        let pod = |volumes: Value| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": volumes}})
+        };
+        let before = pod(json!([{"name": "a", "emptyDir": {}}]));
+        let observed = stored_by_server(&before, before.clone());
+        assert!(!apply_ok(&observed, &before).changed);
+        // A new volume keeps its `emptyDir: {}` (a volume needs a source).
+        let a = apply_ok(
+            &observed,
+            &pod(json!([{"name": "a", "emptyDir": {}}, {"name": "b", "emptyDir": {}}])),
+        );
+        assert_eq!(
+            a.object["spec"]["volumes"][1],
+            json!({"name": "b", "emptyDir": {}})
+        );
+        // A new subtree keeps its empty members too (a CRD's `subresources: {status: {}}`).
+        let crd = |versions: Value| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {"versions": versions}})
+        };
+        let before = crd(json!([{"name": "v1"}]));
+        let observed = stored_by_server(&before, before.clone());
+        let a = apply_ok(
+            &observed,
+            &crd(json!([{"name": "v1", "subresources": {"status": {}}}])),
+        );
+        assert_eq!(
+            a.object["spec"]["versions"][0]["subresources"],
+            json!({"status": {}})
+        );
     }
 
     #[test]

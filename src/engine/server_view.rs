@@ -5,14 +5,16 @@
 //! - a core/v1 Secret's `stringData` is folded into base64 `data` (a `stringData` key wins over
 //!   the same `data` key) and never returned;
 //! - resource quantities are stored canonically (`0.5` -> `500m`, `1024Mi` -> `1Gi`);
-//! - empty maps and lists of built-in types (`labels: {}`, `env: []`, `data: {}`) are dropped,
-//!   and `null` means absent.
+//! - empty maps and lists (`labels: {}`, `env: []`, `data: {}`) are not stored, and `null`
+//!   means absent.
 //!
-//! [`server_view`] rewrites a desired (or last-applied) object accordingly before the merge:
-//! nulls dropped (a key the hook stops wanting is still removed through the last-applied state),
-//! empty maps and lists dropped for built-in API groups and for `metadata.labels` /
-//! `metadata.annotations` of every kind, and `stringData` folded. Quantities are not rewritten
-//! here: [`is_quantity`] tells the merge which fields to compare as quantities, so the observed
+//! [`server_view`] rewrites a desired (or last-applied) object before the merge: `null` members
+//! dropped (a key the hook stops wanting is still removed through the last-applied state) and
+//! `stringData` folded. Empty maps and lists are handled by the merge itself
+//! (`engine::apply`): one the observed object does not have is not added to it, since the server
+//! dropped it; a new object or list item is sent with them (an `emptyDir: {}` or a CRD's
+//! `subresources: {status: {}}` is meaningful there). Quantities are not rewritten here either:
+//! [`is_quantity`] tells the merge which fields to compare as quantities, so the observed
 //! spelling is kept when the value is the same (a server that stores `0.5` as sent and one that
 //! stores `500m` both converge). Int-or-string fields (`targetPort`, CRD
 //! `x-kubernetes-int-or-string`) are never quantities and never rewritten.
@@ -22,38 +24,9 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
-/// API groups served by kube-apiserver itself (typed objects, where empty maps and lists are
-/// not stored). Custom resources keep `{}` and `[]` as written.
-const BUILTIN_GROUPS: [&str; 19] = [
-    "",
-    "apps",
-    "batch",
-    "autoscaling",
-    "policy",
-    "networking.k8s.io",
-    "rbac.authorization.k8s.io",
-    "storage.k8s.io",
-    "scheduling.k8s.io",
-    "coordination.k8s.io",
-    "discovery.k8s.io",
-    "node.k8s.io",
-    "admissionregistration.k8s.io",
-    "apiextensions.k8s.io",
-    "certificates.k8s.io",
-    "events.k8s.io",
-    "flowcontrol.apiserver.k8s.io",
-    "resource.k8s.io",
-    "apiregistration.k8s.io",
-];
-
 /// The API group of an `apiVersion` (`""` for `v1`).
 pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
-
-/// True for objects of kube-apiserver's own API groups.
-pub fn is_builtin(api_version: &str) -> bool {
-    BUILTIN_GROUPS.contains(&group_of(api_version))
 }
 
 /// `obj` as the server would store it, for comparison (see the module docs). `observed` is the
@@ -61,16 +34,8 @@ pub fn is_builtin(api_version: &str) -> bool {
 /// that stores what it is sent) gets no folding.
 pub fn server_view(obj: &Value, observed: Option<&Value>) -> Value {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let builtin = is_builtin(api_version);
     let mut out = obj.clone();
-    drop_absent(&mut out, builtin);
-    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["labels", "annotations"] {
-            if meta.get(key).is_some_and(is_empty_collection) {
-                meta.shift_remove(key);
-            }
-        }
-    }
+    drop_nulls(&mut out);
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let server_folds = observed.is_none_or(|o| o.get("stringData").is_none());
     if api_version == "v1" && kind == "Secret" && server_folds {
@@ -79,7 +44,8 @@ pub fn server_view(obj: &Value, observed: Option<&Value>) -> Value {
     out
 }
 
-fn is_empty_collection(v: &Value) -> bool {
+/// True for `{}` and `[]`.
+pub fn is_empty_collection(v: &Value) -> bool {
     match v {
         Value::Object(m) => m.is_empty(),
         Value::Array(a) => a.is_empty(),
@@ -87,17 +53,16 @@ fn is_empty_collection(v: &Value) -> bool {
     }
 }
 
-/// Drops `null` members everywhere and, when `empties`, empty map and list members (after
-/// dropping what is inside them). List elements are kept as they are positions.
-fn drop_absent(v: &mut Value, empties: bool) {
+/// Drops `null` members everywhere (list elements are kept: they are positions).
+fn drop_nulls(v: &mut Value) {
     match v {
         Value::Object(m) => {
             for child in m.values_mut() {
-                drop_absent(child, empties);
+                drop_nulls(child);
             }
-            m.retain(|_, child| !(child.is_null() || (empties && is_empty_collection(child))));
+            m.retain(|_, child| !child.is_null());
         }
-        Value::Array(a) => a.iter_mut().for_each(|item| drop_absent(item, empties)),
+        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
         _ => {}
     }
 }
@@ -125,9 +90,6 @@ fn fold_string_data(secret: &mut Value) {
             let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
             data.insert(k, Value::String(encoded));
         }
-    }
-    if obj.get("data").is_some_and(is_empty_collection) {
-        obj.shift_remove("data");
     }
 }
 
@@ -299,39 +261,16 @@ mod tests {
     }
 
     #[test]
-    fn empty_maps_lists_and_nulls_are_absent_for_builtin_types() {
+    fn nulls_are_absent_and_empties_stay_for_the_merge_to_judge() {
         let cm = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "c", "labels": {}, "annotations": {}},
-            "data": {}, "binaryData": null,
+            "metadata": {"name": "c", "labels": {}},
+            "data": {"a": null}, "binaryData": null, "list": [null, {"x": null}],
         });
         assert_eq!(
             server_view(&cm, None),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})
-        );
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "env": [], "resources": {"limits": {}}}],
-                     "nodeSelector": {}, "volumes": []}});
-        assert_eq!(
-            server_view(&pod, None)["spec"],
-            json!({"containers": [{"name": "c"}]})
-        );
-        // Elements of lists stay (positions), members inside them are cleaned.
-        let v = server_view(
-            &json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"x": [{}, {"a": null}]}}),
-            None,
-        );
-        assert_eq!(v["spec"]["x"], json!([{}, {}]));
-    }
-
-    #[test]
-    fn custom_resources_keep_empties_but_drop_nulls_and_empty_metadata_maps() {
-        let cr = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-            "metadata": {"name": "t", "labels": {}}, "spec": {"a": {}, "b": [], "c": null}});
-        assert_eq!(
-            server_view(&cr, None),
-            json!({"apiVersion": "example.com/v1", "kind": "Thing",
-                   "metadata": {"name": "t"}, "spec": {"a": {}, "b": []}})
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {}},
+                   "data": {}, "list": [null, {}]})
         );
     }
 
