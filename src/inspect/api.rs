@@ -270,15 +270,13 @@ impl Fetcher {
             .await
     }
 
-    /// GET many objects in parallel; each answer in the order asked (None: missing or failed).
+    /// GET many objects in parallel ([`Fetcher::get`]); each answer in the order asked.
     pub async fn get_many(
         &self,
         asks: Vec<(ApiType, Option<String>, String)>,
-    ) -> Vec<Option<Value>> {
+    ) -> Vec<Result<Option<Value>, RequestError>> {
         futures::stream::iter(asks)
-            .map(|(ty, ns, name)| async move {
-                self.get(&ty, ns.as_deref(), &name).await.ok().flatten()
-            })
+            .map(|(ty, ns, name)| async move { self.get(&ty, ns.as_deref(), &name).await })
             .buffered(PARALLEL_REQUESTS)
             .collect()
             .await
