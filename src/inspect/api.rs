@@ -270,15 +270,13 @@ impl Fetcher {
             .await
     }
 
-    /// GET many objects in parallel; each answer in the order asked (None: missing or failed).
+    /// GET many objects in parallel ([`Fetcher::get`]); each answer in the order asked.
     pub async fn get_many(
         &self,
         asks: Vec<(ApiType, Option<String>, String)>,
-    ) -> Vec<Option<Value>> {
+    ) -> Vec<Result<Option<Value>, RequestError>> {
         futures::stream::iter(asks)
-            .map(|(ty, ns, name)| async move {
-                self.get(&ty, ns.as_deref(), &name).await.ok().flatten()
-            })
+            .map(|(ty, ns, name)| async move { self.get(&ty, ns.as_deref(), &name).await })
             .buffered(PARALLEL_REQUESTS)
             .collect()
             .await
@@ -503,4 +501,67 @@ fn parse_resource_list(group: &str, version: &str, list: &Value) -> Vec<ApiType>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        let core = json!({"resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+             "verbs": ["get", "list", "watch"], "shortNames": ["po"]},
+            {"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]},
+            {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace",
+             "verbs": ["get", "list"], "shortNames": ["ns"]},
+        ]});
+        let apps = json!({"resources": [
+            {"name": "deployments", "singularName": "deployment", "namespaced": true, "kind": "Deployment",
+             "verbs": ["get", "list"], "shortNames": ["deploy"]},
+        ]});
+        let mut types = parse_resource_list("", "v1", &core);
+        types.extend(parse_resource_list("apps", "v1", &apps));
+        Catalog { types }
+    }
+
+    #[test]
+    fn resolves_kubectl_resource_syntax() {
+        let c = catalog();
+        for (asked, full) in [
+            ("po", "pods"),
+            ("pod", "pods"),
+            ("pods", "pods"),
+            ("Pod", "pods"),
+            ("ns", "namespaces"),
+            ("deploy", "deployments.apps"),
+            ("deployments.apps", "deployments.apps"),
+            ("deployment.apps", "deployments.apps"),
+            ("deploy.apps", "deployments.apps"),
+            ("deployments.v1.apps", "deployments.apps"),
+        ] {
+            let t = c.resolve(asked).unwrap_or_else(|e| panic!("{asked}: {e}"));
+            assert_eq!(t.full_name(), full, "{asked}");
+        }
+        let pods = c.resolve("pods").expect("pods");
+        assert!(pods.has_status && pods.namespaced && pods.watchable());
+        assert!(!c.resolve("ns").expect("ns").namespaced);
+        assert_eq!(pods.collection_path(Some("a")), "/api/v1/namespaces/a/pods");
+        assert_eq!(
+            c.resolve("deploy").expect("deploy").collection_path(None),
+            "/apis/apps/v1/deployments"
+        );
+        let e = c.resolve("deploymnts").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the server doesn't have a resource type \"deploymnts\"; did you mean \"deployments.apps\"?"
+        );
+        assert!(c.resolve("deployments.batch").is_err());
+        assert!(
+            c.resolve("gizmos")
+                .unwrap_err()
+                .to_string()
+                .ends_with("\"gizmos\"")
+        );
+    }
 }

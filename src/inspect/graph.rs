@@ -396,9 +396,16 @@ async fn build_from(
         }
         let answers = fetcher.get_many(asks.clone()).await;
         let mut found: HashMap<(String, Option<String>, String), Value> = HashMap::new();
+        let mut failed: HashMap<(String, Option<String>, String), RequestError> = HashMap::new();
         for ((t, ns, name), answer) in asks.into_iter().zip(answers) {
-            if let Some(obj) = answer {
-                found.insert((t.full_name(), ns, name), obj);
+            match answer {
+                Ok(Some(obj)) => {
+                    found.insert((t.full_name(), ns, name), obj);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failed.insert((t.full_name(), ns, name), e);
+                }
             }
         }
         let mut next = Vec::new();
@@ -413,17 +420,20 @@ async fn build_from(
                 continue;
             }
             let child_ns = g.nodes[&child].namespace.clone();
-            let obj = owner_ty.as_ref().and_then(|t| {
-                let key = (
+            let key = owner_ty.as_ref().map(|t| {
+                (
                     t.full_name(),
                     child_ns.clone().filter(|_| t.namespaced),
                     r.name.clone(),
-                );
+                )
+            });
+            let obj = key.as_ref().and_then(|k| {
                 found
-                    .get(&key)
+                    .get(k)
                     .filter(|o| object::uid(o) == Some(r.uid.as_str()))
                     .cloned()
             });
+            let error = key.as_ref().and_then(|k| failed.get(k));
             match (obj, owner_ty) {
                 (Some(obj), Some(t)) => {
                     let id = node_id(&obj);
@@ -445,10 +455,15 @@ async fn build_from(
                         false,
                         Relation::Owner,
                     );
-                    n.missing = Some(if owner_ty.is_none() {
-                        format!("type {}/{} is not served", r.api_version, r.kind)
-                    } else {
-                        "owner not found (deleted, garbage collection pending?)".to_string()
+                    n.missing = Some(match (&owner_ty, error) {
+                        (None, _) => format!("type {}/{} is not served", r.api_version, r.kind),
+                        (Some(_), Some(e)) if e.code == 403 => {
+                            format!("cannot read the owner (forbidden: {})", e.message)
+                        }
+                        (Some(_), Some(e)) => format!("cannot read the owner: {}", e.message),
+                        (Some(_), None) => {
+                            "owner not found (deleted, garbage collection pending?)".to_string()
+                        }
                     });
                     g.nodes.insert(id.clone(), n);
                     g.add_edge(&id, &child, kind);
@@ -546,7 +561,8 @@ async fn fetch_full(
         .collect();
     let ids: Vec<&String> = ids.iter().filter(|id| types.contains_key(*id)).collect();
     for (id, answer) in ids.into_iter().zip(fetcher.get_many(asks).await) {
-        if let (Some(obj), Some(n)) = (answer, g.nodes.get_mut(id))
+        // A row whose full object cannot be read keeps its metadata (no status shown).
+        if let (Ok(Some(obj)), Some(n)) = (answer, g.nodes.get_mut(id))
             && object::uid(&obj) == object::uid(&n.object)
         {
             n.object = obj;
