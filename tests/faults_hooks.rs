@@ -34,6 +34,7 @@ async fn killed_hook_server_is_restarted_and_a_waiting_sync_goes_through() {
         &kc(&sb),
         &files,
         &[
+            "--apply",
             "--hook-base-url",
             &base,
             "--hook-server",

@@ -337,14 +337,14 @@ impl Fixture {
     }
 }
 
-/// `kubectl-meta --kubeconfig KC dev --apply -f FILE... EXTRA...` with a private HOME.
+/// `kubectl-meta --kubeconfig KC dev -f FILE... EXTRA...` with a private HOME.
 pub fn dev_cmd(
     home: &std::path::Path,
     kubeconfig: &str,
     files: &[String],
     extra: &[&str],
 ) -> std::process::Command {
-    let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig, "dev", "--apply"];
+    let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig, "dev"];
     args.extend(files.iter().flat_map(|f| ["-f", f.as_str()]));
     args.extend(extra);
     super::cli::meta(home, &args)
