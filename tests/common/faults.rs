@@ -349,3 +349,13 @@ pub fn dev_cmd(
     args.extend(extra);
     super::cli::meta(home, &args)
 }
+
+/// Set `spec.who` of the hello-world example's HelloWorld `name` (namespace `default`).
+pub async fn set_who(client: &kube::Client, name: &str, who: &str) {
+    let hellos = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &super::cli::ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds"),
+    );
+    merge(&hellos, name, json!({"spec": {"who": who}})).await;
+}
