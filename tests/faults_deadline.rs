@@ -25,7 +25,7 @@ async fn once(
         home,
         kubeconfig,
         files,
-        &["--once", "--timeout", &timeout],
+        &["--apply", "--once", "--timeout", &timeout],
     ))
     .await;
     let took = start.elapsed();

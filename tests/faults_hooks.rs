@@ -6,9 +6,9 @@ mod common;
 
 use common::cli::*;
 use common::engine::*;
-use common::faults::dev_cmd;
+use common::faults::{dev_cmd, set_who};
 use common::{TIMEOUT, wait_for};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 /// Pids in `server    ready (pid N)` lines, in order.
@@ -34,6 +34,7 @@ async fn killed_hook_server_is_restarted_and_a_waiting_sync_goes_through() {
         &kc(&sb),
         &files,
         &[
+            "--apply",
             "--hook-base-url",
             &base,
             "--hook-server",
@@ -50,25 +51,7 @@ async fn killed_hook_server_is_restarted_and_a_waiting_sync_goes_through() {
         libc::killpg(first, libc::SIGKILL);
     }
     // Edited while the server is down or restarting: the sync waits, then goes through.
-    let hellos: Api<DynamicObject> = Api::namespaced_with(
-        sb.client.clone(),
-        "default",
-        &kube::discovery::ApiResource {
-            group: "example.kubectl-meta.dev".into(),
-            version: "v1".into(),
-            api_version: "example.kubectl-meta.dev/v1".into(),
-            kind: "HelloWorld".into(),
-            plural: "helloworlds".into(),
-        },
-    );
-    hellos
-        .patch(
-            "hello",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"who": "Crash"}})),
-        )
-        .await
-        .unwrap();
+    set_who(&sb.client, "hello", "Crash").await;
     dev.wait_output("exited unexpectedly (killed by signal 9); restarting in")
         .await;
     let pods: Api<DynamicObject> =

@@ -87,7 +87,9 @@ async fn lease_taken_by_another_holder_during_an_outage_stops_writes_and_names_i
     merge(&parent_api(f.client()), "p0", json!({"spec": {"count": 2}})).await;
     let engine = &f.engine.engine;
     common::wait_for("the change to be queued", common::TIMEOUT, || {
-        let queued = engine.started(None)[0].queue_stats().ready;
+        let stats = engine.started(None)[0].queue_stats();
+        // Queued, or taken by a worker that waits for writes to be allowed.
+        let queued = stats.ready + stats.in_flight;
         async move { (queued > 0).then_some(()) }
     })
     .await;

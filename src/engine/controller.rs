@@ -176,6 +176,15 @@ pub async fn run_workers<R: Reconciler>(
                     () = stop.cancelled() => None,
                 };
                 let Some((key, triggers)) = next else { break };
+                // Writes may have been held while this worker waited for a key.
+                let open = tokio::select! {
+                    r = held.wait_for(Option::is_none) => r.is_ok(),
+                    () = stop.cancelled() => false,
+                };
+                if !open {
+                    r.queue().done(key);
+                    break;
+                }
                 sync_one(&*r, &bus, &tracker, key, triggers).await;
             }
         }));

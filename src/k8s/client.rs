@@ -16,7 +16,9 @@ use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 
@@ -563,6 +565,52 @@ fn context_info(
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_limit_lets_a_burst_through_then_paces_requests() {
+        let t = Throttle::new(ClientLimits {
+            qps: 10.0,
+            burst: 3,
+        });
+        let start = Instant::now();
+        for _ in 0..3 {
+            t.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst goes at once");
+        for _ in 0..5 {
+            t.acquire().await;
+        }
+        let paced = start.elapsed();
+        assert!(
+            paced >= Duration::from_millis(500) && paced < Duration::from_millis(600),
+            "5 more at 10/s: {paced:?}"
+        );
+        let free = Throttle::new(ClientLimits { qps: 0.0, burst: 1 });
+        let start = Instant::now();
+        for _ in 0..100 {
+            free.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "qps 0: no limit");
+    }
+
+    #[test]
+    fn retry_after_is_read_from_429_answers_only_and_capped() {
+        let resp = |code: u16, header: Option<&str>| {
+            let mut b = axum::http::Response::builder().status(code);
+            if let Some(h) = header {
+                b = b.header("retry-after", h);
+            }
+            b.body(()).expect("response")
+        };
+        assert_eq!(
+            retry_after(&resp(429, Some("3"))),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(retry_after(&resp(429, None)), Some(Duration::from_secs(1)));
+        assert_eq!(retry_after(&resp(429, Some("3600"))), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&resp(503, Some("3"))), None);
+        assert_eq!(retry_after(&resp(200, None)), None);
+    }
     use super::*;
     use crate::sandbox::{Sandbox, SandboxConfig};
     use k8s_openapi::api::core::v1::Namespace;

@@ -1,7 +1,9 @@
 //! One dev loop per controller: a `coordination.k8s.io/v1` Lease per controller definition.
 //!
-//! [`acquire`] creates the Lease, or takes it over when we already hold it or its holder let it
-//! expire (`renewTime + leaseDurationSeconds` in the past); otherwise it says who holds it.
+//! [`acquire`] creates the Lease, or takes it over when we already hold it, its holder let it
+//! expire (`renewTime + leaseDurationSeconds` in the past), or its holder is a process of this
+//! host that no longer exists (a dev loop killed with `kill -9`, restarted at once); otherwise it
+//! says who holds it.
 //! Every write carries the resourceVersion that was read, so two dev loops racing for the same
 //! Lease cannot both win: the loser gets a conflict, reads again and decides again. The returned
 //! [`LeaseGuard`] renews in the background every third of the duration, reports through
@@ -269,6 +271,10 @@ fn blocking_holder(
     now: Timestamp,
 ) -> Option<(String, Duration, Duration)> {
     let other = holder_of(lease).filter(|h| *h != holder)?;
+    if dead_local_holder(other) {
+        // A dev loop of this machine that died without releasing it (kill -9, a crash).
+        return None;
+    }
     let spec = lease.spec.as_ref()?;
     let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref())?.0;
     let valid_for = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds?.max(0)));
@@ -282,6 +288,22 @@ fn blocking_holder(
         renewed_ago,
         Duration::try_from(expires_in).unwrap_or_default(),
     ))
+}
+
+/// Whether `holder` (`user@host pid N`) names a process of this host that no longer exists.
+fn dead_local_holder(holder: &str) -> bool {
+    let Some((who, pid)) = holder.rsplit_once(" pid ") else {
+        return false;
+    };
+    let (Some((_, host)), Ok(pid)) = (who.split_once('@'), pid.trim().parse::<i32>()) else {
+        return false;
+    };
+    if host != hostname() || pid <= 0 || pid == i32::try_from(std::process::id()).unwrap_or(0) {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks whether the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// `lease` renewed by `holder` at `now`; a change of holder counts a transition.
@@ -895,6 +917,13 @@ mod tests {
             blocking_holder(&lease, "bob", now).is_none(),
             "our own lease"
         );
+        // A holder of this host whose process is gone does not block.
+        let dead = format!("me@{} pid {}", hostname(), i32::MAX - 1);
+        let by_dead = new_lease("x", &dead, Duration::from_secs(10), ago(1));
+        assert!(blocking_holder(&by_dead, "alice", now).is_none());
+        let alive = format!("me@{} pid 1", hostname());
+        let by_alive = new_lease("x", &alive, Duration::from_secs(10), ago(1));
+        assert!(blocking_holder(&by_alive, "alice", now).is_some());
         let expired = new_lease("x", "bob", Duration::from_secs(10), ago(11));
         assert!(blocking_holder(&expired, "alice", now).is_none());
         let mut free = lease.clone();

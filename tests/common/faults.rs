@@ -337,15 +337,25 @@ impl Fixture {
     }
 }
 
-/// `kubectl-meta --kubeconfig KC dev --apply -f FILE... EXTRA...` with a private HOME.
+/// `kubectl-meta --kubeconfig KC dev -f FILE... EXTRA...` with a private HOME.
 pub fn dev_cmd(
     home: &std::path::Path,
     kubeconfig: &str,
     files: &[String],
     extra: &[&str],
 ) -> std::process::Command {
-    let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig, "dev", "--apply"];
+    let mut args: Vec<&str> = vec!["--kubeconfig", kubeconfig, "dev"];
     args.extend(files.iter().flat_map(|f| ["-f", f.as_str()]));
     args.extend(extra);
     super::cli::meta(home, &args)
+}
+
+/// Set `spec.who` of the hello-world example's HelloWorld `name` (namespace `default`).
+pub async fn set_who(client: &kube::Client, name: &str, who: &str) {
+    let hellos = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &super::cli::ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds"),
+    );
+    merge(&hellos, name, json!({"spec": {"who": who}})).await;
 }
