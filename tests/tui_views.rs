@@ -64,10 +64,12 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                     parent,
                     ..
                 } => {
-                    request.iter_mut().for_each(scrub);
-                    response.iter_mut().for_each(scrub);
-                    if let Some(Value::String(k)) =
-                        request.as_mut().and_then(|r| r.get_mut("mapKey"))
+                    for body in request.iter_mut().chain(response.iter_mut()) {
+                        scrub(std::sync::Arc::make_mut(body));
+                    }
+                    if let Some(Value::String(k)) = request
+                        .as_mut()
+                        .and_then(|r| std::sync::Arc::make_mut(r).get_mut("mapKey"))
                     {
                         *k = unhash(k);
                     }

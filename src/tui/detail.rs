@@ -116,11 +116,12 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
         return vec![Line::from(Span::styled("no parent selected", t.dim()))];
     };
     let p = &app.parents[pi];
-    // A map key's call when a line under a key is selected is not tracked; show the parent's
-    // main call, else the first key's.
-    let call = p
-        .unit
-        .main_call()
+    // A line under a map key shows that key's call; else the parent's, else the first key's.
+    let call = item
+        .and_then(|i| i.key.as_ref())
+        .and_then(|k| p.keys.get(k))
+        .and_then(|u| u.main_call())
+        .or_else(|| p.unit.main_call())
         .or_else(|| p.keys.values().find_map(|u| u.main_call()));
     let none = || vec![Line::from(Span::styled("no hook call yet", t.dim()))];
     match app.ui.tab {
@@ -128,9 +129,9 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
             let Some(c) = call else { return none() };
             let mut out = vec![call_header(c, t, mask)];
             let body = if app.ui.tab == Tab::Request {
-                &c.request
+                c.request.as_deref()
             } else {
-                &c.response
+                c.response.as_deref()
             };
             match body {
                 Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),
