@@ -65,7 +65,15 @@ fn diff_lines(item: &TreeItem, t: Theme) -> Vec<Line<'static>> {
     let (live, desired) = match (&item.live, &item.desired) {
         (Some(l), Some(d)) => (yaml(&project(l, d)), yaml(d)),
         (None, Some(d)) => (String::new(), yaml(d)),
-        (Some(l), None) => (yaml(l), String::new()),
+        (Some(_), None) => {
+            return vec![Line::from(Span::styled(
+                format!(
+                    "{}: the hook gives no desired object for it (see Response)",
+                    item.label
+                ),
+                t.dim(),
+            ))];
+        }
         (None, None) => return vec![Line::from(Span::styled("no object selected", t.dim()))],
     };
     let diff = similar::TextDiff::from_lines(&live, &desired);
