@@ -9,6 +9,7 @@
 //!   a burst of 1,000 events is published on the engine's bus and the time from the last
 //!   publish to the frame that shows all of them is measured (median and worst of R bursts).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -49,12 +50,12 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
             latency: Duration::from_millis(3),
             error: None,
             map_key: None,
-            request: Some(
+            request: Some(Arc::new(
                 json!({"parent": {"apiVersion": "example.com/v1", "kind": "Thing",
                 "metadata": {"name": name, "namespace": "default"}},
                 "children": {"Pod.v1": {}}}),
-            ),
-            response: Some(json!({"children": pods})),
+            )),
+            response: Some(Arc::new(json!({"children": pods}))),
             stderr: None,
         },
     ];

@@ -64,10 +64,12 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                     parent,
                     ..
                 } => {
-                    request.iter_mut().for_each(scrub);
-                    response.iter_mut().for_each(scrub);
-                    if let Some(Value::String(k)) =
-                        request.as_mut().and_then(|r| r.get_mut("mapKey"))
+                    for body in request.iter_mut().chain(response.iter_mut()) {
+                        scrub(std::sync::Arc::make_mut(body));
+                    }
+                    if let Some(Value::String(k)) = request
+                        .as_mut()
+                        .and_then(|r| std::sync::Arc::make_mut(r).get_mut("mapKey"))
                     {
                         *k = unhash(k);
                     }
@@ -109,6 +111,19 @@ fn frame(app: &mut App, w: u16, h: u16) -> String {
         out.push('\n');
     }
     out
+}
+
+/// How many cells of a 120x36 frame have a foreground or background color.
+fn colored_cells(app: &mut App) -> usize {
+    use ratatui::style::Color;
+    let mut t = Terminal::new(TestBackend::new(120, 36)).expect("terminal");
+    t.draw(|f| ui::draw(f, app, Instant::now())).expect("draw");
+    t.backend()
+        .buffer()
+        .content()
+        .iter()
+        .filter(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+        .count()
 }
 
 /// Compare `text` with tests/snapshots/tui/NAME.txt (write it with `UPDATE_SNAPSHOTS=1`).
@@ -233,6 +248,11 @@ async fn composite_views_from_a_real_run() {
     press(&mut app, KeyCode::Esc);
     assert!(app.select_parent_named("default/p"));
     snapshot("small_80x24", &frame(&mut app, 80, 24));
+    // NO_COLOR (color off): no cell has a color; with colors some do.
+    assert!(colored_cells(&mut app) == 0);
+    app.color = true;
+    assert!(colored_cells(&mut app) > 0);
+    app.color = false;
 
     // Paused: the next plan is held and shown as such, the status bar says PAUSED.
     run.clear_events();

@@ -314,7 +314,7 @@ pub async fn call_hook(
         latency: call.latency,
         error: call.result.as_ref().err().map(ToString::to_string),
         map_key: info.map_key.clone(),
-        request: Some(events::published_body(body)),
+        request: Some(Arc::new(events::published_body(body))),
         response: match &call.result {
             Ok(answer) => Some(events::published_body(answer)),
             Err(_) => call
@@ -322,7 +322,8 @@ pub async fn call_hook(
                 .as_deref()
                 .and_then(events::published_text)
                 .map(serde_json::Value::String),
-        },
+        }
+        .map(Arc::new),
         stderr: events::published_text(&call.stderr),
     });
     call

@@ -175,13 +175,14 @@ pub enum EngineEvent {
         /// The map key of a MapController's map or tombstone call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         map_key: Option<String>,
-        /// The request body sent (Secret values masked, bounded by [`MAX_BODY_BYTES`]).
+        /// The request body sent (Secret values masked, bounded by [`MAX_BODY_BYTES`]; shared,
+        /// so every subscriber's copy of the event is cheap).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        request: Option<serde_json::Value>,
+        request: Option<std::sync::Arc<serde_json::Value>>,
         /// The answer (the parsed JSON, or the raw text when it did not parse; Secret values
         /// masked, bounded by [`MAX_BODY_BYTES`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        response: Option<serde_json::Value>,
+        response: Option<std::sync::Arc<serde_json::Value>>,
         /// What an exec hook wrote to stderr (bounded by [`MAX_BODY_BYTES`]); absent when
         /// empty.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@
 //! window.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -116,9 +117,9 @@ pub struct HookRecord {
     /// The error, when it failed.
     pub error: Option<String>,
     /// Request body (masked, bounded by the engine).
-    pub request: Option<Value>,
+    pub request: Option<Arc<Value>>,
     /// Response body.
-    pub response: Option<Value>,
+    pub response: Option<Arc<Value>>,
     /// Exec hook stderr.
     pub stderr: Option<String>,
 }
@@ -951,6 +952,8 @@ pub struct TreeItem {
     pub desired: Option<Value>,
     /// A heading line (no object).
     pub heading: bool,
+    /// The MapController map key the line belongs to.
+    pub key: Option<String>,
 }
 
 impl TreeItem {
@@ -1074,6 +1077,7 @@ fn children_items(
                 live: l,
                 desired: d,
                 heading: false,
+                key: None,
             });
         }
     }
@@ -1160,6 +1164,7 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
                     SyncState::Held => " (held)",
                     _ => "",
                 };
+                let first = out.len();
                 out.push(TreeItem::heading(1, format!("key {k}{glyph}")));
                 if let Some(c) = u.calls.get("map") {
                     let input = c.request.as_ref().and_then(|r| r.get("input"));
@@ -1215,6 +1220,9 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
                             });
                         }
                     }
+                }
+                for it in &mut out[first..] {
+                    it.key = Some(k.clone());
                 }
             }
         }

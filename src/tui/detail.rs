@@ -65,7 +65,15 @@ fn diff_lines(item: &TreeItem, t: Theme) -> Vec<Line<'static>> {
     let (live, desired) = match (&item.live, &item.desired) {
         (Some(l), Some(d)) => (yaml(&project(l, d)), yaml(d)),
         (None, Some(d)) => (String::new(), yaml(d)),
-        (Some(l), None) => (yaml(l), String::new()),
+        (Some(_), None) => {
+            return vec![Line::from(Span::styled(
+                format!(
+                    "{}: the hook gives no desired object for it (see Response)",
+                    item.label
+                ),
+                t.dim(),
+            ))];
+        }
         (None, None) => return vec![Line::from(Span::styled("no object selected", t.dim()))],
     };
     let diff = similar::TextDiff::from_lines(&live, &desired);
@@ -116,11 +124,12 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
         return vec![Line::from(Span::styled("no parent selected", t.dim()))];
     };
     let p = &app.parents[pi];
-    // A map key's call when a line under a key is selected is not tracked; show the parent's
-    // main call, else the first key's.
-    let call = p
-        .unit
-        .main_call()
+    // A line under a map key shows that key's call; else the parent's, else the first key's.
+    let call = item
+        .and_then(|i| i.key.as_ref())
+        .and_then(|k| p.keys.get(k))
+        .and_then(|u| u.main_call())
+        .or_else(|| p.unit.main_call())
         .or_else(|| p.keys.values().find_map(|u| u.main_call()));
     let none = || vec![Line::from(Span::styled("no hook call yet", t.dim()))];
     match app.ui.tab {
@@ -128,9 +137,9 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
             let Some(c) = call else { return none() };
             let mut out = vec![call_header(c, t, mask)];
             let body = if app.ui.tab == Tab::Request {
-                &c.request
+                c.request.as_deref()
             } else {
-                &c.response
+                c.response.as_deref()
             };
             match body {
                 Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),

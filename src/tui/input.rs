@@ -182,6 +182,15 @@ pub fn handle_key(app: &mut App, k: KeyEvent) -> Intent {
             if app.ui.focus == Focus::Parents {
                 app.ui.focus = Focus::Tree;
             }
+            // On a line without a desired object (the parent), jump to the first child that has one.
+            let items = selected_tree(app);
+            if items
+                .get(app.ui.tree_row)
+                .is_none_or(|i| i.desired.is_none())
+                && let Some(n) = items.iter().position(|i| i.desired.is_some())
+            {
+                app.ui.tree_row = n;
+            }
         }
         KeyCode::Char('y') => show_yaml(app),
         _ => {}
