@@ -250,7 +250,17 @@ impl<W: Write> Printer<W> {
                 parent_resource,
                 parents,
             } => {
-                let what = if *parents == 1 { "parent" } else { "parents" };
+                // A DecoratorController's objects are targets, MapController's parents.
+                let noun = if controller_kind == "DecoratorController" {
+                    "target"
+                } else {
+                    "parent"
+                };
+                let what = if *parents == 1 {
+                    noun.to_string()
+                } else {
+                    format!("{noun}s")
+                };
                 let content = format!(
                     "{} watching {} ({parents} {what})",
                     clean(controller_kind),
@@ -1010,6 +1020,27 @@ mod tests {
                 "22:13:20.000 hello-world   p                     create    Pod.v1 default/world  reason  failed: pods \"world\" is forbidden"
             ]
         );
+    }
+
+    #[test]
+    fn a_decorator_controller_counts_targets() {
+        let started = |kind: &str, n: usize| EngineEvent::ControllerStarted {
+            controller_kind: kind.into(),
+            controller: "d".into(),
+            parent_resource: "StatefulSet.apps/v1".into(),
+            parents: n,
+        };
+        let lines = human(
+            &[
+                started("DecoratorController", 1),
+                started("DecoratorController", 2),
+                started("CompositeController", 2),
+            ],
+            false,
+        );
+        assert!(lines[0].ends_with("(1 target)"), "{lines:?}");
+        assert!(lines[1].ends_with("(2 targets)"), "{lines:?}");
+        assert!(lines[2].ends_with("(2 parents)"), "{lines:?}");
     }
 
     #[test]
