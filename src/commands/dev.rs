@@ -368,7 +368,10 @@ async fn run_connected(
         color && format == OutputFormat::Human,
         args.verbose_events || verbose > 0,
     );
-    let printer_task = tokio::spawn(dev_output::run(bus.subscribe(), printer));
+    let (printer_stop, printer_stopped) = tokio::sync::oneshot::channel::<()>();
+    let printer_task = tokio::spawn(dev_output::run(bus.subscribe(), printer, async move {
+        let _ = printer_stopped.await;
+    }));
     let options = EngineOptions {
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
@@ -480,12 +483,47 @@ async fn run_connected(
             Ok(())
         }
     };
+    // Stopping: say what is being done, and let a second Ctrl-C (or SIGTERM) exit at once.
+    tokio::spawn(async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let again = async {
+            match term.as_mut() {
+                Some(t) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = t.recv() => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        again.await;
+        eprintln!(
+            "stopping: interrupted again, exiting at once (the hook server and Leases may be left behind; a Lease expires on its own)"
+        );
+        std::process::exit(i32::from(Class::Interrupted.code()));
+    });
+    let quiet = args.once && outcome.is_ok();
+    let say = |what: &str| {
+        if !quiet {
+            eprintln!("stopping: {what}");
+        }
+    };
+    say("finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)");
     drop(control_server);
     dev.shutdown().await;
+    let _ = printer_stop.send(());
     let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
+    if !leases.is_empty() {
+        say(&format!("releasing {} Lease(s)", leases.len()));
+    }
     for l in leases {
         l.release().await;
     }
+    say("done");
     outcome
 }
 

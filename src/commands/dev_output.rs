@@ -17,7 +17,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value};
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
 
 use crate::engine::events::{ActionVerb, EngineEvent, Trigger};
 
@@ -633,18 +636,34 @@ impl<W: Write> Printer<W> {
     }
 }
 
-/// Print every event from `rx` until the channel closes (then print what is still held back).
-/// When the printer falls behind, says how many events were lost and goes on. Returns early
-/// only when writing fails (for example stdout closed).
+/// Print every event from `rx` until the channel closes or `stop` completes (then print what
+/// is already queued and what is still held back). When the printer falls behind, says how
+/// many events were lost and goes on. Returns early only when writing fails (for example
+/// stdout closed).
 pub async fn run<W: Write>(
     mut rx: broadcast::Receiver<EngineEvent>,
     mut printer: Printer<W>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> io::Result<()> {
+    tokio::pin!(stop);
     loop {
-        match rx.recv().await {
-            Ok(event) => printer.print(&event)?,
-            Err(RecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
-            Err(RecvError::Closed) => break,
+        tokio::select! {
+            biased;
+            r = rx.recv() => match r {
+                Ok(event) => printer.print(&event)?,
+                Err(RecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
+                Err(RecvError::Closed) => break,
+            },
+            () = &mut stop => {
+                loop {
+                    match rx.try_recv() {
+                        Ok(event) => printer.print(&event)?,
+                        Err(TryRecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
+                        Err(_) => break,
+                    }
+                }
+                break;
+            }
         }
     }
     printer.finish()
@@ -1305,7 +1324,7 @@ mod tests {
         drop(tx);
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
-        tokio::time::timeout(Duration::from_secs(30), run(rx, p))
+        tokio::time::timeout(Duration::from_secs(30), run(rx, p, std::future::pending()))
             .await
             .expect("run returns when the channel closes")
             .expect("printing succeeds");
@@ -1330,6 +1349,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn run_stops_when_told_although_senders_live_and_prints_what_was_queued() {
+        let (tx, rx) = broadcast::channel(16);
+        for i in 0..2 {
+            tx.send(EngineEvent::Info {
+                controller: None,
+                message: format!("n{i}"),
+            })
+            .expect("receiver alive");
+        }
+        let out = Shared::default();
+        let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
+        tokio::time::timeout(Duration::from_secs(30), run(rx, p, async {}))
+            .await
+            .expect("run returns when told to stop")
+            .expect("printing succeeds");
+        assert_eq!(out.lines().len(), 2, "{:?}", out.lines());
+        drop(tx);
+    }
+
+    #[tokio::test]
     async fn run_flushes_held_back_syncs_at_close() {
         let (tx, rx) = broadcast::channel(16);
         tx.send(started("p", vec![Trigger::Manual]))
@@ -1337,7 +1376,9 @@ mod tests {
         drop(tx);
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
-        run(rx, p).await.expect("printing succeeds");
+        run(rx, p, std::future::pending())
+            .await
+            .expect("printing succeeds");
         let lines = out.lines();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(
