@@ -589,3 +589,49 @@ async fn colors_only_on_a_terminal_unless_asked() {
     let (stdout, stderr) = assert_code(&out, 0);
     assert!(!stdout.contains('\u{1b}') && !stderr.contains('\u{1b}'));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_hooks_stderr_is_shown_with_v_and_in_json_events_when_it_succeeds() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    exec_hook_controller(
+        dir.path(),
+        "chatty",
+        "import json, sys\nreq = json.load(sys.stdin)\nprint('debug: hello from the hook', file=sys.stderr)\nprint(json.dumps({'status': {'seen': True}, 'children': []}))\n",
+    );
+    let path = dir.path().display().to_string();
+    let base = [
+        "dev",
+        "--kubeconfig",
+        &kc(&sb),
+        "--apply",
+        "-f",
+        &path,
+        "--once",
+    ];
+    let mut json = base.to_vec();
+    json.extend(["-o", "json"]);
+    let out = run(meta(home.path(), &json)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    let calls: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "hookCalled")
+        .collect();
+    assert!(!calls.is_empty(), "{stdout}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["stderr"] == "debug: hello from the hook\n" && c["error"].is_null()),
+        "{calls:?}"
+    );
+    let mut verbose = base.to_vec();
+    verbose.push("-v");
+    let out = run(meta(home.path(), &verbose)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(stdout.contains("debug: hello from the hook"), "{stdout}");
+    let out = run(meta(home.path(), &base)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(!stdout.contains("debug: hello from the hook"), "{stdout}");
+}

@@ -235,6 +235,7 @@ pub async fn call_hook(
         status: call.status,
         latency: call.latency,
         error: call.result.as_ref().err().map(ToString::to_string),
+        stderr: (!call.stderr.trim().is_empty()).then(|| call.stderr.clone()),
     });
     call
 }

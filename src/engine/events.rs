@@ -168,6 +168,10 @@ pub enum EngineEvent {
         latency: Duration,
         /// The error, when the call failed.
         error: Option<String>,
+        /// What an exec hook wrote to stderr (its tail), also when it succeeded: a hook
+        /// developer's debug prints. `None` for webhooks and silent programs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        stderr: Option<String>,
     },
     /// A write (or, when paused or dry-run, a planned write).
     #[serde(rename_all = "camelCase")]
@@ -341,6 +345,7 @@ mod tests {
             status: Some(200),
             latency: Duration::from_micros(1500),
             error: None,
+            stderr: None,
         };
         let v = serde_json::to_value(&e).expect("serializes");
         assert_eq!(v["event"], "hookCalled");

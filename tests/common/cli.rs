@@ -71,6 +71,31 @@ pub fn assert_fails(out: &Output) -> String {
     stderr
 }
 
+/// Write into `dir` the hello-world CRD and sample, the Python program `script` as
+/// `hook.py`, and a CompositeController `name` whose sync hook runs it (exec).
+pub fn exec_hook_controller(dir: &Path, name: &str, script: &str) {
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        std::fs::copy(repo().join("examples/hello-world").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("hook.py"), script).unwrap();
+    std::fs::write(
+        dir.join("10-controller.yaml"),
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {{name: {name}}}
+spec:
+  generateSelector: true
+  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}}
+  childResources: [{{apiVersion: v1, resource: pods}}]
+  hooks:
+    sync: {{exec: {{command: [python3, hook.py]}}}}
+"
+        ),
+    )
+    .unwrap();
+}
+
 pub fn kc(sb: &TestSandbox) -> String {
     sb.kubeconfig().display().to_string()
 }
