@@ -635,3 +635,32 @@ async fn an_exec_hooks_stderr_is_shown_with_v_and_in_json_events_when_it_succeed
     let (stdout, _) = assert_code(&out, 0);
     assert!(!stdout.contains("debug: hello from the hook"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dump_requests_writes_each_hook_call_to_files() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dump = home.path().join("calls");
+    let mut args = hello_once_args(&sb, &[]);
+    args.extend(["--dump-requests".to_string(), dump.display().to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(meta(home.path(), &refs)).await;
+    assert_code(&out, 0);
+    let folder = dump.join("hello-world-controller/default_hello");
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let request = names
+        .iter()
+        .find(|n| n.ends_with("-sync.request.json"))
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let req: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join(request)).unwrap()).unwrap();
+    assert_eq!(req["parent"]["metadata"]["name"], "hello");
+    let response = request.replace(".request.json", ".response.json");
+    let resp: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join(&response)).unwrap()).unwrap();
+    assert_eq!(resp["children"][0]["kind"], "Pod", "{resp}");
+}

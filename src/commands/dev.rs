@@ -144,6 +144,10 @@ fn validate(args: &DevArgs) -> Result<()> {
             bail!("--watch {}: no such file or directory", path.display());
         }
     }
+    if let Some(dir) = &args.dump_requests {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--dump-requests {}: cannot create it", dir.display()))?;
+    }
     for path in &args.files {
         if !path.exists() {
             bail!("-f {}: no such file or directory", path.display());
@@ -376,6 +380,7 @@ async fn run_connected(
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
         namespace: args.cluster.namespace.clone(),
+        dump_requests: args.dump_requests.clone(),
         apply_strategy: match args.apply_strategy {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
