@@ -210,19 +210,7 @@ async fn resync_of_an_unknown_parent_fails_and_a_known_one_succeeds() {
     let (_, stderr) = assert_code(&out, 6);
     assert!(stderr.contains("no running `kubectl meta dev`"), "{stderr}");
 
-    let dev = Background::start(meta(
-        home.path(),
-        &[
-            "dev",
-            "--kubeconfig",
-            &kc(&sb),
-            "--apply",
-            "-f",
-            &example("hello-world"),
-            "--no-watch",
-        ],
-    ));
-    dev.wait_output("create    Pod.v1 default/hello").await;
+    let dev = hello_world_loop(home.path(), &sb).await;
     let out = run(meta(home.path(), &["dev", "--resync", "nosuch"])).await;
     let (_, stderr) = assert_code(&out, 6);
     assert!(stderr.contains("no parent named nosuch"), "{stderr}");
@@ -234,6 +222,36 @@ async fn resync_of_an_unknown_parent_fails_and_a_known_one_succeeds() {
     );
     let (ok, stderr) = dev.interrupt().await;
     assert!(ok, "{stderr}");
+}
+
+/// The arguments of `dev --kubeconfig SB --apply -f examples/hello-world --once EXTRA...`.
+fn hello_once_args(sb: &common::TestSandbox, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["dev", "--kubeconfig", &kc(sb), "--apply", "-f"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(example("hello-world"));
+    args.push("--once".into());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// `dev --apply -f examples/hello-world --no-watch` in the background, once it created the Pod.
+async fn hello_world_loop(home: &Path, sb: &common::TestSandbox) -> Background {
+    let dev = Background::start(meta(
+        home,
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(sb),
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--no-watch",
+        ],
+    ));
+    dev.wait_output("create    Pod.v1 default/hello").await;
+    dev
 }
 
 /// The `dev-sandbox-*.kubeconfig` files in the data directory of `home`.
@@ -313,17 +331,7 @@ async fn apply_creates_what_is_missing_and_overwrite_reapplies() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
     let apply = |extra: &'static [&'static str]| {
-        let mut args = vec![
-            "dev".to_string(),
-            "--kubeconfig".to_string(),
-            kc(&sb),
-            "--apply".to_string(),
-            "-f".to_string(),
-            example("hello-world"),
-            "--once".to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let args: Vec<String> = args;
+        let args = hello_once_args(&sb, extra);
         let home = home.path().to_path_buf();
         async move {
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -490,4 +498,169 @@ async fn readme_flag_tables_match_help() {
             "{args:?}: README's table lacks {missing:?} and documents flags --help does not list: {stale:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_says_what_it_does_and_a_second_ctrl_c_exits_at_once() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    // A clean stop says each step, promptly.
+    let dev = hello_world_loop(home.path(), &sb).await;
+    let (status, stderr) = dev.interrupt_status().await;
+    assert!(status.success(), "{stderr}");
+    for step in [
+        "stopping: finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)",
+        "stopping: releasing 1 Lease(s)",
+        "stopping: done",
+    ] {
+        assert!(stderr.contains(step), "{step:?} in\n{stderr}");
+    }
+
+    // A hook server that ignores SIGTERM holds the stop up (the grace period); a second
+    // Ctrl-C exits at once with 130.
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("stubborn.py");
+    let server = repo().join("examples/hello-world/server.py");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "import os, runpy, signal, sys, threading\n\
+             signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+             threading.Timer(60, lambda: os._exit(0)).start()  # never outlive the test\n\
+             sys.argv = [{server:?}] + sys.argv[1:]\n\
+             sys.path.insert(0, os.path.dirname({server:?}))\n\
+             runpy.run_path({server:?}, run_name='__main__')\n",
+            server = server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let port = common::free_port();
+    let dev = Background::start(meta(
+        home.path(),
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(&sb),
+            "-f",
+            &example("hello-world/webhook"),
+            "--hook-base-url",
+            &format!("http://127.0.0.1:{port}"),
+            "--hook-server",
+            &format!("python3 {} --port {port}", wrapper.display()),
+            "--no-watch",
+        ],
+    ));
+    dev.wait_output("server    ready (pid").await;
+    dev.sigint();
+    dev.wait_errors("Ctrl-C again to exit at once").await;
+    let (status, stderr) = dev.interrupt_status().await;
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("exiting at once"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colors_only_on_a_terminal_unless_asked() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let run_with = |extra: &'static [&'static str], no_color: bool| {
+        let args = hello_once_args(&sb, extra);
+        let home = home.path().to_path_buf();
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut cmd = meta(&home, &refs);
+            cmd.env("KUBECTL_META_LOG", "debug");
+            if !no_color {
+                cmd.env_remove("NO_COLOR");
+            }
+            run(cmd).await
+        }
+    };
+    // Redirected, no NO_COLOR: neither the event log nor the log lines carry ANSI codes.
+    let out = run_with(&[], false).await;
+    let (stdout, stderr) = assert_code(&out, 0);
+    assert!(stderr.contains("DEBUG"), "log lines: {stderr}");
+    assert!(!stdout.contains('\u{1b}'), "{stdout}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+    // --color always: colored although redirected; NO_COLOR does not override an explicit flag.
+    let out = run_with(&["--color", "always"], true).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(stdout.contains('\u{1b}'), "{stdout}");
+    let out = run_with(&["--color", "never"], false).await;
+    let (stdout, stderr) = assert_code(&out, 0);
+    assert!(!stdout.contains('\u{1b}') && !stderr.contains('\u{1b}'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_hooks_stderr_is_shown_with_v_and_in_json_events_when_it_succeeds() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    exec_hook_controller(
+        dir.path(),
+        "chatty",
+        "import json, sys\nreq = json.load(sys.stdin)\nprint('debug: hello from the hook', file=sys.stderr)\nprint(json.dumps({'status': {'seen': True}, 'children': []}))\n",
+    );
+    let path = dir.path().display().to_string();
+    let base = [
+        "dev",
+        "--kubeconfig",
+        &kc(&sb),
+        "--apply",
+        "-f",
+        &path,
+        "--once",
+    ];
+    let mut json = base.to_vec();
+    json.extend(["-o", "json"]);
+    let out = run(meta(home.path(), &json)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    let calls: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "hookCalled")
+        .collect();
+    assert!(!calls.is_empty(), "{stdout}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["stderr"] == "debug: hello from the hook\n" && c["error"].is_null()),
+        "{calls:?}"
+    );
+    let mut verbose = base.to_vec();
+    verbose.push("-v");
+    let out = run(meta(home.path(), &verbose)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(stdout.contains("debug: hello from the hook"), "{stdout}");
+    let out = run(meta(home.path(), &base)).await;
+    let (stdout, _) = assert_code(&out, 0);
+    assert!(!stdout.contains("debug: hello from the hook"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dump_requests_writes_each_hook_call_to_files() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dump = home.path().join("calls");
+    let mut args = hello_once_args(&sb, &[]);
+    args.extend(["--dump-requests".to_string(), dump.display().to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(meta(home.path(), &refs)).await;
+    assert_code(&out, 0);
+    let folder = dump.join("hello-world-controller/default_hello");
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let request = names
+        .iter()
+        .find(|n| n.ends_with("-sync.request.json"))
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let req: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join(request)).unwrap()).unwrap();
+    assert_eq!(req["parent"]["metadata"]["name"], "hello");
+    let response = request.replace(".request.json", ".response.json");
+    let resp: Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join(&response)).unwrap()).unwrap();
+    assert_eq!(resp["children"][0]["kind"], "Pod", "{resp}");
 }

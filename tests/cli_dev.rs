@@ -660,32 +660,11 @@ async fn once_fails_when_a_sync_fails_and_names_the_parent() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    for f in ["00-crd.yaml", "20-sample.yaml"] {
-        std::fs::copy(
-            repo().join("examples/hello-world").join(f),
-            dir.path().join(f),
-        )
-        .unwrap();
-    }
-    std::fs::write(
-        dir.path().join("fail.py"),
+    exec_hook_controller(
+        dir.path(),
+        "failing",
         "import sys\nsys.stdin.read()\nopen('calls', 'a').write('call\\n')\nsys.stderr.write('boom: the hook is broken\\n')\nsys.exit(3)\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("10-controller.yaml"),
-        "apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {name: failing}
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}
-  childResources: [{apiVersion: v1, resource: pods}]
-  hooks:
-    sync: {exec: {command: [python3, fail.py]}}
-",
-    )
-    .unwrap();
+    );
     let out = run(meta(
         home.path(),
         &[

@@ -412,9 +412,11 @@ async fn resync_pause_and_resume_reach_the_running_loop() {
     })
     .await;
 
+    // A parent no running loop knows: a clear message and exit code 6 (README "Exit codes").
     let out = run(meta(home.path(), &["dev", "--resync", "nope"])).await;
+    assert_eq!(out.status.code(), Some(6), "{:?}", text(&out));
     assert!(
-        text(&out).0.contains("no parent named nope"),
+        text(&out).1.contains("no parent named nope"),
         "{:?}",
         text(&out)
     );

@@ -14,7 +14,7 @@ use common::engine::*;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::discovery::ApiResource;
-use kubectl_meta::engine::events::ActionVerb;
+use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
 use serde_json::{Value, json};
 
 const REPLICAS: u64 = 3;
@@ -253,6 +253,20 @@ async fn start_rollout_world(method: &str) -> (World, Running) {
             .await
             .unwrap()
             .is_some()
+    );
+    // ... and said so, without an error while the new CRD became served.
+    let events = engine.events();
+    let errors: Vec<&EngineEvent> = events
+        .iter()
+        .filter(|e| matches!(e, EngineEvent::Error { .. }))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, EngineEvent::Info { message, .. }
+            if message.contains("installed CRD controllerrevisions.metacontroller.k8s.io"))),
+        "{events:?}"
     );
     let p = w
         .create(

@@ -85,6 +85,10 @@ pub struct DevArgs {
     /// Event log format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "human")]
     pub output: OutputArg,
+    /// Write every hook request and answer to files in DIR (DIR/CONTROLLER/PARENT/TIME-HOOK.request.json,
+    /// .response.json, .stderr.txt, .error.txt), to replay with curl or use in a hook's tests.
+    #[arg(long, value_name = "DIR")]
+    pub dump_requests: Option<PathBuf>,
     /// Print every event, including no-op syncs in full.
     #[arg(long)]
     pub verbose_events: bool,

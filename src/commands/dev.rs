@@ -212,6 +212,10 @@ fn validate(args: &DevArgs) -> Result<()> {
             bail!("--watch {}: no such file or directory", path.display());
         }
     }
+    if let Some(dir) = &args.dump_requests {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--dump-requests {}: cannot create it", dir.display()))?;
+    }
     for path in &args.files {
         if !path.exists() {
             bail!("-f {}: no such file or directory", path.display());
@@ -444,6 +448,7 @@ async fn run_connected(
     );
     // The TUI subscribes now, before the engine starts, to see the controllers start.
     let tui_events = use_tui(args).then(|| bus.subscribe());
+    let (printer_stop, printer_stopped) = tokio::sync::oneshot::channel::<()>();
     let printer_task = tokio::spawn(dev_output::run(
         if tui_events.is_some() {
             EventBus::new().subscribe()
@@ -451,11 +456,15 @@ async fn run_connected(
             bus.subscribe()
         },
         printer,
+        async move {
+            let _ = printer_stopped.await;
+        },
     ));
     let options = EngineOptions {
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
         namespace: args.cluster.namespace.clone(),
+        dump_requests: args.dump_requests.clone(),
         apply_strategy: match args.apply_strategy {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
@@ -598,14 +607,49 @@ async fn run_connected(
             .map_err(|e| anyhow!("the terminal UI failed: {e}")),
         None => Ok(()),
     };
+    // Stopping: say what is being done, and let a second Ctrl-C (or SIGTERM) exit at once.
+    tokio::spawn(async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let again = async {
+            match term.as_mut() {
+                Some(t) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = t.recv() => {}
+                    }
+                }
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        again.await;
+        eprintln!(
+            "stopping: interrupted again, exiting at once (the hook server and Leases may be left behind; a Lease expires on its own)"
+        );
+        std::process::exit(i32::from(Class::Interrupted.code()));
+    });
+    let quiet = args.once && outcome.is_ok();
+    let say = |what: &str| {
+        if !quiet {
+            eprintln!("stopping: {what}");
+        }
+    };
     phase.set("stopping");
     let stopping = async {
+        say("finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)");
         drop(control_server);
         dev.shutdown().await;
+        let _ = printer_stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
+        if !leases.is_empty() {
+            say(&format!("releasing {} Lease(s)", leases.len()));
+        }
         for l in leases {
             l.release().await;
         }
+        say("done");
     };
     if args.once {
         // The deadline holds: in-flight hook calls and writes are abandoned after the grace.

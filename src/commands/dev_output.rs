@@ -11,13 +11,17 @@
 //! It also decides whether to color ([`color_enabled`]) and drains the engine's broadcast
 //! channel ([`run`]).
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value};
-use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::broadcast::{
+    self,
+    error::{RecvError, TryRecvError},
+};
 
 use crate::engine::events::{ActionVerb, EngineEvent, Trigger};
 
@@ -81,6 +85,11 @@ pub struct Printer<W: Write> {
     controller_width: usize,
     parent_width: usize,
     pending: Vec<PendingSync>,
+    /// Per (controller, parent): the error its last failed sync ended with, and how many
+    /// syncs in a row ended with exactly that error (repeats are shown as one short line).
+    failures: HashMap<(String, String), (String, u32)>,
+    /// Per (controller, parent): the hook error printed during the sync in progress.
+    hook_errors: HashMap<(String, String), String>,
 }
 
 impl<W: Write> Printer<W> {
@@ -96,6 +105,8 @@ impl<W: Write> Printer<W> {
             controller_width: MIN_CONTROLLER_WIDTH,
             parent_width: MIN_PARENT_WIDTH,
             pending: Vec::new(),
+            failures: HashMap::new(),
+            hook_errors: HashMap::new(),
         }
     }
 
@@ -196,6 +207,9 @@ impl<W: Write> Printer<W> {
                 Some(i),
             ) => {
                 let p = self.pending.remove(i);
+                // A success ends any run of failures.
+                self.failures
+                    .remove(&(p.controller.clone(), p.parent.clone()));
                 self.collapsed(now, p, *duration)
             }
             (_, Some(i)) => {
@@ -250,7 +264,17 @@ impl<W: Write> Printer<W> {
                 parent_resource,
                 parents,
             } => {
-                let what = if *parents == 1 { "parent" } else { "parents" };
+                // A DecoratorController's objects are targets, MapController's parents.
+                let noun = if controller_kind == "DecoratorController" {
+                    "target"
+                } else {
+                    "parent"
+                };
+                let what = if *parents == 1 {
+                    noun.to_string()
+                } else {
+                    format!("{noun}s")
+                };
                 let content = format!(
                     "{} watching {} ({parents} {what})",
                     clean(controller_kind),
@@ -280,9 +304,31 @@ impl<W: Write> Printer<W> {
                 status,
                 latency,
                 error,
+                stderr,
                 ..
             } => {
-                let content = self.hook_text(hook, *status, *latency, error.as_deref());
+                let key = (controller.clone(), parent.clone());
+                if let Some(e) = non_empty(error) {
+                    // The same failure as last time: the sync's line says so, briefly.
+                    let repeated = self
+                        .failures
+                        .get(&key)
+                        .is_some_and(|(last, _)| last.contains(e));
+                    self.hook_errors.insert(key, e.to_string());
+                    if repeated {
+                        return Ok(());
+                    }
+                }
+                let mut content = self.hook_text(hook, *status, *latency, error.as_deref());
+                // What a successful exec hook wrote to stderr is its author's debug output:
+                // shown with -v (a failed call's error already carries its tail).
+                if self.verbose
+                    && non_empty(error).is_none()
+                    && let Some(text) = non_empty(stderr)
+                {
+                    content.push_str("\nstderr:\n");
+                    content.push_str(&self.paint(&clean(text.trim_end()), sgr::DIM));
+                }
                 self.line(now, controller, parent, ("hook", None), &content)
             }
             EngineEvent::Action {
@@ -320,20 +366,43 @@ impl<W: Write> Printer<W> {
                     1 => "1 write".to_string(),
                     n => format!("{n} writes"),
                 };
+                let key = (controller.clone(), parent.clone());
+                let hook_error = self.hook_errors.remove(&key);
                 match non_empty(error) {
                     None => {
+                        self.failures.remove(&key);
                         let content = format!("done in {took}, {wrote}");
                         self.line(now, controller, parent, ("sync", None), &content)
                     }
                     Some(e) => {
+                        let retry = retry_in
+                            .map(|r| format!("; retry in {}", fmt_seconds(r)))
+                            .unwrap_or_default();
+                        let count = match self.failures.get_mut(&key) {
+                            Some((last, n)) if last == e => {
+                                *n += 1;
+                                *n
+                            }
+                            _ => {
+                                self.failures.insert(key, (e.to_string(), 1));
+                                1
+                            }
+                        };
                         let mut text = format!("sync failed after {took}");
                         if *writes > 0 {
                             text.push_str(&format!(" ({wrote})"));
                         }
-                        text.push_str(": ");
-                        text.push_str(&clean(e));
-                        if let Some(r) = retry_in {
-                            text.push_str(&format!("; retry in {}", fmt_seconds(*r)));
+                        if count > 1 {
+                            text.push_str(&format!(
+                                ": same error again, {count} times in a row{retry}"
+                            ));
+                        } else if hook_error.as_deref().is_some_and(|h| e.contains(h)) {
+                            // The hook line above already shows the whole error.
+                            text.push_str(&format!(": the hook failed (above){retry}"));
+                        } else {
+                            text.push_str(": ");
+                            text.push_str(&clean(e));
+                            text.push_str(&retry);
                         }
                         let content = self.paint(&text, sgr::BOLD_RED);
                         self.line(
@@ -639,18 +708,34 @@ impl<W: Write> Printer<W> {
     }
 }
 
-/// Print every event from `rx` until the channel closes (then print what is still held back).
-/// When the printer falls behind, says how many events were lost and goes on. Returns early
-/// only when writing fails (for example stdout closed).
+/// Print every event from `rx` until the channel closes or `stop` completes (then print what
+/// is already queued and what is still held back). When the printer falls behind, says how
+/// many events were lost and goes on. Returns early only when writing fails (for example
+/// stdout closed).
 pub async fn run<W: Write>(
     mut rx: broadcast::Receiver<EngineEvent>,
     mut printer: Printer<W>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> io::Result<()> {
+    tokio::pin!(stop);
     loop {
-        match rx.recv().await {
-            Ok(event) => printer.print(&event)?,
-            Err(RecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
-            Err(RecvError::Closed) => break,
+        tokio::select! {
+            biased;
+            r = rx.recv() => match r {
+                Ok(event) => printer.print(&event)?,
+                Err(RecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
+                Err(RecvError::Closed) => break,
+            },
+            () = &mut stop => {
+                loop {
+                    match rx.try_recv() {
+                        Ok(event) => printer.print(&event)?,
+                        Err(TryRecvError::Lagged(n)) => printer.dropped_at(n, Timestamp::now())?,
+                        Err(_) => break,
+                    }
+                }
+                break;
+            }
         }
     }
     printer.finish()
@@ -840,6 +925,7 @@ mod tests {
 
     fn hook(parent: &str, status: Option<u16>, error: Option<&str>) -> EngineEvent {
         EngineEvent::HookCalled {
+            stderr: None,
             controller: "hello-world".into(),
             parent: parent.into(),
             hook: "sync".into(),
@@ -1031,6 +1117,99 @@ mod tests {
                 "22:13:20.000 hello-world   p                     create    Pod.v1 default/world  reason  failed: pods \"world\" is forbidden"
             ]
         );
+    }
+
+    #[test]
+    fn a_failure_that_repeats_is_shown_once_then_counted() {
+        let tb = "exec hook python3 h.py failed with exit code 1\nTraceback\n  boom";
+        let round = || {
+            vec![
+                started("default/world", vec![Trigger::Retry]),
+                hook("default/world", None, Some(tb)),
+                finished("default/world", 0, Some(&format!("sync hook failed: {tb}"))),
+            ]
+        };
+        let mut events = round();
+        events.extend(round());
+        events.extend(round());
+        events.push(started("default/world", vec![Trigger::Retry]));
+        events.push(hook("default/world", None, None));
+        events.push(finished("default/world", 0, None));
+        events.extend(round());
+        let lines = human(&events, false);
+        let text = lines.join("\n");
+        // The traceback: once for the first failure, once after the success in between.
+        assert_eq!(text.matches("boom").count(), 2, "{text}");
+        assert!(
+            text.contains(
+                "error     sync failed after 42.0ms: the hook failed (above); retry in 1.0s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "sync failed after 42.0ms: same error again, 2 times in a row; retry in 1.0s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("same error again, 3 times in a row"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_exec_hooks_stderr_is_shown_with_v_and_in_json() {
+        let call = EngineEvent::HookCalled {
+            controller: "hello-world".into(),
+            parent: "default/world".into(),
+            hook: "sync".into(),
+            status: None,
+            latency: Duration::from_millis(5),
+            error: None,
+            stderr: Some("debug: got 1 child\n".into()),
+        };
+        let lines = human(std::slice::from_ref(&call), true);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[1].trim() == "stderr:", "{lines:?}");
+        assert!(lines[2].trim() == "debug: got 1 child", "{lines:?}");
+        // Not without -v (the no-op sync line stays one line).
+        let lines = human(
+            &[
+                started("default/world", vec![]),
+                call.clone(),
+                finished("default/world", 0, None),
+            ],
+            false,
+        );
+        assert!(!lines.join("\n").contains("debug"), "{lines:?}");
+        let json = render(
+            &mut printer(OutputFormat::Json, false, false),
+            std::slice::from_ref(&call),
+        );
+        let v: Value = serde_json::from_str(&json[0]).expect("json");
+        assert_eq!(v["stderr"], "debug: got 1 child\n");
+    }
+
+    #[test]
+    fn a_decorator_controller_counts_targets() {
+        let started = |kind: &str, n: usize| EngineEvent::ControllerStarted {
+            controller_kind: kind.into(),
+            controller: "d".into(),
+            parent_resource: "StatefulSet.apps/v1".into(),
+            parents: n,
+        };
+        let lines = human(
+            &[
+                started("DecoratorController", 1),
+                started("DecoratorController", 2),
+                started("CompositeController", 2),
+            ],
+            false,
+        );
+        assert!(lines[0].ends_with("(1 target)"), "{lines:?}");
+        assert!(lines[1].ends_with("(2 targets)"), "{lines:?}");
+        assert!(lines[2].ends_with("(2 parents)"), "{lines:?}");
     }
 
     #[test]
@@ -1295,7 +1474,7 @@ mod tests {
         drop(tx);
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
-        tokio::time::timeout(Duration::from_secs(30), run(rx, p))
+        tokio::time::timeout(Duration::from_secs(30), run(rx, p, std::future::pending()))
             .await
             .expect("run returns when the channel closes")
             .expect("printing succeeds");
@@ -1320,6 +1499,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn run_stops_when_told_although_senders_live_and_prints_what_was_queued() {
+        let (tx, rx) = broadcast::channel(16);
+        for i in 0..2 {
+            tx.send(EngineEvent::Info {
+                controller: None,
+                message: format!("n{i}"),
+            })
+            .expect("receiver alive");
+        }
+        let out = Shared::default();
+        let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
+        tokio::time::timeout(Duration::from_secs(30), run(rx, p, async {}))
+            .await
+            .expect("run returns when told to stop")
+            .expect("printing succeeds");
+        assert_eq!(out.lines().len(), 2, "{:?}", out.lines());
+        drop(tx);
+    }
+
+    #[tokio::test]
     async fn run_flushes_held_back_syncs_at_close() {
         let (tx, rx) = broadcast::channel(16);
         tx.send(started("p", vec![Trigger::Manual]))
@@ -1327,7 +1526,9 @@ mod tests {
         drop(tx);
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
-        run(rx, p).await.expect("printing succeeds");
+        run(rx, p, std::future::pending())
+            .await
+            .expect("printing succeeds");
         let lines = out.lines();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(

@@ -829,6 +829,7 @@ async fn ensure_revision_resource(
     }
     let api: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(ctx.client.clone());
+    let mut installed = false;
     match serde_json::from_value(rollout::revision_crd()) {
         Ok(crd) => match api
             .create(
@@ -840,16 +841,19 @@ async fn ensure_revision_resource(
             )
             .await
         {
-            Ok(_) => ctx.bus.publish(EngineEvent::Info {
-                controller: Some(controller.to_string()),
-                message: "installed CRD controllerrevisions.metacontroller.k8s.io (rolling updates keep their progress there)".into(),
-            }),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Ok(_) => {
+                installed = true;
+                ctx.bus.publish(EngineEvent::Info {
+                    controller: Some(controller.to_string()),
+                    message: "installed CRD controllerrevisions.metacontroller.k8s.io: rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects, as Metacontroller does".into(),
+                });
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => installed = true,
             Err(e) => ctx.bus.publish(EngineEvent::Error {
                 controller: Some(controller.to_string()),
                 object: None,
                 message: format!(
-                    "rolling updates need CRD controllerrevisions.metacontroller.k8s.io and installing it failed: {}",
+                    "rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects (controllerrevisions.metacontroller.k8s.io/v1alpha1, the CRD Metacontroller installs), which this cluster does not serve, and installing that CRD failed: {}. Install Metacontroller's CRDs (its manifests/crds), or run dev with a user that may create CustomResourceDefinitions",
                     super::execute::kube_error_message(&e)
                 ),
             }),
@@ -861,7 +865,13 @@ async fn ensure_revision_resource(
             });
         }
     }
-    let v = resolve_all(
+    // A CRD just created takes a moment to be served: that wait is not an error.
+    let grace = if installed {
+        std::time::Duration::from_secs(30)
+    } else {
+        std::time::Duration::ZERO
+    };
+    let v = shared::resolve_all_after(
         ctx,
         controller,
         &[(
@@ -869,6 +879,7 @@ async fn ensure_revision_resource(
             rollout::REVISION_RESOURCE.to_string(),
         )],
         stop,
+        grace,
     )
     .await?;
     v.into_iter()

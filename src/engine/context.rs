@@ -34,6 +34,9 @@ pub struct EngineOptions {
     pub apply_strategy: ApplyStrategy,
     /// How long to wait for informers to sync at start.
     pub sync_timeout: Duration,
+    /// `--dump-requests DIR`: write every hook request and answer there
+    /// ([`crate::hooks::dump`]).
+    pub dump_requests: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -44,6 +47,7 @@ impl Default for EngineOptions {
             namespace: None,
             apply_strategy: ApplyStrategy::ClientSide,
             sync_timeout: Duration::from_secs(60),
+            dump_requests: None,
         }
     }
 }
@@ -326,5 +330,19 @@ pub async fn call_hook(
         .map(Arc::new),
         stderr: events::published_text(&call.stderr),
     });
+    if let Some(dir) = &ctx.options.dump_requests
+        && let Err(e) = crate::hooks::dump::dump(dir, &info, body, &call)
+    {
+        ctx.bus.publish(EngineEvent::Error {
+            controller: Some(info.controller.clone()),
+            object: None,
+            message: format!(
+                "--dump-requests {}: cannot write the {} call of {}: {e}",
+                dir.display(),
+                info.hook,
+                info.parent
+            ),
+        });
+    }
     call
 }

@@ -88,7 +88,25 @@ pub async fn resolve_all(
     wanted: &[(String, String)],
     stop: &CancellationToken,
 ) -> Result<Vec<ResourceInfo>, StartError> {
-    let mut delay = Duration::from_millis(500);
+    resolve_all_after(ctx, controller, wanted, stop, Duration::ZERO).await
+}
+
+/// As [`resolve_all`], for resources that are expected to appear (a CRD just created): a
+/// missing one is reported only once `grace` has passed, so the normal wait for the API server
+/// to serve a new CRD is not shown as an error.
+pub async fn resolve_all_after(
+    ctx: &EngineContext,
+    controller: &str,
+    wanted: &[(String, String)],
+    stop: &CancellationToken,
+    grace: Duration,
+) -> Result<Vec<ResourceInfo>, StartError> {
+    let started = tokio::time::Instant::now();
+    let mut delay = if grace.is_zero() {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_millis(50)
+    };
     let mut reported: HashSet<String> = HashSet::new();
     loop {
         let mut out = Vec::new();
@@ -113,7 +131,7 @@ pub async fn resolve_all(
                 return Ok(out);
             }
             Some(m) => {
-                if reported.insert(m.clone()) {
+                if started.elapsed() >= grace && reported.insert(m.clone()) {
                     ctx.bus.publish(EngineEvent::Error {
                         controller: Some(controller.to_string()),
                         object: None,

@@ -12,6 +12,7 @@
 //! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
 //! - [`watch`]: a debounced, ignore-aware file watcher for hot reload.
 
+pub mod dump;
 pub mod exec;
 pub mod resolve;
 pub mod server;

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, ListParams};
@@ -70,6 +71,31 @@ pub fn assert_fails(out: &Output) -> String {
     stderr
 }
 
+/// Write into `dir` the hello-world CRD and sample, the Python program `script` as
+/// `hook.py`, and a CompositeController `name` whose sync hook runs it (exec).
+pub fn exec_hook_controller(dir: &Path, name: &str, script: &str) {
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        std::fs::copy(repo().join("examples/hello-world").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("hook.py"), script).unwrap();
+    std::fs::write(
+        dir.join("10-controller.yaml"),
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {{name: {name}}}
+spec:
+  generateSelector: true
+  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}}
+  childResources: [{{apiVersion: v1, resource: pods}}]
+  hooks:
+    sync: {{exec: {{command: [python3, hook.py]}}}}
+"
+        ),
+    )
+    .unwrap();
+}
+
 pub fn kc(sb: &TestSandbox) -> String {
     sb.kubeconfig().display().to_string()
 }
@@ -129,29 +155,75 @@ pub async fn global_rv(sb: &TestSandbox) -> u64 {
         .expect("resourceVersion")
 }
 
+/// Wait until `text` contains `what` (panics with the text so far after [`TIMEOUT`]).
+async fn wait_text(text: &Arc<std::sync::Mutex<String>>, what: &str) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while !text.lock().unwrap().contains(what) {
+        if tokio::time::Instant::now() > deadline {
+            panic!(
+                "timed out after {TIMEOUT:?} waiting for {what:?} in:\n{}",
+                text.lock().unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 /// A dev loop that keeps running until signalled.
 pub struct Background {
     /// The process.
     pub child: std::process::Child,
     /// Its stdout so far.
     pub stdout: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Its stderr so far.
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Collect the lines of `pipe` into `sink` on a thread.
+fn collect_lines(
+    pipe: impl std::io::Read + Send + 'static,
+    sink: std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    use std::io::{BufRead, BufReader};
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let mut s = sink.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
 }
 
 impl Background {
     pub fn start(mut cmd: Command) -> Background {
-        use std::io::{BufRead, BufReader};
         let mut child = cmd.spawn().expect("kubectl-meta runs");
-        let out = child.stdout.take().expect("stdout");
         let stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = std::sync::Arc::clone(&stdout);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Background { child, stdout }
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        collect_lines(child.stdout.take().expect("stdout"), Arc::clone(&stdout));
+        collect_lines(child.stderr.take().expect("stderr"), Arc::clone(&stderr));
+        Background {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Everything printed on stderr so far.
+    pub fn errors(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Wait until stderr contains `what` (panics with the output so far after [`TIMEOUT`]).
+    pub async fn wait_errors(&self, what: &str) {
+        wait_text(&self.stderr, what).await
+    }
+
+    /// Send SIGINT (without waiting for anything).
+    pub fn sigint(&self) {
+        let pid = self.child.id() as i32;
+        unsafe {
+            libc::kill(pid, libc::SIGINT);
+        }
     }
 
     /// Everything printed on stdout so far.
@@ -161,35 +233,31 @@ impl Background {
 
     /// Wait until stdout contains `what` (panics with the output so far after [`TIMEOUT`]).
     pub async fn wait_output(&self, what: &str) {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        while !self.output().contains(what) {
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out after {TIMEOUT:?} waiting for {what:?} in the output:\n{}",
-                    self.output()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        wait_text(&self.stdout, what).await
     }
 
     /// SIGINT, then wait for the exit; returns (success, stderr).
-    pub async fn interrupt(mut self) -> (bool, String) {
+    pub async fn interrupt(self) -> (bool, String) {
+        let (status, stderr) = self.interrupt_status().await;
+        (status.success(), stderr)
+    }
+
+    /// SIGINT, then wait for the exit; returns (exit status, stderr).
+    pub async fn interrupt_status(mut self) -> (std::process::ExitStatus, String) {
         // SAFETY-free: kill(1) from procps would do the same; libc keeps it in-process.
-        let pid = self.child.id() as i32;
-        unsafe {
-            libc::kill(pid, libc::SIGINT);
-        }
+        self.sigint();
+        let stderr = Arc::clone(&self.stderr);
         tokio::task::spawn_blocking(move || {
             let deadline = std::time::Instant::now() + TIMEOUT;
             loop {
                 if let Some(st) = self.child.try_wait().expect("wait") {
-                    let mut err = String::new();
-                    if let Some(mut e) = self.child.stderr.take() {
-                        use std::io::Read;
-                        let _ = e.read_to_string(&mut err);
+                    // Let the reader thread take the last lines.
+                    let until = std::time::Instant::now() + Duration::from_secs(2);
+                    while Arc::strong_count(&stderr) > 2 && std::time::Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(10));
                     }
-                    return (st.success(), err);
+                    let err = stderr.lock().unwrap().clone();
+                    return (st, err);
                 }
                 if std::time::Instant::now() > deadline {
                     let _ = self.child.kill();
