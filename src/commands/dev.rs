@@ -638,7 +638,9 @@ async fn run_connected(
     };
     phase.set("stopping");
     let stopping = async {
-        say("finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)");
+        say(
+            "finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)",
+        );
         drop(control_server);
         dev.shutdown().await;
         let _ = printer_stop.send(());

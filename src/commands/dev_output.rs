@@ -925,7 +925,6 @@ mod tests {
 
     fn hook(parent: &str, status: Option<u16>, error: Option<&str>) -> EngineEvent {
         EngineEvent::HookCalled {
-            stderr: None,
             controller: "hello-world".into(),
             parent: parent.into(),
             hook: "sync".into(),
@@ -1167,6 +1166,9 @@ mod tests {
             status: None,
             latency: Duration::from_millis(5),
             error: None,
+            map_key: None,
+            request: None,
+            response: None,
             stderr: Some("debug: got 1 child\n".into()),
         };
         let lines = human(std::slice::from_ref(&call), true);
