@@ -100,6 +100,8 @@ pub struct DeleteOpts {
     pub rv: Option<u64>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods only; None: the pod's `terminationGracePeriodSeconds`).
+    pub grace_period: Option<i64>,
 }
 
 /// What a delete did.
@@ -775,6 +777,9 @@ fn write_update(
     }
     let done_deleting = current.deleting
         && finalizers(&new).is_empty()
+        && new["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_none_or(|g| g == 0)
         && !(gr == "/namespaces"
             && new["spec"]["finalizers"]
                 .as_array()
@@ -980,6 +985,24 @@ pub fn mutate(
     Err(ApiError::conflict_modified(target(&def, &k.name)))
 }
 
+/// The grace period a delete of `obj` gets: pods the simulated kubelet runs (as a pod bound to
+/// a node) terminate gracefully, for `gracePeriodSeconds` or their
+/// `terminationGracePeriodSeconds`; every other object, and pods not running, go at once.
+fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
+    if def.group_resource() != "/pods" || obj["status"]["phase"] != "Running" {
+        return 0;
+    }
+    let g = requested
+        .filter(|g| *g >= 0)
+        .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30);
+    // A pod already terminating only ever gets a shorter period.
+    match obj["metadata"]["deletionGracePeriodSeconds"].as_i64() {
+        Some(cur) => g.min(cur),
+        None => g,
+    }
+}
+
 /// Delete an object (DELETE).
 pub fn delete(
     state: &State,
@@ -1040,7 +1063,8 @@ pub fn delete(
             && obj["spec"]["finalizers"]
                 .as_array()
                 .is_some_and(|a| !a.is_empty());
-        if fins.is_empty() && !ns_pending {
+        let grace = pod_grace(def, &obj, opts.grace_period);
+        if fins.is_empty() && !ns_pending && grace == 0 {
             if opts.dry_run {
                 return Ok(Deleted::Gone(as_served(def, obj)));
             }
@@ -1056,10 +1080,19 @@ pub fn delete(
         // Graceful: mark and wait for finalizers.
         let before = obj.clone();
         obj["metadata"]["finalizers"] = json!(fins);
-        if obj["metadata"]["deletionTimestamp"].is_null() {
-            obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if let Some(g) = obj["metadata"]["generation"].as_i64() {
+        let shorter = obj["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_some_and(|g| grace < g);
+        if obj["metadata"]["deletionTimestamp"].is_null() || shorter {
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(grace))
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            obj["metadata"]["deletionTimestamp"] =
+                json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            if let Some(g) = obj["metadata"]["generation"].as_i64()
+                && !shorter
+            {
                 obj["metadata"]["generation"] = json!(g + 1);
             }
         }

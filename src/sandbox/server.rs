@@ -685,8 +685,19 @@ fn delete_opts(p: &Params, body: &[u8]) -> ApiResult<DeleteOpts> {
         })?),
         _ => None,
     };
+    let grace_period =
+        match b["gracePeriodSeconds"].as_i64() {
+            Some(g) => Some(g),
+            None => match p.get("gracePeriodSeconds") {
+                Some(g) => Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}"))
+                })?),
+                None => None,
+            },
+        };
     Ok(DeleteOpts {
         propagation,
+        grace_period,
         uid: b["preconditions"]["uid"]
             .as_str()
             .filter(|s| !s.is_empty())

@@ -1,6 +1,8 @@
 //! A simulated kubelet: pods that are Pending become Running with every container ready after
 //! a short delay, so controllers that wait on readiness (rolling updates with status checks)
-//! can be developed without nodes. Turned off with `--no-kubelet`.
+//! can be developed without nodes; a running pod that is deleted stays `Terminating`
+//! (`deletionTimestamp`, `deletionGracePeriodSeconds`) for the same short delay, then goes.
+//! Turned off with `--no-kubelet`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ impl Kubelet {
             return;
         };
         if pod.deleting {
+            self.finish(state, pod, delay);
             return;
         }
         let Ok(v) = pod.value() else {
@@ -59,6 +62,55 @@ impl Kubelet {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&uid);
+        });
+    }
+}
+
+impl Kubelet {
+    /// A terminating pod: after the delay its containers have stopped, and it is deleted for
+    /// good (grace period 0), as the kubelet does once a pod has terminated.
+    fn finish(&self, state: &Arc<State>, pod: &Arc<Stored>, delay: std::time::Duration) {
+        let Ok(v) = pod.value() else { return };
+        if v["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_none_or(|g| g == 0)
+        {
+            return;
+        }
+        let tag = format!("{}/terminating", pod.uid);
+        {
+            let mut s = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+            if !s.insert(tag.clone()) {
+                return;
+            }
+        }
+        let state = state.clone();
+        let starting = self.starting.clone();
+        let key = pod.key.clone();
+        let uid = pod.uid.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = state.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => {
+                    let opts = ops::DeleteOpts {
+                        uid: Some(uid),
+                        grace_period: Some(0),
+                        ..Default::default()
+                    };
+                    let r = state
+                        .def_for_gr(&key.gr)
+                        .and_then(|def| ops::delete(&state, &def, &key, &opts));
+                    match r {
+                        Ok(_) => {}
+                        Err(e) if e.code == 404 || e.code == 409 => {}
+                        Err(e) => tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not finish terminating pod"),
+                    }
+                }
+            }
+            starting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&tag);
         });
     }
 }
