@@ -121,6 +121,15 @@ fn target<'a>(def: &'a ResourceDef, name: &'a str) -> Target<'a> {
     }
 }
 
+/// The target of a 422 Invalid: kube-apiserver names the kind there, not the resource.
+fn kind_target<'a>(def: &'a ResourceDef, name: &'a str) -> Target<'a> {
+    Target {
+        group: &def.group,
+        resource: &def.kind,
+        name,
+    }
+}
+
 fn qualified_kind(def: &ResourceDef) -> String {
     if def.group.is_empty() {
         def.kind.clone()
@@ -266,7 +275,7 @@ fn apply_schema(
                 msgs.join(", ")
             )
         };
-        return Err(ApiError::invalid(target(def, name), message, causes));
+        return Err(ApiError::invalid(kind_target(def, name), message, causes));
     }
     Ok(warnings)
 }
@@ -324,7 +333,7 @@ fn validate_meta(def: &ResourceDef, obj: &Value, name: &str, old: Option<&Value>
         .iter()
         .map(|e| (e.field.clone(), e.to_string()))
         .collect();
-    Err(ApiError::invalid(target(def, name), message, causes))
+    Err(ApiError::invalid(kind_target(def, name), message, causes))
 }
 
 fn check_namespace(state: &State, def: &ResourceDef, ns: &str) -> ApiResult<()> {
@@ -404,7 +413,7 @@ fn create_checked(
         .to_string();
     if given_name.is_empty() && generate.is_empty() {
         return Err(ApiError::invalid(
-            target(def, ""),
+            kind_target(def, ""),
             format!(
                 "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
                 qualified_kind(def)
@@ -475,7 +484,11 @@ fn create_checked(
                 }
             );
             let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-            return Err(ApiError::invalid(target(def, &given_name), message, causes));
+            return Err(ApiError::invalid(
+                kind_target(def, &given_name),
+                message,
+                causes,
+            ));
         }
     }
     let now = now_rfc3339();
@@ -709,7 +722,7 @@ fn write_update(
                 "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
             );
             return Err(ApiError::invalid(
-                target(def, name),
+                kind_target(def, name),
                 format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
                 vec![("metadata.finalizers".into(), msg)],
             ));
@@ -743,7 +756,7 @@ fn write_update(
                     errs.join(", ")
                 );
                 let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-                return Err(ApiError::invalid(target(def, name), message, causes));
+                return Err(ApiError::invalid(kind_target(def, name), message, causes));
             }
         }
     }
@@ -870,7 +883,7 @@ pub fn patch(
             }
             PatchKind::Json => patch::json_patch(&mut new, body).map_err(|e| {
                 ApiError::invalid(
-                    target(def, name),
+                    kind_target(def, name),
                     format!("the server rejected our request due to an error in our request: {e}"),
                     vec![],
                 )
@@ -939,7 +952,7 @@ fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
         }
         ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),
         ApplyError::Invalid(m) => ApiError::invalid(
-            target(def, name),
+            kind_target(def, name),
             format!("{} \"{name}\" is invalid: {m}", qualified_kind(def)),
             vec![],
         ),
