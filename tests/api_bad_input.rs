@@ -770,3 +770,38 @@ async fn create_widget_crd(client: &kube::Client) {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reports_unserved_kinds_and_invalid_objects_like_kube_apiserver() {
+    let t = common::start().await;
+    let out = t.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Nope\nmetadata: {name: x}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no matches for kind \"Nope\" in version \"example.com/v1\""),
+        "{err}"
+    );
+    let out = t.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {\"a b\": \"1\"}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "The ConfigMap \"x\" is invalid: data[a b]: Invalid value: \"a b\": a valid config key"
+        ),
+        "{err}"
+    );
+    let out = t.kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}, {name: b, port: 81}]}\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("The Service \"s\" is invalid: spec.ports[0].name: Required value"),
+        "{err}"
+    );
+}

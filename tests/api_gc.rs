@@ -480,6 +480,40 @@ async fn simulated_kubelet_runs_pods() {
 }
 
 #[tokio::test]
+async fn running_pods_terminate_gracefully_unless_forced() {
+    let t = common::start().await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    for name in ["graceful", "forced"] {
+        pods.create(&PostParams::default(), &pod(name))
+            .await
+            .expect("create pod");
+        common::wait_for("pod Running", TIMEOUT, || async {
+            let p = pods.get(name).await.ok()?;
+            (p.status?.phase.as_deref() == Some("Running")).then_some(())
+        })
+        .await;
+    }
+    let answer = pods
+        .delete("graceful", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let terminating = answer.left().expect("a running pod is not gone at once");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    wait_gone(&pods, "graceful").await;
+
+    let forced = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("forced", &forced).await.expect("force delete");
+    assert!(
+        pods.get_opt("forced").await.expect("get").is_none(),
+        "grace period 0 deletes at once"
+    );
+}
+
+#[tokio::test]
 async fn without_kubelet_pods_stay_pending() {
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;

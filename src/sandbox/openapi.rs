@@ -8,6 +8,31 @@ use serde_json::{Map, Value, json};
 
 use super::resources::Registry;
 
+const V2_TITLE: &str = "Kubernetes";
+const V2_VERSION: &str = "v1.33.0";
+
+/// `GET /openapi/v2` as JSON: a document without definitions.
+pub fn v2_json() -> Value {
+    json!({"swagger": "2.0", "info": {"title": V2_TITLE, "version": V2_VERSION},
+           "paths": {}, "definitions": {}})
+}
+
+/// `GET /openapi/v2` as protobuf (`openapi_v2.Document` with `swagger` and `info` only).
+pub fn v2_protobuf() -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+        out.push(tag);
+        out.push(u8::try_from(bytes.len()).unwrap_or(u8::MAX));
+        out.extend_from_slice(bytes);
+    }
+    let mut info = Vec::new();
+    field(&mut info, 0x0a, V2_TITLE.as_bytes());
+    field(&mut info, 0x12, V2_VERSION.as_bytes());
+    let mut doc = Vec::new();
+    field(&mut doc, 0x0a, b"2.0");
+    field(&mut doc, 0x12, &info);
+    doc
+}
+
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
@@ -78,4 +103,19 @@ pub fn group_version(reg: &Registry, path: &str) -> Option<Value> {
         "paths": paths,
         "components": {"schemas": {}},
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v2_protobuf_is_a_document_with_swagger_and_info() {
+        let b = v2_protobuf();
+        assert_eq!(&b[..5], b"\x0a\x032.0");
+        assert_eq!(b[5], 0x12);
+        assert_eq!(usize::from(b[6]), b.len() - 7);
+        assert_eq!(&b[7..9], b"\x0a\x0a");
+        assert_eq!(v2_json()["swagger"], "2.0");
+    }
 }

@@ -100,6 +100,8 @@ pub struct DeleteOpts {
     pub rv: Option<u64>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods only; None: the pod's `terminationGracePeriodSeconds`).
+    pub grace_period: Option<i64>,
 }
 
 /// What a delete did.
@@ -130,7 +132,16 @@ fn crd_invalid(def: &ResourceDef, name: &str, errs: Vec<String>) -> ApiError {
         }
     );
     let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
-    ApiError::invalid(target(def, name), message, causes)
+    ApiError::invalid(kind_target(def, name), message, causes)
+}
+
+/// The target of a 422 Invalid: kube-apiserver names the kind there, not the resource.
+fn kind_target<'a>(def: &'a ResourceDef, name: &'a str) -> Target<'a> {
+    Target {
+        group: &def.group,
+        resource: &def.kind,
+        name,
+    }
 }
 
 fn qualified_kind(def: &ResourceDef) -> String {
@@ -278,7 +289,7 @@ fn apply_schema(
                 msgs.join(", ")
             )
         };
-        return Err(ApiError::invalid(target(def, name), message, causes));
+        return Err(ApiError::invalid(kind_target(def, name), message, causes));
     }
     Ok(warnings)
 }
@@ -336,7 +347,7 @@ fn validate_meta(def: &ResourceDef, obj: &Value, name: &str, old: Option<&Value>
         .iter()
         .map(|e| (e.field.clone(), e.to_string()))
         .collect();
-    Err(ApiError::invalid(target(def, name), message, causes))
+    Err(ApiError::invalid(kind_target(def, name), message, causes))
 }
 
 fn check_namespace(state: &State, def: &ResourceDef, ns: &str) -> ApiResult<()> {
@@ -416,7 +427,7 @@ fn create_checked(
         .to_string();
     if given_name.is_empty() && generate.is_empty() {
         return Err(ApiError::invalid(
-            target(def, ""),
+            kind_target(def, ""),
             format!(
                 "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
                 qualified_kind(def)
@@ -714,7 +725,7 @@ fn write_update(
                 "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
             );
             return Err(ApiError::invalid(
-                target(def, name),
+                kind_target(def, name),
                 format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
                 vec![("metadata.finalizers".into(), msg)],
             ));
@@ -779,6 +790,9 @@ fn write_update(
     }
     let done_deleting = current.deleting
         && finalizers(&new).is_empty()
+        && new["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_none_or(|g| g == 0)
         && !(gr == "/namespaces"
             && new["spec"]["finalizers"]
                 .as_array()
@@ -869,7 +883,7 @@ pub fn patch(
             }
             PatchKind::Json => patch::json_patch(&mut new, body).map_err(|e| {
                 ApiError::invalid(
-                    target(def, name),
+                    kind_target(def, name),
                     format!("the server rejected our request due to an error in our request: {e}"),
                     vec![],
                 )
@@ -938,7 +952,7 @@ fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
         }
         ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),
         ApplyError::Invalid(m) => ApiError::invalid(
-            target(def, name),
+            kind_target(def, name),
             format!("{} \"{name}\" is invalid: {m}", qualified_kind(def)),
             vec![],
         ),
@@ -982,6 +996,24 @@ pub fn mutate(
         }
     }
     Err(ApiError::conflict_modified(target(&def, &k.name)))
+}
+
+/// The grace period a delete of `obj` gets: pods the simulated kubelet runs (as a pod bound to
+/// a node) terminate gracefully, for `gracePeriodSeconds` or their
+/// `terminationGracePeriodSeconds`; every other object, and pods not running, go at once.
+fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
+    if def.group_resource() != "/pods" || obj["status"]["phase"] != "Running" {
+        return 0;
+    }
+    let g = requested
+        .filter(|g| *g >= 0)
+        .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30);
+    // A pod already terminating only ever gets a shorter period.
+    match obj["metadata"]["deletionGracePeriodSeconds"].as_i64() {
+        Some(cur) => g.min(cur),
+        None => g,
+    }
 }
 
 /// Delete an object (DELETE).
@@ -1044,7 +1076,8 @@ pub fn delete(
             && obj["spec"]["finalizers"]
                 .as_array()
                 .is_some_and(|a| !a.is_empty());
-        if fins.is_empty() && !ns_pending {
+        let grace = pod_grace(def, &obj, opts.grace_period);
+        if fins.is_empty() && !ns_pending && grace == 0 {
             if opts.dry_run {
                 return Ok(Deleted::Gone(as_served(def, obj)));
             }
@@ -1060,10 +1093,19 @@ pub fn delete(
         // Graceful: mark and wait for finalizers.
         let before = obj.clone();
         obj["metadata"]["finalizers"] = json!(fins);
-        if obj["metadata"]["deletionTimestamp"].is_null() {
-            obj["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if let Some(g) = obj["metadata"]["generation"].as_i64() {
+        let shorter = obj["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_some_and(|g| grace < g);
+        if obj["metadata"]["deletionTimestamp"].is_null() || shorter {
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(grace))
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            obj["metadata"]["deletionTimestamp"] =
+                json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+            obj["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            if let Some(g) = obj["metadata"]["generation"].as_i64()
+                && !shorter
+            {
                 obj["metadata"]["generation"] = json!(g + 1);
             }
         }

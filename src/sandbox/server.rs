@@ -73,6 +73,27 @@ fn json_resp(code: StatusCode, body: impl Into<Body>, warnings: &[String]) -> Re
         .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
 }
 
+/// `GET /openapi/v2`: an OpenAPI v2 document without definitions (protobuf, as kubectl asks
+/// for it, or JSON), so kubectl's client-side validation finds no schema instead of failing,
+/// and an unserved kind ends in kubectl's "no matches for kind".
+fn openapi_v2(headers: &HeaderMap) -> Response {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !accept.contains("protobuf") {
+        return value_resp(StatusCode::OK, &openapi::v2_json(), &[]);
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(
+            "content-type",
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        )
+        .body(Body::from(openapi::v2_protobuf()))
+        .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
+}
+
 fn value_resp(code: StatusCode, v: &Value, warnings: &[String]) -> Response {
     json_resp(code, v.to_string(), warnings)
 }
@@ -147,7 +168,7 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::no_route(req.uri().path()))?;
             Ok(value_resp(StatusCode::OK, &v, &[]))
         }
-        Route::OpenApiV2 => Err(ApiError::no_route(req.uri().path())),
+        Route::OpenApiV2 => Ok(openapi_v2(req.headers())),
         Route::OpenApiV3(None) => Ok(value_resp(StatusCode::OK, &openapi::index(&reg()), &[])),
         Route::OpenApiV3(Some(p)) => {
             let v = openapi::group_version(&reg(), &p)
@@ -685,8 +706,19 @@ fn delete_opts(p: &Params, body: &[u8]) -> ApiResult<DeleteOpts> {
         })?),
         _ => None,
     };
+    let grace_period =
+        match b["gracePeriodSeconds"].as_i64() {
+            Some(g) => Some(g),
+            None => match p.get("gracePeriodSeconds") {
+                Some(g) => Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}"))
+                })?),
+                None => None,
+            },
+        };
     Ok(DeleteOpts {
         propagation,
+        grace_period,
         uid: b["preconditions"]["uid"]
             .as_str()
             .filter(|s| !s.is_empty())

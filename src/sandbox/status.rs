@@ -185,7 +185,15 @@ impl ApiError {
         d["causes"] = Value::Array(
             causes
                 .into_iter()
-                .map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field}))
+                .map(|(field, message)| {
+                    // A cause's message is the error without its field path (kubectl prints
+                    // `field: message`).
+                    let body = message
+                        .strip_prefix(&format!("{field}: "))
+                        .unwrap_or(&message)
+                        .to_string();
+                    json!({"reason": "FieldValueInvalid", "message": body, "field": field})
+                })
                 .collect(),
         );
         e.details = Some(Box::new(d));

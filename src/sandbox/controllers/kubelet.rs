@@ -1,6 +1,8 @@
 //! A simulated kubelet: pods that are Pending become Running with every container ready after
 //! a short delay, so controllers that wait on readiness (rolling updates with status checks)
-//! can be developed without nodes. Turned off with `--no-kubelet`.
+//! can be developed without nodes; a running pod that is deleted stays `Terminating`
+//! (`deletionTimestamp`, `deletionGracePeriodSeconds`) for the same short delay, then goes.
+//! Turned off with `--no-kubelet`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -9,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::sandbox::ops;
 use crate::sandbox::state::{State, now_rfc3339, random_u64};
-use crate::sandbox::store::Stored;
+use crate::sandbox::store::{ObjKey, Stored};
 
 /// Tracks pods already scheduled to start, so each is started once.
 #[derive(Debug, Default)]
@@ -18,47 +20,82 @@ pub struct Kubelet {
 }
 
 impl Kubelet {
-    /// Look at a pod; schedule it to start if it is pending.
+    /// Look at a pod; schedule it to start if it is pending, to finish if it is terminating.
     pub fn observe(&self, state: &Arc<State>, pod: &Arc<Stored>) {
         let Some(delay) = state.tunables.kubelet_delay else {
             return;
         };
-        if pod.deleting {
-            return;
-        }
         let Ok(v) = pod.value() else {
             return;
         };
+        let uid = pod.uid.clone();
+        if pod.deleting {
+            // After the delay its containers have stopped, and it is deleted for good (grace
+            // period 0), as the kubelet does once a pod has terminated.
+            if v["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .is_none_or(|g| g == 0)
+            {
+                return;
+            }
+            self.after(state, pod, format!("{uid}/terminating"), delay, move |state, key| {
+                let opts = ops::DeleteOpts {
+                    uid: Some(uid),
+                    grace_period: Some(0),
+                    ..Default::default()
+                };
+                let r = state
+                    .def_for_gr(&key.gr)
+                    .and_then(|def| ops::delete(state, &def, key, &opts));
+                match r {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not finish terminating pod"),
+                }
+            });
+            return;
+        }
         if v["status"]["phase"]
             .as_str()
             .is_some_and(|p| p != "Pending")
         {
             return;
         }
+        self.after(state, pod, uid.clone(), delay, move |state, key| {
+            let r = ops::mutate(state, key, |p: &mut Value| start(p, &uid));
+            if let Err(e) = r {
+                tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not start pod");
+            }
+        });
+    }
+
+    /// Run `work` once per `tag` after `delay` (unless the sandbox shuts down first).
+    fn after(
+        &self,
+        state: &Arc<State>,
+        pod: &Stored,
+        tag: String,
+        delay: std::time::Duration,
+        work: impl FnOnce(&State, &ObjKey) + Send + 'static,
+    ) {
         {
             let mut s = self.starting.lock().unwrap_or_else(|p| p.into_inner());
-            if !s.insert(pod.uid.clone()) {
+            if !s.insert(tag.clone()) {
                 return;
             }
         }
         let state = state.clone();
         let starting = self.starting.clone();
         let key = pod.key.clone();
-        let uid = pod.uid.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = state.shutdown.cancelled() => {}
-                _ = tokio::time::sleep(delay) => {
-                    let r = ops::mutate(&state, &key, |p: &mut Value| start(p, &uid));
-                    if let Err(e) = r {
-                        tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not start pod");
-                    }
-                }
+                _ = tokio::time::sleep(delay) => work(&state, &key),
             }
             starting
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .remove(&uid);
+                .remove(&tag);
         });
     }
 }
