@@ -2,7 +2,7 @@
 # Build and pack a kubectl-meta release for one platform, and render the krew manifest for every
 # platform packed so far.
 #
-#   scripts/release.sh                        release build for the host, pack, manifest
+#   scripts/release.sh                        build (profile dist) for the host, pack, manifest
 #   scripts/release.sh --target TRIPLE        the same for another Rust target (CI matrix)
 #   scripts/release.sh --binary PATH          pack an already built binary (no build)
 #   scripts/release.sh --manifest-only        only render the manifest from the archives in --out
@@ -126,12 +126,12 @@ if [[ $MANIFEST_ONLY -eq 0 ]]; then
     if [[ -z "$BINARY" ]]; then
         host="$(rustc -vV | sed -n 's/^host: //p')"
         target_dir="${CARGO_TARGET_DIR:-$REPO_DIR/target}"
-        build=(cargo build --release --locked --manifest-path "$REPO_DIR/Cargo.toml")
+        build=(cargo build --profile dist --locked --manifest-path "$REPO_DIR/Cargo.toml")
         if [[ "$TARGET" == "$host" ]]; then
-            BINARY="$target_dir/release/kubectl-meta$EXE"
+            BINARY="$target_dir/dist/kubectl-meta$EXE"
         else
             build+=(--target "$TARGET")
-            BINARY="$target_dir/$TARGET/release/kubectl-meta$EXE"
+            BINARY="$target_dir/$TARGET/dist/kubectl-meta$EXE"
         fi
         say "${build[*]}"
         "${build[@]}"
