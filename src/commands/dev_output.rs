@@ -5,7 +5,10 @@
 //!   tag content`, columns aligned, optionally colored. Outside verbose mode a sync that changed
 //!   nothing (sync started, successful hook calls, sync finished with no write and no error) is
 //!   collapsed into one `sync no changes` line, so a periodic resync of many parents stays short
-//!   while every trigger, write and error is still shown.
+//!   while every trigger, write and error is still shown. The lines of one sync are printed
+//!   together when it finishes (not interleaved with other parents' syncs), unless it runs
+//!   longer than [`HOLD_LIMIT`]; the columns keep their width (a longer name overflows its own
+//!   line only).
 //! - `-o json`: one JSON object per line (NDJSON), the serialized event plus a `time` field.
 //!
 //! It also decides whether to color ([`color_enabled`]) and drains the engine's broadcast
@@ -36,12 +39,16 @@ pub enum OutputFormat {
 
 /// Controller column starts this wide, so common names align from the first line.
 const MIN_CONTROLLER_WIDTH: usize = 12;
-/// Parent column starts this wide, so common keys align from the first line.
-const MIN_PARENT_WIDTH: usize = 20;
-/// Controller column width never grows past this (longer names overflow the column).
+/// Parent column width, fixed so columns never shift mid-log (a longer key overflows its own
+/// line only).
+const PARENT_WIDTH: usize = 20;
+/// Controller column width never grows past this (longer names overflow the column). It grows
+/// only with the controllers' start lines, which come before any sync, so it is fixed by the
+/// time parents are printed.
 const MAX_CONTROLLER_WIDTH: usize = 24;
-/// Parent column width never grows past this (longer keys overflow the column).
-const MAX_PARENT_WIDTH: usize = 40;
+/// A sync's lines are held back until it finishes, so they stay together; one that runs
+/// longer than this is shown as it goes instead (a slow hook is not hidden).
+const HOLD_LIMIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(2);
 /// Width of the tag column (`finalizer` is the longest tag).
 const TAG_WIDTH: usize = 9;
 /// Triggers listed on a sync line before `+N more`.
@@ -83,7 +90,6 @@ pub struct Printer<W: Write> {
     verbose: bool,
     tz: TimeZone,
     controller_width: usize,
-    parent_width: usize,
     pending: Vec<PendingSync>,
     /// Per (controller, parent): the error its last failed sync ended with, and how many
     /// syncs in a row ended with exactly that error (repeats are shown as one short line).
@@ -103,7 +109,6 @@ impl<W: Write> Printer<W> {
             verbose,
             tz: TimeZone::system(),
             controller_width: MIN_CONTROLLER_WIDTH,
-            parent_width: MIN_PARENT_WIDTH,
             pending: Vec::new(),
             failures: HashMap::new(),
             hook_errors: HashMap::new(),
@@ -193,10 +198,6 @@ impl<W: Write> Printer<W> {
                 });
                 Ok(())
             }
-            (EngineEvent::HookCalled { status, error, .. }, Some(i)) if hook_ok(*status, error) => {
-                self.pending[i].events.push((now, event.clone()));
-                Ok(())
-            }
             (
                 EngineEvent::SyncFinished {
                     writes: 0,
@@ -205,17 +206,28 @@ impl<W: Write> Printer<W> {
                     ..
                 },
                 Some(i),
-            ) => {
+            ) if self.pending[i].events.iter().all(|(_, e)| quiet(e)) => {
                 let p = self.pending.remove(i);
                 // A success ends any run of failures.
                 self.failures
                     .remove(&(p.controller.clone(), p.parent.clone()));
                 self.collapsed(now, p, *duration)
             }
-            (_, Some(i)) => {
+            (EngineEvent::SyncFinished { .. }, Some(i)) => {
                 let p = self.pending.remove(i);
                 self.flush_pending(p)?;
                 self.human(now, event)
+            }
+            (_, Some(i)) => {
+                // Held until the sync finishes, so its lines stay together; a sync running
+                // longer than HOLD_LIMIT is shown as it goes from here on.
+                self.pending[i].events.push((now, event.clone()));
+                let began = self.pending[i].events[0].0;
+                if now.duration_since(began) > HOLD_LIMIT {
+                    let p = self.pending.remove(i);
+                    self.flush_pending(p)?;
+                }
+                Ok(())
             }
             (_, None) => self.human(now, event),
         }
@@ -659,11 +671,13 @@ impl<W: Write> Printer<W> {
         let parent = clean(parent);
         let cw = controller.chars().count();
         let pw = parent.chars().count();
-        self.controller_width = self.controller_width.max(cw.min(MAX_CONTROLLER_WIDTH));
-        self.parent_width = self.parent_width.max(pw.min(MAX_PARENT_WIDTH));
+        if parent.is_empty() {
+            // Controller-level lines (start, errors) come first and set the column once.
+            self.controller_width = self.controller_width.max(cw.min(MAX_CONTROLLER_WIDTH));
+        }
         let time = local_time(&self.tz, now);
         let cpad = self.controller_width.saturating_sub(cw);
-        let ppad = self.parent_width.saturating_sub(pw);
+        let ppad = PARENT_WIDTH.saturating_sub(pw);
         let tpad = TAG_WIDTH.saturating_sub(tag.chars().count());
         let indent =
             time.len() + 1 + cw + cpad + 2 + pw + ppad + 2 + tag.chars().count() + tpad + 1;
@@ -790,6 +804,16 @@ fn sync_key(event: &EngineEvent) -> Option<(&str, &str)> {
 }
 
 /// A hook call that is part of an uneventful sync.
+/// Whether `event` is part of a sync that may still collapse into one `no changes` line: the
+/// start, and hook calls that succeeded.
+fn quiet(event: &EngineEvent) -> bool {
+    match event {
+        EngineEvent::SyncStarted { .. } => true,
+        EngineEvent::HookCalled { status, error, .. } => hook_ok(*status, error),
+        _ => false,
+    }
+}
+
 fn hook_ok(status: Option<u16>, error: &Option<String>) -> bool {
     error.is_none() && status.is_none_or(|s| (200..300).contains(&s))
 }
@@ -1013,7 +1037,7 @@ mod tests {
     }
 
     #[test]
-    fn collapsing_is_per_parent_when_syncs_interleave() {
+    fn a_syncs_lines_stay_together_when_syncs_interleave() {
         let lines = human(
             &[
                 started("ns/a", vec![Trigger::ResyncPeriod]),
@@ -1033,13 +1057,49 @@ mod tests {
         assert_eq!(
             lines,
             [
+                "22:13:20.005 hello-world   ns/a                  sync      no changes (resync period) in 42.0ms, hook sync 200 12.9ms",
                 "22:13:20.001 hello-world   ns/b                  sync      started (parent changed)",
                 "22:13:20.003 hello-world   ns/b                  hook      sync 200 12.9ms",
                 "22:13:20.004 hello-world   ns/b                  delete    Pod.v1 default/world  not in the desired children",
-                "22:13:20.005 hello-world   ns/a                  sync      no changes (resync period) in 42.0ms, hook sync 200 12.9ms",
                 "22:13:20.006 hello-world   ns/b                  sync      done in 42.0ms, 1 write",
             ]
         );
+    }
+
+    #[test]
+    fn a_sync_running_past_the_hold_limit_is_shown_as_it_goes_and_columns_stay_fixed() {
+        let mut p = printer(OutputFormat::Human, false, false);
+        let long = "a-namespace-with-a-long-name/parent";
+        let events = [
+            (0, started("ns/a", vec![Trigger::ParentChanged])),
+            (1, started(long, vec![Trigger::ParentChanged])),
+            (2, action("ns/a", ActionVerb::Create, None)),
+            (3_000, hook(long, Some(200), None)),
+            (3_001, finished("ns/a", 1, None)),
+        ];
+        for (ms, e) in &events {
+            p.print_at(e, at(*ms)).expect("print");
+        }
+        let out = String::from_utf8(p.out.clone()).expect("utf8");
+        let lines: Vec<&str> = out.lines().collect();
+        // ns/a is still held (it started 3 s ago but got no event past the limit until it
+        // finished); the long sync went past the limit and was shown at once.
+        assert!(
+            lines[0].contains(long) && lines[0].contains("started"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines[1].contains(long) && lines[1].contains("hook"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines[2].contains("ns/a") && lines[2].contains("started"),
+            "{lines:#?}"
+        );
+        // The long parent overflows its own lines only: ns/a's columns did not move.
+        let col = |l: &str| l.find("sync").or_else(|| l.find("create")).expect("tag");
+        assert_eq!(col(lines[2]), col(lines[3]), "{lines:#?}");
+        assert_eq!(col(lines[2]), 12 + 1 + 12 + 2 + 20 + 2, "{lines:#?}");
     }
 
     #[test]
