@@ -25,7 +25,9 @@ fn log_color(cli: &Cli) -> bool {
 
 fn init_logging(verbose: u8, color: bool) {
     let default = match verbose {
-        0 => "warn",
+        // kube's client logs every failed request at ERROR; the engine reports outages itself
+        // (once, as an event), so those lines only show from -v on.
+        0 => "warn,kube_client=off",
         1 => "info,kubectl_meta=info",
         2 => "info,kubectl_meta=debug",
         _ => "debug,kubectl_meta=trace",

@@ -727,9 +727,10 @@ async fn wait_once(
             ));
         }
         let waiting = awaited(&rep, false);
-        let repeat = said
-            .as_ref()
-            .is_none_or(|(before, at)| *before != waiting || at.elapsed() >= ONCE_REPORT_EVERY);
+        let repeat = !waiting.is_empty()
+            && said
+                .as_ref()
+                .is_none_or(|(before, at)| *before != waiting || at.elapsed() >= ONCE_REPORT_EVERY);
         if repeat {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             bus.publish(EngineEvent::Info {
