@@ -716,6 +716,22 @@ async fn wait_once(
                 ),
             ));
         }
+        if !rep.hot_loops.is_empty() {
+            // Retrying cannot end a hot loop (the guard holds the field): say so now.
+            let lines: Vec<String> = rep
+                .hot_loops
+                .iter()
+                .map(|(c, parent, m)| format!("  {c} {parent}: {m}"))
+                .collect();
+            return Err(fail(
+                Class::NotConverged,
+                format!(
+                    "{} parent(s) in a hot loop, which retrying cannot end (change the hook or see the cause):\n{}",
+                    lines.len(),
+                    lines.join("\n")
+                ),
+            ));
+        }
         if tokio::time::Instant::now() >= deadline {
             return Err(fail(
                 Class::NotConverged,

@@ -50,6 +50,9 @@ pub struct OnceReport {
     pub failed: Vec<(String, String, String)>,
     /// Work still pending at the deadline: (controller, what).
     pub pending: Vec<(String, String)>,
+    /// Parents held by the hot-loop guard (also listed in `failed`): (controller, parent,
+    /// message). Retrying does not end a hot loop; a hook change or a resync does.
+    pub hot_loops: Vec<(String, String, String)>,
 }
 
 /// The running engine.
@@ -242,6 +245,7 @@ impl Engine {
             converged: true,
             failed: Vec::new(),
             pending: Vec::new(),
+            hot_loops: Vec::new(),
         };
         if let Some(why) = self.ctx.writes_held() {
             rep.converged = false;
@@ -272,8 +276,10 @@ impl Engine {
             for (key, state) in r.tracker.snapshot() {
                 match state {
                     KeyState::Ok => {}
-                    KeyState::Failed(m) | KeyState::HotLoop(m) => {
-                        rep.failed.push((r.name.clone(), key, m))
+                    KeyState::Failed(m) => rep.failed.push((r.name.clone(), key, m)),
+                    KeyState::HotLoop(m) => {
+                        rep.hot_loops.push((r.name.clone(), key.clone(), m.clone()));
+                        rep.failed.push((r.name.clone(), key, m));
                     }
                     KeyState::Wrote => {
                         rep.converged = false;
