@@ -15,17 +15,7 @@ fn cm_ar() -> kube::discovery::ApiResource {
 
 /// Children named `<parent>-<i>` for i in 0..spec.count, data from spec.value.
 fn counted(req: &Value) -> Value {
-    let p = &req["parent"];
-    let name = p["metadata"]["name"].as_str().unwrap();
-    let n = p["spec"]["count"].as_u64().unwrap_or(0);
-    let value = p["spec"]["value"].as_str().unwrap_or("v1");
-    let kids: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut c = configmap(&format!("{name}-{i}"), json!({"value": value}));
-            c["metadata"]["labels"] = json!({"app": name});
-            c
-        })
-        .collect();
+    let kids = counted_children(req);
     let observed = req["children"]["ConfigMap.v1"]
         .as_object()
         .map_or(0, |m| m.len());

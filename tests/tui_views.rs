@@ -159,18 +159,8 @@ fn cm_ar() -> kube::discovery::ApiResource {
 
 /// ConfigMaps `<parent>-<i>` for i in 0..spec.count with data from spec.value.
 fn counted(req: &Value) -> Value {
-    let p = &req["parent"];
-    let name = p["metadata"]["name"].as_str().unwrap_or("");
-    let n = p["spec"]["count"].as_u64().unwrap_or(0);
-    let value = p["spec"]["value"].as_str().unwrap_or("v1");
-    let kids: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut c = configmap(&format!("{name}-{i}"), json!({"value": value}));
-            c["metadata"]["labels"] = json!({"app": name});
-            c
-        })
-        .collect();
-    json!({"status": {"wanted": n}, "children": kids})
+    let kids = counted_children(req);
+    json!({"status": {"wanted": kids.len()}, "children": kids})
 }
 
 /// Converge, then resync everything and converge again: the last sync of every parent is then

@@ -591,6 +591,22 @@ impl World {
     }
 }
 
+/// The children of the "counted" test hooks: ConfigMaps `<parent>-<i>` for i in
+/// 0..spec.count, labelled `app: <parent>`, with data from spec.value (default `v1`).
+pub fn counted_children(req: &Value) -> Vec<Value> {
+    let p = &req["parent"];
+    let name = p["metadata"]["name"].as_str().unwrap_or("");
+    let n = p["spec"]["count"].as_u64().unwrap_or(0);
+    let value = p["spec"]["value"].as_str().unwrap_or("v1");
+    (0..n)
+        .map(|i| {
+            let mut c = configmap(&format!("{name}-{i}"), json!({"value": value}));
+            c["metadata"]["labels"] = json!({"app": name});
+            c
+        })
+        .collect()
+}
+
 /// A ConfigMap child (for hook answers).
 pub fn configmap(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
