@@ -24,6 +24,7 @@ TEMPLATE="$REPO_DIR/plugin-manifest/meta.yaml"
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
     cat <<'EOF'
+
 Options:
   --target TRIPLE      Rust target to build and name the archive for (default: the host's).
   --binary PATH        Pack this binary instead of building (any profile; e.g. for tests).
