@@ -25,9 +25,14 @@
 //! - [`hotloop`]: the hot-loop guard (stop rewriting a field the server keeps rewriting).
 //! - [`recorder`]: `SyncError` Events on parents.
 //! - [`context`]: services shared by all controllers of one engine; hook resolution.
+//! - [`shared`], [`routing`], [`caller`], [`memory`], [`related_cache`], [`carry`]: what the
+//!   three kinds share (start-up, event routing, hook calls, per-key memory, customize cache,
+//!   carrying a plan out).
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
 
 pub mod apply;
+pub mod caller;
+pub mod carry;
 pub mod child;
 pub mod composite;
 pub mod context;
@@ -39,14 +44,17 @@ pub mod hookapi;
 pub mod hotloop;
 pub mod map;
 pub mod map_plan;
+pub mod memory;
 pub mod ownership;
 pub mod plan;
 pub mod planner;
 pub mod queue;
 pub mod recorder;
 pub mod related;
+pub mod related_cache;
 pub mod replay;
 pub mod rollout;
+pub mod routing;
 pub mod runtime;
 pub mod server_view;
 pub mod shared;

@@ -1,0 +1,112 @@
+//! Hook calls made for a sync ([`Caller::call`]: a failed call becomes a [`SyncFailure`], a
+//! 429 a retry after Retry-After) and replays of the last exchanges to a reloaded hook
+//! ([`Caller::replay`]).
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::context::{EngineContext, HookSpec, call_hook};
+use super::controller::{Exchange, SyncFailure};
+use super::events::EngineEvent;
+use crate::hooks::CallInfo;
+
+/// Who calls hooks: the controller kind and name, as hook call logs and events show them.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// `CompositeController`, `DecoratorController` or `MapController`.
+    pub kind: &'static str,
+    /// The definition's name.
+    pub controller: String,
+    /// Keys are `<parent> <map key>` (MapController): the call record carries the map key.
+    pub map_keys: bool,
+}
+
+impl Caller {
+    /// The caller for controller `controller` of kind `kind`.
+    pub fn new(kind: &'static str, controller: &str) -> Self {
+        Caller {
+            kind,
+            controller: controller.to_string(),
+            map_keys: false,
+        }
+    }
+
+    /// A caller whose keys are `<parent> <map key>` (MapController work keys).
+    pub fn with_map_keys(mut self) -> Self {
+        self.map_keys = true;
+        self
+    }
+
+    /// The call record of hook `hook` for `key` (a parent, target or map key, as displayed).
+    pub fn info(&self, hook: &str, key: &(dyn Display + Sync)) -> CallInfo {
+        let parent = key.to_string();
+        let map_key = if self.map_keys {
+            parent.split_once(' ').map(|(_, k)| k.to_string())
+        } else {
+            None
+        };
+        CallInfo {
+            hook: hook.to_string(),
+            controller_kind: self.kind.to_string(),
+            controller: self.controller.clone(),
+            parent,
+            map_key,
+        }
+    }
+
+    /// Call hook `hook` for a sync of `key`: the answer, or a [`SyncFailure`] (retried after
+    /// Retry-After, or 500ms, when the hook answered 429).
+    pub async fn call(
+        &self,
+        ctx: &EngineContext,
+        hook: &str,
+        spec: &HookSpec,
+        key: &(dyn Display + Sync),
+        body: &Value,
+    ) -> Result<Value, SyncFailure> {
+        let call = call_hook(ctx, spec, self.info(hook, key), body).await;
+        call.result.map_err(|e| SyncFailure {
+            retry_after: e
+                .is_rate_limited()
+                .then(|| e.retry_after().unwrap_or(Duration::from_millis(500))),
+            message: format!("{hook} hook failed: {e}"),
+        })
+    }
+
+    /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and
+    /// compare the answers; publishes one [`EngineEvent::Replay`] per exchange whose hook
+    /// `spec_for` knows, and returns them.
+    pub async fn replay<'h>(
+        &self,
+        ctx: &EngineContext,
+        exchanges: Vec<Exchange>,
+        spec_for: impl Fn(&str) -> Option<&'h HookSpec>,
+    ) -> Vec<EngineEvent> {
+        use futures::StreamExt;
+        let spec_for = &spec_for;
+        futures::stream::iter(exchanges)
+            .map(|(key, (hook, request, before))| async move {
+                let spec = spec_for(&hook)?;
+                let call = call_hook(ctx, spec, self.info(&hook, &key), &request).await;
+                let (changes, error) = match call.result {
+                    Ok(after) => (super::replay::response_changes(&before, &after), None),
+                    Err(e) => (Vec::new(), Some(e.to_string())),
+                };
+                let ev = EngineEvent::Replay {
+                    controller: self.controller.clone(),
+                    parent: key,
+                    hook,
+                    changes,
+                    error,
+                };
+                ctx.bus.publish(ev.clone());
+                Some(ev)
+            })
+            .buffer_unordered(ctx.options.workers.max(1))
+            .filter_map(|e| async move { e })
+            .collect()
+            .await
+    }
+}

@@ -1,0 +1,161 @@
+//! Carrying a plan out ([`carry_out`]: execute, or hold it while paused), waiting until the
+//! caches show the writes ([`await_expectations`]), and reporting a failed sync ([`finish_sync`]).
+
+use std::fmt::Display;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::context::EngineContext;
+use super::controller::{SyncFailure, SyncOutcome};
+use super::events::EngineEvent;
+use super::execute::{ExecMode, Expectation, Target};
+use super::planner::SyncPlan;
+use crate::k8s::informer::Informer;
+use crate::k8s::object;
+
+use super::shared::*;
+
+/// Carry `sync_plan` out for the parent `target` (synced as `key`), remember the status
+/// written, and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes.
+/// While the engine is paused, publish the plan as [`EngineEvent::PlanHeld`] instead and write
+/// nothing ([`ExecMode::Paused`]). Returns the number of writes, or every failed write's
+/// message joined with `; `.
+pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
+    ctx: &EngineContext,
+    memory: &SyncMemory<K>,
+    key: &K,
+    target: &Target<'_>,
+    sync_plan: &SyncPlan,
+    informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
+) -> Result<Carried, String> {
+    let plan = &sync_plan.writes;
+    if let Some(why) = ctx.writes_held() {
+        // The API server went away mid-sync: write nothing; the sync is retried once it is back.
+        return Err(format!("not written: {why}"));
+    }
+    if ctx.is_paused() {
+        // Paused: show what would be written, write nothing, and do not wait for it.
+        let report = ctx.executor.execute(target, plan, ExecMode::Paused).await;
+        ctx.bus.publish(EngineEvent::PlanHeld {
+            controller: target.controller.to_string(),
+            parent: key.to_string(),
+            actions: report.planned,
+        });
+        return Ok(Carried::default());
+    }
+    let report = ctx.executor.execute(target, plan, ExecMode::Apply).await;
+    if let Some(st) = report.status_written {
+        memory.record_status(key, st);
+    }
+    let (tripped, hot_loops) = memory.record_rewrites(key, plan, &report.updated);
+    for h in &tripped {
+        let message = h.message();
+        ctx.bus.publish(EngineEvent::HotLoop {
+            controller: target.controller.to_string(),
+            parent: key.to_string(),
+            resource: h.child.type_key.clone(),
+            object: h.child.object(),
+            path: h.path.clone(),
+            desired: h.desired.clone(),
+            server: h.server.clone(),
+            cause: h.cause.clone(),
+            message: message.clone(),
+        });
+        ctx.recorder.hot_loop(target.parent, &message).await;
+    }
+    await_expectations(&report.expectations, informer_for).await;
+    if report.errors.is_empty() {
+        Ok(Carried {
+            writes: report.writes,
+            noops: report.child_noops,
+            hot_loops,
+        })
+    } else {
+        Err(report.errors.join("; "))
+    }
+}
+
+/// What [`carry_out`] did.
+#[derive(Debug, Default)]
+pub struct Carried {
+    /// Writes made.
+    pub writes: usize,
+    /// Child updates the server answered as no-ops.
+    pub noops: usize,
+    /// Fields the hot-loop guard holds, as messages.
+    pub hot_loops: Vec<String>,
+}
+
+impl Carried {
+    /// Copy the counts into a sync's outcome.
+    pub fn fill(self, outcome: &mut SyncOutcome) {
+        outcome.writes = self.writes;
+        outcome.noops = self.noops;
+        outcome.hot_loops = self.hot_loops;
+    }
+}
+
+/// Wait (up to [`EXPECTATION_TIMEOUT`] each) until the caches show our writes: changed
+/// objects with a new resourceVersion, deleted ones gone or being deleted. `informer_for`
+/// finds the cache of a `Kind.apiVersion`; writes to other resources are not waited for.
+pub async fn await_expectations<'i>(
+    expectations: &[Expectation],
+    informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
+) {
+    for e in expectations {
+        let (type_key, key) = match e {
+            Expectation::Changed { type_key, key, .. } | Expectation::Gone { type_key, key } => {
+                (type_key, key)
+            }
+        };
+        let Some(inf) = informer_for(type_key) else {
+            continue;
+        };
+        let ok = match e {
+            Expectation::Changed { previous, .. } => {
+                let previous = previous.clone();
+                inf.wait_until(
+                    key,
+                    move |o| o.is_some_and(|o| object::resource_version(o) != previous.as_deref()),
+                    EXPECTATION_TIMEOUT,
+                )
+                .await
+            }
+            Expectation::Gone { .. } => {
+                inf.wait_until(
+                    key,
+                    |o| o.is_none_or(object::is_deleting),
+                    EXPECTATION_TIMEOUT,
+                )
+                .await
+            }
+        };
+        if !ok {
+            tracing::debug!("cache did not show our write to {type_key} {key} in time");
+        }
+    }
+}
+
+/// A sync's result as the worker loop wants it: a failure that is not a 429 is also recorded
+/// as a `SyncError` Event on the parent (when the sync got that far).
+pub async fn finish_sync(
+    ctx: &EngineContext,
+    result: Result<SyncOutcome, (SyncFailure, Option<Value>)>,
+) -> SyncOutcome {
+    match result {
+        Ok(out) => out,
+        Err((failure, parent)) => {
+            if failure.retry_after.is_none()
+                && let Some(p) = parent
+            {
+                ctx.recorder.sync_error(&p, &failure.message).await;
+            }
+            SyncOutcome {
+                error: Some(failure),
+                ..SyncOutcome::default()
+            }
+        }
+    }
+}
