@@ -225,7 +225,7 @@ fn validate(args: &DevArgs) -> Result<()> {
 }
 
 /// `url` must be an absolute `http://` or `https://` URL with a host.
-fn check_http_url(flag: &str, url: &str) -> Result<()> {
+pub(crate) fn check_http_url(flag: &str, url: &str) -> Result<()> {
     let parsed = reqwest::Url::parse(url);
     let ok = parsed
         .as_ref()
@@ -878,7 +878,7 @@ const CLUSTER_KINDS: [(&str, &str); 2] = [
 
 /// Read `NAME` (or `KIND/NAME`, e.g. `decoratorcontroller/foo`) from the cluster: a
 /// CompositeController or DecoratorController object.
-async fn read_from_cluster(
+pub(crate) async fn read_from_cluster(
     client: &kube::Client,
     discovery: &Discovery,
     arg: &str,
