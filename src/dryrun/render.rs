@@ -169,7 +169,7 @@ pub fn entries(p: &ParentPlan) -> Vec<Entry> {
                     Some(v) => after["metadata"][field][k] = json!(v),
                     None => {
                         if let Some(o) = after["metadata"][field].as_object_mut() {
-                            o.remove(k);
+                            o.shift_remove(k);
                         }
                     }
                 }
@@ -305,7 +305,13 @@ fn finalizer_entry(p: &ParentPlan, parent_id: &ChildId, change: FinalizerChange)
     if change == FinalizerChange::Add {
         list.push(Value::from(finalizer.clone()));
     }
-    after["metadata"]["finalizers"] = Value::Array(list);
+    if list.is_empty() {
+        if let Some(m) = after["metadata"].as_object_mut() {
+            m.shift_remove("finalizers");
+        }
+    } else {
+        after["metadata"]["finalizers"] = Value::Array(list);
+    }
     let mut e = Entry::of(Action::Finalizer, parent_id, Some(&p.parent), Some(after));
     e.reason = Some(match change {
         FinalizerChange::Add => format!("add {finalizer}"),
@@ -401,17 +407,17 @@ fn shown(obj: &Value, is_parent: bool, opts: &RenderOptions) -> Value {
                 if f == "managedFields" && opts.managed_fields {
                     continue;
                 }
-                m.remove(f);
+                m.shift_remove(f);
             }
             if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
-                a.remove(LAST_APPLIED);
+                a.shift_remove(LAST_APPLIED);
                 if a.is_empty() {
-                    m.remove("annotations");
+                    m.shift_remove("annotations");
                 }
             }
         }
         if !is_parent && let Some(m) = v.as_object_mut() {
-            m.remove("status");
+            m.shift_remove("status");
         }
     }
     v
