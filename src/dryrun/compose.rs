@@ -18,8 +18,12 @@ use crate::engine::controller::SyncFailure;
 use crate::engine::decorator::DECORATOR_ANNOTATION;
 use crate::engine::hookapi::{self, Version};
 use crate::engine::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use crate::engine::ownership::{self, CONTROLLER_UID_LABEL};
-use crate::engine::plan::{self, ChildId, ChildType, ChildrenInput, Plan};
+use crate::engine::ownership::CONTROLLER_UID_LABEL;
+use crate::engine::plan::{ChildId, ChildType};
+use crate::engine::planner::{
+    self, Answer, Candidates, CompositeInput, DecoratorAnswer, DecoratorInput, FinalizerInput,
+    MapAnswer, MapKeyInput, SyncPlan,
+};
 use crate::engine::shared::{self, Caller, SyncHooks};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
@@ -57,14 +61,12 @@ pub struct ParentPlan {
     pub map_input: Option<String>,
     /// The parent is being deleted (or stopped matching): the finalize hook was asked.
     pub finalizing: bool,
-    /// The engine's plan.
-    pub plan: Plan,
-    /// The live objects the plan touches (children, adoptees, releases), by id.
-    pub observed: BTreeMap<ChildId, Arc<Value>>,
+    /// The engine planner's typed plan (the same `dev` executes).
+    pub plan: SyncPlan,
     /// Resources of the child types, by `Kind.apiVersion`.
     pub types: BTreeMap<String, ResourceInfo>,
-    /// `resyncAfterSeconds` from the hook.
-    pub resync_after: Option<f64>,
+    /// Notes about what the plan could not know (shown with it).
+    pub notes: Vec<String>,
     /// Hook calls made.
     pub exchanges: Vec<Exchange>,
 }
@@ -91,6 +93,18 @@ pub struct ParentFailure {
     pub parent: String,
     /// What went wrong (a hook's message includes its stderr tail).
     pub message: String,
+}
+
+impl ParentFailure {
+    fn of(controller: &str, parent: &Value, message: String) -> Self {
+        ParentFailure {
+            controller: controller.to_string(),
+            parent: ObjectKey::of(parent)
+                .map(|k| k.to_string())
+                .unwrap_or_default(),
+            message,
+        }
+    }
 }
 
 /// Why planning could not start at all.
@@ -175,6 +189,25 @@ struct Slot {
 }
 
 impl Composer<'_> {
+    /// Call hook `hook` with `request` for `key` and record the exchange.
+    async fn ask(
+        &self,
+        caller: &Caller,
+        hook: &str,
+        spec: &HookSpec,
+        key: &(dyn std::fmt::Display + Sync),
+        request: Value,
+        exchanges: &mut Vec<Exchange>,
+    ) -> Result<Value, SyncFailure> {
+        let body = caller.call(self.ctx, hook, spec, key, &request).await?;
+        exchanges.push(Exchange {
+            hook: hook.to_string(),
+            request,
+            response: body.clone(),
+        });
+        Ok(body)
+    }
+
     /// Plan every selected parent of `def`.
     pub async fn plan(
         &self,
@@ -252,14 +285,9 @@ impl Composer<'_> {
         };
         let key = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
         let body = hookapi::customize_request(definition, parent);
-        let resp = caller
-            .call(self.ctx, "customize", spec, &key, &body)
+        let resp = self
+            .ask(caller, "customize", spec, &key, body, exchanges)
             .await?;
-        exchanges.push(Exchange {
-            hook: "customize".into(),
-            request: body,
-            response: resp.clone(),
-        });
         let rules =
             hookapi::decode_customize(spec.version, &resp).map_err(|e| fail(e.to_string()))?;
         let mut out = Vec::new();
@@ -384,13 +412,9 @@ impl Composer<'_> {
             match self.composite_parent(&cx, &parent).await {
                 Ok(Some(p)) => planned.plans.push(p),
                 Ok(None) => {}
-                Err(f) => planned.failures.push(ParentFailure {
-                    controller: name.clone(),
-                    parent: ObjectKey::of(&parent)
-                        .map(|k| k.to_string())
-                        .unwrap_or_default(),
-                    message: f.message,
-                }),
+                Err(f) => planned
+                    .failures
+                    .push(ParentFailure::of(name, &parent, f.message)),
             }
         }
         Ok(planned)
@@ -404,7 +428,6 @@ impl Composer<'_> {
         let def = cx.def;
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let key = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
-        let deleting = object::is_deleting(parent);
         let selected = cx
             .parent_selector
             .is_none_or(|s| s.matches(&object::labels(parent)));
@@ -427,98 +450,81 @@ impl Composer<'_> {
             .await?;
 
         // Claim children.
-        let mut plan = Plan::default();
-        let mut observed: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
-        let mut live: BTreeMap<ChildId, Arc<Value>> = BTreeMap::new();
         let scope_ns = if cx.pinfo.namespaced {
             object::namespace(parent)
         } else {
             None
         };
-        for slot in cx.slots {
-            let owned = slot.listed.controlled_by(&uid);
-            let orphans = slot.listed.orphans(scope_ns, &selector);
-            let claims = ownership::claim(deleting, &selector, owned, orphans);
-            plan::plan_ownership(
-                parent,
-                &slot.ty.key,
-                &claims.adopt,
-                &claims.release,
-                &mut plan,
-            );
-            for o in claims.children.iter().chain(&claims.release) {
-                live.insert(ChildId::of(&slot.ty.key, o), Arc::clone(o));
-            }
-            observed.insert(slot.ty.key.clone(), adopted_view(parent, &claims));
-        }
+        let claimed = planner::claim(
+            parent,
+            &selector,
+            cx.slots.iter().map(|slot| Candidates {
+                type_key: &slot.ty.key,
+                owned: slot.listed.controlled_by(&uid),
+                orphans: slot.listed.orphans(scope_ns, &selector),
+            }),
+        );
 
-        let mut resync_after = None;
-        let mut finalized = false;
-        let mut hook_status = None;
         let types: Vec<ChildType> = cx.slots.iter().map(|s| s.ty.clone()).collect();
+        let mut answer = None;
+        let mut desired = Vec::new();
         if let Some((hook_name, spec)) = cx.hooks.for_sync(finalizing) {
-            let groups: Vec<(String, Vec<Arc<Value>>)> = cx
-                .slots
-                .iter()
-                .map(|s| {
-                    (
-                        s.ty.key.clone(),
-                        observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                    )
-                })
-                .collect();
             let request = hookapi::composite_request(
                 &def.raw,
                 parent,
-                hookapi::object_map(spec.version, cx.pinfo.namespaced, &groups),
+                hookapi::object_map(
+                    spec.version,
+                    cx.pinfo.namespaced,
+                    &groups(cx.slots, &claimed.observed),
+                ),
                 hookapi::object_map(spec.version, cx.pinfo.namespaced, &related),
                 finalizing,
             );
-            let body = cx
-                .caller
-                .call(self.ctx, hook_name, spec, &key, &request)
+            let body = self
+                .ask(cx.caller, hook_name, spec, &key, request, &mut exchanges)
                 .await?;
-            exchanges.push(Exchange {
-                hook: hook_name.to_string(),
-                request,
-                response: body.clone(),
-            });
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
-            let desired =
-                plan::normalize_desired(parent, &types, &selector, generate, resp.children)
+            desired =
+                planner::normalize_desired(parent, &types, &selector, generate, resp.children)
                     .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
-            let clashes =
-                foreign_clashes(&desired, cx.slots, |o| shared::controlled_by_other(o, &uid));
+            let clashes = planner::foreign_clashes(
+                &desired,
+                |id| existing(cx.slots, id),
+                |o| planner::controlled_by_other(o, &uid),
+            );
             if !clashes.is_empty() {
                 return Err(fail(format!(
                     "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
                     clashes.join("; ")
                 )));
             }
-            plan::plan_children(
-                &ChildrenInput {
-                    parent,
-                    types: &types,
-                    observed: &observed,
-                    desired: &desired,
-                    held: &BTreeMap::new(),
-                },
-                &mut plan,
-            );
-            finalized = resp.finalized;
-            hook_status = resp.status;
-            resync_after = resp.resync_after_seconds;
-            plan.status = plan::status_change(parent, hook_status.as_ref(), &[]);
+            answer = Some((resp.status, resp.finalized, resp.resync_after_seconds));
         }
-        let _ = &hook_status;
-        plan.finalizer = plan::finalizer_change(
+        let mut notes = Vec::new();
+        if !finalizing && types.iter().any(|t| t.method.is_rolling()) {
+            notes.push("rolling update (RollingRecreate/RollingInPlace): the rollout order and which child is next are not computed by dryrun yet; the rolling children are shown as their in-place/recreate counterparts would change all at once".to_string());
+        }
+        let now = jiff::Timestamp::now().to_string();
+        let plan = planner::plan_composite(&CompositeInput {
             parent,
-            cx.finalizer,
-            cx.hooks.finalize.is_some(),
-            finalizing,
-            finalized,
-        );
+            types: &types,
+            claimed: &claimed,
+            answer: answer.as_ref().map(|(status, finalized, resync)| Answer {
+                desired: &desired,
+                status: status.as_ref(),
+                finalized: *finalized,
+                resync_after_seconds: *resync,
+            }),
+            rollout: None,
+            finalizer: FinalizerInput {
+                name: cx.finalizer,
+                has_finalize_hook: cx.hooks.finalize.is_some(),
+                finalizing,
+            },
+            held: &BTreeMap::new(),
+            now: &now,
+        });
         Ok(Some(ParentPlan {
             controller: def.name.clone(),
             controller_kind: "CompositeController",
@@ -528,9 +534,8 @@ impl Composer<'_> {
             map_input: None,
             finalizing,
             plan,
-            observed: live,
             types: cx.types.clone(),
-            resync_after,
+            notes,
             exchanges,
         }))
     }
@@ -603,13 +608,9 @@ impl Composer<'_> {
                 match r {
                     Ok(Some(p)) => planned.plans.push(p),
                     Ok(None) => {}
-                    Err(f) => planned.failures.push(ParentFailure {
-                        controller: name.clone(),
-                        parent: ObjectKey::of(&target)
-                            .map(|k| k.to_string())
-                            .unwrap_or_default(),
-                        message: f.message,
-                    }),
+                    Err(f) => planned
+                        .failures
+                        .push(ParentFailure::of(name, &target, f.message)),
                 }
             }
         }
@@ -649,7 +650,6 @@ impl Composer<'_> {
         let is_attachment =
             |o: &Value| object::annotation(o, DECORATOR_ANNOTATION) == Some(def.name.as_str());
         let mut observed: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
-        let mut live = BTreeMap::new();
         for s in slots {
             let owned: Vec<Arc<Value>> = s
                 .listed
@@ -657,101 +657,83 @@ impl Composer<'_> {
                 .into_iter()
                 .filter(|o| is_attachment(o))
                 .collect();
-            for o in &owned {
-                live.insert(ChildId::of(&s.ty.key, o), Arc::clone(o));
-            }
             observed.insert(s.ty.key.clone(), owned);
         }
-        let mut plan = Plan::default();
-        let mut finalized = false;
-        let mut resync_after = None;
+        let tys: Vec<ChildType> = slots.iter().map(|s| s.ty.clone()).collect();
+        let mut desired = Vec::new();
+        let mut resp = None;
         if let Some((hook_name, spec)) = hooks.for_sync(finalizing) {
-            let groups: Vec<(String, Vec<Arc<Value>>)> = slots
-                .iter()
-                .map(|s| {
-                    (
-                        s.ty.key.clone(),
-                        observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                    )
-                })
-                .collect();
             let request = hookapi::decorator_request(
                 &def.raw,
                 target,
-                hookapi::object_map(spec.version, info.namespaced, &groups),
+                hookapi::object_map(spec.version, info.namespaced, &groups(slots, &observed)),
                 hookapi::object_map(spec.version, info.namespaced, &related),
                 finalizing,
             );
-            let body = caller
-                .call(self.ctx, hook_name, spec, &key, &request)
+            let body = self
+                .ask(caller, hook_name, spec, &key, request, &mut exchanges)
                 .await?;
-            exchanges.push(Exchange {
-                hook: hook_name.to_string(),
-                request,
-                response: body.clone(),
-            });
-            let resp = hookapi::decode_decorator(hook_name, spec.version, &body)
+            let mut r = hookapi::decode_decorator(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
-            let tys: Vec<ChildType> = slots.iter().map(|s| s.ty.clone()).collect();
-            let mut desired = plan::normalize_desired(
+            desired = planner::normalize_desired(
                 target,
                 &tys,
                 &LabelSelector::default(),
                 false,
-                resp.attachments,
+                std::mem::take(&mut r.attachments),
             )
             .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
             for (_, obj) in &mut desired {
                 obj["metadata"]["annotations"][DECORATOR_ANNOTATION] =
                     Value::from(def.name.clone());
             }
-            let clashes = foreign_clashes(&desired, slots, |o| {
-                if let Some(why) = shared::controlled_by_other(o, &uid) {
-                    return Some(why);
-                }
-                if object::controller_ref(o).is_none() {
-                    return Some("exists and is not controlled by the target".to_string());
-                }
-                (!is_attachment(o)).then(|| {
-                    format!(
-                        "is controlled by the target but lacks the annotation {DECORATOR_ANNOTATION}: {}",
-                        def.name
-                    )
-                })
-            });
+            let clashes = planner::foreign_clashes(
+                &desired,
+                |id| existing(slots, id),
+                |o| {
+                    if let Some(why) = planner::controlled_by_other(o, &uid) {
+                        return Some(why);
+                    }
+                    if object::controller_ref(o).is_none() {
+                        return Some("exists and is not controlled by the target".to_string());
+                    }
+                    (!is_attachment(o)).then(|| {
+                        format!(
+                            "is controlled by the target but lacks the annotation {DECORATOR_ANNOTATION}: {}",
+                            def.name
+                        )
+                    })
+                },
+            );
             if !clashes.is_empty() {
                 return Err(fail(format!(
                     "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
                     clashes.join("; ")
                 )));
             }
-            plan::plan_children(
-                &ChildrenInput {
-                    parent: target,
-                    types: &tys,
-                    observed: &observed,
-                    desired: &desired,
-                    held: &BTreeMap::new(),
-                },
-                &mut plan,
-            );
-            plan.metadata = plan::metadata_change(target, &resp.labels, &resp.annotations);
-            if let Some(st) = &resp.status {
-                let current = target.get("status").cloned().unwrap_or(Value::Null);
-                if !crate::engine::apply::values_equal(&current, st) {
-                    plan.status = Some(st.clone());
-                }
-            }
-            finalized = resp.finalized;
-            resync_after = resp.resync_after_seconds;
+            resp = Some(r);
         }
-        plan.finalizer = plan::finalizer_change(
+        let plan = planner::plan_decorator(&DecoratorInput {
             target,
-            finalizer,
-            hooks.finalize.is_some(),
-            finalizing,
-            finalized,
-        );
+            types: &tys,
+            observed: &observed,
+            answer: resp.as_ref().map(|r| DecoratorAnswer {
+                answer: Answer {
+                    desired: &desired,
+                    status: r.status.as_ref(),
+                    finalized: r.finalized,
+                    resync_after_seconds: r.resync_after_seconds,
+                },
+                labels: &r.labels,
+                annotations: &r.annotations,
+            }),
+            finalizer: FinalizerInput {
+                name: finalizer,
+                has_finalize_hook: hooks.finalize.is_some(),
+                finalizing,
+            },
+            held: &BTreeMap::new(),
+        });
         Ok(Some(ParentPlan {
             controller: def.name.clone(),
             controller_kind: "DecoratorController",
@@ -761,9 +743,8 @@ impl Composer<'_> {
             map_input: None,
             finalizing,
             plan,
-            observed: live,
             types: types.clone(),
-            resync_after,
+            notes: Vec::new(),
             exchanges,
         }))
     }
@@ -911,7 +892,8 @@ impl Composer<'_> {
                 };
                 let (status, synced) =
                     map_plan::aggregate_status(&input, &jiff::Timestamp::now().to_string());
-                if let Some(st) = plan::status_change(&parent, Some(&status), &[synced]) {
+                let plan = planner::plan_map_status(&parent, &status, synced);
+                if plan.status.is_some() {
                     planned.plans.push(ParentPlan {
                         controller: name.clone(),
                         controller_kind: "MapController",
@@ -920,13 +902,9 @@ impl Composer<'_> {
                         map_key: None,
                         map_input: None,
                         finalizing: false,
-                        plan: Plan {
-                            status: Some(st),
-                            ..Plan::default()
-                        },
-                        observed: BTreeMap::new(),
+                        plan,
                         types: types.clone(),
-                        resync_after: None,
+                        notes: Vec::new(),
                         exchanges: Vec::new(),
                     });
                 }
@@ -955,7 +933,6 @@ impl Composer<'_> {
         };
         let mut observed: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
         let mut orphans = Vec::new();
-        let mut live = BTreeMap::new();
         for s in cx.slots {
             let mut mine = Vec::new();
             for o in s.listed.select(ns, &key_sel) {
@@ -967,38 +944,21 @@ impl Composer<'_> {
                     _ => {}
                 }
             }
-            for o in &mine {
-                live.insert(ChildId::of(&s.ty.key, o), Arc::clone(o));
-            }
             observed.insert(s.ty.key.clone(), mine);
         }
         let tys: Vec<ChildType> = cx.slots.iter().map(|s| s.ty.clone()).collect();
         let version_map = |version: Version, observed: &BTreeMap<String, Vec<Arc<Value>>>| {
-            let groups: Vec<(String, Vec<Arc<Value>>)> = cx
-                .slots
-                .iter()
-                .map(|s| {
-                    (
-                        s.ty.key.clone(),
-                        observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                    )
-                })
-                .collect();
-            hookapi::object_map(version, cx.pinfo.namespaced, &groups)
+            hookapi::object_map(version, cx.pinfo.namespaced, &groups(cx.slots, observed))
         };
-        let mut plan = Plan::default();
         let mut exchanges = Vec::new();
-        let mut resync_after = None;
-        match cx.input {
+        let plan = match cx.input {
             Some(input) => {
-                let mut observed = observed.clone();
+                // Orphans carrying this key are adopted; the hook sees them as ours.
                 for (t, o) in &orphans {
-                    plan::plan_ownership(parent, t, std::slice::from_ref(o), &[], &mut plan);
-                    live.insert(ChildId::of(t, o), Arc::clone(o));
-                    let mut v = (**o).clone();
-                    v["metadata"]["ownerReferences"] =
-                        Value::Array(ownership::with_controller_ref(o, parent));
-                    observed.entry(t.clone()).or_default().push(Arc::new(v));
+                    observed
+                        .entry(t.clone())
+                        .or_default()
+                        .push(Arc::new(planner::as_adopted(o, parent)));
                 }
                 let spec = cx.map_hook;
                 let request = hookapi::map_request(
@@ -1008,18 +968,12 @@ impl Composer<'_> {
                     input,
                     version_map(spec.version, &observed),
                 );
-                let body = cx
-                    .caller
-                    .call(self.ctx, "map", spec, &work, &request)
+                let body = self
+                    .ask(cx.caller, "map", spec, &work, request, &mut exchanges)
                     .await?;
-                exchanges.push(Exchange {
-                    hook: "map".into(),
-                    request,
-                    response: body.clone(),
-                });
                 let resp = hookapi::decode_map("map", spec.version, &body)
                     .map_err(|e| fail(e.to_string()))?;
-                let mut desired = plan::normalize_desired(
+                let mut desired = planner::normalize_desired(
                     parent,
                     &tys,
                     &LabelSelector::default(),
@@ -1028,30 +982,27 @@ impl Composer<'_> {
                 )
                 .map_err(|e| fail(format!("map hook: {e}")))?;
                 map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
-                map_plan::check_clashes(&desired, &uid, mk, |id| {
-                    let s = cx.slots.iter().find(|s| s.ty.key == id.type_key)?;
-                    s.listed
-                        .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))
-                })
-                .map_err(|e| fail(format!("map hook: {e}")))?;
-                plan::plan_children(
-                    &ChildrenInput {
-                        parent,
-                        types: &tys,
-                        observed: &observed,
+                map_plan::check_clashes(&desired, &uid, mk, |id| existing(cx.slots, id))
+                    .map_err(|e| fail(format!("map hook: {e}")))?;
+                planner::plan_map_key(&MapKeyInput {
+                    parent,
+                    map_key: mk,
+                    types: &tys,
+                    observed: &observed,
+                    orphans: &orphans,
+                    answer: MapAnswer::Map {
                         desired: &desired,
-                        held: &BTreeMap::new(),
+                        resync_after_seconds: resp.resync_after_seconds,
                     },
-                    &mut plan,
-                );
-                resync_after = resp.resync_after_seconds;
+                    held: &BTreeMap::new(),
+                })
             }
             None => {
                 if observed.values().all(Vec::is_empty) {
                     return Ok(None);
                 }
-                let keep = match cx.tombstone {
-                    None => BTreeSet::new(),
+                let (keep, resync_after_seconds) = match cx.tombstone {
+                    None => (BTreeSet::new(), None),
                     Some(spec) => {
                         let request = hookapi::tombstone_request(
                             &cx.def.raw,
@@ -1059,24 +1010,31 @@ impl Composer<'_> {
                             mk,
                             version_map(spec.version, &observed),
                         );
-                        let body = cx
-                            .caller
-                            .call(self.ctx, "tombstone", spec, &work, &request)
+                        let body = self
+                            .ask(cx.caller, "tombstone", spec, &work, request, &mut exchanges)
                             .await?;
-                        exchanges.push(Exchange {
-                            hook: "tombstone".into(),
-                            request,
-                            response: body.clone(),
-                        });
                         let resp = hookapi::decode_map("tombstone", spec.version, &body)
                             .map_err(|e| fail(e.to_string()))?;
-                        resync_after = resp.resync_after_seconds;
-                        kept_outputs(parent, mk, &tys, &observed, &resp.outputs)?
+                        (
+                            kept_outputs(parent, mk, &tys, &observed, &resp.outputs)?,
+                            resp.resync_after_seconds,
+                        )
                     }
                 };
-                map_plan::plan_detached(&observed, &keep, &mut plan);
+                planner::plan_map_key(&MapKeyInput {
+                    parent,
+                    map_key: mk,
+                    types: &tys,
+                    observed: &observed,
+                    orphans: &[],
+                    answer: MapAnswer::Tombstone {
+                        keep: &keep,
+                        resync_after_seconds,
+                    },
+                    held: &BTreeMap::new(),
+                })
             }
-        }
+        };
         Ok(Some(ParentPlan {
             controller: cx.def.name.clone(),
             controller_kind: "MapController",
@@ -1086,9 +1044,8 @@ impl Composer<'_> {
             map_input: cx.input.map(|i| map_plan::input_ref(i)),
             finalizing: false,
             plan,
-            observed: live,
             types: cx.types.clone(),
-            resync_after,
+            notes: Vec::new(),
             exchanges,
         }))
     }
@@ -1138,42 +1095,27 @@ impl TargetRule {
     }
 }
 
-/// The claimed children as the hook sees them: adopted orphans already carry our
-/// ControllerRef (as Metacontroller shows them).
-fn adopted_view(parent: &Value, claims: &ownership::Claims) -> Vec<Arc<Value>> {
-    let adopted: BTreeSet<&str> = claims.adopt.iter().filter_map(|o| object::uid(o)).collect();
-    claims
-        .children
+/// The observed objects per declared type, in declaration order (every type present).
+fn groups(
+    slots: &[Slot],
+    observed: &BTreeMap<String, Vec<Arc<Value>>>,
+) -> Vec<(String, Vec<Arc<Value>>)> {
+    slots
         .iter()
-        .map(|c| match object::uid(c) {
-            Some(u) if adopted.contains(u) => {
-                let mut v = (**c).clone();
-                v["metadata"]["ownerReferences"] =
-                    Value::Array(ownership::with_controller_ref(c, parent));
-                Arc::new(v)
-            }
-            _ => Arc::clone(c),
+        .map(|s| {
+            (
+                s.ty.key.clone(),
+                observed.get(&s.ty.key).cloned().unwrap_or_default(),
+            )
         })
         .collect()
 }
 
-/// Desired objects whose name is taken by an object `clash` refuses, as messages.
-fn foreign_clashes(
-    desired: &[(ChildId, Value)],
-    slots: &[Slot],
-    clash: impl Fn(&Value) -> Option<String>,
-) -> Vec<String> {
-    desired
-        .iter()
-        .filter_map(|(id, _)| {
-            let s = slots.iter().find(|s| s.ty.key == id.type_key)?;
-            let obj = s
-                .listed
-                .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))?;
-            let why = clash(&obj)?;
-            Some(format!("{} {} {why}", id.type_key, id.object()))
-        })
-        .collect()
+/// The live object of a desired child's id, if its type's list has one.
+fn existing(slots: &[Slot], id: &ChildId) -> Option<Arc<Value>> {
+    let s = slots.iter().find(|s| s.ty.key == id.type_key)?;
+    s.listed
+        .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))
 }
 
 /// A CompositeController parent's child selector (`spec.selector`, or the generated one).

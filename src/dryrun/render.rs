@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 
 use super::compose::{ParentFailure, ParentPlan};
 use crate::engine::apply::{FieldChange, LAST_APPLIED};
-use crate::engine::plan::{ChildId, DeleteReason, FinalizerChange, SkipReason};
+use crate::engine::plan::{ChildId, FinalizerChange};
+use crate::engine::planner::ObjectAction;
 use crate::engine::rollout::RevisionWrite;
 use crate::k8s::object;
 
@@ -31,6 +32,10 @@ pub enum Action {
     Release,
     /// A difference left alone (OnDelete, being deleted).
     Skip,
+    /// A rolling update has not reached it yet (it stays as its older revision wants it).
+    Waiting,
+    /// A MapController's detached output the tombstone hook keeps.
+    Keep,
     /// The parent's status replaced.
     Status,
     /// The parent's finalizer added or removed.
@@ -50,6 +55,8 @@ impl Action {
             Action::Adopt => "adopt",
             Action::Release => "release",
             Action::Skip => "= skip",
+            Action::Waiting => "w waiting",
+            Action::Keep => "= keep",
             Action::Status => "~ status",
             Action::Finalizer => "~ finalizer",
             Action::Metadata => "~ metadata",
@@ -145,21 +152,14 @@ impl Entry {
 
     /// Does this entry change anything?
     pub fn is_change(&self) -> bool {
-        self.action != Action::Skip
+        !matches!(self.action, Action::Skip | Action::Waiting | Action::Keep)
     }
 }
 
-/// The entries of one parent's plan, in execution order.
+/// The entries of one parent's plan, in execution order (objects in sync are left out).
 pub fn entries(p: &ParentPlan) -> Vec<Entry> {
     let plan = &p.plan;
     let parent_id = ChildId::of(&p.parent_resource.key(), &p.parent);
-    let live = |id: &ChildId| p.observed.get(id).map(|o| (**o).clone());
-    let with_refs = |id: &ChildId, refs: &[Value]| {
-        live(id).map(|mut o| {
-            o["metadata"]["ownerReferences"] = Value::Array(refs.to_vec());
-            o
-        })
-    };
     let mut out = Vec::new();
     if let Some(m) = &plan.metadata {
         let mut after = (*p.parent).clone();
@@ -182,102 +182,40 @@ pub fn entries(p: &ParentPlan) -> Vec<Entry> {
     if plan.finalizer == Some(FinalizerChange::Add) {
         out.push(finalizer_entry(p, &parent_id, FinalizerChange::Add));
     }
-    for a in &plan.adopt {
-        let l = live(&a.id);
-        out.push(Entry::of(
-            Action::Adopt,
-            &a.id,
-            l.as_ref(),
-            with_refs(&a.id, &a.owner_references),
-        ));
+    for r in &plan.writes.revisions {
+        out.push(revision_entry(r));
     }
-    for r in &plan.release {
-        let l = live(&r.id);
-        out.push(Entry::of(
-            Action::Release,
-            &r.id,
-            l.as_ref(),
-            with_refs(&r.id, &r.owner_references),
-        ));
-    }
-    for d in &plan.delete {
-        let l = live(&d.id);
-        let action = match d.reason {
-            DeleteReason::NotDesired => Action::Delete,
-            DeleteReason::Recreate => Action::Recreate,
+    for o in &plan.objects {
+        let action = match o.action {
+            ObjectAction::Create => Action::Create,
+            ObjectAction::Update => Action::Update,
+            ObjectAction::Recreate => Action::Recreate,
+            ObjectAction::Delete => Action::Delete,
+            ObjectAction::Adopt => Action::Adopt,
+            ObjectAction::Release => Action::Release,
+            ObjectAction::Skip => Action::Skip,
+            ObjectAction::Waiting => Action::Waiting,
+            ObjectAction::Keep => Action::Keep,
+            ObjectAction::InSync => continue,
         };
-        let mut e = Entry::of(action, &d.id, l.as_ref(), None);
-        e.reason = Some(
-            match d.reason {
-                DeleteReason::NotDesired => "notDesired",
-                DeleteReason::Recreate => "recreate",
-            }
-            .into(),
-        );
-        e.changes = d.changes.clone();
-        out.push(e);
-    }
-    for r in &plan.revisions {
-        let (action, obj) = match r {
-            RevisionWrite::Create { object } => (Action::Create, Some(object.clone())),
-            RevisionWrite::Update { object } => (Action::Update, Some(object.clone())),
-            RevisionWrite::Delete { .. } => (Action::Delete, None),
-        };
-        let (ns, name) = match r {
-            RevisionWrite::Delete {
-                name, namespace, ..
-            } => (Some(namespace.clone()), name.clone()),
-            RevisionWrite::Create { object } | RevisionWrite::Update { object } => (
-                object::namespace(object).map(str::to_string),
-                object::name(object).unwrap_or_default().to_string(),
-            ),
-        };
-        out.push(Entry {
-            action,
-            type_key: format!(
-                "{}.{}",
-                crate::engine::rollout::REVISION_KIND,
-                crate::engine::rollout::REVISION_API_VERSION
-            ),
-            namespace: ns,
-            name,
-            reason: Some("rollout progress".into()),
-            changes: Vec::new(),
-            live: None,
-            planned: obj,
-            server: None,
-        });
-    }
-    for c in &plan.create {
-        out.push(Entry::of(
-            Action::Create,
-            &c.id,
-            None,
-            Some(c.object.clone()),
-        ));
-    }
-    for u in &plan.update {
-        let l = live(&u.id);
-        let mut e = Entry::of(Action::Update, &u.id, l.as_ref(), Some(u.object.clone()));
-        e.changes = u.changes.clone();
-        out.push(e);
-    }
-    for s in &plan.skip {
-        let l = live(&s.id);
-        let mut e = Entry::of(Action::Skip, &s.id, l.as_ref(), None);
-        e.reason = Some(
-            match s.reason {
-                SkipReason::OnDelete => "onDelete",
-                SkipReason::Deleting => "deleting",
-            }
-            .into(),
-        );
-        e.changes = s.changes.clone();
+        let mut e = Entry::of(action, &o.id, o.before.as_deref(), o.after.clone());
+        let mut reason = o.reason.clone();
+        if let Some(r) = &o.rollout {
+            reason.push_str(&format!(
+                "; rollout {}/{} of revision {}{}",
+                r.position,
+                r.total,
+                r.revision,
+                if r.latest { "" } else { " (old)" }
+            ));
+        }
+        e.reason = (!reason.is_empty()).then_some(reason);
+        e.changes = o.changes.clone();
         out.push(e);
     }
     if let Some(st) = &plan.status {
         let mut after = (*p.parent).clone();
-        after["status"] = st.clone();
+        after["status"] = st.after.clone();
         out.push(Entry::of(
             Action::Status,
             &parent_id,
@@ -289,6 +227,39 @@ pub fn entries(p: &ParentPlan) -> Vec<Entry> {
         out.push(finalizer_entry(p, &parent_id, FinalizerChange::Remove));
     }
     out
+}
+
+/// A ControllerRevision write of a rolling update.
+fn revision_entry(r: &RevisionWrite) -> Entry {
+    let (action, obj) = match r {
+        RevisionWrite::Create { object } => (Action::Create, Some(object.clone())),
+        RevisionWrite::Update { object } => (Action::Update, Some(object.clone())),
+        RevisionWrite::Delete { .. } => (Action::Delete, None),
+    };
+    let (ns, name) = match r {
+        RevisionWrite::Delete {
+            name, namespace, ..
+        } => (Some(namespace.clone()), name.clone()),
+        RevisionWrite::Create { object } | RevisionWrite::Update { object } => (
+            object::namespace(object).map(str::to_string),
+            object::name(object).unwrap_or_default().to_string(),
+        ),
+    };
+    Entry {
+        action,
+        type_key: format!(
+            "{}.{}",
+            crate::engine::rollout::REVISION_KIND,
+            crate::engine::rollout::REVISION_API_VERSION
+        ),
+        namespace: ns,
+        name,
+        reason: Some("rollout progress".into()),
+        changes: Vec::new(),
+        live: None,
+        planned: obj,
+        server: None,
+    }
 }
 
 fn finalizer_entry(p: &ParentPlan, parent_id: &ChildId, change: FinalizerChange) -> Entry {
@@ -355,7 +326,7 @@ impl Summary {
                 Action::Status => self.status += 1,
                 Action::Finalizer => self.finalizer += 1,
                 Action::Metadata => self.metadata += 1,
-                Action::Skip => {}
+                Action::Skip | Action::Waiting | Action::Keep => {}
             }
         }
     }
@@ -541,7 +512,7 @@ pub fn human(plans: &[Shown], failures: &[ParentFailure], opts: &RenderOptions) 
                 Action::Create => "32",
                 Action::Delete | Action::Recreate => "31",
                 Action::Adopt | Action::Release => "35",
-                Action::Skip => "2",
+                Action::Skip | Action::Waiting | Action::Keep => "2",
                 _ => "33",
             };
             let mut head = format!("{} {}", e.action.header(), e.title());
@@ -572,7 +543,10 @@ pub fn human(plans: &[Shown], failures: &[ParentFailure], opts: &RenderOptions) 
                 }
                 None => {}
             }
-            if matches!(e.action, Action::Recreate | Action::Skip) {
+            if matches!(
+                e.action,
+                Action::Recreate | Action::Skip | Action::Waiting | Action::Keep
+            ) {
                 for c in &e.changes {
                     let _ = writeln!(out, "  {}", change_line(c, is_secret(e) && !opts.secrets));
                 }
@@ -584,7 +558,10 @@ pub fn human(plans: &[Shown], failures: &[ParentFailure], opts: &RenderOptions) 
                 let _ = writeln!(out, "  {line}");
             }
         }
-        if let Some(s) = p.resync_after {
+        for n in &p.notes {
+            let _ = writeln!(out, "{}", paint.wrap("33", &format!("  note: {n}")));
+        }
+        if let Some(s) = p.plan.resync_after_seconds {
             let _ = writeln!(
                 out,
                 "  resyncAfterSeconds: {s} (the next sync comes after {s}s)"
@@ -677,10 +654,12 @@ pub fn json_doc(plans: &[Shown], failures: &[ParentFailure], opts: &RenderOption
             "mapInput": p.map_input,
             "finalizing": p.finalizing,
             "objects": objects,
-            "status": p.plan.status,
+            "status": p.plan.status.as_ref().map(|s| &s.after),
             "finalizer": p.plan.finalizer,
             "rollout": p.plan.rollout,
-            "resyncAfterSeconds": p.resync_after,
+            "resyncAfterSeconds": p.plan.resync_after_seconds,
+            "detached": p.plan.detached,
+            "notes": p.notes,
             "hooks": p.exchanges.iter().map(|x| json!({"hook": x.hook})).collect::<Vec<_>>(),
         }));
     }
