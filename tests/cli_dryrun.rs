@@ -705,3 +705,42 @@ async fn bad_flags_are_refused_before_anything_starts() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_shows_how_another_hook_version_answers_the_same_requests() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    composite_world(&sb, false).await;
+    let current = HookServer::start(sync_fn(composite_answer(false))).await;
+    let previous = HookServer::start(sync_fn(|req| {
+        let mut answer = composite_answer(false)(req);
+        answer["children"][1]["data"]["k"] = json!("old");
+        answer["status"] = json!({"ready": false});
+        answer
+    }))
+    .await;
+    let file = write_def(home.path(), &composite_def(&current, false));
+    let other = home.path().join("previous");
+    std::fs::create_dir(&other).unwrap();
+    let other_file = write_def(&other, &composite_def(&previous, false));
+    let before = global_rv(&sb).await;
+    let (code, out, err) = dryrun(&sb, home.path(), &["-f", &file, "--against", &other_file]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains(
+            "--against things default/p: sync hook answers differently (against -> current):"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("status.ready: false -> true"), "{err}");
+    assert!(err.contains("data.k: \"old\" -> \"new\""), "{err}");
+    // The plan shown is the current version's, and both hooks got the same request.
+    assert!(
+        out.contains("~ update ConfigMap default/cm-update (changed: data.k)"),
+        "{out}"
+    );
+    let (a, b) = (current.calls_of("sync"), previous.calls_of("sync"));
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_eq!(a[0].request, b[0].request);
+    assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
+}

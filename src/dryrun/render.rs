@@ -413,11 +413,11 @@ fn mask_secrets(live: Option<&mut Value>, planned: Option<&mut Value>) {
     for f in ["data", "stringData"] {
         let before = field_of(&live, f);
         let after = field_of(&planned, f);
-        if let Some(Some(m)) = live.as_deref_mut().map(|v| v.get_mut(f)) {
-            if let Some(m) = m.as_object_mut() {
-                for (_, val) in m.iter_mut() {
-                    *val = json!("(hidden)");
-                }
+        if let Some(Some(m)) = live.as_deref_mut().map(|v| v.get_mut(f))
+            && let Some(m) = m.as_object_mut()
+        {
+            for (_, val) in m.iter_mut() {
+                *val = json!("(hidden)");
             }
         }
         if let Some(Some(m)) = planned.as_deref_mut().map(|v| v.get_mut(f))
