@@ -744,3 +744,30 @@ async fn against_shows_how_another_hook_version_answers_the_same_requests() {
     assert_eq!(a[0].request, b[0].request);
     assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selector_plans_only_the_matching_controller_definitions() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    composite_world(&sb, false).await;
+    let hooks = HookServer::start(sync_fn(composite_answer(false))).await;
+    let mut def = composite_def(&hooks, false);
+    def["metadata"]["labels"] = json!({"team": "a"});
+    let file = write_def(home.path(), &def);
+    let (code, out, err) = dryrun(&sb, home.path(), &["-f", &file, "-l", "team=a"]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("CompositeController things"), "{out}");
+    let (code, _, err) = dryrun(&sb, home.path(), &["-f", &file, "-l", "team=b"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("matches none of the 1 controller definition(s)"),
+        "{err}"
+    );
+    let (code, _, err) = dryrun(&sb, home.path(), &["-f", &file, "-l", "team in (a"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a valid label selector"), "{err}");
+    assert!(
+        hooks.calls_of("sync").len() == 1,
+        "only the matching run calls the hook"
+    );
+}

@@ -44,6 +44,10 @@ pub struct DryrunArgs {
     /// instead of a file (repeatable).
     #[arg(long, value_name = "[KIND/]NAME")]
     pub from_cluster: Vec<String>,
+    /// Plan only the controller definitions whose labels match this selector (kubectl's -l
+    /// syntax, as for `dev -l`: key=value, key!=value, key in (a,b), key notin (a), key, !key).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
     /// MapController: only this map key of the PARENT given (`--key` needs exactly one PARENT).
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,

@@ -248,7 +248,7 @@ fn parse_selector(args: &DevArgs) -> Result<Option<ControllerSelector>> {
 
 /// The definitions `sel` selects; the others are named on stderr. Selecting nothing is an
 /// error unless `more_to_come` (definitions read later may match).
-fn select_controllers(
+pub(crate) fn select_controllers(
     sel: &ControllerSelector,
     defs: Vec<ControllerDef>,
     more_to_come: bool,

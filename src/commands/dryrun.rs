@@ -22,16 +22,31 @@ use crate::engine::events::EventBus;
 use crate::engine::shared::{self, Caller};
 use crate::k8s::client;
 use crate::k8s::discovery::Discovery;
-use crate::spec::{self, ControllerDef};
+use crate::spec::{self, ControllerDef, ControllerSelector};
 
 /// Run `kubectl meta dryrun`; the exit code on success: 0 no changes, 1 changes.
 pub async fn run(args: DryrunArgs) -> Result<u8> {
     validate(&args).class(Class::Usage)?;
+    let selector = args
+        .selector
+        .as_deref()
+        .map(ControllerSelector::parse)
+        .transpose()
+        .class(Class::Usage)?;
     let mut loaded = if args.files.is_empty() {
         spec::Loaded::default()
     } else {
         spec::load_paths_with(&args.files, args.recursive).class(Class::Usage)?
     };
+    // -l: only the definitions whose labels match (also those read with --from-cluster).
+    if let Some(sel) = &selector {
+        loaded.controllers = super::dev::select_controllers(
+            sel,
+            std::mem::take(&mut loaded.controllers),
+            !args.from_cluster.is_empty(),
+        )
+        .class(Class::Usage)?;
+    }
     let against = match &args.against {
         Some(p) => Some(
             spec::load_paths_with(std::slice::from_ref(p), args.recursive)
@@ -64,12 +79,18 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
     })?;
     if !args.from_cluster.is_empty() {
         let discovery = Discovery::new(conn.client.clone());
+        let mut read = Vec::new();
         for name in &args.from_cluster {
             let def = super::dev::read_from_cluster(&conn.client, &discovery, name)
                 .await
                 .class(Class::Usage)?;
-            loaded.controllers.push(def);
+            read.push(def);
         }
+        if let Some(sel) = &selector {
+            read = super::dev::select_controllers(sel, read, !loaded.controllers.is_empty())
+                .class(Class::Usage)?;
+        }
+        loaded.controllers.extend(read);
     }
     if loaded.controllers.is_empty() {
         return Err(fail(
