@@ -771,3 +771,85 @@ async fn selector_plans_only_the_matching_controller_definitions() {
         "only the matching run calls the hook"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_shows_the_order_and_the_next_child() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    install_crd(&sb.client, "Roll", true).await;
+    create(
+        &sb,
+        &parent_ar("Roll"),
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Roll",
+            "metadata": {"name": "r", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "r"}}, "value": "v1"}}),
+    )
+    .await;
+    // Three ConfigMaps, listed in reverse name order (the rollout goes in hook order).
+    let hooks = HookServer::start(sync_fn(|req| {
+        let value = req["parent"]["spec"]["value"].as_str().unwrap_or("");
+        let children: Vec<Value> = (0..3)
+            .rev()
+            .map(|i| {
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("r-{i}"), "labels": {"app": "r"}},
+                    "data": {"v": value}})
+            })
+            .collect();
+        json!({"children": children})
+    }))
+    .await;
+    let def = common::engine::composite(
+        "rolls",
+        "Roll",
+        json!([{"apiVersion": "v1", "resource": "configmaps",
+            "updateStrategy": {"method": "RollingInPlace"}}]),
+        json!({"sync": {"webhook": {"url": hooks.url("sync")}}}),
+    );
+    let file = write_def(home.path(), &def);
+    let kubeconfig = kc(&sb);
+    assert_ok(
+        &run(meta(
+            home.path(),
+            &["--kubeconfig", &kubeconfig, "dev", "--once", "-f", &file],
+        ))
+        .await,
+    );
+    // A new revision of the parent: the rollout starts with the first child in hook order.
+    let out = sb.kubectl(&[
+        "patch",
+        "rolls.test.kubectl-meta.dev",
+        "r",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"value":"v2"}}"#,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let before = global_rv(&sb).await;
+    let (code, out, err) = dryrun(&sb, home.path(), &["-f", &file]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("  rollout: "), "{out}");
+    let update = out
+        .lines()
+        .find(|l| l.starts_with("~ update ConfigMap default/r-2"))
+        .unwrap_or_else(|| panic!("r-2 is rolled first:\n{out}"));
+    assert!(update.contains("rollout 1/3 of revision"), "{update}");
+    for waiting in [
+        "w waiting ConfigMap default/r-1",
+        "w waiting ConfigMap default/r-0",
+    ] {
+        assert!(out.contains(waiting), "missing {waiting:?}:\n{out}");
+    }
+    assert!(
+        out.contains("+ create ControllerRevision default/r-"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Plan: 1 to create, 2 to update, 0 to delete, 0 to adopt, 0 to release; status changes"
+        ),
+        "{out}"
+    );
+    assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
+}

@@ -24,13 +24,14 @@ use crate::engine::planner::{
     self, Answer, Candidates, CompositeInput, DecoratorAnswer, DecoratorInput, FinalizerInput,
     MapAnswer, MapKeyInput, SyncPlan,
 };
+use crate::engine::rollout;
 use crate::engine::shared::{self, Caller, SyncHooks};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
 use crate::spec::{
     CompositeControllerSpec, Controller, ControllerDef, DecoratorControllerSpec, MapControllerSpec,
-    UpdateMethod,
+    StatusConditionCheck, UpdateMethod,
 };
 
 /// One hook call made while planning: its name, request and answer.
@@ -398,7 +399,41 @@ impl Composer<'_> {
             })
             .await?;
         let caller = Caller::new("CompositeController", name);
+        let rolling = def
+            .spec
+            .child_resources
+            .iter()
+            .any(|c| c.method().is_rolling());
+        let revisions = if rolling {
+            match self
+                .live
+                .resolve(rollout::REVISION_API_VERSION, rollout::REVISION_RESOURCE)
+                .await
+            {
+                Ok(info) => Some(self.live.read(&info).await?),
+                // Not served: no rollout has started (dev installs the CRD first).
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let checks = slots
+            .iter()
+            .zip(&def.spec.child_resources)
+            .map(|(s, rule)| {
+                (
+                    s.ty.key.clone(),
+                    rule.update_strategy
+                        .as_ref()
+                        .and_then(|u| u.status_checks.as_ref())
+                        .map(|c| c.conditions.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
         let cx = CompositeCx {
+            revisions,
+            checks,
             def,
             hooks: &hooks,
             parent_selector: parent_selector.as_ref(),
@@ -468,6 +503,7 @@ impl Composer<'_> {
         let types: Vec<ChildType> = cx.slots.iter().map(|s| s.ty.clone()).collect();
         let mut answer = None;
         let mut desired = Vec::new();
+        let mut decision = None;
         if let Some((hook_name, spec)) = cx.hooks.for_sync(finalizing) {
             let request = hookapi::composite_request(
                 &def.raw,
@@ -499,11 +535,24 @@ impl Composer<'_> {
                     clashes.join("; ")
                 )));
             }
+            if !finalizing && types.iter().any(|t| t.method.is_rolling()) {
+                let (d, r) = self
+                    .rollout(
+                        cx,
+                        parent,
+                        &key,
+                        spec,
+                        &claimed.observed,
+                        &related,
+                        &selector,
+                        &desired,
+                        &mut exchanges,
+                    )
+                    .await?;
+                desired = d;
+                decision = Some(r);
+            }
             answer = Some((resp.status, resp.finalized, resp.resync_after_seconds));
-        }
-        let mut notes = Vec::new();
-        if !finalizing && types.iter().any(|t| t.method.is_rolling()) {
-            notes.push("rolling update (RollingRecreate/RollingInPlace): the rollout order and which child is next are not computed by dryrun yet; the rolling children are shown as their in-place/recreate counterparts would change all at once".to_string());
         }
         let now = jiff::Timestamp::now().to_string();
         let plan = planner::plan_composite(&CompositeInput {
@@ -516,7 +565,7 @@ impl Composer<'_> {
                 finalized: *finalized,
                 resync_after_seconds: *resync,
             }),
-            rollout: None,
+            rollout: decision.as_ref(),
             finalizer: FinalizerInput {
                 name: cx.finalizer,
                 has_finalize_hook: cx.hooks.finalize.is_some(),
@@ -535,9 +584,85 @@ impl Composer<'_> {
             finalizing,
             plan,
             types: cx.types.clone(),
-            notes,
+            notes: Vec::new(),
             exchanges,
         }))
+    }
+
+    /// Rolling updates: ask the sync hook once per old revision that still claims children
+    /// (with the parent as it was then), then step the rollout.
+    #[allow(clippy::too_many_arguments)]
+    async fn rollout(
+        &self,
+        cx: &CompositeCx<'_>,
+        parent: &Value,
+        key: &ObjectKey,
+        spec: &HookSpec,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        related: &[(String, Vec<Arc<Value>>)],
+        selector: &LabelSelector,
+        latest: &[(ChildId, Value)],
+        exchanges: &mut Vec<Exchange>,
+    ) -> Result<(Vec<(ChildId, Value)>, planner::RolloutDecision), SyncFailure> {
+        let types: Vec<ChildType> = cx.slots.iter().map(|s| s.ty.clone()).collect();
+        let uid = object::uid(parent).unwrap_or_default();
+        let stored = cx
+            .revisions
+            .as_ref()
+            .map(|l| {
+                l.controlled_by(uid)
+                    .into_iter()
+                    .map(rollout::revision_from_object)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let field_paths = cx
+            .def
+            .spec
+            .parent_resource
+            .revision_history
+            .as_ref()
+            .map(|r| r.field_paths.clone())
+            .unwrap_or_default();
+        let revs = super::rollout::revisions(parent, &field_paths, stored, &types);
+        let generate = cx.def.spec.generate_selector == Some(true);
+        let mut old_desired = BTreeMap::new();
+        for (rev, old_parent) in &revs.old {
+            let request = hookapi::composite_request(
+                &cx.def.raw,
+                old_parent,
+                hookapi::object_map(
+                    spec.version,
+                    cx.pinfo.namespaced,
+                    &groups(cx.slots, observed),
+                ),
+                hookapi::object_map(spec.version, cx.pinfo.namespaced, related),
+                false,
+            );
+            let body = self
+                .ask(cx.caller, "sync", spec, key, request, exchanges)
+                .await?;
+            let resp = hookapi::decode_sync("sync", spec.version, &body)
+                .map_err(|e| fail(e.to_string()))?;
+            let d =
+                planner::normalize_desired(old_parent, &types, selector, generate, resp.children)
+                    .map_err(|e| fail(format!("sync hook (revision {rev}): {e}")))?;
+            old_desired.insert(rev.clone(), d);
+        }
+        let (decision, desired) = super::rollout::decide(
+            revs,
+            super::rollout::DecideInput {
+                parent,
+                parent_namespaced: cx.pinfo.namespaced,
+                types: &types,
+                checks: &cx.checks,
+                selector,
+                observed,
+                latest_desired: latest,
+                old_desired,
+            },
+        );
+        Ok((desired, decision))
     }
 
     async fn decorator(
@@ -1061,6 +1186,10 @@ struct CompositeCx<'a> {
     types: &'a BTreeMap<String, ResourceInfo>,
     finalizer: &'a str,
     caller: &'a Caller,
+    /// Rolling updates: the ControllerRevisions (`None`: no rolling type, or not served).
+    revisions: Option<Arc<Listed>>,
+    /// Status checks per child type key (rolling updates).
+    checks: BTreeMap<String, Vec<StatusConditionCheck>>,
 }
 
 /// What [`Composer::map_key`] needs about the controller and the key.

@@ -5,6 +5,7 @@
 //! - [`compose`]: claims, customize and sync/finalize hook calls with the real requests, and
 //!   the engine's pure planning pieces, giving the engine's typed [`crate::engine::plan::Plan`]
 //!   per parent (per target, per map key).
+//! - [`rollout`]: rolling updates: the rollout decision from ControllerRevisions read once.
 //! - [`server`]: `--server`, the server-side dry run (`dryRun=All`) of creates and updates.
 //! - [`render`]: entries per object, noise stripping, Secret masking, the unified YAML diff,
 //!   the summary line and the JSON document.
@@ -15,4 +16,5 @@
 pub mod compose;
 pub mod live;
 pub mod render;
+pub mod rollout;
 pub mod server;
