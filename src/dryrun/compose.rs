@@ -504,6 +504,7 @@ impl Composer<'_> {
         let mut answer = None;
         let mut desired = Vec::new();
         let mut decision = None;
+        let mut notes = Vec::new();
         if let Some((hook_name, spec)) = cx.hooks.for_sync(finalizing) {
             let request = hookapi::composite_request(
                 &def.raw,
@@ -534,6 +535,14 @@ impl Composer<'_> {
                     "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
                     clashes.join("; ")
                 )));
+            }
+            if !finalizing && cx.revisions.is_none() && types.iter().any(|t| t.method.is_rolling())
+            {
+                notes.push(format!(
+                    "the cluster does not serve {}/{} (ControllerRevisions): no rollout has started; dev installs that CRD before its first rolling update",
+                    rollout::REVISION_API_VERSION,
+                    rollout::REVISION_RESOURCE
+                ));
             }
             if !finalizing && types.iter().any(|t| t.method.is_rolling()) {
                 let (d, r) = self
@@ -584,7 +593,7 @@ impl Composer<'_> {
             finalizing,
             plan,
             types: cx.types.clone(),
-            notes: Vec::new(),
+            notes,
             exchanges,
         }))
     }
