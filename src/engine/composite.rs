@@ -485,6 +485,9 @@ impl Composite {
             now: &now,
         });
 
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &key.to_string()));
         let target = Target {
             controller: &self.name,
             parent: &parent,

@@ -514,6 +514,9 @@ impl Decorator {
             held: &self.memory.held_fields(key),
         });
 
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &key.to_string()));
         let exec_target = Target {
             controller: &self.name,
             parent: &target,

@@ -920,6 +920,9 @@ impl MapCtl {
             }
         };
 
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &pk.to_string()));
         if sync_plan.writes.is_empty() {
             return Ok((outcome, false));
         }

@@ -203,6 +203,21 @@ impl SyncPlan {
         self.writes.writes()
     }
 
+    /// The [`EngineEvent::Planned`](super::events::EngineEvent::Planned) event of this plan.
+    pub fn event(&self, controller: &str, parent: &str) -> super::events::EngineEvent {
+        super::events::EngineEvent::Planned {
+            controller: controller.to_string(),
+            parent: parent.to_string(),
+            map_key: self.map_key.clone(),
+            objects: self.objects.clone(),
+            detached: self.detached.clone(),
+            status_change: self.status.is_some(),
+            finalizer: self.finalizer,
+            resync_after_seconds: self.resync_after_seconds,
+            writes: self.write_count(),
+        }
+    }
+
     /// The objects that change (everything but in-sync, waiting and kept objects).
     pub fn changing(&self) -> impl Iterator<Item = &ObjectPlan> {
         self.objects.iter().filter(|o| {
@@ -222,6 +237,8 @@ pub struct Claimed {
     pub observed: BTreeMap<String, Vec<Arc<Value>>>,
     /// Orphans to adopt and owned objects to release, as executable edits.
     pub ownership: Plan,
+    /// The orphans to adopt as observed (before our ControllerRef).
+    pub orphans: BTreeMap<ChildId, Arc<Value>>,
 }
 
 /// One child type's candidates for [`claim`].
@@ -256,6 +273,12 @@ pub fn claim<'a>(
             &mut out.ownership,
         );
         let adopted: HashSet<&str> = claims.adopt.iter().filter_map(|o| object::uid(o)).collect();
+        out.orphans.extend(
+            claims
+                .adopt
+                .iter()
+                .map(|o| (ChildId::of(c.type_key, o), Arc::clone(o))),
+        );
         let children = claims
             .children
             .iter()
@@ -399,6 +422,7 @@ pub fn plan_composite(input: &CompositeInput<'_>) -> SyncPlan {
         objects: objects(
             input.types,
             &input.claimed.observed,
+            &input.claimed.orphans,
             desired,
             &writes,
             input.rollout,
@@ -482,7 +506,14 @@ pub fn plan_decorator(input: &DecoratorInput<'_>) -> SyncPlan {
         finalized,
     );
     let mut out = SyncPlan {
-        objects: objects(input.types, input.observed, desired, &writes, None),
+        objects: objects(
+            input.types,
+            input.observed,
+            &BTreeMap::new(),
+            desired,
+            &writes,
+            None,
+        ),
         status: writes.status.clone().map(|after| StatusChange {
             before: input.target.get("status").cloned().unwrap_or(Value::Null),
             after,
@@ -562,7 +593,19 @@ pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
                 },
                 &mut writes,
             );
-            out.objects = objects(input.types, input.observed, desired, &writes, None);
+            let orphans = input
+                .orphans
+                .iter()
+                .map(|(t, o)| (ChildId::of(t, o), Arc::clone(o)))
+                .collect();
+            out.objects = objects(
+                input.types,
+                input.observed,
+                &orphans,
+                desired,
+                &writes,
+                None,
+            );
             out.resync_after_seconds = resync_after_seconds;
         }
         MapAnswer::Tombstone {
@@ -586,7 +629,14 @@ pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
                 .filter(|(id, _)| keep.contains(id))
                 .map(|(id, o)| (id, (**o).clone()))
                 .collect();
-            out.objects = objects(input.types, input.observed, &kept, &writes, None);
+            out.objects = objects(
+                input.types,
+                input.observed,
+                &BTreeMap::new(),
+                &kept,
+                &writes,
+                None,
+            );
             for o in &mut out.objects {
                 if o.action == ObjectAction::InSync {
                     o.action = ObjectAction::Keep;
@@ -620,10 +670,12 @@ pub fn plan_map_status(parent: &Value, status: &Value, synced: Value) -> SyncPla
 }
 
 /// The per-object view of `writes`: every write on a child, and every desired child that is
-/// already as desired (in sync, or waiting for a rollout), in execution order.
+/// already as desired (in sync, or waiting for a rollout), in execution order. `orphans` are
+/// the objects adopted, as observed (`observed` shows them adopted).
 fn objects(
     types: &[ChildType],
     observed: &BTreeMap<String, Vec<Arc<Value>>>,
+    orphans: &BTreeMap<ChildId, Arc<Value>>,
     desired: &[(ChildId, Value)],
     writes: &Plan,
     rollout: Option<&RolloutDecision>,
@@ -660,6 +712,9 @@ fn objects(
     let mut out = Vec::new();
     for e in &writes.adopt {
         let mut o = entry(&e.id, ObjectAction::Adopt, "selector matches".into());
+        if let Some(raw) = orphans.get(&e.id) {
+            o.before = Some(Arc::clone(raw));
+        }
         o.after = o.before.as_ref().map(|b| {
             let mut v = (**b).clone();
             v["metadata"]["ownerReferences"] = Value::Array(e.owner_references.clone());
