@@ -88,14 +88,14 @@ impl Listed {
 pub struct LiveReader {
     client: kube::Client,
     discovery: Discovery,
-    /// `-n`: namespaced resources are listed in this namespace only.
+    /// `-n`: parents are planned in this namespace only.
     namespace: Option<String>,
     cache: tokio::sync::Mutex<BTreeMap<(String, String), Arc<Listed>>>,
     lists: std::sync::atomic::AtomicUsize,
 }
 
 impl LiveReader {
-    /// A reader on `client`; with `namespace`, namespaced resources are read there only.
+    /// A reader on `client`; `namespace` is the `-n` scope of parents.
     pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
         LiveReader {
             discovery: Discovery::new(client.clone()),
@@ -142,7 +142,7 @@ impl LiveReader {
             })
     }
 
-    /// Every object of `info` (in the `-n` namespace when namespaced), listed once per run.
+    /// Every object of `info`, listed once per run.
     pub async fn read(&self, info: &ResourceInfo) -> Result<Arc<Listed>, LiveError> {
         let id = (
             info.api_resource.api_version.clone(),
@@ -152,10 +152,9 @@ impl LiveReader {
         if let Some(l) = cache.get(&id) {
             return Ok(Arc::clone(l));
         }
-        let api: Api<DynamicObject> = match (&self.namespace, info.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &info.api_resource),
-            _ => Api::all_with(self.client.clone(), &info.api_resource),
-        };
+        // Every namespace, as the engine's informers: `-n` narrows the parents only (children,
+        // related objects and inputs may live elsewhere for cluster-scoped parents).
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &info.api_resource);
         self.lists
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let list = api

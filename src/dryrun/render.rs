@@ -693,3 +693,94 @@ impl Shown {
         Shown { plan, entries }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(action: Action, type_key: &str, live: Option<Value>, planned: Option<Value>) -> Entry {
+        Entry {
+            action,
+            type_key: type_key.into(),
+            namespace: Some("ns".into()),
+            name: "x".into(),
+            reason: None,
+            changes: Vec::new(),
+            live,
+            planned,
+            server: None,
+        }
+    }
+
+    #[test]
+    fn summary_line_counts_recreates_as_deletes_and_names_parent_changes() {
+        let mut s = Summary::default();
+        s.add(&[
+            entry(Action::Create, "Pod.v1", None, None),
+            entry(Action::Recreate, "Pod.v1", None, None),
+            entry(Action::Delete, "Pod.v1", None, None),
+            entry(Action::Waiting, "Pod.v1", None, None),
+            entry(Action::Status, "P.x/v1", None, None),
+        ]);
+        assert_eq!(
+            s.line(),
+            "Plan: 1 to create, 0 to update, 2 to delete, 0 to adopt, 0 to release; status changes"
+        );
+        assert!(s.changes());
+        assert!(!Summary::default().changes());
+    }
+
+    #[test]
+    fn secrets_are_masked_per_key_and_noise_is_stripped() {
+        let live = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "x", "resourceVersion": "7", "uid": "u", "managedFields": [],
+                "annotations": {LAST_APPLIED: "{}"}},
+            "data": {"password": "b2xk", "user": "YQ=="}, "status": {"x": 1}});
+        let mut planned = live.clone();
+        planned["data"]["password"] = json!("bmV3");
+        planned["data"]["token"] = json!("dA==");
+        let e = entry(Action::Update, "Secret.v1", Some(live), Some(planned));
+        let (l, p) = shown_pair(&e, &RenderOptions::default());
+        let (l, p) = (l.unwrap(), p.unwrap());
+        assert_eq!(
+            l["data"],
+            json!({"password": "(hidden)", "user": "(hidden)"})
+        );
+        assert_eq!(
+            p["data"],
+            json!({"password": "(changed)", "user": "(hidden)", "token": "(added)"})
+        );
+        assert_eq!(l["metadata"], json!({"name": "x"}), "noise stripped");
+        assert!(l.get("status").is_none(), "children's status is noise");
+        let all = RenderOptions {
+            all: true,
+            secrets: true,
+            ..RenderOptions::default()
+        };
+        let (l, _) = shown_pair(&e, &all);
+        let l = l.unwrap();
+        assert_eq!(l["data"]["password"], json!("b2xk"));
+        assert_eq!(l["metadata"]["resourceVersion"], json!("7"));
+        let mf = RenderOptions {
+            managed_fields: true,
+            ..RenderOptions::default()
+        };
+        let (l, _) = shown_pair(&e, &mf);
+        let l = l.unwrap();
+        assert!(l["metadata"].get("managedFields").is_some());
+        assert!(l["metadata"].get("uid").is_none());
+    }
+
+    #[test]
+    fn unified_diff_keeps_n_lines_of_context_and_colors_on_request() {
+        let a = json!({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6});
+        let mut b = a.clone();
+        b["f"] = json!(7);
+        let d = diff(Some(&a), Some(&b), 1, false);
+        assert_eq!(d, "@@ -5,2 +5,2 @@\n e: 5\n-f: 6\n+f: 7\n");
+        let colored = diff(Some(&a), Some(&b), 0, true);
+        assert!(colored.contains("\x1b[31m-f: 6\x1b[0m"), "{colored:?}");
+        assert!(colored.contains("\x1b[32m+f: 7\x1b[0m"), "{colored:?}");
+        assert_eq!(diff(Some(&a), Some(&a), 3, false), "");
+    }
+}
