@@ -171,6 +171,7 @@ async fn run_case(label: &str, parents: usize, rounds: usize, server: bool) {
         server_base_url: Some(base),
         watch_files: true,
         recursive: false,
+        selector: None,
     };
     let mut dev = DevLoop::start(Engine::new(ctx), vec![def], cfg)
         .await

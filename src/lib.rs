@@ -11,6 +11,7 @@
 //!   MapController; work queue).
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
+//! - [`dryrun`]: `kubectl meta dryrun`: what a sync would do, read once, planned, rendered.
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
@@ -18,6 +19,7 @@
 pub mod cli;
 pub mod commands;
 pub mod devloop;
+pub mod dryrun;
 pub mod engine;
 pub mod hooks;
 pub mod inspect;

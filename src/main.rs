@@ -16,6 +16,8 @@ fn log_color(cli: &Cli) -> bool {
     match &cli.command {
         Command::Dev(args) if args.color == ColorArg::Always => true,
         Command::Dev(args) if args.color == ColorArg::Never => false,
+        Command::Dryrun(args) if args.color == ColorArg::Always => true,
+        Command::Dryrun(args) if args.color == ColorArg::Never => false,
         _ => {
             std::io::stderr().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -48,7 +50,7 @@ fn main() -> ExitCode {
         Command::Version(args) => Some(commands::version::run(args)),
         Command::Completion(args) => Some(commands::completion::run(args)),
         Command::Complete(args) => Some(commands::completion::run_complete(args)),
-        Command::Dev(_) | Command::Sandbox(_) | Command::Inspect(_) => None,
+        Command::Dev(_) | Command::Dryrun(_) | Command::Sandbox(_) | Command::Inspect(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -66,7 +68,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sandbox(args) => {
                 if cluster.given().is_empty() {
-                    commands::sandbox::run(args).await
+                    commands::sandbox::run(args).await.map(|()| 0)
                 } else {
                     Err(exit::fail(
                         Class::Usage,
@@ -79,22 +81,34 @@ fn main() -> ExitCode {
             }
             Command::Dev(mut args) => {
                 args.cluster = args.cluster.or(cluster);
-                commands::dev::run(cli.global.clone(), *args).await
+                commands::dev::run(cli.global.clone(), *args)
+                    .await
+                    .map(|()| 0)
+            }
+            Command::Dryrun(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::dryrun::run(*args).await
             }
             Command::Inspect(mut args) => {
                 args.cluster = args.cluster.or(cluster);
-                commands::inspect::run(*args).await
+                commands::inspect::run(*args).await.map(|()| 0)
             }
-            Command::Version(_) | Command::Completion(_) | Command::Complete(_) => Ok(()),
+            Command::Version(_) | Command::Completion(_) | Command::Complete(_) => Ok(0),
         }
     });
-    report(result)
+    report_code(result)
 }
 
 /// The exit code for a command's result, printing the error.
 fn report(result: anyhow::Result<()>) -> ExitCode {
+    report_code(result.map(|()| 0))
+}
+
+/// The exit code for a command's result that carries its own success code (`dryrun`: 1 when
+/// there are changes, as `kubectl diff`), printing the error.
+fn report_code(result: anyhow::Result<u8>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(exit::class_of(&e).code())

@@ -488,6 +488,7 @@ async fn readme_flag_tables_match_help() {
     for (args, heading) in [
         (vec!["dev"], "## `kubectl meta dev`"),
         (vec!["sandbox"], "## `kubectl meta sandbox`"),
+        (vec!["dryrun"], "## `kubectl meta dryrun`"),
     ] {
         let help = help_flags(&args).await;
         let readme = readme_table_flags(heading);

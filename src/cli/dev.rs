@@ -63,6 +63,11 @@ pub struct DevArgs {
     /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
     #[arg(long, value_name = "[KIND/]NAME")]
     pub from_cluster: Vec<String>,
+    /// Run only the controller definitions whose labels match this selector (kubectl's -l
+    /// syntax, as Metacontroller's --target-label-selector: key=value, key!=value,
+    /// key in (a,b), key notin (a), key, !key; comma-separated, all must hold).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
     /// Create the documents that are not controllers (CRDs, namespaces, sample parents) first,
     /// those that do not exist yet: objects that exist are left as they are (see --overwrite).
     #[arg(long)]

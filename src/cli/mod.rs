@@ -2,6 +2,7 @@
 
 pub mod completion;
 pub mod dev;
+pub mod dryrun;
 pub mod inspect;
 pub mod sandbox;
 pub mod version;
@@ -80,6 +81,8 @@ impl ClusterArgs {
 pub enum Command {
     /// Run controller definitions locally: the engine on your machine, hooks served or run locally.
     Dev(Box<dev::DevArgs>),
+    /// Show what a sync would do, as a diff, writing nothing (exit 1 when there are changes).
+    Dryrun(Box<dryrun::DryrunArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
     /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.

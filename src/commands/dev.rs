@@ -31,7 +31,7 @@ use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::{lease, manifests};
 use crate::sandbox::{Sandbox, SandboxConfig, Storage};
-use crate::spec::{self, ControllerDef, Source};
+use crate::spec::{self, ControllerDef, ControllerSelector, Source};
 use crate::tui::Tui;
 
 /// Lease duration of a dev session.
@@ -92,6 +92,18 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         spec::load_documents_with(&args.files, args.recursive)
     }
     .class(Class::Usage)?;
+    // -l: only the definitions whose labels match (those read with --from-cluster are
+    // filtered once read).
+    let selector = parse_selector(&args).class(Class::Usage)?;
+    let mut loaded = loaded;
+    if let Some(sel) = &selector {
+        loaded.controllers = select_controllers(
+            sel,
+            std::mem::take(&mut loaded.controllers),
+            !args.from_cluster.is_empty(),
+        )
+        .class(Class::Usage)?;
+    }
     if !loaded.others.is_empty() && !args.apply {
         eprintln!(
             "note: {} non-controller document(s) in the given files are ignored; pass --apply to apply them",
@@ -198,6 +210,7 @@ fn validate(args: &DevArgs) -> Result<()> {
             );
         }
     }
+    parse_selector(args)?;
     if let Some(url) = &args.hook_base_url {
         check_http_url("--hook-base-url", url)?;
     }
@@ -224,8 +237,44 @@ fn validate(args: &DevArgs) -> Result<()> {
     Ok(())
 }
 
+/// `-l/--selector`, parsed (checked before anything starts).
+fn parse_selector(args: &DevArgs) -> Result<Option<ControllerSelector>> {
+    Ok(args
+        .selector
+        .as_deref()
+        .map(ControllerSelector::parse)
+        .transpose()?)
+}
+
+/// The definitions `sel` selects; the others are named on stderr. Selecting nothing is an
+/// error unless `more_to_come` (definitions read later may match).
+pub(crate) fn select_controllers(
+    sel: &ControllerSelector,
+    defs: Vec<ControllerDef>,
+    more_to_come: bool,
+) -> Result<Vec<ControllerDef>> {
+    let picked = match sel.select(defs) {
+        Ok(p) => p,
+        Err(spec::ControllerSelectorError::NothingSelected { skipped, .. }) if more_to_come => {
+            spec::Selection {
+                selected: Vec::new(),
+                skipped,
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !picked.skipped.is_empty() {
+        eprintln!(
+            "note: -l {:?} leaves out {}",
+            sel.as_str(),
+            picked.skipped.join(", ")
+        );
+    }
+    Ok(picked.selected)
+}
+
 /// `url` must be an absolute `http://` or `https://` URL with a host.
-fn check_http_url(flag: &str, url: &str) -> Result<()> {
+pub(crate) fn check_http_url(flag: &str, url: &str) -> Result<()> {
     let parsed = reqwest::Url::parse(url);
     let ok = parsed
         .as_ref()
@@ -330,15 +379,23 @@ async fn run_connected(
     })?;
     let discovery = Discovery::new(conn.client.clone());
 
-    // Definitions from the cluster.
+    // Definitions from the cluster (-l applies to them too).
+    let selector = parse_selector(args).class(Class::Usage)?;
     let mut from_cluster = Vec::new();
+    let mut read = Vec::new();
     for name in &args.from_cluster {
         let def = read_from_cluster(&conn.client, &discovery, name)
             .await
             .class(Class::Usage)?;
         from_cluster.push(def.name().to_string());
-        loaded.controllers.push(def);
+        read.push(def);
     }
+    if let Some(sel) = &selector
+        && !read.is_empty()
+    {
+        read = select_controllers(sel, read, !loaded.controllers.is_empty()).class(Class::Usage)?;
+    }
+    loaded.controllers.extend(read);
     if loaded.controllers.is_empty() {
         return Err(fail(
             Class::Usage,
@@ -492,6 +549,7 @@ async fn run_connected(
         server_base_url,
         watch_files: !args.once && !args.no_watch,
         recursive: args.recursive,
+        selector,
     };
     let mut dev = DevLoop::start(engine, loaded.controllers, cfg)
         .await
@@ -878,7 +936,7 @@ const CLUSTER_KINDS: [(&str, &str); 2] = [
 
 /// Read `NAME` (or `KIND/NAME`, e.g. `decoratorcontroller/foo`) from the cluster: a
 /// CompositeController or DecoratorController object.
-async fn read_from_cluster(
+pub(crate) async fn read_from_cluster(
     client: &kube::Client,
     discovery: &Discovery,
     arg: &str,

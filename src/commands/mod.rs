@@ -3,6 +3,7 @@
 pub mod completion;
 pub mod dev;
 pub mod dev_output;
+pub mod dryrun;
 pub mod exit;
 pub mod inspect;
 pub mod sandbox;

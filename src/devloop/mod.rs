@@ -52,6 +52,8 @@ pub struct DevLoopConfig {
     pub watch_files: bool,
     /// Directories among `files` are read recursively (`-R`).
     pub recursive: bool,
+    /// `-l/--selector`: only definitions with matching labels run (also after a reload).
+    pub selector: Option<spec::ControllerSelector>,
 }
 
 /// Why the dev loop could not start.
@@ -572,7 +574,12 @@ impl DevLoop {
             }
         };
         let mut new: BTreeMap<String, ControllerDef> = BTreeMap::new();
+        let mut unselected = BTreeSet::new();
         for d in loaded.controllers {
+            if self.cfg.selector.as_ref().is_some_and(|s| !s.matches(&d)) {
+                unselected.insert(d.name().to_string());
+                continue;
+            }
             new.insert(d.name().to_string(), d);
         }
         let added: Vec<&String> = new.keys().filter(|n| !self.defs.contains_key(*n)).collect();
@@ -596,7 +603,13 @@ impl DevLoop {
                 None => {
                     self.engine.stop_controller(&name).await;
                     self.defs.remove(&name);
-                    done.push(format!("stopped {name} (no longer defined)"));
+                    let why = match &self.cfg.selector {
+                        Some(sel) if unselected.contains(&name) => {
+                            format!("its labels no longer match -l {:?}", sel.as_str())
+                        }
+                        _ => "no longer defined".to_string(),
+                    };
+                    done.push(format!("stopped {name} ({why})"));
                 }
                 Some(d) => {
                     let old = self.defs.get(&name);

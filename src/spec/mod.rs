@@ -6,9 +6,12 @@
 //! - [`load`]: [`load_paths`] and [`parse_controller`].
 //! - [`validate`]: the rules a definition must follow ([`Problem`]s).
 //! - [`duration`]: Go duration strings (`10s`, `1m30s`).
+//! - [`selector`]: `-l/--selector`, which definitions run (Metacontroller's
+//!   `--target-label-selector`).
 
 pub mod duration;
 pub mod load;
+pub mod selector;
 pub mod types;
 pub mod validate;
 
@@ -20,6 +23,7 @@ pub use load::{
     Document, Loaded, load_documents, load_documents_with, load_paths, load_paths_with,
     parse_controller,
 };
+pub use selector::{ControllerSelector, ControllerSelectorError, Selection};
 pub use types::*;
 
 /// One thing wrong with a controller definition.

@@ -1,0 +1,334 @@
+//! `kubectl meta dryrun`: what one sync of each parent would do, as a diff, writing nothing.
+//!
+//! Order of work: check every flag -> load and validate the definitions -> connect (context
+//! read once) -> per controller, read live state once and plan every selected parent
+//! ([`crate::dryrun::compose`]) -> `--against`: send the same hook requests to the other
+//! version and compare the answers -> `--server`: dry-run each create and update on the API
+//! server -> print (diffs, or `-o json`) -> exit 0 (no changes), 1 (changes) or an error class.
+
+use std::io::IsTerminal;
+
+use anyhow::{Result, bail};
+
+use super::exit::{Class, Classify, fail};
+use crate::cli::dev::ColorArg;
+use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
+use crate::dryrun::compose::{Composer, ParentFailure, Selection};
+use crate::dryrun::live::LiveReader;
+use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
+use crate::dryrun::server;
+use crate::engine::context::{EngineContext, EngineOptions};
+use crate::engine::events::EventBus;
+use crate::engine::shared::{self, Caller};
+use crate::k8s::client;
+use crate::k8s::discovery::Discovery;
+use crate::spec::{self, ControllerDef, ControllerSelector};
+
+/// Run `kubectl meta dryrun`; the exit code on success: 0 no changes, 1 changes.
+pub async fn run(args: DryrunArgs) -> Result<u8> {
+    validate(&args).class(Class::Usage)?;
+    let selector = args
+        .selector
+        .as_deref()
+        .map(ControllerSelector::parse)
+        .transpose()
+        .class(Class::Usage)?;
+    let mut loaded = if args.files.is_empty() {
+        spec::Loaded::default()
+    } else {
+        spec::load_paths_with(&args.files, args.recursive).class(Class::Usage)?
+    };
+    // -l: only the definitions whose labels match (also those read with --from-cluster).
+    if let Some(sel) = &selector {
+        loaded.controllers = super::dev::select_controllers(
+            sel,
+            std::mem::take(&mut loaded.controllers),
+            !args.from_cluster.is_empty(),
+        )
+        .class(Class::Usage)?;
+    }
+    let against = match &args.against {
+        Some(p) => Some(
+            spec::load_paths_with(std::slice::from_ref(p), args.recursive)
+                .class(Class::Usage)?
+                .controllers,
+        ),
+        None => None,
+    };
+    let cluster = &args.cluster;
+    let conn = client::connect(
+        cluster.kubeconfig.as_deref(),
+        cluster.context.as_deref(),
+        cluster.namespace.as_deref(),
+    )
+    .await
+    .class(Class::Usage)?;
+    eprintln!(
+        "{} (read only: nothing is written)",
+        conn.context.describe()
+    );
+    conn.client.apiserver_version().await.map_err(|e| {
+        fail(
+            Class::Cluster,
+            format!(
+                "cannot reach the API server of context {}: {}",
+                conn.context.name,
+                crate::engine::execute::kube_error_message(&e)
+            ),
+        )
+    })?;
+    if !args.from_cluster.is_empty() {
+        let discovery = Discovery::new(conn.client.clone());
+        let mut read = Vec::new();
+        for name in &args.from_cluster {
+            let def = super::dev::read_from_cluster(&conn.client, &discovery, name)
+                .await
+                .class(Class::Usage)?;
+            read.push(def);
+        }
+        if let Some(sel) = &selector {
+            read = super::dev::select_controllers(sel, read, !loaded.controllers.is_empty())
+                .class(Class::Usage)?;
+        }
+        loaded.controllers.extend(read);
+    }
+    if loaded.controllers.is_empty() {
+        return Err(fail(
+            Class::Usage,
+            "no controller definitions found in the given files",
+        ));
+    }
+
+    let options = EngineOptions {
+        hook_base_url: args.hook_base_url.clone(),
+        namespace: args.cluster.namespace.clone(),
+        ..EngineOptions::default()
+    };
+    let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
+        .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
+    let live = LiveReader::new(conn.client.clone(), args.cluster.namespace.clone());
+    let composer = Composer {
+        ctx: &ctx,
+        live: &live,
+    };
+    let selection = Selection {
+        parents: args.parents.clone(),
+        key: args.key.clone(),
+    };
+    let mut shown = Vec::new();
+    let mut failures: Vec<ParentFailure> = Vec::new();
+    let mut matched = std::collections::BTreeSet::new();
+    for def in &loaded.controllers {
+        let planned = composer.plan(def, &selection).await.map_err(|e| {
+            let class = match e {
+                crate::dryrun::compose::ComposeError::Live(_) => Class::Cluster,
+                _ => Class::Usage,
+            };
+            fail(class, e)
+        })?;
+        matched.extend(planned.matched);
+        failures.extend(planned.failures);
+        shown.extend(planned.plans.into_iter().map(Shown::new));
+    }
+    let missing: Vec<&String> = args
+        .parents
+        .iter()
+        .filter(|p| !matched.contains(*p))
+        .collect();
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+        return Err(fail(
+            Class::Usage,
+            format!(
+                "no parent named {} is selected by the given controller(s){}",
+                names.join(", "),
+                args.cluster
+                    .namespace
+                    .as_ref()
+                    .map(|ns| format!(" in namespace {ns}"))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+
+    if let Some(other) = &against {
+        compare_answers(&ctx, &loaded.controllers, other, &shown).await;
+    }
+    if args.server {
+        for sh in &mut shown {
+            for e in &mut sh.entries {
+                if !matches!(e.action, Action::Create | Action::Update) {
+                    continue;
+                }
+                let info = sh.plan.types.get(&e.type_key).cloned();
+                if let Some(info) = info {
+                    server::check(&conn.client, &info, e).await;
+                    if let Some(ServerCheck::Fallback { message }) = &e.server {
+                        eprintln!(
+                            "warning: {} {}: server-side dry run unavailable ({message}); showing the local result",
+                            e.action.header(),
+                            e.title()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    let color = match args.color {
+        ColorArg::Always => true,
+        ColorArg::Never => false,
+        ColorArg::Auto => super::dev_output::color_enabled(std::io::stdout().is_terminal()),
+    };
+    let opts = RenderOptions {
+        context: args.context_lines,
+        managed_fields: args.show_managed_fields,
+        all: args.show_all,
+        secrets: args.show_secrets,
+        color: color && args.output == DryrunOutput::Human,
+    };
+    let text = match args.output {
+        DryrunOutput::Human => render::human(&shown, &failures, &opts),
+        DryrunOutput::Json => {
+            let doc = render::json_doc(&shown, &failures, &opts);
+            let mut s = serde_json::to_string_pretty(&doc).class(Class::Internal)?;
+            s.push('\n');
+            s
+        }
+    };
+    super::write_stdout(text.as_bytes())?;
+
+    let rejected: Vec<String> = shown
+        .iter()
+        .flat_map(|sh| {
+            sh.entries.iter().filter_map(move |e| match &e.server {
+                Some(ServerCheck::Rejected { message }) => Some(format!(
+                    "  {} {}: {} {}: {message}",
+                    sh.plan.controller,
+                    sh.plan.parent_name(),
+                    e.action.header(),
+                    e.title()
+                )),
+                _ => None,
+            })
+        })
+        .collect();
+    if !failures.is_empty() || !rejected.is_empty() {
+        let mut lines: Vec<String> = failures
+            .iter()
+            .map(|f| format!("  {} {}: {}", f.controller, f.parent, f.message))
+            .collect();
+        lines.extend(rejected);
+        return Err(fail(
+            Class::NotConverged,
+            format!(
+                "{} sync(s) would fail (nothing was written):\n{}",
+                lines.len(),
+                lines.join("\n")
+            ),
+        ));
+    }
+    let mut summary = Summary::default();
+    for sh in &shown {
+        summary.add(&sh.entries);
+    }
+    Ok(u8::from(summary.changes()))
+}
+
+/// Check every flag and path that can be checked without a cluster.
+fn validate(args: &DryrunArgs) -> Result<()> {
+    if args.files.is_empty() && args.from_cluster.is_empty() {
+        bail!(
+            "nothing to plan: pass controller definitions with -f FILE|DIR, or --from-cluster NAME (try: kubectl meta dryrun -f examples/hello-world/)"
+        );
+    }
+    if let Some(url) = &args.hook_base_url {
+        super::dev::check_http_url("--hook-base-url", url)?;
+    }
+    for path in args.files.iter().chain(&args.against) {
+        if !path.exists() {
+            bail!("{}: no such file or directory", path.display());
+        }
+    }
+    if args.key.is_some() && args.parents.len() != 1 {
+        bail!(
+            "--key KEY plans one map key of one parent: give exactly one PARENT (kubectl meta dryrun -f map.yaml NAMESPACE/NAME --key KEY)"
+        );
+    }
+    for p in &args.parents {
+        if p.is_empty() || p.split('/').count() > 2 || p.split('/').any(str::is_empty) {
+            bail!("PARENT {p:?}: give NAMESPACE/NAME or NAME");
+        }
+    }
+    if args.context_lines > 10_000 {
+        bail!("-C {}: at most 10000 lines of context", args.context_lines);
+    }
+    Ok(())
+}
+
+/// `--against`: send every hook request made while planning to the same hook of the other
+/// version of the controller (same name) and print how the answers differ (stderr).
+async fn compare_answers(
+    ctx: &EngineContext,
+    current: &[ControllerDef],
+    other: &[ControllerDef],
+    shown: &[Shown],
+) {
+    for sh in shown {
+        let p = &sh.plan;
+        let Some(odef) = other.iter().find(|d| d.name() == p.controller) else {
+            eprintln!(
+                "--against: no controller named {} there; nothing to compare",
+                p.controller
+            );
+            continue;
+        };
+        let _ = current;
+        let caller = Caller::new(odef.kind(), odef.name());
+        for x in &p.exchanges {
+            let hook = odef.hooks().into_iter().find(|(n, _)| *n == x.hook);
+            let spec = hook.and_then(|(n, h)| {
+                shared::resolve_hook(ctx, odef.name(), odef.base_dir(), n, Some(h))
+                    .ok()
+                    .flatten()
+            });
+            let Some(spec) = spec else {
+                eprintln!(
+                    "--against {} {}: the other version has no {} hook",
+                    p.controller,
+                    p.parent_name(),
+                    x.hook
+                );
+                continue;
+            };
+            let key = p.parent_name();
+            match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
+                Ok(answer) => {
+                    let changes = crate::engine::replay::response_changes(&answer, &x.response);
+                    if changes.is_empty() {
+                        eprintln!(
+                            "--against {} {}: {} hook answers the same",
+                            p.controller, key, x.hook
+                        );
+                    } else {
+                        eprintln!(
+                            "--against {} {}: {} hook answers differently (against -> current):",
+                            p.controller, key, x.hook
+                        );
+                        for c in changes {
+                            let show = |v: &Option<serde_json::Value>| {
+                                v.as_ref()
+                                    .map_or_else(|| "(absent)".to_string(), ToString::to_string)
+                            };
+                            eprintln!("  ~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
+                        }
+                    }
+                }
+                Err(e) => eprintln!(
+                    "--against {} {}: {} hook of the other version failed: {}",
+                    p.controller, key, x.hook, e.message
+                ),
+            }
+        }
+    }
+}
