@@ -1158,6 +1158,103 @@ mod tests {
     }
 
     #[test]
+    fn connection_settings_rules() {
+        let wh = |extra: Value| {
+            let mut w = json!({"url": "https://hooks.ns/sync"});
+            if let (Some(m), Some(e)) = (w.as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            with(composite(), "/spec/hooks/sync/webhook", w)
+        };
+        let f = "spec.hooks.sync.webhook";
+        let token = json!({"secretRef": {"name": "tok", "namespace": "ns", "key": "token"}});
+        let basic = json!({"secretRef": {"name": "basic", "namespace": "ns"}});
+        let ca_cm = json!({"configMapRef": {"name": "ca", "namespace": "ns"}});
+        let ok = wh(json!({"authorization": token, "caBundle": ca_cm,
+            "clientTLS": {"secretRef": {"name": "c", "namespace": "ns"}, "certKey": "a", "privateKeyKey": "b"}}));
+        assert!(parse_controller(&ok, src()).is_ok());
+        only(
+            &wh(json!({"authorization": token, "basicAuth": basic})),
+            f,
+            "mutually exclusive",
+        );
+        only(
+            &wh(json!({"authorization": {"type": "basic", "secretRef": token["secretRef"]}})),
+            "spec.hooks.sync.webhook.authorization.type",
+            "use basicAuth",
+        );
+        only(
+            &wh(
+                json!({"authorization": {"type": "Bearer token", "secretRef": token["secretRef"]}}),
+            ),
+            "spec.hooks.sync.webhook.authorization.type",
+            "not an HTTP authorization scheme",
+        );
+        only(
+            &wh(
+                json!({"authorization": {"secretRef": {"name": "tok", "namespace": "ns", "key": ""}}}),
+            ),
+            "spec.hooks.sync.webhook.authorization.secretRef.key",
+            "is required (it has no default)",
+        );
+        only(
+            &wh(json!({"caBundle": {}})),
+            "spec.hooks.sync.webhook.caBundle",
+            "needs one of inline",
+        );
+        only(
+            &wh(
+                json!({"caBundle": {"secretRef": ca_cm["configMapRef"], "configMapRef": ca_cm["configMapRef"]}}),
+            ),
+            "spec.hooks.sync.webhook.caBundle",
+            "keep exactly one",
+        );
+        let p = problems(&wh(json!({"caBundle": {"inline": "not pem"}})));
+        assert!(
+            p.iter()
+                .any(|p| p.field == "spec.hooks.sync.webhook.caBundle.inline"
+                    && p.message.contains("no PEM certificate")),
+            "{p:#?}"
+        );
+        only(
+            &wh(json!({"basicAuth": {"secretRef": {"name": "basic", "namespace": "Bad_NS"}}})),
+            "spec.hooks.sync.webhook.basicAuth.secretRef.namespace",
+            "the namespace is required",
+        );
+        // A typo is an unknown field, with its path.
+        let p = problems(&wh(
+            json!({"clientTls": {"secretRef": {"name": "c", "namespace": "ns"}}}),
+        ));
+        assert_eq!(p[0].field, "spec.hooks.sync.webhook.clientTls", "{p:#?}");
+        assert!(p[0].message.contains("`clientTLS`"), "{p:#?}");
+
+        let entries = |e: Value| with(composite(), "/spec/endpointConfigs", e);
+        let ok = entries(json!([{"host": "hooks.ns:8443", "authorization": token}]));
+        assert!(parse_controller(&ok, src()).is_ok());
+        only(
+            &entries(json!([{"host": "https://hooks.ns/", "authorization": token}])),
+            "spec.endpointConfigs[0].host",
+            "no scheme or path",
+        );
+        only(
+            &entries(json!([{"host": "ok", "authorization": token, "basicAuth": basic}])),
+            "spec.endpointConfigs[0]",
+            "mutually exclusive",
+        );
+        let p = problems(&entries(json!([{"authorization": token}])));
+        assert!(p[0].message.contains("missing field `host`"), "{p:#?}");
+        // DecoratorController and MapController take endpointConfigs too.
+        for doc in [decorator(), map()] {
+            let doc = with(
+                doc,
+                "/spec/endpointConfigs",
+                json!([{"host": "h", "basicAuth": basic}]),
+            );
+            assert!(parse_controller(&doc, src()).is_ok());
+        }
+    }
+
+    #[test]
     fn webhook_rules() {
         let wh = |w: Value| with(composite(), "/spec/hooks/sync/webhook", w);
         let f = "spec.hooks.sync.webhook";
