@@ -302,7 +302,7 @@ async fn endpoint_config_gives_every_hook_ca_token_and_client_certificate() {
         &controller(&ENDPOINT_CONFIG.replace("HOST", HOST), ""),
     );
     let dump_arg = dump.path().display().to_string();
-    let extra = ["-o", "json", "--dump-requests", &dump_arg, "-vv"];
+    let extra = ["-o", "json", "--dump-requests", &dump_arg, "-vvv"];
     let out = run(dev(&sb, home.path(), dir.path(), port, &extra)).await;
     let stdout = assert_ok(&out);
     let (_, stderr) = text(&out);
