@@ -26,6 +26,7 @@ use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::execute::ApplyStrategy;
 use crate::engine::runtime::{Engine, OnceReport};
+use crate::hooks::endpoint;
 use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
@@ -237,6 +238,54 @@ fn validate(args: &DevArgs) -> Result<()> {
     Ok(())
 }
 
+/// Read the Secrets and ConfigMaps the webhooks' connection settings reference and resolve
+/// them (see [`endpoint`]). With `--apply`, the documents about to be created stand in for
+/// objects that do not exist yet (and replace existing ones with `--overwrite`), so one
+/// directory can hold a secured hook's whole setup. Each secured hook is named on stderr with
+/// where its settings come from (never their values).
+async fn resolve_endpoints(
+    args: &DevArgs,
+    loaded: &spec::Loaded,
+    conn: &Connection,
+) -> Result<Vec<endpoint::ResolvedController>> {
+    let keys = endpoint::references(&loaded.controllers);
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let docs: Vec<serde_json::Value> = if args.apply {
+        loaded.others.iter().map(|d| d.value.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let data = endpoint::RefData::read(
+        &conn.client,
+        &keys,
+        &docs,
+        &conn.context.namespace,
+        args.overwrite,
+    )
+    .await
+    .class(Class::Cluster)?;
+    let mut resolved = Vec::new();
+    let mut problems = Vec::new();
+    for def in &loaded.controllers {
+        match endpoint::resolve(def, &data) {
+            Ok(r) => resolved.push(r),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(fail(Class::Usage, problems.join("\n")));
+    }
+    for line in resolved
+        .iter()
+        .flat_map(endpoint::ResolvedController::describe)
+    {
+        eprintln!("{line}");
+    }
+    Ok(resolved)
+}
+
 /// `-l/--selector`, parsed (checked before anything starts).
 fn parse_selector(args: &DevArgs) -> Result<Option<ControllerSelector>> {
     Ok(args
@@ -429,6 +478,11 @@ async fn run_connected(
         }
     }
 
+    // The webhooks' Secrets and ConfigMaps (caBundle, clientTLS, authorization, basicAuth):
+    // a missing one is reported before anything is written.
+    phase.set("reading the webhooks' Secrets and ConfigMaps");
+    let endpoints = resolve_endpoints(args, &loaded, conn).await?;
+
     // 5. One dev loop per controller: a Lease each.
     phase.set("taking the controller lease");
     let holder = lease::default_holder();
@@ -532,6 +586,9 @@ async fn run_connected(
         EngineContext::new(conn.client.clone(), bus, options)
             .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
     );
+    for resolved in &endpoints {
+        ctx.hooks.set_endpoints(resolved);
+    }
     // Writes are held while a Lease is not confirmed (API server outage), and resume after.
     for l in &leases {
         ctx.follow_lease(l.state());

@@ -26,6 +26,7 @@ use crate::engine::context::HookGate;
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::runtime::Engine;
 use crate::hooks::HookTarget;
+use crate::hooks::endpoint;
 use crate::hooks::server::{ManagedServer, ServerConfig, ServerLine, ServerState, Stream};
 use crate::hooks::watch::{ChangeBatch, FileWatcher, WatchConfig};
 use crate::spec::{self, ControllerDef};
@@ -597,6 +598,7 @@ impl DevLoop {
             return;
         }
         let mut done = Vec::new();
+        let mut failed = Vec::new();
         let names: Vec<String> = self.defs.keys().cloned().collect();
         for name in names {
             match new.remove(&name) {
@@ -615,6 +617,18 @@ impl DevLoop {
                     let old = self.defs.get(&name);
                     if old.is_some_and(|o| o == &d) {
                         continue;
+                    }
+                    // The webhooks' Secrets and ConfigMaps are read again (a changed
+                    // reference, or a rotated certificate); a problem keeps the running one.
+                    let ctx = Arc::clone(self.engine.context());
+                    match endpoint::resolve_from_cluster(&ctx.client, std::slice::from_ref(&d))
+                        .await
+                    {
+                        Ok(resolved) => resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r)),
+                        Err(e) => {
+                            failed.push(format!("kept the running {name}: {e}"));
+                            continue;
+                        }
                     }
                     self.engine.stop_controller(&name).await;
                     self.engine.start(d.clone());
@@ -638,7 +652,7 @@ impl DevLoop {
             what: "definition".into(),
             paths: show(files),
             message,
-            error: None,
+            error: (!failed.is_empty()).then(|| failed.join("\n")),
         });
     }
 

@@ -9,17 +9,22 @@
 //! - [`webhook`]: the HTTP transport (one pooled client, per-call timeout, size limit).
 //! - [`exec`]: one process per call, request on stdin, answer on stdout, process-group cleanup.
 //! - [`resolve`]: webhook URL from `url` / `service` + `path` and `--hook-base-url`.
+//! - [`endpoint`]: `caBundle`, `clientTLS`, `authorization`, `basicAuth` and
+//!   `spec.endpointConfigs`, resolved from Secrets and ConfigMaps into a client per hook.
 //! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
 //! - [`watch`]: a debounced, ignore-aware file watcher for hot reload.
 
 pub mod dump;
+pub mod endpoint;
 pub mod exec;
 pub mod resolve;
 pub mod server;
 pub mod watch;
 pub mod webhook;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -166,6 +171,17 @@ pub enum HookError {
         target: String,
         /// The underlying network error.
         message: String,
+    },
+    /// The TLS handshake with the webhook failed (an untrusted or mismatched server
+    /// certificate, a client certificate the server wants or rejects).
+    #[error("TLS with hook {target} failed: {message}; {hint}")]
+    Tls {
+        /// URL.
+        target: String,
+        /// The TLS error.
+        message: String,
+        /// What to check in the definition.
+        hint: String,
     },
     /// The request could not be sent or the answer not read (after connecting).
     #[error("calling hook {target} failed: {message}")]
@@ -346,10 +362,18 @@ fn retry_text(after: Option<Duration>) -> String {
 }
 
 /// A client that calls hooks; cheap to clone (one shared HTTP connection pool).
+///
+/// Webhooks with connection settings (see [`endpoint`]) are called through their own client
+/// and `Authorization` header, registered per controller with [`HookClient::set_endpoints`]
+/// and found by the call's controller kind, controller and hook name ([`CallInfo`]).
 #[derive(Debug, Clone)]
 pub struct HookClient {
     http: reqwest::Client,
+    endpoints: Arc<RwLock<EndpointMap>>,
 }
+
+/// (controller kind, controller, hook) -> the hook's connection settings.
+type EndpointMap = HashMap<(String, String, String), Arc<endpoint::WebhookEndpoint>>;
 
 impl HookClient {
     /// Build the client: HTTP/1.1, pooled connections, no system proxy, no redirects.
@@ -365,15 +389,48 @@ impl HookClient {
             .map_err(|e| HookError::Client {
                 message: webhook::error_chain(&e),
             })?;
-        Ok(HookClient { http })
+        Ok(HookClient {
+            http,
+            endpoints: Arc::default(),
+        })
+    }
+
+    /// Use `resolved`'s settings for the webhooks of that controller from now on (replacing
+    /// what was set for it before; hooks it does not name use the shared client).
+    pub fn set_endpoints(&self, resolved: &endpoint::ResolvedController) {
+        let Ok(mut map) = self.endpoints.write() else {
+            return;
+        };
+        map.retain(|(kind, name, _), _| !(kind == &resolved.kind && name == &resolved.name));
+        for (hook, ep) in &resolved.hooks {
+            map.insert(
+                (resolved.kind.clone(), resolved.name.clone(), hook.clone()),
+                Arc::clone(ep),
+            );
+        }
+    }
+
+    /// The settings registered for the hook `info` calls.
+    fn endpoint_for(&self, info: &CallInfo) -> Option<Arc<endpoint::WebhookEndpoint>> {
+        let map = self.endpoints.read().ok()?;
+        map.get(&(
+            info.controller_kind.clone(),
+            info.controller.clone(),
+            info.hook.clone(),
+        ))
+        .cloned()
     }
 
     /// Call `target` with `request`; always returns a record, success or not.
     pub async fn call(&self, target: &HookTarget, info: &CallInfo, request: &Value) -> HookCall {
         match target {
-            HookTarget::Webhook { url, timeout } => {
-                webhook::call(&self.http, url, *timeout, request).await
-            }
+            HookTarget::Webhook { url, timeout } => match self.endpoint_for(info) {
+                Some(ep) => {
+                    let auth = ep.authorization.as_ref();
+                    webhook::call(&ep.http, url, *timeout, request, auth).await
+                }
+                None => webhook::call(&self.http, url, *timeout, request, None).await,
+            },
             HookTarget::Exec {
                 command,
                 timeout,

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use super::{HookCall, HookError, MAX_RESPONSE_BYTES, RAW_RESPONSE_KEEP, parse_answer, raw_text};
@@ -19,11 +19,12 @@ pub(super) async fn call(
     url: &str,
     timeout: Duration,
     request: &Value,
+    authorization: Option<&HeaderValue>,
 ) -> HookCall {
     let started = Instant::now();
     let mut status = None;
     let mut raw = None;
-    let exchange = exchange(http, url, request, &mut status, &mut raw);
+    let exchange = exchange(http, url, request, authorization, &mut status, &mut raw);
     let result = match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(HookError::Timeout {
@@ -46,6 +47,7 @@ async fn exchange(
     http: &reqwest::Client,
     url: &str,
     request: &Value,
+    authorization: Option<&HeaderValue>,
     status: &mut Option<u16>,
     raw: &mut Option<String>,
 ) -> Result<Value, HookError> {
@@ -55,22 +57,27 @@ async fn exchange(
     };
     let body = serde_json::to_vec(request)
         .map_err(|e| failed(format!("cannot encode the request as JSON: {e}")))?;
-    let mut response = http
-        .post(url)
-        .header(CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            if e.is_connect() {
-                HookError::Connect {
-                    target: url.to_string(),
-                    message: error_chain(&e),
-                }
-            } else {
-                failed(error_chain(&e))
+    let mut post = http.post(url).header(CONTENT_TYPE, "application/json");
+    if let Some(value) = authorization {
+        post = post.header(AUTHORIZATION, value.clone());
+    }
+    let mut response = post.body(body).send().await.map_err(|e| {
+        let message = error_chain(&e);
+        if let Some(hint) = tls_hint(&message) {
+            HookError::Tls {
+                target: url.to_string(),
+                message,
+                hint: hint.to_string(),
             }
-        })?;
+        } else if e.is_connect() {
+            HookError::Connect {
+                target: url.to_string(),
+                message: error_chain(&e),
+            }
+        } else {
+            failed(error_chain(&e))
+        }
+    })?;
     let code = response.status().as_u16();
     *status = Some(code);
 
@@ -120,6 +127,38 @@ async fn exchange(
         return Err(too_large());
     }
     parse_answer(url, &bytes, "")
+}
+
+/// What to check when `message` (an error chain) is a TLS failure; `None` when it is not one.
+fn tls_hint(message: &str) -> Option<&'static str> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("unknownissuer") || m.contains("unknown issuer") || m.contains("badsignature") {
+        Some(
+            "the hook server's certificate is not signed by a trusted CA: set the hook's (or its \
+             spec.endpointConfigs entry's) caBundle to the CA that signed it (inline, secretRef \
+             or configMapRef)",
+        )
+    } else if m.contains("notvalidforname") || m.contains("not valid for name") {
+        Some(
+            "the hook server's certificate is not made for this host name nor for the \
+             definition's: use a host name it lists, or issue it for this one",
+        )
+    } else if m.contains("certificaterequired") || m.contains("certificate required") {
+        Some(
+            "the hook server asks for a client certificate: set clientTLS (a Secret with tls.crt \
+             and tls.key) on the hook or its spec.endpointConfigs entry",
+        )
+    } else if m.contains("invalid peer certificate")
+        || m.contains("received fatal alert")
+        || m.contains("handshake")
+    {
+        Some(
+            "check the hook's caBundle and clientTLS (and that the server speaks HTTPS on that \
+             port)",
+        )
+    } else {
+        None
+    }
 }
 
 /// Read the body up to `limit` bytes; `false` when it was longer (the rest is not read).

@@ -210,6 +210,235 @@ pub struct Webhook {
     /// Metacontroller's `loose` / `strict` response decoding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_un_marshall_mode: Option<String>,
+    /// CA certificate(s) that verify the hook server's certificate (instead of the system
+    /// roots). Any of these four fields set here replaces a matching `spec.endpointConfigs`
+    /// entry entirely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+    /// A client certificate for mutual TLS.
+    #[serde(default, rename = "clientTLS", skip_serializing_if = "Option::is_none")]
+    pub client_tls: Option<ClientTls>,
+    /// A token `Authorization` header (mutually exclusive with `basicAuth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// HTTP Basic authentication (mutually exclusive with `authorization`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+}
+
+impl Webhook {
+    /// The connection settings set on the hook itself (`None` when it sets none of them, so
+    /// that a matching `spec.endpointConfigs` entry applies).
+    pub fn connection(&self) -> Option<Connection<'_>> {
+        let c = Connection {
+            ca_bundle: self.ca_bundle.as_ref(),
+            client_tls: self.client_tls.as_ref(),
+            authorization: self.authorization.as_ref(),
+            basic_auth: self.basic_auth.as_ref(),
+        };
+        (!c.is_empty()).then_some(c)
+    }
+}
+
+/// The TLS and authentication settings of a webhook, as set on the hook or on a
+/// `spec.endpointConfigs` entry (Metacontroller's `caBundle`, `clientTLS`, `authorization`,
+/// `basicAuth`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Connection<'a> {
+    /// `caBundle`.
+    pub ca_bundle: Option<&'a CaBundle>,
+    /// `clientTLS`.
+    pub client_tls: Option<&'a ClientTls>,
+    /// `authorization`.
+    pub authorization: Option<&'a Authorization>,
+    /// `basicAuth`.
+    pub basic_auth: Option<&'a BasicAuth>,
+}
+
+impl Connection<'_> {
+    /// Nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.ca_bundle.is_none()
+            && self.client_tls.is_none()
+            && self.authorization.is_none()
+            && self.basic_auth.is_none()
+    }
+}
+
+/// `caBundle`: PEM CA certificate(s), inline or from a Secret or ConfigMap key; exactly one of
+/// the three.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaBundle {
+    /// The PEM text itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+    /// A key (default `ca.crt`) of a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<ResourceKeyRef>,
+    /// A key (default `ca.crt`) of a ConfigMap's `data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ResourceKeyRef>,
+}
+
+/// The key `caBundle` reads when `key` is not given.
+pub const DEFAULT_CA_KEY: &str = "ca.crt";
+
+/// A key of a Secret or ConfigMap (`caBundle.secretRef`, `caBundle.configMapRef`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceKeyRef {
+    /// The object's name.
+    pub name: String,
+    /// The object's namespace (required: definitions are cluster-scoped).
+    pub namespace: String,
+    /// The key; `ca.crt` when absent or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// A Secret by name and namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The Secret's namespace.
+    pub namespace: String,
+}
+
+/// A key of a Secret (`authorization.secretRef`; the key is required).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The Secret's namespace.
+    pub namespace: String,
+    /// The key whose value is the credential.
+    pub key: String,
+}
+
+/// `authorization`: `Authorization: <type> <credential>`, the credential from a Secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Authorization {
+    /// The scheme (`Bearer` when absent or empty); not `Basic` (that is `basicAuth`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Where the credential is.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// The scheme `authorization` uses when `type` is not given.
+pub const DEFAULT_AUTHORIZATION_TYPE: &str = "Bearer";
+
+impl Authorization {
+    /// The scheme: `type` trimmed, or `Bearer`.
+    pub fn scheme(&self) -> &str {
+        match self.type_.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => t,
+            _ => DEFAULT_AUTHORIZATION_TYPE,
+        }
+    }
+}
+
+/// `basicAuth`: username and password from one Secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BasicAuth {
+    /// The Secret.
+    pub secret_ref: SecretRef,
+    /// The username's key (default `username`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username_key: Option<String>,
+    /// The password's key (default `password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_key: Option<String>,
+}
+
+impl BasicAuth {
+    /// The username's key: `usernameKey`, or `username`.
+    pub fn username_key(&self) -> &str {
+        non_empty_or(self.username_key.as_deref(), "username")
+    }
+
+    /// The password's key: `passwordKey`, or `password`.
+    pub fn password_key(&self) -> &str {
+        non_empty_or(self.password_key.as_deref(), "password")
+    }
+}
+
+/// `clientTLS`: a PEM certificate and private key from one Secret, presented for mutual TLS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientTls {
+    /// The Secret.
+    pub secret_ref: SecretRef,
+    /// The certificate's key (default `tls.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_key: Option<String>,
+    /// The private key's key (default `tls.key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_key: Option<String>,
+}
+
+impl ClientTls {
+    /// The certificate's key: `certKey`, or `tls.crt`.
+    pub fn cert_key(&self) -> &str {
+        non_empty_or(self.cert_key.as_deref(), "tls.crt")
+    }
+
+    /// The private key's key: `privateKeyKey`, or `tls.key`.
+    pub fn private_key_key(&self) -> &str {
+        non_empty_or(self.private_key_key.as_deref(), "tls.key")
+    }
+}
+
+impl ResourceKeyRef {
+    /// The key: `key`, or `ca.crt`.
+    pub fn key(&self) -> &str {
+        non_empty_or(self.key.as_deref(), DEFAULT_CA_KEY)
+    }
+}
+
+fn non_empty_or<'a>(given: Option<&'a str>, default: &'a str) -> &'a str {
+    match given {
+        Some(k) if !k.is_empty() => k,
+        _ => default,
+    }
+}
+
+/// `spec.endpointConfigs[]`: connection settings for every webhook whose URL has this host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// `host` or `host:port` (case-insensitive; the scheme's default port may be left out).
+    pub host: String,
+    /// See [`Webhook::ca_bundle`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<CaBundle>,
+    /// See [`Webhook::client_tls`].
+    #[serde(default, rename = "clientTLS", skip_serializing_if = "Option::is_none")]
+    pub client_tls: Option<ClientTls>,
+    /// See [`Webhook::authorization`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<Authorization>,
+    /// See [`Webhook::basic_auth`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+}
+
+impl EndpointConfig {
+    /// The entry's connection settings.
+    pub fn connection(&self) -> Connection<'_> {
+        Connection {
+            ca_bundle: self.ca_bundle.as_ref(),
+            client_tls: self.client_tls.as_ref(),
+            authorization: self.authorization.as_ref(),
+            basic_auth: self.basic_auth.as_ref(),
+        }
+    }
 }
 
 /// `webhook.service`.
@@ -263,6 +492,9 @@ pub struct CompositeControllerSpec {
     /// The hooks.
     #[serde(default)]
     pub hooks: SyncControllerHooks,
+    /// Connection settings (CA bundle, client TLS, authentication) for the webhooks, by host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 /// `spec.hooks` of a CompositeController or a DecoratorController.
@@ -298,6 +530,9 @@ pub struct DecoratorControllerSpec {
     /// The hooks.
     #[serde(default)]
     pub hooks: SyncControllerHooks,
+    /// Connection settings (CA bundle, client TLS, authentication) for the webhooks, by host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 /// A DecoratorController target resource with its selectors.
@@ -365,6 +600,9 @@ pub struct MapControllerSpec {
     /// The hooks.
     #[serde(default)]
     pub hooks: MapHooks,
+    /// Connection settings (CA bundle, client TLS, authentication) for the webhooks, by host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoint_configs: Vec<EndpointConfig>,
 }
 
 /// `spec.hooks` of a MapController.
@@ -459,6 +697,15 @@ impl ControllerDef {
     /// The directory of the definition's file (see [`Controller::base_dir`]).
     pub fn base_dir(&self) -> Option<&Path> {
         self.source().base_dir()
+    }
+
+    /// `spec.endpointConfigs`.
+    pub fn endpoint_configs(&self) -> &[EndpointConfig] {
+        match self {
+            Self::Composite(c) => &c.spec.endpoint_configs,
+            Self::Decorator(c) => &c.spec.endpoint_configs,
+            Self::Map(c) => &c.spec.endpoint_configs,
+        }
     }
 
     /// The hooks the definition sets, by name (`sync`, `finalize`, `customize`, `map`,

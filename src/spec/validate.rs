@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 use super::Problem;
 use super::duration::parse_go_duration;
 use super::types::{
-    API_VERSION, ChildResourceRule, CompositeControllerSpec, DecoratorControllerSpec, ExecHook,
-    Hook, MapControllerSpec, ParentResourceRule, RevisionHistory, Webhook,
+    API_VERSION, CaBundle, ChildResourceRule, CompositeControllerSpec, Connection,
+    DecoratorControllerSpec, EndpointConfig, ExecHook, Hook, MapControllerSpec, ParentResourceRule,
+    RevisionHistory, Webhook,
 };
 use crate::k8s::names::{
     is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_label_token, is_subdomain_token,
@@ -115,6 +116,7 @@ pub fn composite(spec: &CompositeControllerSpec) -> Vec<Problem> {
     );
     c.hook("spec.hooks.finalize", &spec.hooks.finalize);
     c.hook("spec.hooks.customize", &spec.hooks.customize);
+    c.endpoint_configs(&spec.endpoint_configs);
     c.problems
 }
 
@@ -155,6 +157,7 @@ pub fn decorator(spec: &DecoratorControllerSpec) -> Vec<Problem> {
     );
     c.hook("spec.hooks.finalize", &spec.hooks.finalize);
     c.hook("spec.hooks.customize", &spec.hooks.customize);
+    c.endpoint_configs(&spec.endpoint_configs);
     c.problems
 }
 
@@ -192,6 +195,7 @@ pub fn map(spec: &MapControllerSpec) -> Vec<Problem> {
         "it computes the outputs of each input",
     );
     c.hook("spec.hooks.tombstone", &spec.hooks.tombstone);
+    c.endpoint_configs(&spec.endpoint_configs);
     if spec.hooks.finalize.is_some() {
         c.add(
             "spec.hooks.finalize",
@@ -449,6 +453,9 @@ impl Checker {
             ),
         }
         self.timeout(&format!("{field}.timeout"), &w.timeout);
+        if let Some(conn) = w.connection() {
+            self.connection(field, &conn);
+        }
         if let Some(mode) = &w.response_un_marshall_mode
             && mode != "loose"
             && mode != "strict"
@@ -456,6 +463,124 @@ impl Checker {
             self.add(
                 format!("{field}.responseUnMarshallMode"),
                 format!("{mode:?} is not a mode; use loose or strict"),
+            );
+        }
+    }
+
+    /// `spec.endpointConfigs`: a host each, valid connection settings.
+    fn endpoint_configs(&mut self, configs: &[EndpointConfig]) {
+        for (i, cfg) in configs.iter().enumerate() {
+            let field = format!("spec.endpointConfigs[{i}]");
+            if let Some(msg) = endpoint_host_problem(&cfg.host) {
+                self.add(format!("{field}.host"), msg);
+            }
+            self.connection(&field, &cfg.connection());
+        }
+    }
+
+    /// `caBundle`, `clientTLS`, `authorization`, `basicAuth` of a webhook or an
+    /// `endpointConfigs` entry (Metacontroller's rules; a reference is read when `dev` starts).
+    fn connection(&mut self, field: &str, conn: &Connection<'_>) {
+        if conn.authorization.is_some() && conn.basic_auth.is_some() {
+            self.add(
+                field,
+                "has both authorization and basicAuth, which are mutually exclusive; keep \
+                 authorization for a token (Authorization: Bearer ...) or basicAuth for a \
+                 username and password",
+            );
+        }
+        if let Some(ca) = conn.ca_bundle {
+            self.ca_bundle(&format!("{field}.caBundle"), ca);
+        }
+        if let Some(tls) = conn.client_tls {
+            let f = format!("{field}.clientTLS.secretRef");
+            self.object_ref(&f, &tls.secret_ref.name, &tls.secret_ref.namespace);
+        }
+        if let Some(auth) = conn.authorization {
+            let f = format!("{field}.authorization");
+            let r = &auth.secret_ref;
+            self.object_ref(&format!("{f}.secretRef"), &r.name, &r.namespace);
+            if r.key.is_empty() {
+                self.add(
+                    format!("{f}.secretRef.key"),
+                    "is required (it has no default): the key of the Secret whose value is the \
+                     token, e.g. key: token",
+                );
+            }
+            let scheme = auth.scheme();
+            if scheme.eq_ignore_ascii_case("basic") {
+                self.add(
+                    format!("{f}.type"),
+                    "Basic is not supported here; use basicAuth (username and password from a \
+                     Secret) instead of authorization",
+                );
+            } else if !scheme.bytes().all(is_token_byte) {
+                self.add(
+                    format!("{f}.type"),
+                    format!(
+                        "{scheme:?} is not an HTTP authorization scheme (one word such as Bearer \
+                         or Token); it defaults to Bearer"
+                    ),
+                );
+            }
+        }
+        if let Some(basic) = conn.basic_auth {
+            let f = format!("{field}.basicAuth.secretRef");
+            self.object_ref(&f, &basic.secret_ref.name, &basic.secret_ref.namespace);
+        }
+    }
+
+    fn ca_bundle(&mut self, field: &str, ca: &CaBundle) {
+        let sources = [
+            ca.inline.is_some(),
+            ca.secret_ref.is_some(),
+            ca.config_map_ref.is_some(),
+        ];
+        match sources.iter().filter(|s| **s).count() {
+            0 => self.add(
+                field,
+                "needs one of inline (the PEM text), secretRef or configMapRef ({name, \
+                 namespace, key: ca.crt}); or remove caBundle to use the system's CA roots",
+            ),
+            1 => {}
+            _ => self.add(
+                field,
+                "has more than one of inline, secretRef and configMapRef; keep exactly one",
+            ),
+        }
+        if let Some(pem) = &ca.inline
+            && let Err(e) = crate::hooks::endpoint::parse_ca_pem(pem.as_bytes())
+        {
+            self.add(format!("{field}.inline"), e);
+        }
+        for (name, r) in [
+            ("secretRef", &ca.secret_ref),
+            ("configMapRef", &ca.config_map_ref),
+        ] {
+            if let Some(r) = r {
+                self.object_ref(&format!("{field}.{name}"), &r.name, &r.namespace);
+            }
+        }
+    }
+
+    /// A Secret or ConfigMap reference: a valid name and namespace.
+    fn object_ref(&mut self, field: &str, name: &str, namespace: &str) {
+        let name_errs = is_dns1123_subdomain(name);
+        if !name_errs.is_empty() {
+            self.add(
+                format!("{field}.name"),
+                format!("{name:?} is not an object name: {}", name_errs.join("; ")),
+            );
+        }
+        let ns_errs = is_dns1123_label(namespace);
+        if !ns_errs.is_empty() {
+            self.add(
+                format!("{field}.namespace"),
+                format!(
+                    "{namespace:?} is not a namespace name: {} (the namespace is required: \
+                     controller definitions have none)",
+                    ns_errs.join("; ")
+                ),
             );
         }
     }
@@ -498,6 +623,29 @@ impl Checker {
             Ok(_) => {}
             Err(e) => self.add(field, e.to_string()),
         }
+    }
+}
+
+/// A byte of an HTTP token (RFC 9110 `tchar`), as an authorization scheme must be.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// What is wrong with an `endpointConfigs[].host` (`host` or `host:port`), if anything.
+fn endpoint_host_problem(host: &str) -> Option<String> {
+    const SHAPE: &str = "write the webhook URL's host, optionally with its port, e.g. \
+                         my-hook.my-ns or my-hook.my-ns:8443";
+    if host.trim().is_empty() {
+        return Some(format!("must not be empty; {SHAPE}"));
+    }
+    if host.contains("://") || host.contains('/') || host.contains('@') || host.contains('?') {
+        return Some(format!(
+            "{host:?} is not a host; {SHAPE} (no scheme or path)"
+        ));
+    }
+    match reqwest::Url::parse(&format!("http://{host}/")) {
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => None,
+        _ => Some(format!("{host:?} is not a host; {SHAPE}")),
     }
 }
 
@@ -1007,6 +1155,103 @@ mod tests {
             "spec.hooks.customize.exec.command[0]",
             "must not be empty",
         );
+    }
+
+    #[test]
+    fn connection_settings_rules() {
+        let wh = |extra: Value| {
+            let mut w = json!({"url": "https://hooks.ns/sync"});
+            if let (Some(m), Some(e)) = (w.as_object_mut(), extra.as_object()) {
+                m.extend(e.clone());
+            }
+            with(composite(), "/spec/hooks/sync/webhook", w)
+        };
+        let f = "spec.hooks.sync.webhook";
+        let token = json!({"secretRef": {"name": "tok", "namespace": "ns", "key": "token"}});
+        let basic = json!({"secretRef": {"name": "basic", "namespace": "ns"}});
+        let ca_cm = json!({"configMapRef": {"name": "ca", "namespace": "ns"}});
+        let ok = wh(json!({"authorization": token, "caBundle": ca_cm,
+            "clientTLS": {"secretRef": {"name": "c", "namespace": "ns"}, "certKey": "a", "privateKeyKey": "b"}}));
+        assert!(parse_controller(&ok, src()).is_ok());
+        only(
+            &wh(json!({"authorization": token, "basicAuth": basic})),
+            f,
+            "mutually exclusive",
+        );
+        only(
+            &wh(json!({"authorization": {"type": "basic", "secretRef": token["secretRef"]}})),
+            "spec.hooks.sync.webhook.authorization.type",
+            "use basicAuth",
+        );
+        only(
+            &wh(
+                json!({"authorization": {"type": "Bearer token", "secretRef": token["secretRef"]}}),
+            ),
+            "spec.hooks.sync.webhook.authorization.type",
+            "not an HTTP authorization scheme",
+        );
+        only(
+            &wh(
+                json!({"authorization": {"secretRef": {"name": "tok", "namespace": "ns", "key": ""}}}),
+            ),
+            "spec.hooks.sync.webhook.authorization.secretRef.key",
+            "is required (it has no default)",
+        );
+        only(
+            &wh(json!({"caBundle": {}})),
+            "spec.hooks.sync.webhook.caBundle",
+            "needs one of inline",
+        );
+        only(
+            &wh(
+                json!({"caBundle": {"secretRef": ca_cm["configMapRef"], "configMapRef": ca_cm["configMapRef"]}}),
+            ),
+            "spec.hooks.sync.webhook.caBundle",
+            "keep exactly one",
+        );
+        let p = problems(&wh(json!({"caBundle": {"inline": "not pem"}})));
+        assert!(
+            p.iter()
+                .any(|p| p.field == "spec.hooks.sync.webhook.caBundle.inline"
+                    && p.message.contains("no PEM certificate")),
+            "{p:#?}"
+        );
+        only(
+            &wh(json!({"basicAuth": {"secretRef": {"name": "basic", "namespace": "Bad_NS"}}})),
+            "spec.hooks.sync.webhook.basicAuth.secretRef.namespace",
+            "the namespace is required",
+        );
+        // A typo is an unknown field, with its path.
+        let p = problems(&wh(
+            json!({"clientTls": {"secretRef": {"name": "c", "namespace": "ns"}}}),
+        ));
+        assert_eq!(p[0].field, "spec.hooks.sync.webhook.clientTls", "{p:#?}");
+        assert!(p[0].message.contains("`clientTLS`"), "{p:#?}");
+
+        let entries = |e: Value| with(composite(), "/spec/endpointConfigs", e);
+        let ok = entries(json!([{"host": "hooks.ns:8443", "authorization": token}]));
+        assert!(parse_controller(&ok, src()).is_ok());
+        only(
+            &entries(json!([{"host": "https://hooks.ns/", "authorization": token}])),
+            "spec.endpointConfigs[0].host",
+            "no scheme or path",
+        );
+        only(
+            &entries(json!([{"host": "ok", "authorization": token, "basicAuth": basic}])),
+            "spec.endpointConfigs[0]",
+            "mutually exclusive",
+        );
+        let p = problems(&entries(json!([{"authorization": token}])));
+        assert!(p[0].message.contains("missing field `host`"), "{p:#?}");
+        // DecoratorController and MapController take endpointConfigs too.
+        for doc in [decorator(), map()] {
+            let doc = with(
+                doc,
+                "/spec/endpointConfigs",
+                json!([{"host": "h", "basicAuth": basic}]),
+            );
+            assert!(parse_controller(&doc, src()).is_ok());
+        }
     }
 
     #[test]

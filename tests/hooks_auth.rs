@@ -1,0 +1,469 @@
+//! Secured webhooks (Metacontroller's `caBundle`, `authorization`, `basicAuth`, `clientTLS`,
+//! `spec.endpointConfigs`) as users run them: the real binary against a sandbox, a real HTTPS
+//! hook server on 127.0.0.1 with a private CA and client certificates made in the test, the
+//! Secrets and ConfigMaps read from the API server. Secret values never show in the output, the
+//! `--dump-requests` files or the Events.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use common::cli::*;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
+
+const TOKEN: &str = "tok-5f0c2e9a1b7d";
+const PASSWORD: &str = "pw-9d41c7e2aa03";
+/// The host the definitions name; the server certificate is made for it only.
+const HOST: &str = "hooks.secure.test";
+
+/// A private CA, a server certificate for [`HOST`] and a client certificate, all PEM.
+struct Pki {
+    ca: String,
+    server: (String, String),
+    client: (String, String),
+}
+
+fn pki() -> Pki {
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "hook test CA");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf = |names: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    Pki {
+        ca: ca_pem,
+        server: leaf(vec![HOST.to_string()]),
+        client: leaf(vec!["kubectl-meta".to_string()]),
+    }
+}
+
+/// What the hook server saw: one `Authorization` header per request.
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// An HTTPS hook server on 127.0.0.1 (client certificates required when `mtls`) that answers
+/// 401 unless the `Authorization` header is `expected`; returns its port.
+async fn serve(pki: &Pki, mtls: bool, expected: String) -> (u16, Seen) {
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(pki.server.0.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(pki.server.1.as_bytes()).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if mtls {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(
+            CertificateDer::pem_slice_iter(pki.ca.as_bytes()).map(Result::unwrap),
+        );
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let config = builder.with_single_cert(certs, key).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let seen: Seen = Arc::default();
+    let answer = {
+        let seen = Arc::clone(&seen);
+        move |path: &'static str| {
+            let (seen, expected) = (Arc::clone(&seen), expected.clone());
+            move |headers: HeaderMap| async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                seen.lock().unwrap().push(auth.clone());
+                if auth != expected {
+                    return (StatusCode::UNAUTHORIZED, "bad credentials").into_response();
+                }
+                let body = match path {
+                    "sync" => json!({"status": {"auth": "accepted"}, "children": []}),
+                    _ => json!({"relatedResources": []}),
+                };
+                axum::Json(body).into_response()
+            }
+        }
+    };
+    let app: Router = Router::new()
+        .route("/sync", post(answer("sync")))
+        .route("/customize", post(answer("customize")));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = TowerToHyperService::new(app);
+                let _ = Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn indent(pem: &str) -> String {
+    pem.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// The hello-world CRD and sample, the Secrets and ConfigMap of the credentials (applied with
+/// `--apply`, as in Metacontroller's webhook-auth example), and `controller` as the definition.
+fn setup(dir: &Path, pki: &Pki, controller: &str) {
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        std::fs::copy(repo().join("examples/hello-world").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(
+        dir.join("05-credentials.yaml"),
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: hook-token, namespace: default}}
+stringData:
+  token: {TOKEN}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: hook-basic, namespace: default}}
+stringData: {{username: meta, password: {PASSWORD}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: hook-client, namespace: default}}
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+{}  tls.key: |
+{}---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: hook-ca, namespace: default}}
+data:
+  ca.crt: |
+{}",
+            indent(&pki.client.0),
+            indent(&pki.client.1),
+            indent(&pki.ca)
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("10-controller.yaml"), controller).unwrap();
+}
+
+/// A CompositeController of the hello-world parents with sync and customize hooks at
+/// `https://HOST/...` and `spec` lines `extra`.
+fn controller(extra: &str, sync_extra: &str) -> String {
+    format!(
+        "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {{name: secured}}
+spec:
+  generateSelector: true
+  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}}
+  childResources: [{{apiVersion: v1, resource: configmaps}}]
+{extra}
+  hooks:
+    sync:
+      webhook:
+        url: https://{HOST}/sync
+{sync_extra}
+    customize:
+      webhook: {{url: 'https://{HOST}/customize'}}
+"
+    )
+}
+
+/// The webhook-auth example's endpointConfigs entry: CA from a ConfigMap, bearer token and
+/// client certificate from Secrets.
+const ENDPOINT_CONFIG: &str = "  endpointConfigs:
+  - host: HOST
+    caBundle: {configMapRef: {name: hook-ca, namespace: default, key: ca.crt}}
+    authorization:
+      type: Bearer
+      secretRef: {name: hook-token, namespace: default, key: token}
+    clientTLS:
+      secretRef: {name: hook-client, namespace: default}
+      certKey: tls.crt
+      privateKeyKey: tls.key";
+
+fn dev(
+    sb: &common::TestSandbox,
+    home: &Path,
+    dir: &Path,
+    port: u16,
+    extra: &[&str],
+) -> std::process::Command {
+    let (kubeconfig, dir, base) = (
+        kc(sb),
+        dir.display().to_string(),
+        format!("https://127.0.0.1:{port}"),
+    );
+    let mut args = vec![
+        "--kubeconfig",
+        &kubeconfig,
+        "dev",
+        "--apply",
+        "-f",
+        &dir,
+        "--hook-base-url",
+        &base,
+        "--once",
+    ];
+    args.extend_from_slice(extra);
+    meta(home, &args)
+}
+
+fn no_secret_in(what: &str, text: &str, pki: &Pki) {
+    let key_body: Vec<&str> = pki
+        .client
+        .1
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    for secret in [TOKEN, PASSWORD].into_iter().chain(key_body) {
+        assert!(
+            !text.contains(secret),
+            "{what} shows a secret value {secret:?}:\n{text}"
+        );
+    }
+}
+
+fn files_text(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in walk(dir) {
+        out.push_str(&std::fs::read_to_string(entry).unwrap_or_default());
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Metacontroller's webhook-auth flow: one endpointConfigs entry gives both hooks the CA (from
+/// a ConfigMap), a bearer token and a client certificate (from Secrets); the server requires
+/// all three. Secret values are nowhere in stdout, stderr, the dump files or the Events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_config_gives_every_hook_ca_token_and_client_certificate() {
+    let pki = pki();
+    let (port, seen) = serve(&pki, true, format!("Bearer {TOKEN}")).await;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dump = tempfile::tempdir().unwrap();
+    setup(
+        dir.path(),
+        &pki,
+        &controller(&ENDPOINT_CONFIG.replace("HOST", HOST), ""),
+    );
+    let dump_arg = dump.path().display().to_string();
+    let extra = ["-o", "json", "--dump-requests", &dump_arg, "-vvv"];
+    let out = run(dev(&sb, home.path(), dir.path(), port, &extra)).await;
+    let stdout = assert_ok(&out);
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("CompositeController secured: hook(s) customize, sync use spec.endpointConfigs[0]: CA bundle (key ca.crt of ConfigMap default/hook-ca), client certificate from Secret default/hook-client, Authorization: Bearer from key token of Secret default/hook-token"),
+        "{stderr}"
+    );
+    let parent = get(
+        &sb,
+        &ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds"),
+        Some("default"),
+        "hello",
+    )
+    .await
+    .expect("the sample parent");
+    assert_eq!(parent["status"]["auth"], "accepted", "{parent}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 2, "sync and customize calls: {seen:?}");
+    assert!(seen.iter().all(|a| a == &format!("Bearer {TOKEN}")));
+    no_secret_in("stdout", &stdout, &pki);
+    no_secret_in("stderr", &stderr, &pki);
+    let dumped = files_text(dump.path());
+    assert!(dumped.contains("\"parent\""), "the dump has the requests");
+    no_secret_in("the --dump-requests files", &dumped, &pki);
+}
+
+/// Without the CA the server's certificate is refused; without the client certificate the
+/// server refuses the handshake; a wrong token gets 401. Each fails the sync with a hint, and no
+/// secret value shows in the output or the parent's Events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_ca_client_certificate_or_right_token_fail_the_sync_and_say_why() {
+    let pki = pki();
+    let (mtls_port, _) = serve(&pki, true, format!("Bearer {TOKEN}")).await;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "no caBundle",
+            ENDPOINT_CONFIG.replace("HOST", HOST).replace(
+                "    caBundle: {configMapRef: {name: hook-ca, namespace: default, key: ca.crt}}\n",
+                "",
+            ),
+            "not signed by a trusted CA",
+        ),
+        (
+            "no clientTLS",
+            ENDPOINT_CONFIG
+                .replace("HOST", HOST)
+                .split("    clientTLS:")
+                .next()
+                .unwrap()
+                .trim_end()
+                .to_string(),
+            "asks for a client certificate",
+        ),
+        (
+            "wrong token",
+            ENDPOINT_CONFIG.replace("HOST", HOST).replace(
+                "name: hook-token, namespace: default, key: token",
+                "name: hook-basic, namespace: default, key: password",
+            ),
+            "answered HTTP 401",
+        ),
+    ];
+    for (case, config, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path(), &pki, &controller(&config, ""));
+        let out = run(dev(
+            &sb,
+            home.path(),
+            dir.path(),
+            mtls_port,
+            &["--timeout", "4"],
+        ))
+        .await;
+        let stderr = assert_fails(&out);
+        assert_eq!(out.status.code(), Some(4), "{case}: {stderr}");
+        assert!(stderr.contains(expected), "{case}: {stderr}");
+        no_secret_in(case, &stderr, &pki);
+    }
+    let events = sb.kubectl(&["get", "events", "-A", "-o", "json"]);
+    let events = String::from_utf8_lossy(&events.stdout);
+    assert!(events.contains("SyncError"), "{events}");
+    no_secret_in("the Events", &events, &pki);
+}
+
+/// Settings on the hook itself replace the matching endpointConfigs entry entirely (basic auth
+/// and an inline CA bundle on sync), while customize uses the entry (`host:443` matches the
+/// URL without a port; CA from the ConfigMap's default key ca.crt, basic auth).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_level_basic_auth_and_inline_ca_bundle_override_the_entry() {
+    let pki = pki();
+    let basic = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        format!("meta:{PASSWORD}"),
+    );
+    let (port, seen) = serve(&pki, false, format!("Basic {basic}")).await;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let entry = format!(
+        "  endpointConfigs:
+  - host: {HOST}:443
+    caBundle: {{configMapRef: {{name: hook-ca, namespace: default}}}}
+    basicAuth:
+      secretRef: {{name: hook-basic, namespace: default}}"
+    );
+    let sync_extra = format!(
+        "        basicAuth:
+          secretRef: {{name: hook-basic, namespace: default}}
+          usernameKey: username
+        caBundle:
+          inline: |
+{}",
+        pki.ca
+            .lines()
+            .map(|l| format!("            {l}\n"))
+            .collect::<String>()
+    );
+    setup(dir.path(), &pki, &controller(&entry, &sync_extra));
+    let out = run(dev(&sb, home.path(), dir.path(), port, &["-o", "json"])).await;
+    let stdout = assert_ok(&out);
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("hook(s) sync use spec.hooks.sync.webhook: CA bundle (inline), basic auth from keys username, password of Secret default/hook-basic"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hook(s) customize use spec.endpointConfigs[0]"),
+        "{stderr}"
+    );
+    assert!(seen.lock().unwrap().len() >= 2);
+    no_secret_in("stdout", &stdout, &pki);
+    no_secret_in("stderr", &stderr, &pki);
+}
+
+/// A reference to a Secret that exists nowhere (neither in the cluster nor among the --apply
+/// documents) is a usage error naming the controller, the field, the hooks and the fix, before
+/// anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_secret_reference_exits_2_before_anything_is_written() {
+    let pki = pki();
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = ENDPOINT_CONFIG.replace("HOST", HOST).replace(
+        "name: hook-token, namespace: default",
+        "name: no-such-token, namespace: hooks",
+    );
+    setup(dir.path(), &pki, &controller(&config, ""));
+    let rv_before = global_rv(&sb).await;
+    let out = run(dev(&sb, home.path(), dir.path(), 9, &[])).await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("CompositeController \"secured\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("spec.endpointConfigs[0].authorization.secretRef (used by hook(s) sync, customize): Secret hooks/no-such-token not found; create it (kubectl create secret generic no-such-token -n hooks --from-literal=token=TOKEN)"),
+        "{stderr}"
+    );
+    assert_eq!(global_rv(&sb).await, rv_before, "something was written");
+}
