@@ -73,6 +73,40 @@ pub fn sync(state: &Arc<State>, rs: &Stored) {
     };
     let now_pods: Vec<(Arc<Stored>, Value)> = pods::controlled_pods(state, &rs.uid);
     pods::write_status(state, &fresh, WHO, |cur| status(cur, &now_pods));
+    recount_when_available(state, &fresh, &v, &now_pods);
+}
+
+/// Pods that are Ready but not yet for `minReadySeconds` become available later without any
+/// event: recount then (upstream requeues the ReplicaSet after `minReadySeconds`).
+fn recount_when_available(
+    state: &Arc<State>,
+    rs: &Stored,
+    v: &Value,
+    owned: &[(Arc<Stored>, Value)],
+) {
+    let min_ready = v["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
+    let now = now_unix();
+    if min_ready <= 0
+        || !owned
+            .iter()
+            .any(|(_, pv)| pods::ready(pv) && !pods::available(pv, min_ready, now))
+    {
+        return;
+    }
+    let state = state.clone();
+    let key = rs.key.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_secs(min_ready as u64 + 1)) => {
+                // Only the status is recomputed here; Pods are created by the controller loop.
+                if let Some(rs) = state.store.get(&key.gr, &key.ns, &key.name) {
+                    let pods = pods::controlled_pods(&state, &rs.uid);
+                    pods::write_status(&state, &rs, WHO, |cur| status(cur, &pods));
+                }
+            }
+        }
+    });
 }
 
 /// The status `calculateStatus` computes from the Pods.
