@@ -104,7 +104,8 @@ for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && brea
 
 # The controllers, run by kubectl-meta dev (--force: test.sh also applies them to the cluster).
 CTRL=()
-for f in "$MAN"/*.yaml; do
+for f in "$MAN"/*.yaml "$DIR"/v1/*.yaml; do
+  [[ -f "$f" ]] || continue
   grep -qE '^kind: *(CompositeController|DecoratorController)' "$f" && CTRL+=(-f "$f")
 done
 "$BIN" dev "${CTRL[@]}" --hook-base-url "http://127.0.0.1:$PORT" --no-tui --no-watch --force >"$TMP/dev.log" 2>&1 &
