@@ -31,7 +31,7 @@ PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
+  [[ -n "${EXAMPLE_KEEP:-}" ]] && echo "kept $TMP" >&2 || rm -rf "$TMP"
 }
 trap cleanup EXIT
 
@@ -74,7 +74,21 @@ script = sys.argv[1]
 sys.argv = [script]
 runpy.run_path(script, run_name="__main__")
 EOF
-    (cd "$MAN" && exec python3 -u "$TMP/pyrun.py" "$MAN/sync.py") >"$TMP/hook.log" 2>&1 &
+    HOOK="$MAN/sync.py"
+    if [[ ! -f "$HOOK" ]]; then
+      # The hook is inline, in a ConfigMap of the manifest (update-strategy).
+      HOOK="$TMP/sync.py"
+      python3 - "$MAN"/*.yaml >"$HOOK" <<'PY'
+import sys, yaml  # PyYAML
+for f in sys.argv[1:]:
+    for d in yaml.safe_load_all(open(f)):
+        if d and d.get("kind") == "ConfigMap" and "sync.py" in (d.get("data") or {}):
+            sys.stdout.write(d["data"]["sync.py"])
+            sys.exit(0)
+sys.exit("no sync.py in the manifest")
+PY
+    fi
+    (cd "$MAN" && exec python3 -u "$TMP/pyrun.py" "$HOOK") >"$TMP/hook.log" 2>&1 &
     ;;
   metacontroller/jsonnetd*)
     python3 -c 'import _jsonnet' 2>/dev/null || { echo "python3 -m pip install jsonnet is needed for $EX" >&2; exit 3; }
