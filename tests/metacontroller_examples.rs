@@ -27,6 +27,7 @@ const EXAMPLES: &[&str] = &[
     "namespace-list-v2",
     "secretpropagation",
     "service-per-pod",
+    "service-per-pod-v2",
     "update-strategy",
 ];
 
