@@ -14,7 +14,11 @@ async fn sandbox_stores_what_kube_apiserver_stores() {
         "fidelity suite not found at {} (CI clones shared/ beside the repo)",
         script.display()
     );
-    let t = common::start().await;
+    // The reference objects come from a kube-apiserver without scheduler or kubelet: compare
+    // with a sandbox without them too (no Node, so no pod is bound to one).
+    let mut cfg = kubectl_meta::sandbox::SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = None;
+    let t = common::start_with(cfg).await;
     let kubeconfig = t.kubeconfig();
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")

@@ -707,6 +707,12 @@ async fn get_all_lists_workloads_and_services() {
     )
     .await;
     apply_json(&t, &[], &cm("not-in-all", json!({}))).await;
+    // As on a cluster, the Deployment gets a ReplicaSet and that a Pod; wait for both.
+    common::wait_for("the Deployment's pod", TIMEOUT, || async {
+        let out = kubectl(&t, &["get", "pods", "-l", "app=x", "-o", "name"]).await;
+        (!out.trim().is_empty()).then_some(())
+    })
+    .await;
     let out = kubectl(&t, &["get", "all"]).await;
     for name in ["pod/p1", "service/s1", "deployment.apps/d1"] {
         assert!(
@@ -720,7 +726,23 @@ async fn get_all_lists_workloads_and_services() {
         "configmaps are not in category all:\n{out}"
     );
     let out = kubectl(&t, &["get", "all", "-o", "name"]).await;
-    let mut names: Vec<&str> = out.lines().collect();
+    // Generated names (`d1-<pod-template-hash>`, `d1-<hash>-<suffix>`) as `d1-*`.
+    let mut names: Vec<String> = out
+        .lines()
+        .map(|n| match n.split_once("/d1-") {
+            Some((kind, _)) => format!("{kind}/d1-*"),
+            None => n.to_string(),
+        })
+        .collect();
     names.sort();
-    assert_eq!(names, ["deployment.apps/d1", "pod/p1", "service/s1"]);
+    assert_eq!(
+        names,
+        [
+            "deployment.apps/d1",
+            "pod/d1-*",
+            "pod/p1",
+            "replicaset.apps/d1-*",
+            "service/s1"
+        ]
+    );
 }

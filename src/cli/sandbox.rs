@@ -29,4 +29,8 @@ pub struct SandboxArgs {
     /// How long the simulated kubelet waits before a new pod is Running and Ready, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 500)]
     pub kubelet_delay_ms: u64,
+    /// How long run-to-completion pods (restartPolicy Never/OnFailure, e.g. a Job's) run before
+    /// the simulated kubelet marks them Succeeded, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub pod_run_ms: u64,
 }

@@ -36,6 +36,7 @@ pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
     };
     let tunables = Tunables {
         kubelet_delay: (!args.no_kubelet).then(|| Duration::from_millis(args.kubelet_delay_ms)),
+        pod_run: Duration::from_millis(args.pod_run_ms),
         ..Tunables::default()
     };
     Ok(SandboxConfig {

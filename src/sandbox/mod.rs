@@ -18,6 +18,7 @@ pub mod controllers;
 pub mod defaults;
 pub mod faults;
 pub mod kubeconfig;
+pub mod logs;
 pub mod openapi;
 pub mod ops;
 pub mod output;

@@ -432,6 +432,24 @@ async fn resource(
     let method = req.method().clone();
     let headers = req.headers().clone();
     let sub = rp.subresource.as_deref();
+    if sub == Some("log") && def.group_resource() == "/pods" && method == Method::GET {
+        let name = rp.name.clone().unwrap_or_default();
+        let tail =
+            match p.get("tailLines") {
+                Some(t) => Some(t.parse::<usize>().map_err(|_| {
+                    ApiError::bad_request(format!("tailLines: invalid value {t:?}"))
+                })?),
+                None => None,
+            };
+        let text = super::logs::pod_log(
+            &state,
+            ns.as_deref().unwrap_or_default(),
+            &name,
+            p.get("container").map(String::as_str),
+            tail,
+        )?;
+        return Ok((StatusCode::OK, [("content-type", "text/plain")], text).into_response());
+    }
     if let Some(s) = sub
         && !(s == "status" && def.status_subresource
             || s == "finalize" && def.group_resource() == "/namespaces")

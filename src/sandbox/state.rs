@@ -14,6 +14,9 @@ use super::store::Store;
 pub struct Tunables {
     /// Delay before the simulated kubelet marks a new pod Running/Ready (None = no kubelet).
     pub kubelet_delay: Option<Duration>,
+    /// How long run-to-completion pods (`restartPolicy` Never/OnFailure) run before the
+    /// simulated kubelet marks them Succeeded or Failed.
+    pub pod_run: Duration,
     /// How often idle watches that asked for bookmarks get one.
     pub bookmark_interval: Duration,
     /// Largest accepted request body.
@@ -24,6 +27,7 @@ impl Default for Tunables {
     fn default() -> Self {
         Tunables {
             kubelet_delay: Some(Duration::from_millis(500)),
+            pod_run: Duration::from_secs(1),
             bookmark_interval: Duration::from_secs(30),
             max_body_bytes: 3 * 1024 * 1024,
         }

@@ -197,8 +197,18 @@ fn is_status_struct(name: &str) -> bool {
     name.ends_with("Status") && name != "PodStatus" && name != "NodeStatus"
 }
 
-/// Counters of workload statuses are `int32` with `omitempty`.
+/// Counters of workload statuses are `int32` with `omitempty`, except `replicas` of these.
+const KEEP_ZERO_REPLICAS: &[&str] = &[
+    "ReplicaSetStatus",
+    "ReplicationControllerStatus",
+    "StatefulSetStatus",
+];
+
+/// Counters of workload statuses are `int32` with `omitempty` (see [`KEEP_ZERO_REPLICAS`]).
 fn omit_zero(strukt: &str, field: &str) -> bool {
+    if field == "replicas" && KEEP_ZERO_REPLICAS.contains(&strukt) {
+        return false;
+    }
     OMIT_ZERO.contains(&(strukt, field))
         || (is_status_struct(strukt)
             && matches!(

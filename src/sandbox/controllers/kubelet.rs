@@ -3,12 +3,20 @@
 //! can be developed without nodes; a running pod that is deleted stays `Terminating`
 //! (`deletionTimestamp`, `deletionGracePeriodSeconds`) for the same short delay, then goes.
 //! Turned off with `--no-kubelet`.
+//!
+//! Pods are first bound to a Node by the simulated scheduler ([`super::node`]); without a
+//! Node that fits they stay Pending. Run-to-completion Pods (`restartPolicy` `Never` or
+//! `OnFailure`, as Jobs' Pods are) finish after [`Tunables::pod_run`](crate::sandbox::Tunables)
+//! (or the seconds of the Pod annotation `sandbox.kubectl-meta.io/run-seconds`): `Succeeded`
+//! with exit code 0, or `Failed` with the exit code of the annotation
+//! `sandbox.kubectl-meta.io/exit-code` when it is not 0.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::node;
 use crate::sandbox::ops;
 use crate::sandbox::state::{State, now_rfc3339, random_u64};
 use crate::sandbox::store::{ObjKey, Stored};
@@ -55,10 +63,26 @@ impl Kubelet {
             });
             return;
         }
-        if v["status"]["phase"]
-            .as_str()
-            .is_some_and(|p| p != "Pending")
-        {
+        let phase = v["status"]["phase"].as_str().unwrap_or("Pending");
+        if phase == "Running" && runs_to_completion(&v) {
+            let run = v["metadata"]["annotations"][RUN_SECONDS]
+                .as_str()
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map_or(state.tunables.pod_run, std::time::Duration::from_secs_f64);
+            self.after(state, pod, format!("{uid}/finish"), run, move |state, key| {
+                if let Err(e) = ops::mutate(state, key, |p: &mut Value| finish(p, &uid)) {
+                    tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not finish pod");
+                }
+            });
+            return;
+        }
+        if phase != "Pending" {
+            return;
+        }
+        if v["spec"]["nodeName"].is_null() {
+            // Bound first; the binding's own event brings the pod back here.
+            node::schedule(state, pod, &v);
             return;
         }
         self.after(state, pod, uid.clone(), delay, move |state, key| {
@@ -98,6 +122,68 @@ impl Kubelet {
                 .remove(&tag);
         });
     }
+}
+
+/// Pod annotation: how many seconds a run-to-completion pod runs.
+pub const RUN_SECONDS: &str = "sandbox.kubectl-meta.io/run-seconds";
+/// Pod annotation: the exit code its containers end with (not 0: the pod fails).
+pub const EXIT_CODE: &str = "sandbox.kubectl-meta.io/exit-code";
+
+fn runs_to_completion(pod: &Value) -> bool {
+    matches!(
+        pod["spec"]["restartPolicy"].as_str(),
+        Some("Never" | "OnFailure")
+    )
+}
+
+/// Mark a running run-to-completion pod Succeeded (or Failed, per [`EXIT_CODE`]), as the
+/// kubelet reports a pod whose containers exited.
+fn finish(pod: &mut Value, uid: &str) -> bool {
+    if pod["metadata"]["uid"].as_str() != Some(uid)
+        || !pod["metadata"]["deletionTimestamp"].is_null()
+        || pod["status"]["phase"] != "Running"
+    {
+        return false;
+    }
+    let code = pod["metadata"]["annotations"][EXIT_CODE]
+        .as_str()
+        .and_then(|c| c.trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    let now = now_rfc3339();
+    let (phase, reason) = if code == 0 {
+        ("Succeeded", "Completed")
+    } else {
+        ("Failed", "Error")
+    };
+    let cond = |t: &str, st: &str, reason: Option<&str>| {
+        let mut c =
+            json!({"type": t, "status": st, "lastProbeTime": null, "lastTransitionTime": now});
+        if let Some(r) = reason {
+            c["reason"] = json!(r);
+        }
+        c
+    };
+    let started = pod["status"]["startTime"].clone();
+    if let Some(cs) = pod["status"]["containerStatuses"].as_array_mut() {
+        for c in cs {
+            let started_at = c["state"]["running"]["startedAt"].clone();
+            c["ready"] = json!(false);
+            c["started"] = json!(false);
+            c["state"] = json!({"terminated": {"exitCode": code, "reason": reason,
+                "startedAt": started_at, "finishedAt": now,
+                "containerID": c["containerID"]}});
+        }
+    }
+    pod["status"]["phase"] = json!(phase);
+    pod["status"]["conditions"] = json!([
+        cond("PodReadyToStartContainers", "False", None),
+        cond("Initialized", "True", Some("PodCompleted")),
+        cond("Ready", "False", Some("PodCompleted")),
+        cond("ContainersReady", "False", Some("PodCompleted")),
+        cond("PodScheduled", "True", None),
+    ]);
+    pod["status"]["startTime"] = started;
+    true
 }
 
 /// Mark a pending pod Running and Ready. Returns false if it is no longer the same pending pod.

@@ -1,16 +1,23 @@
 //! Controllers that run inside the sandbox, as kube-controller-manager and the kubelet would:
-//! garbage collection, namespace deletion, CRD establishment, PVC protection, a simulated StatefulSet controller
-//! and a simulated kubelet.
+//! garbage collection, namespace deletion, CRD establishment, PVC protection, simulated
+//! workload controllers (ReplicaSet, Deployment, StatefulSet, DaemonSet, Job), a simulated
+//! Node with a scheduler, and a simulated kubelet.
 //!
 //! They react to the store's change feed in one task (in store order) and fall back to a full
 //! pass at start-up, after falling behind the feed, and periodically, so a missed event can
 //! delay work but never lose it.
 
 pub mod crd;
+pub mod daemonset;
+pub mod deployment;
 pub mod gc;
+pub mod job;
 pub mod kubelet;
 pub mod namespace;
+pub mod node;
+pub mod pods;
 pub mod pvc;
+pub mod replicaset;
 pub mod statefulset;
 
 use std::sync::Arc;
@@ -37,7 +44,20 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
                 kubelet.observe(state, obj);
             }
             statefulset::pod_changed(state, obj);
+            replicaset::pod_changed(state, obj);
+            daemonset::pod_changed(state, obj);
+            job::pod_changed(state, obj);
         }
+        replicaset::GR => {
+            if ev.kind != EventKind::Deleted {
+                replicaset::sync(state, obj);
+            }
+            deployment::rs_changed(state, obj);
+        }
+        deployment::GR if ev.kind != EventKind::Deleted => deployment::sync(state, obj),
+        daemonset::GR if ev.kind != EventKind::Deleted => daemonset::sync(state, obj),
+        job::GR if ev.kind != EventKind::Deleted => job::sync(state, obj),
+        node::GR => daemonset::node_changed(state),
         _ => {}
     }
     if ev.kind == EventKind::Deleted {
@@ -65,6 +85,10 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
         "/namespaces" if obj.deleting => namespace::sync(state, &obj.key.name, false),
         "/pods" => kubelet.observe(state, obj),
         statefulset::GR => statefulset::sync(state, obj),
+        replicaset::GR => replicaset::sync(state, obj),
+        deployment::GR => deployment::sync(state, obj),
+        daemonset::GR => daemonset::sync(state, obj),
+        job::GR => job::sync(state, obj),
         pvc::GR => pvc::sync(state, obj),
         _ => {}
     }
@@ -75,6 +99,7 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
 pub async fn run(state: Arc<State>) {
     let kubelet = kubelet::Kubelet::default();
     let mut rx = state.store.subscribe();
+    node::ensure_default(&state);
     full_pass(&state, &kubelet);
     let mut tick = tokio::time::interval(RESYNC);
     tick.tick().await;

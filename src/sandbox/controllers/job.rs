@@ -1,0 +1,318 @@
+//! A simulated Job controller, as kube-controller-manager runs one. A Job gets up to
+//! `parallelism` active Pods from its template (with the `batch.kubernetes.io/job-tracking`
+//! finalizer, removed once a finished Pod is counted); with `completionMode: Indexed` each Pod
+//! carries its index (`<job>-<index>-` names, the `batch.kubernetes.io/job-completion-index`
+//! label and annotation, `JOB_COMPLETION_INDEX`, hostname `<job>-<index>`). The simulated
+//! kubelet finishes the Pods (see `kubelet`), so `status` moves as upstream's does:
+//! `startTime`, `active`, `ready`, `terminating`, `succeeded`, `failed`, `completedIndexes`,
+//! `uncountedTerminatedPods`, then `SuccessCriteriaMet` + `Complete` with `completionTime`, or,
+//! past `backoffLimit` failures, `FailureTarget` + `Failed` (`BackoffLimitExceeded`).
+//! Simplified: failed Pods are replaced at once (no exponential back-off), no `suspend`,
+//! `activeDeadlineSeconds`, pod failure or success policies, or `backoffLimitPerIndex`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::gc;
+use super::pods;
+use crate::sandbox::state::{State, now_rfc3339};
+use crate::sandbox::store::Stored;
+
+/// Storage key of Jobs.
+pub const GR: &str = "batch/jobs";
+const WHO: &str = "Job";
+/// The finalizer that keeps a finished Pod until the Job has counted it.
+pub const TRACKING: &str = "batch.kubernetes.io/job-tracking";
+const INDEX: &str = "batch.kubernetes.io/job-completion-index";
+
+/// A Pod changed: sync the Job that controls it.
+pub fn pod_changed(state: &Arc<State>, pod: &Stored) {
+    if let Some(job) = pods::controller_of(state, pod, GR) {
+        sync(state, &job);
+    }
+}
+
+fn finished(v: &Value) -> bool {
+    ["Complete", "Failed"]
+        .iter()
+        .any(|t| pods::condition(v, t).is_some_and(|c| c["status"] == "True"))
+}
+
+fn index_of(p: &Value) -> Option<i64> {
+    p["metadata"]["annotations"][INDEX]
+        .as_str()
+        .and_then(|i| i.parse().ok())
+}
+
+/// Bring one Job's Pods and status forward.
+pub fn sync(state: &Arc<State>, job: &Stored) {
+    let Some(job) = pods::current(state, job) else {
+        return;
+    };
+    let job = &*job;
+    let Ok(v) = job.value() else { return };
+    let indexed = v["spec"]["completionMode"] == "Indexed";
+    let completions = v["spec"]["completions"].as_i64();
+    let parallelism = v["spec"]["parallelism"].as_i64().unwrap_or(1).max(0);
+    let backoff = v["spec"]["backoffLimit"].as_i64().unwrap_or(6);
+    let owned: Vec<(Arc<Stored>, Value)> = pods::controlled_pods(state, &job.uid);
+    let old = v["status"].clone();
+    let mut succeeded = old["succeeded"].as_i64().unwrap_or(0);
+    let mut failed = old["failed"].as_i64().unwrap_or(0);
+    let mut done: BTreeSet<i64> = parse_indexes(old["completedIndexes"].as_str().unwrap_or(""));
+    // Count finished Pods that still carry the tracking finalizer, then release them.
+    let mut counted = Vec::new();
+    for (p, pv) in &owned {
+        let phase = pv["status"]["phase"].as_str().unwrap_or("");
+        let terminal = phase == "Succeeded" || phase == "Failed";
+        let tracked = p.finalizers.iter().any(|f| f == TRACKING);
+        if tracked && (terminal || p.deleting) {
+            if phase == "Succeeded" {
+                match index_of(pv).filter(|_| indexed) {
+                    Some(i) if done.insert(i) => succeeded += 1,
+                    Some(_) => {}
+                    None => succeeded += 1,
+                }
+            } else {
+                failed += 1;
+            }
+            counted.push(p.clone());
+        }
+    }
+    let active: Vec<&(Arc<Stored>, Value)> =
+        owned.iter().filter(|(p, pv)| pods::active(p, pv)).collect();
+    let terminating = owned
+        .iter()
+        .filter(|(p, pv)| {
+            p.deleting && !matches!(pv["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+        })
+        .count() as i64;
+    let was_finished = finished(&v);
+    let failing = failed > backoff;
+    let success = match completions {
+        Some(c) => succeeded >= c,
+        None => succeeded > 0 && active.is_empty(),
+    };
+    if !was_finished {
+        if failing || success {
+            for (p, _) in &active {
+                pods::delete(state, p, WHO);
+            }
+        } else {
+            create_missing(
+                state,
+                job,
+                &v,
+                indexed,
+                completions,
+                parallelism,
+                succeeded,
+                &done,
+                &active,
+            );
+        }
+    }
+    let ready = active.iter().filter(|(_, pv)| pods::ready(pv)).count() as i64;
+    let n_active = if was_finished || failing || success {
+        0
+    } else {
+        active.len() as i64
+    };
+    let Some(fresh) = state.store.get(GR, &job.key.ns, &job.key.name) else {
+        return;
+    };
+    let now = now_rfc3339();
+    pods::write_status(state, &fresh, WHO, |cur| {
+        let mut s: Map<String, Value> = cur["status"].as_object().cloned().unwrap_or_default();
+        if finished(cur) {
+            return Value::Object(s);
+        }
+        s.entry("startTime").or_insert_with(|| json!(now));
+        pods::put_nonzero(&mut s, "active", n_active);
+        s.insert("ready".into(), json!(ready));
+        s.insert("terminating".into(), json!(terminating));
+        pods::put_nonzero(&mut s, "succeeded", succeeded);
+        pods::put_nonzero(&mut s, "failed", failed);
+        if indexed {
+            s.insert("completedIndexes".into(), json!(format_indexes(&done)));
+        }
+        s.insert("uncountedTerminatedPods".into(), json!({}));
+        let all_gone = active.is_empty() && terminating == 0;
+        if failing {
+            let msg = "Job has reached the specified backoff limit";
+            add_condition(&mut s, "FailureTarget", "BackoffLimitExceeded", msg, &now);
+            if all_gone {
+                add_condition(&mut s, "Failed", "BackoffLimitExceeded", msg, &now);
+            }
+        } else if success {
+            let msg = "Reached expected number of succeeded pods";
+            add_condition(
+                &mut s,
+                "SuccessCriteriaMet",
+                "CompletionsReached",
+                msg,
+                &now,
+            );
+            if all_gone {
+                add_condition(&mut s, "Complete", "CompletionsReached", msg, &now);
+                s.insert("completionTime".into(), json!(now));
+            }
+        }
+        Value::Object(s)
+    });
+    for p in counted {
+        gc::drop_finalizer(state, &p, TRACKING);
+    }
+}
+
+fn add_condition(s: &mut Map<String, Value>, t: &str, reason: &str, msg: &str, now: &str) {
+    let conds = s
+        .entry("conditions")
+        .or_insert_with(|| json!([]))
+        .as_array_mut();
+    let Some(conds) = conds else { return };
+    if conds.iter().any(|c| c["type"] == t) {
+        return;
+    }
+    conds.push(
+        json!({"type": t, "status": "True", "reason": reason, "message": msg,
+        "lastProbeTime": now, "lastTransitionTime": now}),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_missing(
+    state: &State,
+    job: &Stored,
+    v: &Value,
+    indexed: bool,
+    completions: Option<i64>,
+    parallelism: i64,
+    succeeded: i64,
+    done: &BTreeSet<i64>,
+    active: &[&(Arc<Stored>, Value)],
+) {
+    let name = &job.key.name;
+    let mut want = parallelism;
+    if let Some(c) = completions {
+        want = want.min(c - succeeded);
+    }
+    let mut missing = (want - active.len() as i64).max(0);
+    if missing == 0 {
+        return;
+    }
+    let running: BTreeSet<i64> = active.iter().filter_map(|(_, pv)| index_of(pv)).collect();
+    let mut next = 0;
+    while missing > 0 {
+        let mut pod = pods::from_template(
+            &v["spec"]["template"],
+            v,
+            &job.uid,
+            "batch/v1",
+            "Job",
+            &format!("{name}-"),
+        );
+        pod["metadata"]["finalizers"] = json!([TRACKING]);
+        if indexed {
+            let Some(c) = completions else { return };
+            while next < c && (done.contains(&next) || running.contains(&next)) {
+                next += 1;
+            }
+            if next >= c {
+                return;
+            }
+            set_index(&mut pod, name, next);
+            next += 1;
+        }
+        pods::create(state, &job.key.ns, pod, WHO);
+        missing -= 1;
+    }
+}
+
+/// What upstream adds to an Indexed Job's Pod.
+fn set_index(pod: &mut Value, job: &str, i: i64) {
+    let idx = i.to_string();
+    pod["metadata"]["generateName"] = json!(format!("{job}-{i}-"));
+    pod["metadata"]["annotations"][INDEX] = json!(idx);
+    pod["metadata"]["labels"][INDEX] = json!(idx);
+    pod["spec"]["hostname"] = json!(format!("{job}-{i}"));
+    let env = json!({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef":
+        {"apiVersion": "v1", "fieldPath": format!("metadata.labels['{INDEX}']")}}});
+    for list in ["initContainers", "containers"] {
+        if let Some(cs) = pod["spec"][list].as_array_mut() {
+            for c in cs {
+                match c["env"].as_array_mut() {
+                    Some(e) => e.push(env.clone()),
+                    None => c["env"] = json!([env.clone()]),
+                }
+            }
+        }
+    }
+}
+
+/// `1,3-5` into {1, 3, 4, 5}.
+fn parse_indexes(s: &str) -> BTreeSet<i64> {
+    let mut out = BTreeSet::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<i64>(), b.parse::<i64>()) {
+                    out.extend(a..=b);
+                }
+            }
+            None => {
+                if let Ok(a) = part.parse() {
+                    out.insert(a);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Upstream's interval form: runs of three or more as `a-b`, pairs as `a,b`.
+fn format_indexes(set: &BTreeSet<i64>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut it = set.iter().copied().peekable();
+    while let Some(first) = it.next() {
+        let mut last = first;
+        while it.peek() == Some(&(last + 1)) {
+            last += 1;
+            it.next();
+        }
+        parts.push(match last - first {
+            0 => first.to_string(),
+            1 => format!("{first},{last}"),
+            _ => format!("{first}-{last}"),
+        });
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completed_indexes_round_trip_in_upstream_form() {
+        let s: BTreeSet<i64> = [0, 1, 3, 4, 5, 7].into_iter().collect();
+        assert_eq!(format_indexes(&s), "0,1,3-5,7");
+        assert_eq!(parse_indexes("0,1,3-5,7"), s);
+        assert_eq!(format_indexes(&BTreeSet::new()), "");
+    }
+
+    #[test]
+    fn indexed_pods_carry_their_index() {
+        let mut p = json!({"metadata": {}, "spec": {"containers": [{"name": "c"}]}});
+        set_index(&mut p, "j", 3);
+        assert_eq!(p["metadata"]["generateName"], "j-3-");
+        assert_eq!(p["metadata"]["labels"][INDEX], "3");
+        assert_eq!(p["spec"]["hostname"], "j-3");
+        assert_eq!(
+            p["spec"]["containers"][0]["env"][0]["name"],
+            "JOB_COMPLETION_INDEX"
+        );
+    }
+}
