@@ -59,6 +59,36 @@ pub struct Stored {
     pub deleting: bool,
     /// `metadata.finalizers`.
     pub finalizers: Vec<String>,
+    /// Where `metadata`'s value lies in `bytes` (metadata-only answers copy it from there).
+    meta_range: Span,
+}
+
+/// A byte range `[start, end)` in a serialized object.
+type Span = Option<(u32, u32)>;
+
+/// Serialize `obj` exactly as `serde_json::to_vec` does, noting where the value of its
+/// top-level `metadata` member lies.
+fn to_vec_noting_metadata(obj: &Value) -> serde_json::Result<(Vec<u8>, Span)> {
+    let Value::Object(m) = obj else {
+        return Ok((serde_json::to_vec(obj)?, None));
+    };
+    let mut out = Vec::with_capacity(512);
+    let mut range = None;
+    out.push(b'{');
+    for (i, (k, v)) in m.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k)?;
+        out.push(b':');
+        let start = out.len();
+        serde_json::to_writer(&mut out, v)?;
+        if k == "metadata" {
+            range = u32::try_from(start).ok().zip(u32::try_from(out.len()).ok());
+        }
+    }
+    out.push(b'}');
+    Ok((out, range))
 }
 
 impl Stored {
@@ -95,7 +125,8 @@ impl Stored {
                     .collect()
             })
             .unwrap_or_default();
-        let mut json = serde_json::to_vec(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let (mut json, meta_range) =
+            to_vec_noting_metadata(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         // to_vec grows by doubling; don't keep the slack for the object's lifetime.
         json.shrink_to_fit();
         let bytes = Bytes::from(json);
@@ -108,7 +139,16 @@ impl Stored {
             owners,
             deleting: !meta["deletionTimestamp"].is_null(),
             finalizers,
+            meta_range,
         })
+    }
+
+    /// The serialized `metadata` of the object (`{}` if it has none), without parsing it.
+    pub fn metadata_bytes(&self) -> &[u8] {
+        match self.meta_range {
+            Some((a, b)) => &self.bytes[a as usize..b as usize],
+            None => b"{}",
+        }
     }
 
     /// The value of label `key`, if set.
