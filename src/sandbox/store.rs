@@ -466,7 +466,17 @@ impl Store {
     }
 
     /// Create an object. Sets `metadata.resourceVersion`.
-    pub fn create(&self, key: ObjKey, mut obj: Value) -> Result<Arc<Stored>, StoreError> {
+    pub fn create(&self, key: ObjKey, obj: Value) -> Result<Arc<Stored>, StoreError> {
+        self.create_value(key, obj).map(|(s, _)| s)
+    }
+
+    /// Like [`Store::create`], also giving back the object as stored (so callers need not
+    /// parse the stored bytes again).
+    pub fn create_value(
+        &self,
+        key: ObjKey,
+        mut obj: Value,
+    ) -> Result<(Arc<Stored>, Value), StoreError> {
         let mut inner = self.lock();
         if inner.lookup(&key).is_some() {
             return Err(StoreError::AlreadyExists);
@@ -475,7 +485,7 @@ impl Store {
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let stored = Arc::new(Stored::new(key, rv, &obj)?);
         self.commit(&mut inner, EventKind::Added, stored.clone(), None)?;
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Replace an object. `expected_rv` (if given) must match the current version.
@@ -483,8 +493,18 @@ impl Store {
         &self,
         key: ObjKey,
         expected_rv: Option<u64>,
-        mut obj: Value,
+        obj: Value,
     ) -> Result<Arc<Stored>, StoreError> {
+        self.update_value(key, expected_rv, obj).map(|(s, _)| s)
+    }
+
+    /// Like [`Store::update`], also giving back the object as stored.
+    pub fn update_value(
+        &self,
+        key: ObjKey,
+        expected_rv: Option<u64>,
+        mut obj: Value,
+    ) -> Result<(Arc<Stored>, Value), StoreError> {
         let mut inner = self.lock();
         let prev = inner.lookup(&key).ok_or(StoreError::NotFound)?;
         if expected_rv.is_some_and(|e| e != prev.rv) {
@@ -494,7 +514,7 @@ impl Store {
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let stored = Arc::new(Stored::new(key, rv, &obj)?);
         self.commit(&mut inner, EventKind::Modified, stored.clone(), Some(prev))?;
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Remove an object, if it still has `expected_rv` / `expected_uid` when given.
@@ -686,6 +706,19 @@ mod tests {
             v["metadata"]["ownerReferences"] = json!([{"uid": o, "controller": true}]);
         }
         v
+    }
+
+    #[test]
+    fn metadata_bytes_are_the_serialized_metadata() {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "labels": {"x": "\"y\""}}, "data": {"metadata": "{}"}});
+        let (bytes, _) = to_vec_noting_metadata(&obj).expect("serialize");
+        assert_eq!(bytes, serde_json::to_vec(&obj).expect("to_vec"));
+        let s = Stored::new(key("a"), 1, &obj).expect("stored");
+        let meta: Value = serde_json::from_slice(s.metadata_bytes()).expect("metadata parses");
+        assert_eq!(meta, obj["metadata"]);
+        let bare = Stored::new(key("b"), 2, &json!({"kind": "X"})).expect("stored");
+        assert_eq!(bare.metadata_bytes(), b"{}");
     }
 
     #[test]
