@@ -19,6 +19,8 @@ use kube::core::Status;
 use serde_json::{Value, json};
 
 const NS: &str = "default";
+/// The ConfigMap kube-controller-manager keeps in every namespace.
+const ROOT_CA: &str = "kube-root-ca.crt";
 
 /// The API error Status of a failed call, panicking (with the call's result) if it did not fail that way.
 fn api_status<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) -> Box<Status> {
@@ -104,8 +106,14 @@ fn replication_controller(name: &str) -> ReplicationController {
     .expect("replication controller json")
 }
 
+/// The sorted names of `items`, leaving out the `kube-root-ca.crt` ConfigMap that every
+/// namespace has (on a real cluster too).
 fn names<K: kube::Resource>(items: &[K]) -> Vec<String> {
-    let mut v: Vec<String> = items.iter().filter_map(|o| o.meta().name.clone()).collect();
+    let mut v: Vec<String> = items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| n != ROOT_CA)
+        .collect();
     v.sort();
     v
 }
@@ -152,11 +160,13 @@ async fn typed_crud_create_get_list_update_delete() {
     let s = api_status("get after delete", cms.get("crud").await);
     assert_status("get after delete", &s, 404, "NotFound");
     assert!(
-        cms.list(&ListParams::default())
-            .await
-            .expect("list after delete")
-            .items
-            .is_empty()
+        names(
+            &cms.list(&ListParams::default())
+                .await
+                .expect("list after delete")
+                .items
+        )
+        .is_empty()
     );
 }
 
@@ -405,13 +415,7 @@ async fn invalid_name_is_422_invalid_naming_the_field() {
         causes.iter().any(|c| c.field == "metadata.name"),
         "causes: {causes:?}"
     );
-    assert!(
-        cms.list(&ListParams::default())
-            .await
-            .expect("list")
-            .items
-            .is_empty()
-    );
+    assert!(names(&cms.list(&ListParams::default()).await.expect("list").items).is_empty());
 }
 
 #[tokio::test]
@@ -848,13 +852,7 @@ async fn dry_run_all_stores_nothing_on_any_write() {
         .expect("dry-run create");
     assert_eq!(would.metadata.name.as_deref(), Some("dry"));
     assert!(cms.get_opt("dry").await.expect("get_opt").is_none());
-    assert!(
-        cms.list(&ListParams::default())
-            .await
-            .expect("list")
-            .items
-            .is_empty()
-    );
+    assert!(names(&cms.list(&ListParams::default()).await.expect("list").items).is_empty());
 
     let real = cms
         .create(&PostParams::default(), &configmap("dry", &[("a", "1")]))
@@ -1141,7 +1139,7 @@ async fn metadata_only_lists_and_gets() {
             .expect("create");
     }
     let list = cms
-        .list_metadata(&ListParams::default())
+        .list_metadata(&ListParams::default().labels("meta"))
         .await
         .expect("list metadata");
     assert_eq!(
@@ -1211,7 +1209,9 @@ async fn server_side_table_for_kubectl_get() {
     let cols: Vec<&str> = common::table_columns(&table);
     assert_eq!(cols.first(), Some(&"Name"), "columns: {cols:?}");
     let rows = table["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 1, "{table}");
+    assert_eq!(rows.len(), 2, "{table}");
+    assert_eq!(rows[0]["cells"][0], ROOT_CA);
+    let rows = &rows[1..];
     assert_eq!(rows[0]["cells"][0], "tabled");
     assert_eq!(
         rows[0]["object"]["metadata"]["name"], "tabled",
@@ -1226,4 +1226,300 @@ async fn server_side_table_for_kubectl_get() {
     let one: Value = t.client.request(req).await.expect("table get");
     assert_eq!(one["kind"], "Table");
     assert_eq!(one["rows"][0]["cells"][0], "tabled");
+}
+
+/// Does `s` have the shape of `pattern`, where `9` stands for any digit?
+fn shaped(s: &str, pattern: &str) -> bool {
+    s.len() == pattern.len()
+        && s.bytes().zip(pattern.bytes()).all(|(c, p)| match p {
+            b'9' => c.is_ascii_digit(),
+            p => c == p,
+        })
+}
+
+/// `2026-11-25T02:00:00Z`: RFC 3339 with whole seconds (metav1.Time).
+fn is_whole_seconds(t: &Value) -> bool {
+    shaped(t.as_str().unwrap_or_default(), "9999-99-99T99:99:99Z")
+}
+
+/// `2026-11-25T02:00:00.123456Z`: microseconds (metav1.MicroTime).
+fn is_micro(t: &Value) -> bool {
+    shaped(
+        t.as_str().unwrap_or_default(),
+        "9999-99-99T99:99:99.999999Z",
+    )
+}
+
+async fn raw(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> Value {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
+        .expect("request");
+    c.request::<Value>(req).await.expect(path)
+}
+
+#[tokio::test]
+async fn timestamps_are_whole_seconds_and_micro_times_microseconds() {
+    let t = common::start().await;
+    let c = &t.client;
+    let cm = raw(
+        c,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(json!({"metadata": {"name": "ts"}})),
+    )
+    .await;
+    assert!(
+        is_whole_seconds(&cm["metadata"]["creationTimestamp"]),
+        "{cm}"
+    );
+    let pod = json!({"metadata": {"name": "ts"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}});
+    raw(c, "POST", "/api/v1/namespaces/default/pods", Some(pod)).await;
+    let running = common::wait_for("the pod to run", common::TIMEOUT, || async {
+        let p = raw(c, "GET", "/api/v1/namespaces/default/pods/ts", None).await;
+        (p["status"]["phase"] == "Running").then_some(p)
+    })
+    .await;
+    let conds = running["status"]["conditions"]
+        .as_array()
+        .expect("conditions");
+    assert!(!conds.is_empty());
+    for cond in conds {
+        assert!(is_whole_seconds(&cond["lastTransitionTime"]), "{cond}");
+    }
+    assert!(is_whole_seconds(&running["status"]["startTime"]));
+    let gone = raw(c, "DELETE", "/api/v1/namespaces/default/pods/ts", None).await;
+    assert!(
+        is_whole_seconds(&gone["metadata"]["deletionTimestamp"]),
+        "{gone}"
+    );
+    // MicroTime fields: nanoseconds are cut to microseconds, whole seconds get six zeros.
+    let lease = raw(
+        c,
+        "POST",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+        Some(
+            json!({"metadata": {"name": "ts"}, "spec": {"holderIdentity": "me",
+            "renewTime": "2026-11-25T01:02:03.123456789Z", "acquireTime": "2026-11-25T01:02:03Z"}}),
+        ),
+    )
+    .await;
+    assert_eq!(lease["spec"]["renewTime"], "2026-11-25T01:02:03.123456Z");
+    assert_eq!(lease["spec"]["acquireTime"], "2026-11-25T01:02:03.000000Z");
+    let ev = raw(
+        c,
+        "POST",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        Some(
+            json!({"metadata": {"name": "ts"}, "eventTime": "2026-11-25T01:02:03.5Z",
+            "reportingController": "x", "reportingInstance": "y", "action": "A", "reason": "R",
+            "type": "Normal", "regarding": {"kind": "Pod", "name": "ts", "namespace": "default"}}),
+        ),
+    )
+    .await;
+    assert!(is_micro(&ev["eventTime"]), "{ev}");
+    assert_eq!(ev["eventTime"], "2026-11-25T01:02:03.500000Z");
+    assert!(is_whole_seconds(&ev["metadata"]["creationTimestamp"]));
+}
+
+#[tokio::test]
+async fn a_new_cluster_has_the_kubernetes_service_and_root_ca_in_every_namespace() {
+    let t = common::start().await;
+    let c = &t.client;
+    let port = t.sandbox.addr().port();
+    // At start-up already, before any controller pass.
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let cm = raw(
+            c,
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"),
+            None,
+        )
+        .await;
+        assert_eq!(cm["data"], json!({"ca.crt": t.sandbox.ca_pem()}), "{ns}");
+        assert!(
+            cm["metadata"]["annotations"]["kubernetes.io/description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Contains a CA bundle")),
+            "{cm}"
+        );
+        raw(
+            c,
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/serviceaccounts/default"),
+            None,
+        )
+        .await;
+    }
+    let svc = raw(
+        c,
+        "GET",
+        "/api/v1/namespaces/default/services/kubernetes",
+        None,
+    )
+    .await;
+    assert_eq!(
+        svc["metadata"]["labels"],
+        json!({"component": "apiserver", "provider": "kubernetes"})
+    );
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}])
+    );
+    let ep = raw(
+        c,
+        "GET",
+        "/api/v1/namespaces/default/endpoints/kubernetes",
+        None,
+    )
+    .await;
+    assert_eq!(
+        ep["subsets"],
+        json!([{"addresses": [{"ip": "127.0.0.1"}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}])
+    );
+    assert_eq!(
+        ep["metadata"]["labels"],
+        json!({"endpointslice.kubernetes.io/skip-mirror": "true"})
+    );
+    let slice = raw(
+        c,
+        "GET",
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes",
+        None,
+    )
+    .await;
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(
+        slice["metadata"]["labels"],
+        json!({"kubernetes.io/service-name": "kubernetes"})
+    );
+    assert_eq!(
+        slice["endpoints"],
+        json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}])
+    );
+    assert_eq!(
+        slice["ports"],
+        json!([{"name": "https", "port": port, "protocol": "TCP"}])
+    );
+
+    // A new namespace gets both; deleted ones come back; a changed CA bundle is put back.
+    raw(
+        c,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata": {"name": "fresh"}})),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "fresh");
+    let first = common::wait_for("kube-root-ca.crt in fresh", common::TIMEOUT, || async {
+        cms.get_opt("kube-root-ca.crt").await.expect("get")
+    })
+    .await;
+    cms.delete("kube-root-ca.crt", &DeleteParams::default())
+        .await
+        .expect("delete");
+    common::wait_for("kube-root-ca.crt recreated", common::TIMEOUT, || async {
+        cms.get_opt("kube-root-ca.crt")
+            .await
+            .expect("get")
+            .filter(|c| c.metadata.uid != first.metadata.uid)
+    })
+    .await;
+    cms.patch(
+        "kube-root-ca.crt",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"ca.crt": "tampered", "extra": "x"}})),
+    )
+    .await
+    .expect("patch");
+    common::wait_for("kube-root-ca.crt restored", common::TIMEOUT, || async {
+        let cm = cms.get("kube-root-ca.crt").await.expect("get");
+        (cm.data
+            == Some(BTreeMap::from([(
+                "ca.crt".to_string(),
+                t.sandbox.ca_pem().to_string(),
+            )])))
+        .then_some(())
+    })
+    .await;
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(c.clone(), "default");
+    svcs.delete("kubernetes", &DeleteParams::default())
+        .await
+        .expect("delete service");
+    common::wait_for(
+        "the kubernetes service recreated",
+        common::TIMEOUT,
+        || async {
+            svcs.get_opt("kubernetes")
+                .await
+                .expect("get")
+                .filter(|s| s.metadata.uid != svc["metadata"]["uid"].as_str().map(String::from))
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn immutable_fields_are_refused_with_kube_apiservers_message() {
+    let t = common::start().await;
+    let c = &t.client;
+    let job = json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "a"}]}}}});
+    raw(
+        c,
+        "POST",
+        "/apis/batch/v1/namespaces/default/jobs",
+        Some(job),
+    )
+    .await;
+    let jobs: Api<DynamicObject> = Api::namespaced_with(
+        c.clone(),
+        NS,
+        &ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&()),
+    );
+    let r = jobs
+        .patch(
+            "j",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "b"}]}}}})),
+        )
+        .await;
+    let s = api_status("job template", r);
+    assert_status("job template", &s, 422, "Invalid");
+    assert_eq!(
+        s.message,
+        "Job.batch \"j\" is invalid: spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
+    let mut cm = configmap("frozen", &[("a", "1")]);
+    cm.immutable = Some(true);
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    let r = cms
+        .patch(
+            "frozen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "2"}})),
+        )
+        .await;
+    let s = api_status("immutable configmap", r);
+    assert_eq!(
+        s.message,
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    // Labels still change.
+    cms.patch(
+        "frozen",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .expect("labels of an immutable configmap");
 }

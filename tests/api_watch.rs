@@ -108,7 +108,11 @@ async fn watcher_sees_lifecycle(cfg: watcher::Config) {
     create(&api, "pre", &[]).await;
     let mut w = watcher::watcher(api.clone(), cfg).boxed();
     let names = initial_names(&mut w).await;
-    assert_eq!(names, BTreeSet::from(["pre".to_string()]));
+    // `default` also has the cluster's CA bundle, as on a real cluster.
+    assert_eq!(
+        names,
+        BTreeSet::from(["kube-root-ca.crt".to_string(), "pre".to_string()])
+    );
 
     let other: Api<ConfigMap> = Api::namespaced(common::client_for(&t.sandbox).await, "default");
     let created = create(&other, "live", &[]).await;
@@ -203,7 +207,7 @@ async fn reflector_store_converges_to_the_live_objects() {
     let mut expected: BTreeSet<String> = (0..5)
         .map(|i| format!("early-{i}"))
         .chain((0..10).map(|i| format!("late-{i}")))
-        .chain(["last".to_string()])
+        .chain(["last".to_string(), "kube-root-ca.crt".to_string()])
         .collect();
     for gone in ["early-0", "early-3", "late-2", "late-5", "late-9"] {
         expected.remove(gone);
@@ -579,6 +583,12 @@ async fn a_write_is_visible_to_every_watch_in_order() {
 
     let default: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
     let other: Api<ConfigMap> = Api::namespaced(t.client.clone(), "other");
+    // The new namespace gets its CA bundle from the sandbox's controllers: let that happen
+    // before the watches start, so only this test's writes follow.
+    common::wait_for("kube-root-ca.crt in other", TIMEOUT, || async {
+        other.get_opt("kube-root-ca.crt").await.expect("get")
+    })
+    .await;
     let all: Api<ConfigMap> = Api::all(t.client.clone());
     // The same resource seen through DynamicObject.
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
@@ -611,7 +621,10 @@ async fn a_write_is_visible_to_every_watch_in_order() {
         .expect("watch dynamic")
         .boxed();
     let mut w_runtime = watcher::watcher(all.clone(), Default::default()).boxed();
-    assert!(initial_names(&mut w_runtime).await.is_empty());
+    assert_eq!(
+        initial_names(&mut w_runtime).await,
+        BTreeSet::from(["kube-root-ca.crt".to_string()])
+    );
 
     let mut last_rv = 0;
     for i in 0..12 {

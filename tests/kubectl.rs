@@ -153,7 +153,9 @@ async fn get_configmaps_prints_a_table() {
     assert_eq!(header(&out), ["NAME", "DATA", "AGE"], "{out}");
     assert_eq!(row(&out, "one")[1], "1");
     assert_eq!(row(&out, "three")[1], "3");
-    assert_eq!(out.lines().count(), 3, "{out}");
+    // Every namespace has the cluster's CA bundle, as on a real cluster.
+    assert_eq!(row(&out, "kube-root-ca.crt")[1], "1");
+    assert_eq!(out.lines().count(), 4, "{out}");
     let out = kubectl(&t, &["get", "cm", "three", "--no-headers"]).await;
     assert_eq!(row(&out, "three")[..2], ["three", "3"]);
 }
@@ -574,6 +576,10 @@ async fn get_watch_prints_added_modified_deleted() {
     let mut w = Watching::spawn(&t, &["get", "cm", "-w", "--output-watch-events"]);
     let ev = |a: &str, b: &str| (a.to_string(), b.to_string());
     assert_eq!(w.next("header").await, ev("EVENT", "NAME"));
+    assert_eq!(
+        w.next("initial ADDED kube-root-ca.crt").await,
+        ev("ADDED", "kube-root-ca.crt")
+    );
     assert_eq!(w.next("initial ADDED pre").await, ev("ADDED", "pre"));
 
     apply_json(&t, &[], &cm("live", json!({"a": "1"}))).await;
@@ -637,14 +643,17 @@ async fn get_with_chunk_size_returns_every_object() {
         .expect("utf8")
         .lines()
         .collect();
-    let want: Vec<String> = (0..7).map(|i| format!("configmap/c{i}")).collect();
+    let want: Vec<String> = (0..7)
+        .map(|i| format!("configmap/c{i}"))
+        .chain(["configmap/kube-root-ca.crt".to_string()])
+        .collect();
     assert_eq!(names, want, "{}", stderr(&out));
     let log = stderr(&out);
     let pages = log
         .lines()
         .filter(|l| l.contains("/configmaps?") && l.contains("limit=2"))
         .count();
-    assert_eq!(pages, 4, "7 objects in pages of 2:\n{log}");
+    assert_eq!(pages, 4, "8 objects in pages of 2:\n{log}");
     assert_eq!(
         log.lines().filter(|l| l.contains("continue=")).count(),
         3,
@@ -666,18 +675,31 @@ async fn delete_all_configmaps() {
     .await;
     apply_json(&t, &["-n", "keep"], &cm("kept", json!({}))).await;
     let out = kubectl(&t, &["delete", "cm", "--all"]).await;
-    assert_eq!(out.lines().count(), 4, "{out}");
+    // kube-root-ca.crt goes too (and comes back, as on a real cluster).
+    assert_eq!(out.lines().count(), 5, "{out}");
     assert!(out.contains(r#"configmap "d3" deleted"#), "{out}");
-    let left = Api::<ConfigMap>::namespaced(t.client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .expect("list");
-    assert!(left.items.is_empty(), "{:?}", left.items);
+    assert!(
+        out.contains(r#"configmap "kube-root-ca.crt" deleted"#),
+        "{out}"
+    );
+    let cms = Api::<ConfigMap>::namespaced(t.client.clone(), "default");
+    let left = cms.list(&ListParams::default()).await.expect("list");
+    assert!(
+        left.items
+            .iter()
+            .all(|c| c.metadata.name.as_deref() == Some("kube-root-ca.crt")),
+        "{:?}",
+        left.items
+    );
     Api::<ConfigMap>::namespaced(t.client.clone(), "keep")
         .get("kept")
         .await
         .expect("other namespaces untouched");
-    let out = run(&t, &["get", "cm"], None).await;
+    common::wait_for("kube-root-ca.crt to come back", common::TIMEOUT, || async {
+        cms.get_opt("kube-root-ca.crt").await.expect("get")
+    })
+    .await;
+    let out = run(&t, &["get", "cm", "-l", "nothing=here"], None).await;
     assert!(out.status.success());
     assert!(
         stderr(&out).contains("No resources found in default namespace."),
@@ -735,6 +757,7 @@ async fn get_all_lists_workloads_and_services() {
         })
         .collect();
     names.sort();
+    // `service/kubernetes` is in `default` on every cluster.
     assert_eq!(
         names,
         [
@@ -742,6 +765,7 @@ async fn get_all_lists_workloads_and_services() {
             "pod/d1-*",
             "pod/p1",
             "replicaset.apps/d1-*",
+            "service/kubernetes",
             "service/s1"
         ]
     );

@@ -130,7 +130,11 @@ fn service(obj: &mut Value, old: Option<&Value>) {
             .unwrap_or_else(random_cluster_ip);
         spec["clusterIP"] = json!(ip);
     }
-    if spec["clusterIPs"].as_array().is_none_or(Vec::is_empty) {
+    let ips_kept = old.is_some_and(|o| o["spec"]["clusterIPs"] == spec["clusterIPs"]);
+    let ip_changed = old.is_some_and(|o| o["spec"]["clusterIP"] != spec["clusterIP"]);
+    if spec["clusterIPs"].as_array().is_none_or(Vec::is_empty) || (ips_kept && ip_changed) {
+        // As the registry's normalizeClusterIPs: a changed `clusterIP` alone changes the list
+        // (and update validation then refuses the change).
         spec["clusterIPs"] = json!([spec["clusterIP"].clone()]);
     }
     defaults::set(spec, "ipFamilies", json!(["IPv4"]));

@@ -384,7 +384,7 @@ fn api_version_of(object: &Value) -> Option<String> {
 }
 
 /// A copy of `value` without `null` object members (an applied `null` means "not specified").
-fn without_nulls(value: &Value) -> Value {
+pub(crate) fn without_nulls(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()

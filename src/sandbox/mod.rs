@@ -197,6 +197,12 @@ fn bootstrap(state: &Arc<State>) -> Result<(), SandboxError> {
         ops::create(state, &def, None, obj, &opts)
             .map_err(|e| SandboxError::Bootstrap(e.message))?;
     }
+    // What kube-apiserver and kube-controller-manager create before anyone looks: done here,
+    // not left to the controllers, so a client's first request already sees them.
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        controllers::namespace::populate(state, ns);
+    }
+    controllers::apiserver::reconcile(state).map_err(|e| SandboxError::Bootstrap(e.message))?;
     Ok(())
 }
 
@@ -212,8 +218,6 @@ impl Sandbox {
             }
         };
         let store = Store::new(db, loaded, cfg.history)?;
-        let state = State::new(store, token, cfg.tunables.clone());
-        bootstrap(&state)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|cause| SandboxError::Bind {
@@ -228,6 +232,8 @@ impl Sandbox {
             Storage::Dir(dir) => tls::load_or_generate(dir, addr.ip())?,
             Storage::Ephemeral => tls::generate(addr.ip())?,
         };
+        let state = State::new(store, token, cfg.tunables.clone(), tls.ca_pem.clone(), addr);
+        bootstrap(&state)?;
         if let Some(path) = &cfg.kubeconfig {
             let yaml = kubeconfig::render(&format!("https://{addr}"), &tls.ca_pem, &state.token);
             kubeconfig::write_private(path, &yaml).map_err(file_err(path))?;

@@ -529,9 +529,11 @@ fn create_checked(
                 created: true,
             });
         }
-        match state.store.create(key(def, Some(&ns), &name), candidate) {
-            Ok(stored) => {
-                let v = stored.value().map_err(|e| store_err(def, &name, e))?;
+        match state
+            .store
+            .create_value(key(def, Some(&ns), &name), candidate)
+        {
+            Ok((_, v)) => {
                 return Ok(Written {
                     obj: as_served(def, v),
                     warnings,
@@ -813,11 +815,10 @@ fn write_update(
             created: false,
         });
     }
-    let stored = state
+    let (_, v) = state
         .store
-        .update(k.clone(), Some(current.rv), new)
+        .update_value(k.clone(), Some(current.rv), new)
         .map_err(|e| store_err(def, name, e))?;
-    let v = stored.value().map_err(|e| store_err(def, name, e))?;
     Ok(Written {
         obj: as_served(def, v),
         warnings,

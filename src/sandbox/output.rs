@@ -135,13 +135,33 @@ pub fn list(
             Ok(Bytes::from(t.to_string()))
         }
         Output::Metadata(v) => {
-            let objs = values(def, items)?;
-            let items: Vec<Value> = objs.iter().map(|o| partial(v, o)).collect();
-            Ok(Bytes::from(
-                json!({"apiVersion": format!("meta.k8s.io/{v}"), "kind": "PartialObjectMetadataList",
-                    "metadata": meta, "items": items})
-                .to_string(),
-            ))
+            // Straight from the stored bytes: no object is parsed or re-serialized.
+            let head = json!({"apiVersion": format!("meta.k8s.io/{v}"),
+                "kind": "PartialObjectMetadataList", "metadata": meta})
+            .to_string();
+            let item_head = format!(
+                "{{\"apiVersion\":\"meta.k8s.io/{v}\",\"kind\":\"PartialObjectMetadata\",\"metadata\":"
+            );
+            let mut b = BytesMut::with_capacity(
+                head.len()
+                    + items
+                        .iter()
+                        .map(|s| item_head.len() + s.metadata_bytes().len() + 2)
+                        .sum::<usize>()
+                    + 16,
+            );
+            b.put_slice(&head.as_bytes()[..head.len() - 1]);
+            b.put_slice(b",\"items\":[");
+            for (i, s) in items.iter().enumerate() {
+                if i > 0 {
+                    b.put_u8(b',');
+                }
+                b.put_slice(item_head.as_bytes());
+                b.put_slice(s.metadata_bytes());
+                b.put_u8(b'}');
+            }
+            b.put_slice(b"]}");
+            Ok(b.freeze())
         }
     }
 }

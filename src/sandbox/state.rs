@@ -1,5 +1,6 @@
 //! State shared by the HTTP handlers and the built-in controllers of one sandbox instance.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -47,17 +48,29 @@ pub struct State {
     pub tunables: Tunables,
     /// Cancelled when the server shuts down (ends watches and controllers).
     pub shutdown: CancellationToken,
+    /// The CA certificate (PEM) clients trust; published as `kube-root-ca.crt` in every namespace.
+    pub ca_pem: String,
+    /// Where the server listens; the `kubernetes` Service's endpoints point there.
+    pub addr: SocketAddr,
 }
 
 impl State {
     /// Assemble the shared state.
-    pub fn new(store: Store, token: String, tunables: Tunables) -> Arc<State> {
+    pub fn new(
+        store: Store,
+        token: String,
+        tunables: Tunables,
+        ca_pem: String,
+        addr: SocketAddr,
+    ) -> Arc<State> {
         Arc::new(State {
             store,
             registry: RwLock::new(Registry::builtin()),
             token,
             tunables,
             shutdown: CancellationToken::new(),
+            ca_pem,
+            addr,
         })
     }
 

@@ -59,6 +59,36 @@ pub struct Stored {
     pub deleting: bool,
     /// `metadata.finalizers`.
     pub finalizers: Vec<String>,
+    /// Where `metadata`'s value lies in `bytes` (metadata-only answers copy it from there).
+    meta_range: Span,
+}
+
+/// A byte range `[start, end)` in a serialized object.
+type Span = Option<(u32, u32)>;
+
+/// Serialize `obj` exactly as `serde_json::to_vec` does, noting where the value of its
+/// top-level `metadata` member lies.
+fn to_vec_noting_metadata(obj: &Value) -> serde_json::Result<(Vec<u8>, Span)> {
+    let Value::Object(m) = obj else {
+        return Ok((serde_json::to_vec(obj)?, None));
+    };
+    let mut out = Vec::with_capacity(512);
+    let mut range = None;
+    out.push(b'{');
+    for (i, (k, v)) in m.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k)?;
+        out.push(b':');
+        let start = out.len();
+        serde_json::to_writer(&mut out, v)?;
+        if k == "metadata" {
+            range = u32::try_from(start).ok().zip(u32::try_from(out.len()).ok());
+        }
+    }
+    out.push(b'}');
+    Ok((out, range))
 }
 
 impl Stored {
@@ -95,7 +125,8 @@ impl Stored {
                     .collect()
             })
             .unwrap_or_default();
-        let mut json = serde_json::to_vec(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let (mut json, meta_range) =
+            to_vec_noting_metadata(obj).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         // to_vec grows by doubling; don't keep the slack for the object's lifetime.
         json.shrink_to_fit();
         let bytes = Bytes::from(json);
@@ -108,7 +139,16 @@ impl Stored {
             owners,
             deleting: !meta["deletionTimestamp"].is_null(),
             finalizers,
+            meta_range,
         })
+    }
+
+    /// The serialized `metadata` of the object (`{}` if it has none), without parsing it.
+    pub fn metadata_bytes(&self) -> &[u8] {
+        match self.meta_range {
+            Some((a, b)) => &self.bytes[a as usize..b as usize],
+            None => b"{}",
+        }
     }
 
     /// The value of label `key`, if set.
@@ -426,7 +466,17 @@ impl Store {
     }
 
     /// Create an object. Sets `metadata.resourceVersion`.
-    pub fn create(&self, key: ObjKey, mut obj: Value) -> Result<Arc<Stored>, StoreError> {
+    pub fn create(&self, key: ObjKey, obj: Value) -> Result<Arc<Stored>, StoreError> {
+        self.create_value(key, obj).map(|(s, _)| s)
+    }
+
+    /// Like [`Store::create`], also giving back the object as stored (so callers need not
+    /// parse the stored bytes again).
+    pub fn create_value(
+        &self,
+        key: ObjKey,
+        mut obj: Value,
+    ) -> Result<(Arc<Stored>, Value), StoreError> {
         let mut inner = self.lock();
         if inner.lookup(&key).is_some() {
             return Err(StoreError::AlreadyExists);
@@ -435,7 +485,7 @@ impl Store {
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let stored = Arc::new(Stored::new(key, rv, &obj)?);
         self.commit(&mut inner, EventKind::Added, stored.clone(), None)?;
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Replace an object. `expected_rv` (if given) must match the current version.
@@ -443,8 +493,18 @@ impl Store {
         &self,
         key: ObjKey,
         expected_rv: Option<u64>,
-        mut obj: Value,
+        obj: Value,
     ) -> Result<Arc<Stored>, StoreError> {
+        self.update_value(key, expected_rv, obj).map(|(s, _)| s)
+    }
+
+    /// Like [`Store::update`], also giving back the object as stored.
+    pub fn update_value(
+        &self,
+        key: ObjKey,
+        expected_rv: Option<u64>,
+        mut obj: Value,
+    ) -> Result<(Arc<Stored>, Value), StoreError> {
         let mut inner = self.lock();
         let prev = inner.lookup(&key).ok_or(StoreError::NotFound)?;
         if expected_rv.is_some_and(|e| e != prev.rv) {
@@ -454,7 +514,7 @@ impl Store {
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let stored = Arc::new(Stored::new(key, rv, &obj)?);
         self.commit(&mut inner, EventKind::Modified, stored.clone(), Some(prev))?;
-        Ok(stored)
+        Ok((stored, obj))
     }
 
     /// Remove an object, if it still has `expected_rv` / `expected_uid` when given.
@@ -646,6 +706,19 @@ mod tests {
             v["metadata"]["ownerReferences"] = json!([{"uid": o, "controller": true}]);
         }
         v
+    }
+
+    #[test]
+    fn metadata_bytes_are_the_serialized_metadata() {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "labels": {"x": "\"y\""}}, "data": {"metadata": "{}"}});
+        let (bytes, _) = to_vec_noting_metadata(&obj).expect("serialize");
+        assert_eq!(bytes, serde_json::to_vec(&obj).expect("to_vec"));
+        let s = Stored::new(key("a"), 1, &obj).expect("stored");
+        let meta: Value = serde_json::from_slice(s.metadata_bytes()).expect("metadata parses");
+        assert_eq!(meta, obj["metadata"]);
+        let bare = Stored::new(key("b"), 2, &json!({"kind": "X"})).expect("stored");
+        assert_eq!(bare.metadata_bytes(), b"{}");
     }
 
     #[test]

@@ -471,7 +471,8 @@ impl World {
             .map(|o| serde_json::to_value(o).expect("json"))
     }
 
-    /// Names of the objects of `ar` in namespace `default`, sorted.
+    /// Names of the objects of `ar` in namespace `default`, sorted, without the ones every
+    /// cluster keeps there itself.
     pub async fn names(&self, ar: &ApiResource) -> Vec<String> {
         let mut v: Vec<String> = self
             .api(ar)
@@ -481,12 +482,13 @@ impl World {
             .items
             .into_iter()
             .filter_map(|o| o.metadata.name)
+            .filter(|n| !cluster_provided(ar, n))
             .collect();
         v.sort();
         v
     }
 
-    /// Objects of `ar` in `default` by name.
+    /// Objects of `ar` in `default` by name, without the ones every cluster keeps there itself.
     pub async fn objects(&self, ar: &ApiResource) -> BTreeMap<String, Value> {
         self.api(ar)
             .list(&ListParams::default())
@@ -494,6 +496,7 @@ impl World {
             .expect("list")
             .items
             .into_iter()
+            .filter(|o| !cluster_provided(ar, o.metadata.name.as_deref().unwrap_or_default()))
             .map(|o| {
                 (
                     o.metadata.name.clone().unwrap_or_default(),
@@ -739,4 +742,15 @@ pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
         .as_array()?
         .iter()
         .find(|c| c["type"] == json!(type_))
+}
+
+/// Objects a cluster keeps in every namespace, or in `default`, by itself (kube-apiserver and
+/// kube-controller-manager do, and so does the sandbox): not the engine's children.
+pub fn cluster_provided(ar: &ApiResource, name: &str) -> bool {
+    matches!(
+        (ar.kind.as_str(), name),
+        ("ConfigMap", "kube-root-ca.crt")
+            | ("ServiceAccount", "default")
+            | ("Service" | "Endpoints" | "EndpointSlice", "kubernetes")
+    )
 }

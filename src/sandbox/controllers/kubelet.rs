@@ -2,6 +2,12 @@
 //! a short delay, so controllers that wait on readiness (rolling updates with status checks)
 //! can be developed without nodes; a running pod that is deleted stays `Terminating`
 //! (`deletionTimestamp`, `deletionGracePeriodSeconds`) for the same short delay, then goes.
+//!
+//! That delay, not the pod's grace period, on purpose: a kubelet removes a terminating pod as
+//! soon as its containers have exited, and the sandbox's (absent) containers exit at once on
+//! SIGTERM. Waiting out the grace period (30 s by default) would model only containers that
+//! ignore SIGTERM, and would slow every test and dev loop that deletes pods. The grace period
+//! still bounds the delay: it is never longer than `deletionGracePeriodSeconds`.
 //! Turned off with `--no-kubelet`.
 //!
 //! Pods are first bound to a Node by the simulated scheduler ([`super::node`]); without a
@@ -46,6 +52,10 @@ impl Kubelet {
             {
                 return;
             }
+            let grace = v["metadata"]["deletionGracePeriodSeconds"]
+                .as_u64()
+                .map_or(delay, std::time::Duration::from_secs);
+            let delay = delay.min(grace);
             self.after(state, pod, format!("{uid}/terminating"), delay, move |state, key| {
                 let opts = ops::DeleteOpts {
                     uid: Some(uid),

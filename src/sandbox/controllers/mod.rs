@@ -1,12 +1,14 @@
-//! Controllers that run inside the sandbox, as kube-controller-manager and the kubelet would:
-//! garbage collection, namespace deletion, CRD establishment, PVC protection, simulated
-//! workload controllers (ReplicaSet, Deployment, StatefulSet, DaemonSet, Job), a simulated
-//! Node with a scheduler, and a simulated kubelet.
+//! Controllers that run inside the sandbox, as kube-controller-manager, kube-apiserver's
+//! bootstrap controllers and the kubelet would: garbage collection, namespace population
+//! (`default` ServiceAccount, `kube-root-ca.crt`) and deletion, the `kubernetes` Service, CRD
+//! establishment, PVC protection, simulated workload controllers (ReplicaSet, Deployment,
+//! StatefulSet, DaemonSet, Job), a simulated Node with a scheduler, and a simulated kubelet.
 //!
 //! They react to the store's change feed in one task (in store order) and fall back to a full
 //! pass at start-up, after falling behind the feed, and periodically, so a missed event can
 //! delay work but never lose it.
 
+pub mod apiserver;
 pub mod crd;
 pub mod daemonset;
 pub mod deployment;
@@ -35,7 +37,14 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
     let obj = &ev.obj;
     match &*obj.key.gr {
         "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
-        "/namespaces" => namespace::sync(state, &obj.key.name, ev.kind == EventKind::Added),
+        "/namespaces" => namespace::sync(state, &obj.key.name),
+        "/configmaps" if obj.key.name == namespace::ROOT_CA => {
+            namespace::owned_object_changed(state, &obj.key.ns)
+        }
+        "/serviceaccounts" if obj.key.name == "default" => {
+            namespace::owned_object_changed(state, &obj.key.ns)
+        }
+        gr if apiserver::is_kept(gr, &obj.key.ns, &obj.key.name) => reconcile_apiserver(state),
         statefulset::GR if ev.kind != EventKind::Deleted => statefulset::sync(state, obj),
         pvc::GR if ev.kind != EventKind::Deleted => pvc::sync(state, obj),
         "/pods" => {
@@ -73,7 +82,14 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
     }
 }
 
+fn reconcile_apiserver(state: &Arc<State>) {
+    if let Err(e) = apiserver::reconcile(state) {
+        tracing::warn!(error = %e, "could not keep the kubernetes service");
+    }
+}
+
 fn full_pass(state: &Arc<State>, kubelet: &kubelet::Kubelet) {
+    reconcile_apiserver(state);
     for obj in state.store.all() {
         examine(state, kubelet, &obj);
     }
@@ -82,7 +98,7 @@ fn full_pass(state: &Arc<State>, kubelet: &kubelet::Kubelet) {
 fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
     match &*obj.key.gr {
         "apiextensions.k8s.io/customresourcedefinitions" => crd::sync(state, &obj.key.name),
-        "/namespaces" if obj.deleting => namespace::sync(state, &obj.key.name, false),
+        "/namespaces" => namespace::sync(state, &obj.key.name),
         "/pods" => kubelet.observe(state, obj),
         statefulset::GR => statefulset::sync(state, obj),
         replicaset::GR => replicaset::sync(state, obj),
