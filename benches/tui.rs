@@ -150,6 +150,7 @@ async fn latency(parents: usize, rounds: usize) {
         commands: cmd_tx,
         stop: tokio_util::sync::CancellationToken::new(),
         frames: Some(frames_tx),
+        feeds: event_loop::Feeds::default(),
     };
     let base = app.applied;
     let ui_task = tokio::spawn(async move {

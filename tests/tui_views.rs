@@ -19,8 +19,9 @@ use common::{TIMEOUT, wait_for};
 use futures::StreamExt;
 use kubectl_meta::devloop::control::Command;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
+use kubectl_meta::engine::queue::QueueStats;
 use kubectl_meta::tui::app::{App, Focus, Overlay, Tab};
-use kubectl_meta::tui::{event_loop, input, ui};
+use kubectl_meta::tui::{event_loop, input, kube_events, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
@@ -238,6 +239,30 @@ async fn composite_views_from_a_real_run() {
     press(&mut app, KeyCode::Esc);
     assert!(app.select_parent_named("default/p"));
     snapshot("small_80x24", &frame(&mut app, 80, 24));
+    // An API server outage and a queue backlog in the status bar (80 columns: short labels).
+    app.set_held(
+        Some("API server unreachable since 10:42:05".into()),
+        Instant::now(),
+    );
+    app.set_queue(QueueStats {
+        ready: 3,
+        in_flight: 1,
+        scheduled: 2,
+        next_due: None,
+    });
+    let outage = frame(&mut app, 80, 24);
+    assert!(outage.contains("API: unreachable -"), "{outage}");
+    assert!(outage.contains("q 3 +2 later"), "{outage}");
+    snapshot("outage_80x24", &outage);
+    // Smaller than the smallest usable size: it says so (the full frame returns after).
+    let tiny = frame(&mut app, 50, 14);
+    assert!(tiny.contains("terminal too small: 50x14"), "{tiny}");
+    snapshot("too_small_50x14", &tiny);
+    // Reconnected: the field is gone.
+    app.set_held(None, Instant::now());
+    let back = frame(&mut app, 80, 24);
+    assert!(!back.contains("API:") && back.contains("q 3"), "{back}");
+    app.set_queue(QueueStats::default());
     // NO_COLOR (color off): no cell has a color; with colors some do.
     assert!(colored_cells(&mut app) == 0);
     app.color = true;
@@ -402,12 +427,24 @@ async fn run_loop_draws_events_and_sends_commands() {
     let (keys_tx, keys_rx) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::channel(4);
     let (frames_tx, mut frames_rx) = tokio::sync::watch::channel(0u64);
+    let (held_tx, held_rx) = tokio::sync::watch::channel(None::<String>);
+    fn seven() -> QueueStats {
+        QueueStats {
+            ready: 7,
+            ..QueueStats::default()
+        }
+    }
     let wiring = event_loop::Wiring {
         input: keys_rx.boxed(),
         events: bus.subscribe(),
         commands: cmd_tx,
         stop: tokio_util::sync::CancellationToken::new(),
         frames: Some(frames_tx),
+        feeds: event_loop::Feeds {
+            held: Some(held_rx),
+            kube_events: None,
+            queue: Some(seven),
+        },
     };
     let ui_task = tokio::spawn(async move {
         let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
@@ -450,6 +487,8 @@ async fn run_loop_draws_events_and_sends_commands() {
         .expect("open");
     assert_eq!(req.command, Command::Resync { parent: None });
     drop(req);
+    // The engine holds writes (API server unreachable): the status bar says so.
+    held_tx.send_replace(Some("API server unreachable since 10:42:05".into()));
     bus.publish(EngineEvent::Paused { paused: true });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 3))
         .await
@@ -463,4 +502,63 @@ async fn run_loop_draws_events_and_sends_commands() {
     assert!(ok);
     assert!(screen.contains("PAUSED"), "{screen}");
     assert!(screen.contains("default/x"), "{screen}");
+    assert!(screen.contains("API: unreachable"), "{screen}");
+    assert!(screen.contains("q 7"), "{screen}");
+}
+
+/// The Events tab shows the selected parent's Kubernetes Events, from a real watch of the
+/// sandbox's core/v1 Events (the engine records a SyncError Warning on a failing parent),
+/// routed by the parent's uid: the other parent's tab does not show them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_events_of_the_selected_parent_from_a_real_watch() {
+    let w = World::new(
+        "Parent",
+        std::sync::Arc::new(|_: &str, req: &Value| {
+            if req["parent"]["metadata"]["name"] == "bad" {
+                Reply::status(500, "boom: this hook refuses bad")
+            } else {
+                Reply::json(counted(req))
+            }
+        }),
+    )
+    .await;
+    let (mut watched, _task) = kube_events::watch(w.client().clone(), None);
+    let d = def(composite(
+        "counted",
+        "Parent",
+        json!([{"apiVersion": "v1", "resource": "configmaps"}]),
+        json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+    ));
+    let run = Running::start(w.client(), vec![d]).await;
+    let par = parent_ar("Parent");
+    w.create(&par, json!({"metadata": {"name": "good"}, "spec": {"selector": {"matchLabels": {"app": "good"}}, "count": 1}}))
+        .await;
+    w.create(&par, json!({"metadata": {"name": "bad"}, "spec": {"selector": {"matchLabels": {"app": "bad"}}, "count": 1}}))
+        .await;
+    run.wait_sync_error("default/bad", "boom").await;
+    let mut app = model(&run.events());
+    // Fold in what the watch delivers until the SyncError Event is among it.
+    tokio::time::timeout(TIMEOUT, async {
+        while let Some(ev) = watched.recv().await {
+            let done = ev.reason == "SyncError";
+            app.apply_kube_event(ev);
+            if done {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("a SyncError Event from the watch");
+    assert!(app.select_parent_named("default/bad"));
+    app.ui.tab = Tab::Events;
+    let bad = frame(&mut app, 120, 36);
+    assert!(bad.contains("Warning SyncError"), "{bad}");
+    assert!(bad.contains("this hook refuses bad"), "{bad}");
+    assert!(app.select_parent_named("default/good"));
+    let good = frame(&mut app, 120, 36);
+    assert!(
+        good.contains("Kubernetes events:") && !good.contains("SyncError"),
+        "{good}"
+    );
+    run.stop().await;
 }

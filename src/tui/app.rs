@@ -20,7 +20,10 @@ use serde_json::Value;
 use crate::engine::apply::FieldChange;
 use crate::engine::events::{ActionVerb, EngineEvent};
 use crate::engine::hookapi;
+use crate::engine::queue::QueueStats;
 use crate::k8s::object;
+
+use super::kube_events::{EventIndex, KubeEvent};
 
 /// Lines of hook server output kept.
 const SERVER_LINES: usize = 500;
@@ -238,6 +241,8 @@ pub struct Parent {
     pub replay: Option<ReplayRecord>,
     /// The engine's events about this parent, newest last.
     pub log: VecDeque<String>,
+    /// The parent object's uid (from the last hook request): the key of its Kubernetes Events.
+    pub uid: Option<String>,
 }
 
 impl Parent {
@@ -411,6 +416,13 @@ pub struct App {
     pub color: bool,
     /// Events applied so far.
     pub applied: u64,
+    /// Kubernetes Events by involved object uid (bounded).
+    pub kube_events: EventIndex,
+    /// The work queues' figures as last read.
+    pub queue: QueueStats,
+    /// Why writes are held (API server unreachable, lease unconfirmed), since when (as the UI
+    /// learned it).
+    pub held: Option<(Instant, String)>,
     controller_index: HashMap<String, usize>,
     parent_index: HashMap<(String, String), usize>,
     rows: Vec<Row>,
@@ -486,6 +498,9 @@ impl App {
             mask_volatile: false,
             color,
             applied: 0,
+            kube_events: EventIndex::default(),
+            queue: QueueStats::default(),
+            held: None,
             controller_index: HashMap::new(),
             parent_index: HashMap::new(),
             rows: Vec::new(),
@@ -530,6 +545,7 @@ impl App {
             rollout: None,
             replay: None,
             log: VecDeque::new(),
+            uid: None,
         });
         self.parent_index
             .insert((controller.to_string(), key.to_string()), i);
@@ -602,6 +618,14 @@ impl App {
                 stderr,
                 ..
             } => {
+                let uid = request.as_ref().and_then(|r| {
+                    let obj = r.get("parent").or_else(|| r.get("object"))?;
+                    object::uid(obj).map(str::to_string)
+                });
+                let (i, _) = self.unit_mut(controller, parent);
+                if uid.is_some() && self.parents[i].uid != uid {
+                    self.parents[i].uid = uid;
+                }
                 let (_, unit) = self.unit_mut(controller, parent);
                 if matches!(hook.as_str(), "sync" | "finalize" | "map") {
                     unit.written_since_call.clear();
@@ -823,6 +847,36 @@ impl App {
             }
             EngineEvent::Info { message, .. } => self.push_log(message.clone()),
         }
+    }
+
+    /// Fold in a Kubernetes Event (from the Events watch).
+    pub fn apply_kube_event(&mut self, ev: KubeEvent) {
+        self.kube_events.apply(ev);
+        self.dirty = true;
+    }
+
+    /// The work queues' figures now; redraw when they changed.
+    pub fn set_queue(&mut self, stats: QueueStats) {
+        let stats = QueueStats {
+            next_due: None,
+            ..stats
+        };
+        if self.queue != stats {
+            self.queue = stats;
+            self.dirty = true;
+        }
+    }
+
+    /// Why writes are held now (`None`: they are not), learned at `now`.
+    pub fn set_held(&mut self, reason: Option<String>, now: Instant) {
+        match (reason, &self.held) {
+            (None, None) => return,
+            (None, Some(_)) => self.held = None,
+            (Some(r), Some((_, old))) if *old == r => return,
+            (Some(r), Some((since, _))) => self.held = Some((*since, r)),
+            (Some(r), None) => self.held = Some((now, r)),
+        }
+        self.dirty = true;
     }
 
     /// Writes in the last minute (as of `now`).
