@@ -37,6 +37,9 @@ pub enum LoopError {
     /// The backend failed to draw.
     #[error("drawing: {0}")]
     Draw(String),
+    /// The UI task ended abnormally (a panic: the terminal was restored by the panic hook).
+    #[error("{0}")]
+    Task(String),
 }
 
 /// What the loop shows besides the engine's events (each optional).

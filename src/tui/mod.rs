@@ -95,7 +95,7 @@ impl Tui {
         self.stop.cancel();
         match self.task.await {
             Ok(r) => r,
-            Err(e) => Err(event_loop::LoopError::Draw(format!(
+            Err(e) => Err(event_loop::LoopError::Task(format!(
                 "the UI task failed: {e}"
             ))),
         }
