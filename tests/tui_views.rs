@@ -503,7 +503,10 @@ async fn run_loop_draws_events_and_sends_commands() {
     assert!(screen.contains("PAUSED"), "{screen}");
     assert!(screen.contains("default/x"), "{screen}");
     assert!(screen.contains("API: unreachable"), "{screen}");
-    assert!(screen.contains("q 7"), "{screen}");
+    assert!(
+        screen.contains("queue 7") || screen.contains("q 7"),
+        "{screen}"
+    );
 }
 
 /// The Events tab shows the selected parent's Kubernetes Events, from a real watch of the

@@ -4,8 +4,7 @@
 //! unreachable 12s`, red; gone once it is back) or why else writes are held, the managed hook
 //! server (state, pid, restarts), parents syncing (the work in flight), the work queues' depth
 //! (keys waiting for a worker, and those scheduled for later), writes in the last minute,
-//! errors. Narrower than [`WIDE`] columns, the labels are shortened so that all of it fits 80
-//! columns.
+//! errors. When that does not fit the width, the labels are shortened (80 columns hold it).
 //! Line 2: the answer to the last command, else the last reload (what, which file, how long ago,
 //! how many parents' replayed answers changed).
 
@@ -20,14 +19,10 @@ use ratatui::widgets::Paragraph;
 use super::app::{App, Focus};
 use super::theme::{self, Theme};
 
-/// From this width on, the status bar uses its long labels.
-pub const WIDE: u16 = 110;
-
-/// Draw the status bar into `area` (two lines).
-pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
+/// The first line, with long labels (`wide`) or short ones.
+fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
     let t = Theme { color: app.color };
     let mask = app.mask_volatile;
-    let wide = area.width >= WIDE;
     let sep = || Span::styled(if wide { " │ " } else { "│" }, t.dim());
     let mut l1 = Vec::new();
     if wide {
@@ -109,6 +104,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
             Style::default()
         },
     ));
+    Line::from(l1)
+}
+
+/// Draw the status bar into `area` (two lines).
+pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
+    let t = Theme { color: app.color };
+    let mask = app.mask_volatile;
+    let long = line1(app, now, true);
+    let l1 = if long.width() <= usize::from(area.width) {
+        long
+    } else {
+        line1(app, now, false)
+    };
     let l2 = if let Some(msg) = &app.ui.flash {
         Line::from(vec![Span::raw(" "), Span::styled(msg.clone(), t.warn())])
     } else if let Some(r) = &app.reload {
@@ -136,7 +144,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
     } else {
         Line::from(Span::styled(" no reload yet", t.dim()))
     };
-    f.render_widget(Paragraph::new(vec![Line::from(l1), l2]), area);
+    f.render_widget(Paragraph::new(vec![l1, l2]), area);
 }
 
 use ratatui::style::Style;
