@@ -565,3 +565,32 @@ async fn kubernetes_events_of_the_selected_parent_from_a_real_watch() {
     );
     run.stop().await;
 }
+
+/// A real API server outage (the sandbox stopped for longer than the controller Lease) shows as
+/// `API: unreachable` in the status bar, from the engine's own signal (writes held), and the
+/// field is gone once the server is back and the Lease confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_outage_shows_in_the_status_bar_until_reconnect() {
+    let mut f = common::faults::Fixture::with_one_parent().await;
+    let mut held = f.engine.engine.context().writes_watch();
+    let mut app = model(&f.engine.events());
+    app.set_held(held.borrow_and_update().clone(), Instant::now());
+    assert!(!frame(&mut app, 120, 36).contains("API:"));
+    f.rs.stop().await;
+    let reason = tokio::time::timeout(TIMEOUT, held.wait_for(Option::is_some))
+        .await
+        .expect("writes held during the outage")
+        .expect("engine alive")
+        .clone();
+    app.set_held(reason, Instant::now());
+    let down = frame(&mut app, 120, 36);
+    assert!(down.contains("API: unreachable -"), "{down}");
+    f.rs.start_again().await;
+    tokio::time::timeout(TIMEOUT, held.wait_for(Option::is_none))
+        .await
+        .expect("writes allowed after reconnect")
+        .expect("engine alive");
+    app.set_held(None, Instant::now());
+    let up = frame(&mut app, 120, 36);
+    assert!(!up.contains("API:") && !up.contains("unreachable"), "{up}");
+}
