@@ -54,7 +54,7 @@ pub enum Tab {
     Diff,
     /// Exec hook stderr and the managed server's output.
     Output,
-    /// The engine's events about the parent.
+    /// The parent's Kubernetes Events and the engine's events about it.
     Events,
 }
 
