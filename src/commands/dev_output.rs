@@ -270,6 +270,9 @@ impl<W: Write> Printer<W> {
     /// One event as its own line.
     fn human(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
         match event {
+            // The plan's writes show as their actions; the per-object view is for -o json and
+            // the TUI.
+            EngineEvent::Planned { .. } => Ok(()),
             EngineEvent::ControllerStarted {
                 controller_kind,
                 controller,

@@ -21,7 +21,8 @@ use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
 use super::ownership::{self, CONTROLLER_UID_LABEL};
-use super::plan::{self, ChildId, ChildType, ChildrenInput, Plan};
+use super::plan::{self, ChildId, ChildType};
+use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::rollout::{self, Revision, RevisionWrite};
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
@@ -351,7 +352,6 @@ impl Composite {
         };
         let with_parent = |f: SyncFailure| (f, Some((*parent).clone()));
         let uid = object::uid(&parent).unwrap_or_default().to_string();
-        let deleting = object::is_deleting(&parent);
         let selected = self
             .parent_selector
             .as_ref()
@@ -379,57 +379,31 @@ impl Composite {
             .collect();
 
         // Claim children.
-        let mut plan = Plan::default();
-        let mut observed: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
         let scope_ns = if self.parent.namespaced {
             object::namespace(&parent)
         } else {
             None
         };
-        for slot in &self.children {
-            let owned = slot.informer.controlled_by(&uid);
-            let orphans = slot.informer.orphans(scope_ns, &selector);
-            let claims = ownership::claim(deleting, &selector, owned, orphans);
-            plan::plan_ownership(
-                &parent,
-                &slot.ty.key,
-                &claims.adopt,
-                &claims.release,
-                &mut plan,
-            );
-            // The hook sees adopted orphans as they are once adopted (our ControllerRef on
-            // them), as Metacontroller shows them.
-            let adopted: std::collections::HashSet<&str> =
-                claims.adopt.iter().filter_map(|o| object::uid(o)).collect();
-            let children = claims
-                .children
-                .iter()
-                .map(|c| match object::uid(c) {
-                    Some(u) if adopted.contains(u) => {
-                        let mut v = (**c).clone();
-                        v["metadata"]["ownerReferences"] =
-                            Value::Array(ownership::with_controller_ref(c, &parent));
-                        Arc::new(v)
-                    }
-                    _ => Arc::clone(c),
-                })
-                .collect();
-            observed.insert(slot.ty.key.clone(), children);
-        }
+        let claimed = planner::claim(
+            &parent,
+            &selector,
+            self.children.iter().map(|slot| planner::Candidates {
+                type_key: &slot.ty.key,
+                owned: slot.informer.controlled_by(&uid),
+                orphans: slot.informer.orphans(scope_ns, &selector),
+            }),
+        );
+        let observed = &claimed.observed;
+        let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
 
         let hook_spec = self.hooks.for_sync(finalizing);
         let mut outcome = SyncOutcome::default();
-        let mut finalized = false;
-        let mut status_conditions = Vec::new();
-        let mut hook_status = None;
+        let mut answer = None;
+        let mut desired = Vec::new();
+        let mut rollout_decision = None;
         if let Some((hook_name, spec)) = hook_spec {
-            let request = self.request(
-                spec.version,
-                &parent,
-                &observed,
-                &related_groups,
-                finalizing,
-            );
+            let request =
+                self.request(spec.version, &parent, observed, &related_groups, finalizing);
             let body = self
                 .caller
                 .call(&self.ctx, hook_name, spec, key, &request)
@@ -439,8 +413,7 @@ impl Composite {
                 .record_exchange(key, hook_name, request, body.clone());
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
-            let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
-            let mut desired = plan::normalize_desired(
+            desired = planner::normalize_desired(
                 &parent,
                 &types,
                 &selector,
@@ -448,10 +421,10 @@ impl Composite {
                 resp.children.clone(),
             )
             .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
-            let clashes = shared::foreign_clashes(
+            let clashes = planner::foreign_clashes(
                 &desired,
-                |t| self.child_informer(t),
-                |o| shared::controlled_by_other(o, &uid),
+                |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
+                |o| planner::controlled_by_other(o, &uid),
             );
             if !clashes.is_empty() {
                 return Err(fail(format!(
@@ -462,12 +435,12 @@ impl Composite {
             if let Some((rev_info, _)) = &self.revisions
                 && !finalizing
             {
-                let (d, state, writes) = self
+                let decision = self
                     .rollout(
                         spec,
                         key,
                         &parent,
-                        &observed,
+                        observed,
                         &related_groups,
                         &selector,
                         desired,
@@ -475,11 +448,10 @@ impl Composite {
                     )
                     .await
                     .map_err(with_parent)?;
-                desired = d;
-                plan.revisions = writes;
-                outcome.rollout_pending = state.in_progress;
-                status_conditions.push(state.condition(&jiff::Timestamp::now().to_string()));
-                if state.in_progress {
+                desired = decision.1;
+                let decision = decision.0;
+                if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
+                    outcome.rollout_pending = true;
                     self.ctx.bus.publish(EngineEvent::Rollout {
                         controller: self.name.clone(),
                         parent: key.to_string(),
@@ -487,36 +459,35 @@ impl Composite {
                         message: state.message.clone(),
                     });
                 }
-                plan.rollout = Some(state);
+                rollout_decision = Some(decision);
             }
-            plan::plan_children(
-                &ChildrenInput {
-                    parent: &parent,
-                    types: &types,
-                    observed: &observed,
-                    desired: &desired,
-                    held: &self.memory.held_fields(key),
-                },
-                &mut plan,
-            );
-            finalized = resp.finalized;
-            hook_status = resp.status;
             outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
+            answer = Some(resp);
         }
-        if hook_spec.is_some() {
-            plan.status = plan::status_change(&parent, hook_status.as_ref(), &status_conditions);
-        }
-        // Finalizing covers a parent that stopped matching the definition's labelSelector: it
-        // keeps our finalizer until its finalize hook answers `finalized: true` (or has no
-        // finalize hook), like a deleted one.
-        plan.finalizer = plan::finalizer_change(
-            &parent,
-            &self.finalizer,
-            self.hooks.finalize.is_some(),
-            finalizing,
-            finalized,
-        );
+        let now = jiff::Timestamp::now().to_string();
+        let sync_plan = planner::plan_composite(&planner::CompositeInput {
+            parent: &parent,
+            types: &types,
+            claimed: &claimed,
+            answer: answer.as_ref().map(|resp| planner::Answer {
+                desired: &desired,
+                status: resp.status.as_ref(),
+                finalized: resp.finalized,
+                resync_after_seconds: resp.resync_after_seconds,
+            }),
+            rollout: rollout_decision.as_ref(),
+            finalizer: planner::FinalizerInput {
+                name: &self.finalizer,
+                has_finalize_hook: self.hooks.finalize.is_some(),
+                finalizing,
+            },
+            held: &self.memory.held_fields(key),
+            now: &now,
+        });
 
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &key.to_string()));
         let target = Target {
             controller: &self.name,
             parent: &parent,
@@ -525,7 +496,7 @@ impl Composite {
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
         };
-        shared::carry_out(&self.ctx, &self.memory, key, &target, &plan, |t| {
+        shared::carry_out(&self.ctx, &self.memory, key, &target, &sync_plan, |t| {
             self.informer_for(t)
         })
         .await
@@ -571,14 +542,7 @@ impl Composite {
         selector: &LabelSelector,
         latest_desired: Vec<(ChildId, Value)>,
         rev_info: &ResourceInfo,
-    ) -> Result<
-        (
-            Vec<(ChildId, Value)>,
-            rollout::RolloutState,
-            Vec<RevisionWrite>,
-        ),
-        SyncFailure,
-    > {
+    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncFailure> {
         let Some((_, rev_informer)) = &self.revisions else {
             return Err(SyncFailure {
                 message: "internal: no revision cache".into(),
@@ -729,7 +693,16 @@ impl Composite {
             selector,
             rev_info,
         );
-        Ok((desired, outcome.state, writes))
+        Ok((
+            planner::RolloutDecision {
+                state: Some(outcome.state),
+                writes,
+                claims: outcome.claims,
+                latest: latest_name,
+                order: latest_order,
+            },
+            desired,
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -28,7 +28,8 @@ use super::controller::{
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi;
-use super::plan::{self, ChildType, ChildrenInput, Plan};
+use super::plan::ChildType;
+use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::shared::{
     self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory, resolve_all,
@@ -431,9 +432,10 @@ impl Decorator {
             observed.insert(a.ty.key.clone(), owned);
         }
 
-        let mut plan = Plan::default();
         let mut outcome = SyncOutcome::default();
-        let mut finalized = false;
+        let types: Vec<ChildType> = self.attachments.iter().map(|a| a.ty.clone()).collect();
+        let mut answer = None;
+        let mut desired = Vec::new();
         if let Some((hook_name, spec)) = self.hooks.for_sync(finalizing) {
             let namespaced = tslot.info.namespaced;
             let groups: Vec<(String, Vec<Arc<Value>>)> = self
@@ -462,8 +464,7 @@ impl Decorator {
                 .record_exchange(key, hook_name, request, body.clone());
             let resp = hookapi::decode_decorator(hook_name, spec.version, &body)
                 .map_err(|e| fail(e.to_string()))?;
-            let types: Vec<ChildType> = self.attachments.iter().map(|a| a.ty.clone()).collect();
-            let mut desired = plan::normalize_desired(
+            desired = planner::normalize_desired(
                 &target,
                 &types,
                 &LabelSelector::default(),
@@ -474,9 +475,12 @@ impl Decorator {
             for (_, obj) in &mut desired {
                 obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
             }
-            let clashes = shared::foreign_clashes(
+            let clashes = planner::foreign_clashes(
                 &desired,
-                |t| self.attachment_informer(t),
+                |id| {
+                    self.attachment_informer(&id.type_key)?
+                        .get(&id.object_key())
+                },
                 |o| self.not_an_attachment(o, &uid),
             );
             if !clashes.is_empty() {
@@ -485,35 +489,34 @@ impl Decorator {
                     clashes.join("; ")
                 )));
             }
-            plan::plan_children(
-                &ChildrenInput {
-                    parent: &target,
-                    types: &types,
-                    observed: &observed,
-                    desired: &desired,
-                    held: &self.memory.held_fields(key),
-                },
-                &mut plan,
-            );
-            plan.metadata = plan::metadata_change(&target, &resp.labels, &resp.annotations);
-            // `status: null` (or absent) leaves the status alone; no observedGeneration.
-            if let Some(st) = &resp.status {
-                let current = target.get("status").cloned().unwrap_or(Value::Null);
-                if !super::apply::values_equal(&current, st) {
-                    plan.status = Some(st.clone());
-                }
-            }
-            finalized = resp.finalized;
             outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
+            answer = Some(resp);
         }
-        plan.finalizer = plan::finalizer_change(
-            &target,
-            &self.finalizer,
-            self.hooks.finalize.is_some(),
-            finalizing,
-            finalized,
-        );
+        let sync_plan = planner::plan_decorator(&planner::DecoratorInput {
+            target: &target,
+            types: &types,
+            observed: &observed,
+            answer: answer.as_ref().map(|resp| planner::DecoratorAnswer {
+                answer: planner::Answer {
+                    desired: &desired,
+                    status: resp.status.as_ref(),
+                    finalized: resp.finalized,
+                    resync_after_seconds: resp.resync_after_seconds,
+                },
+                labels: &resp.labels,
+                annotations: &resp.annotations,
+            }),
+            finalizer: planner::FinalizerInput {
+                name: &self.finalizer,
+                has_finalize_hook: self.hooks.finalize.is_some(),
+                finalizing,
+            },
+            held: &self.memory.held_fields(key),
+        });
 
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &key.to_string()));
         let exec_target = Target {
             controller: &self.name,
             parent: &target,
@@ -522,9 +525,14 @@ impl Decorator {
             revisions: None,
             finalizer: &self.finalizer,
         };
-        shared::carry_out(&self.ctx, &self.memory, key, &exec_target, &plan, |t| {
-            self.informer_for(t)
-        })
+        shared::carry_out(
+            &self.ctx,
+            &self.memory,
+            key,
+            &exec_target,
+            &sync_plan,
+            |t| self.informer_for(t),
+        )
         .await
         .map_err(fail)?
         .fill(&mut outcome);
@@ -534,7 +542,7 @@ impl Decorator {
     /// Why an existing object of a desired attachment's name is not this target's attachment
     /// (controlled by someone else, not controlled, or lacking our annotation), if it is not.
     fn not_an_attachment(&self, obj: &Value, uid: &str) -> Option<String> {
-        if let Some(why) = shared::controlled_by_other(obj, uid) {
+        if let Some(why) = planner::controlled_by_other(obj, uid) {
             return Some(why);
         }
         if object::controller_ref(obj).is_none() {

@@ -256,6 +256,37 @@ pub enum EngineEvent {
         /// One line per action that would have been written (`create Pod.v1 default/x`).
         actions: Vec<String>,
     },
+    /// What one sync planned, object by object (published before the plan is carried out,
+    /// also when it writes nothing and while paused): what the TUI marks `=` `~` `+` `-` `a`
+    /// `r` `w`. See `engine::planner`.
+    #[serde(rename_all = "camelCase")]
+    Planned {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent (the target, for a DecoratorController).
+        parent: String,
+        /// The map key (MapController).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
+        /// Per object, in execution order: `type` (`Kind.apiVersion`), `namespace`, `name`,
+        /// `kind`, `action`, `reason`, `strategy`, `changes` (the differing fields with their
+        /// before/after values), `rollout` (revision, position).
+        objects: Vec<super::planner::ObjectPlan>,
+        /// MapController: the detached outputs of the key, each kept or not by the tombstone
+        /// hook.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        detached: Vec<super::planner::DetachedOutput>,
+        /// The parent's status changes.
+        status_change: bool,
+        /// The parent's finalizer change (`add`, `remove`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finalizer: Option<super::plan::FinalizerChange>,
+        /// The hook's `resyncAfterSeconds`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resync_after_seconds: Option<f64>,
+        /// Number of API writes the plan makes.
+        writes: usize,
+    },
     /// Writes were paused or resumed.
     #[serde(rename_all = "camelCase")]
     Paused {

@@ -73,6 +73,12 @@ pub struct ExecReport {
     pub expectations: Vec<Expectation>,
     /// The status written, when it was.
     pub status_written: Option<Value>,
+    /// [`ExecMode::Paused`] and [`ExecMode::DryRun`]: one line per planned write
+    /// ([`Plan::describe`]).
+    pub planned: Vec<String>,
+    /// [`ExecMode::DryRun`] with `server_side`: the actions the server accepted or refused, as
+    /// they would have been published.
+    pub actions: Vec<EngineEvent>,
 }
 
 /// Everything the executor needs to know about the parent and the child types.
@@ -92,12 +98,33 @@ pub struct Target<'a> {
     pub finalizer: &'a str,
 }
 
+/// How the executor carries a plan out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecMode {
+    /// Write, publishing an [`EngineEvent::Action`] per write (what `dev` does).
+    #[default]
+    Apply,
+    /// Writes are paused: send nothing, publish nothing; the report lists what would be
+    /// written ([`ExecReport::planned`]).
+    Paused,
+    /// Dry run: publish nothing. Without `server_side` nothing is sent (like
+    /// [`ExecMode::Paused`]); with it every write is sent with `dryRun=All`, so the API server
+    /// validates and admits it (and the report counts it) but persists nothing; the actions
+    /// are returned in [`ExecReport::actions`] instead of being published.
+    DryRun {
+        /// Send the writes with `dryRun=All`.
+        server_side: bool,
+    },
+}
+
 /// Executes plans.
 #[derive(Clone)]
 pub struct Executor {
     client: kube::Client,
     strategy: ApplyStrategy,
     bus: EventBus,
+    /// Send every write with `dryRun=All`.
+    dry_run: bool,
 }
 
 fn api_for(client: &kube::Client, info: &ResourceInfo, ns: Option<&str>) -> Api<DynamicObject> {
@@ -130,6 +157,7 @@ impl Executor {
             client,
             strategy,
             bus,
+            dry_run: false,
         }
     }
 
@@ -160,8 +188,37 @@ impl Executor {
         });
     }
 
-    /// Execute `plan` (see the module docs for the order).
-    pub async fn execute(&self, t: &Target<'_>, plan: &Plan) -> ExecReport {
+    /// Execute `plan` in `mode` (see the module docs for the order). Only
+    /// [`ExecMode::Apply`] writes or publishes anything.
+    pub async fn execute(&self, t: &Target<'_>, plan: &Plan, mode: ExecMode) -> ExecReport {
+        match mode {
+            ExecMode::Apply => self.run(t, plan).await,
+            ExecMode::Paused | ExecMode::DryRun { server_side: false } => ExecReport {
+                planned: plan.describe(),
+                ..ExecReport::default()
+            },
+            ExecMode::DryRun { server_side: true } => {
+                let bus = EventBus::new();
+                let mut rx = bus.subscribe();
+                let dry = Executor {
+                    client: self.client.clone(),
+                    strategy: self.strategy,
+                    bus,
+                    dry_run: true,
+                };
+                let mut report = dry.run(t, plan).await;
+                report.planned = plan.describe();
+                // Nothing was persisted: nothing to wait for.
+                report.expectations.clear();
+                while let Ok(e) = rx.try_recv() {
+                    report.actions.push(e);
+                }
+                report
+            }
+        }
+    }
+
+    async fn run(&self, t: &Target<'_>, plan: &Plan) -> ExecReport {
         let mut report = ExecReport::default();
         let parent_key = ObjectKey::of(t.parent).unwrap_or_else(|| ObjectKey::new(None, ""));
         let parent_type = t.parent_info.key();
@@ -175,10 +232,7 @@ impl Executor {
             let r = parent_api
                 .patch(
                     &parent_key.name,
-                    &PatchParams {
-                        field_manager: Some(FIELD_MANAGER.to_string()),
-                        ..PatchParams::default()
-                    },
+                    &self.patch_params(),
                     &Patch::Merge(&meta.merge_patch(parent_rv.as_deref())),
                 )
                 .await
@@ -264,11 +318,7 @@ impl Executor {
             let api = api_for(&self.client, info, d.id.key.namespace.as_deref());
             let dp = DeleteParams {
                 propagation_policy: Some(PropagationPolicy::Background),
-                preconditions: Some(Preconditions {
-                    uid: Some(d.uid.clone()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
+                ..self.delete_params(&d.uid)
             };
             let detail = Some(match d.reason {
                 super::plan::DeleteReason::NotDesired => "not desired".to_string(),
@@ -279,7 +329,7 @@ impl Executor {
             match api.delete(&d.id.key.name, &dp).await {
                 Ok(_) => {
                     report.writes += 1;
-                    let key = to_key(&d.id);
+                    let key = d.id.object_key();
                     // An adoption earlier in this plan expected a change to show up; the object
                     // is gone now, so only its absence can be waited for.
                     report.expectations.retain(|e| {
@@ -339,7 +389,7 @@ impl Executor {
                     report.writes += 1;
                     report.expectations.push(Expectation::Changed {
                         type_key: c.id.type_key.clone(),
-                        key: to_key(&c.id),
+                        key: c.id.object_key(),
                         previous: None,
                     });
                     self.publish(
@@ -417,7 +467,7 @@ impl Executor {
                     report.updated.push(u.id.clone());
                     report.expectations.push(Expectation::Changed {
                         type_key: u.id.type_key.clone(),
-                        key: to_key(&u.id),
+                        key: u.id.object_key(),
                         previous,
                     });
                     self.publish(
@@ -492,13 +542,35 @@ impl Executor {
 
     fn post_params(&self) -> PostParams {
         PostParams {
-            dry_run: false,
+            dry_run: self.dry_run,
             field_manager: Some(FIELD_MANAGER.to_string()),
         }
     }
 
     fn apply_params(&self) -> PatchParams {
-        PatchParams::apply(FIELD_MANAGER).force()
+        let mut p = PatchParams::apply(FIELD_MANAGER).force();
+        p.dry_run = self.dry_run;
+        p
+    }
+
+    fn patch_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            dry_run: self.dry_run,
+            ..PatchParams::default()
+        }
+    }
+
+    /// Delete with a uid precondition.
+    fn delete_params(&self, uid: &str) -> DeleteParams {
+        DeleteParams {
+            dry_run: self.dry_run,
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -585,16 +657,9 @@ impl Executor {
         if let Some(rv) = rv {
             patch["metadata"]["resourceVersion"] = json!(rv);
         }
-        api.patch(
-            &key.name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(|e| kube_error_message(&e))
+        api.patch(&key.name, &self.patch_params(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| kube_error_message(&e))
     }
 
     /// Re-read the parent before adopting: it must still exist with the same uid and not be
@@ -636,19 +701,19 @@ impl Executor {
             "ownerReferences": edit.owner_references,
             "resourceVersion": edit.resource_version,
         }});
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        };
         match api
-            .patch(&edit.id.key.name, &pp, &Patch::Merge(&patch))
+            .patch(
+                &edit.id.key.name,
+                &self.patch_params(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(obj) => {
                 report.writes += 1;
                 report.expectations.push(Expectation::Changed {
                     type_key: edit.id.type_key.clone(),
-                    key: to_key(&edit.id),
+                    key: edit.id.object_key(),
                     previous: Some(edit.resource_version.clone()),
                 });
                 self.publish(t, verb, &edit.id.type_key, edit.id.object(), None, None);
@@ -703,14 +768,7 @@ impl Executor {
             } => {
                 let key = ObjectKey::new(Some(namespace), name);
                 let api = api_for(&self.client, info, Some(namespace));
-                let dp = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: Some(uid.clone()),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                let r = match api.delete(name, &dp).await {
+                let r = match api.delete(name, &self.delete_params(uid)).await {
                     Ok(_) => Ok(()),
                     Err(e) if is_not_found(&e) => Ok(()),
                     Err(e) => Err(kube_error_message(&e)),
@@ -754,8 +812,4 @@ impl Executor {
             }
         }
     }
-}
-
-fn to_key(id: &ChildId) -> ObjectKey {
-    ObjectKey::new(id.key.namespace.as_deref(), &id.key.name)
 }

@@ -33,8 +33,8 @@ use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use super::ownership;
-use super::plan::{self, ChildId, ChildType, ChildrenInput, Plan};
+use super::plan::{ChildId, ChildType};
+use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::shared::{self, StartError, resolve_all, strip_volatile};
 use crate::k8s::discovery::ResourceInfo;
@@ -822,19 +822,18 @@ impl MapCtl {
         orphans: &[(String, Arc<Value>)],
     ) -> Result<(SyncOutcome, bool), SyncFailure> {
         let pk = work.parent();
-        let mut plan = Plan::default();
         let mut outcome = SyncOutcome::default();
         let types: Vec<ChildType> = self.outputs.iter().map(|s| s.ty.clone()).collect();
-        match input {
+        let held = self.memory.held_fields(work);
+        let sync_plan = match input {
             Some(input) => {
                 // Orphans carrying this key are adopted; the hook sees them as ours.
                 let mut observed = observed.clone();
                 for (t, o) in orphans {
-                    plan::plan_ownership(parent, t, std::slice::from_ref(o), &[], &mut plan);
-                    let mut v = (**o).clone();
-                    v["metadata"]["ownerReferences"] =
-                        Value::Array(ownership::with_controller_ref(o, parent));
-                    observed.entry(t.clone()).or_default().push(Arc::new(v));
+                    observed
+                        .entry(t.clone())
+                        .or_default()
+                        .push(Arc::new(planner::as_adopted(o, parent)));
                 }
                 let spec = &self.map_hook;
                 let request = hookapi::map_request(
@@ -851,7 +850,7 @@ impl MapCtl {
                 });
                 let resp = hookapi::decode_map("map", spec.version, &body)
                     .map_err(|e| Self::fail(e.to_string()))?;
-                let mut desired = plan::normalize_desired(
+                let mut desired = planner::normalize_desired(
                     parent,
                     &types,
                     &LabelSelector::default(),
@@ -862,26 +861,28 @@ impl MapCtl {
                 map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
                 map_plan::check_clashes(&desired, uid, mk, |id| {
                     let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
-                    slot.informer
-                        .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))
+                    slot.informer.get(&id.object_key())
                 })
                 .map_err(|e| Self::fail(format!("map hook: {e}")))?;
-                plan::plan_children(
-                    &ChildrenInput {
-                        parent,
-                        types: &types,
-                        observed: &observed,
-                        desired: &desired,
-                        held: &self.memory.held_fields(work),
-                    },
-                    &mut plan,
-                );
                 outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
+                planner::plan_map_key(&planner::MapKeyInput {
+                    parent,
+                    map_key: mk,
+                    types: &types,
+                    observed: &observed,
+                    orphans,
+                    answer: planner::MapAnswer::Map {
+                        desired: &desired,
+                        resync_after_seconds: resp.resync_after_seconds,
+                    },
+                    held: &held,
+                })
             }
             None => {
                 if observed.values().all(Vec::is_empty) {
                     return Ok((outcome, true));
                 }
+                let mut resync_after_seconds = None;
                 let keep = match &self.tombstone_hook {
                     None => BTreeSet::new(),
                     Some(spec) => {
@@ -900,17 +901,32 @@ impl MapCtl {
                             .map_err(|e| Self::fail(e.to_string()))?;
                         outcome.resync_after =
                             resp.resync_after_seconds.map(Duration::from_secs_f64);
+                        resync_after_seconds = resp.resync_after_seconds;
                         self.kept(parent, mk, &types, observed, &resp.outputs)?
                     }
                 };
-                map_plan::plan_detached(observed, &keep, &mut plan);
+                planner::plan_map_key(&planner::MapKeyInput {
+                    parent,
+                    map_key: mk,
+                    types: &types,
+                    observed,
+                    orphans: &[],
+                    answer: planner::MapAnswer::Tombstone {
+                        keep: &keep,
+                        resync_after_seconds,
+                    },
+                    held: &held,
+                })
             }
-        }
+        };
 
-        if plan.is_empty() {
+        self.ctx
+            .bus
+            .publish(sync_plan.event(&self.name, &pk.to_string()));
+        if sync_plan.writes.is_empty() {
             return Ok((outcome, false));
         }
-        self.carry_out(work, parent, &plan)
+        self.carry_out(work, parent, &sync_plan)
             .await?
             .fill(&mut outcome);
         Ok((outcome, false))
@@ -1020,11 +1036,8 @@ impl MapCtl {
         };
         let now = jiff::Timestamp::now().to_string();
         let (status, synced) = map_plan::aggregate_status(&input, &now);
-        let plan = Plan {
-            status: plan::status_change(&parent, Some(&status), &[synced]),
-            ..Plan::default()
-        };
-        if plan.status.is_none() {
+        let plan = planner::plan_map_status(&parent, &status, synced);
+        if plan.writes.status.is_none() {
             return Ok(SyncOutcome::default());
         }
         let mut outcome = SyncOutcome::default();
@@ -1039,7 +1052,7 @@ impl MapCtl {
         &self,
         work: &MapWork,
         parent: &Value,
-        plan: &Plan,
+        plan: &planner::SyncPlan,
     ) -> Result<shared::Carried, SyncFailure> {
         let target = Target {
             controller: &self.name,

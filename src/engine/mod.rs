@@ -10,7 +10,9 @@
 //!   are gone, engine-computed status); its pure parts in [`map_plan`].
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
 //! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
-//! - [`plan`]: the pure plan (observed + desired -> actions); what dryrun and the TUI print.
+//! - [`plan`]: the pure plan pieces (observed + desired -> child actions, status, finalizer).
+//! - [`planner`]: the pure planning entry point (parent + observed + hook answer -> a typed
+//!   [`planner::SyncPlan`]); what `dev` executes, `dryrun` prints and the TUI shows.
 //! - [`apply`]: the three-way merge with the last-applied annotation.
 //! - [`server_view`]: the desired object as the API server will store it (stringData folded,
 //!   empties and nulls absent, which fields are quantities), so the merge converges.
@@ -37,6 +39,7 @@ pub mod map;
 pub mod map_plan;
 pub mod ownership;
 pub mod plan;
+pub mod planner;
 pub mod queue;
 pub mod recorder;
 pub mod related;

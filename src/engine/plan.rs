@@ -68,6 +68,11 @@ impl ChildId {
         }
     }
 
+    /// The [`ObjectKey`] of the child.
+    pub fn object_key(&self) -> ObjectKey {
+        ObjectKey::new(self.key.namespace.as_deref(), &self.key.name)
+    }
+
     /// `namespace/name` (or `name`).
     pub fn object(&self) -> String {
         match &self.key.namespace {

@@ -12,7 +12,6 @@
 //! - Per-parent memory between syncs ([`SyncMemory`]: uid routing, the status we wrote, the
 //!   last exchange) and the customize hook's cache and related-resource routing
 //!   ([`RelatedCache`]).
-//! - Refusing desired objects whose names belong to others ([`foreign_clashes`]).
 //! - Carrying a plan out, or holding it while paused ([`carry_out`]), then waiting until the
 //!   caches show the writes ([`await_expectations`]); reporting a failed sync ([`finish_sync`]).
 //! - The resync-period timer ([`spawn_resync`]) and [`strip_volatile`].
@@ -38,10 +37,11 @@ use super::controller::{
     ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker, run_workers,
 };
 use super::events::{EngineEvent, Trigger};
-use super::execute::{Expectation, Target};
+use super::execute::{ExecMode, Expectation, Target};
 use super::hookapi::{self, Version};
 use super::hotloop;
-use super::plan::{ChildId, ChildType, Plan};
+use super::plan::{ChildId, ChildType};
+use super::planner::SyncPlan;
 use super::queue::WorkQueue;
 use super::related::{self, ResolvedRule};
 use crate::hooks::CallInfo;
@@ -814,7 +814,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
     fn record_rewrites(
         &self,
         key: &K,
-        plan: &Plan,
+        plan: &super::plan::Plan,
         updated: &[ChildId],
     ) -> (Vec<hotloop::HotLoop>, Vec<String>) {
         let Ok(mut m) = self.inner.lock() else {
@@ -1075,62 +1075,35 @@ fn route_related<K: Clone + Eq + Hash>(
     }
 }
 
-/// `Kind.apiVersion namespace/name is controlled by Kind name (uid u)` for every desired
-/// object whose name is taken, in its cache, by an object `clash` objects to (`clash` says
-/// why, e.g. [`controlled_by_other`]). Such objects are never taken over, and a create would
-/// only fail with AlreadyExists on every sync, so a non-empty answer fails the sync before
-/// anything is written.
-pub fn foreign_clashes<'i>(
-    desired: &[(ChildId, Value)],
-    informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
-    clash: impl Fn(&Value) -> Option<String>,
-) -> Vec<String> {
-    desired
-        .iter()
-        .filter_map(|(id, _)| {
-            let informer = informer_for(&id.type_key)?;
-            let obj = informer.get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))?;
-            let why = clash(&obj)?;
-            Some(format!("{} {} {why}", id.type_key, id.object()))
-        })
-        .collect()
-}
-
-/// `is controlled by Kind name (uid u)` when `obj`'s controller is not the object with `uid`.
-pub fn controlled_by_other(obj: &Value, uid: &str) -> Option<String> {
-    let r = object::controller_ref(obj).filter(|r| r.uid != uid)?;
-    Some(format!(
-        "is controlled by {} {} (uid {})",
-        r.kind, r.name, r.uid
-    ))
-}
-
-/// Carry `plan` out for the parent `target` (synced as `key`), remember the status written,
-/// and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes. While the
-/// engine is paused, publish the plan as [`EngineEvent::PlanHeld`] instead and write nothing.
-/// Returns the number of writes, or every failed write's message joined with `; `.
+/// Carry `sync_plan` out for the parent `target` (synced as `key`), remember the status
+/// written, and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes.
+/// While the engine is paused, publish the plan as [`EngineEvent::PlanHeld`] instead and write
+/// nothing ([`ExecMode::Paused`]). Returns the number of writes, or every failed write's
+/// message joined with `; `.
 pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     ctx: &EngineContext,
     memory: &SyncMemory<K>,
     key: &K,
     target: &Target<'_>,
-    plan: &Plan,
+    sync_plan: &SyncPlan,
     informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
 ) -> Result<Carried, String> {
+    let plan = &sync_plan.writes;
     if let Some(why) = ctx.writes_held() {
         // The API server went away mid-sync: write nothing; the sync is retried once it is back.
         return Err(format!("not written: {why}"));
     }
     if ctx.is_paused() {
         // Paused: show what would be written, write nothing, and do not wait for it.
+        let report = ctx.executor.execute(target, plan, ExecMode::Paused).await;
         ctx.bus.publish(EngineEvent::PlanHeld {
             controller: target.controller.to_string(),
             parent: key.to_string(),
-            actions: plan.describe(),
+            actions: report.planned,
         });
         return Ok(Carried::default());
     }
-    let report = ctx.executor.execute(target, plan).await;
+    let report = ctx.executor.execute(target, plan, ExecMode::Apply).await;
     if let Some(st) = report.status_written {
         memory.record_status(key, st);
     }
@@ -1467,18 +1440,6 @@ mod tests {
         mem.forget(&k, &obj);
         assert_eq!(mem.key_of_uid("u1"), None);
         assert!(mem.exchanges().is_empty());
-    }
-
-    #[test]
-    fn controlled_by_other_names_the_owner() {
-        let obj = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "X",
-            "name": "x", "uid": "other", "controller": true}]}});
-        assert_eq!(controlled_by_other(&obj, "other"), None, "controlled by us");
-        assert_eq!(
-            controlled_by_other(&obj, "me").as_deref(),
-            Some("is controlled by X x (uid other)")
-        );
-        assert_eq!(controlled_by_other(&json!({"metadata": {}}), "me"), None);
     }
 
     #[test]

@@ -692,6 +692,8 @@ impl App {
                 };
                 self.parents[i].push_log(line);
             }
+            // Per-object plans (engine::planner); the tree's markers come from the actions.
+            EngineEvent::Planned { .. } => {}
             EngineEvent::PlanHeld {
                 controller,
                 parent,
