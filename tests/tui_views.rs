@@ -79,6 +79,14 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                 EngineEvent::SyncStarted { parent, .. }
                 | EngineEvent::SyncFinished { parent, .. }
                 | EngineEvent::PlanHeld { parent, .. } => *parent = unhash(parent),
+                EngineEvent::Planned {
+                    parent, map_key, ..
+                } => {
+                    *parent = unhash(parent);
+                    if let Some(k) = map_key {
+                        *k = unhash(k);
+                    }
+                }
                 _ => {}
             }
             e
@@ -181,21 +189,31 @@ async fn wait_event(run: &Running, what: &str, pick: impl Fn(&EngineEvent) -> bo
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn composite_views_from_a_real_run() {
+/// A sandbox with the `counted` CompositeController running (ConfigMap children updated with
+/// `method`) and `parents` (name, count of children; value `a`).
+async fn counted_world(method: &str, parents: &[(&str, u64)]) -> (World, Running) {
     let w = World::new("Parent", sync_fn(counted)).await;
     let d = def(composite(
         "counted",
         "Parent",
-        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}]),
+        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": method}}]),
         json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
     ));
     let run = Running::start(w.client(), vec![d]).await;
+    for (name, count) in parents {
+        w.create(
+            &parent_ar("Parent"),
+            json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}, "count": count, "value": "a"}}),
+        )
+        .await;
+    }
+    (w, run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_views_from_a_real_run() {
+    let (w, run) = counted_world("InPlace", &[("p", 2), ("q", 0)]).await;
     let par = parent_ar("Parent");
-    w.create(&par, json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}, "count": 2, "value": "a"}}))
-        .await;
-    w.create(&par, json!({"metadata": {"name": "q"}, "spec": {"selector": {"matchLabels": {"app": "q"}}, "count": 0}}))
-        .await;
     w.wait_names(&cm_ar(), &["p-0", "p-1"]).await;
     settle(&run).await;
 
@@ -593,4 +611,28 @@ async fn api_outage_shows_in_the_status_bar_until_reconnect() {
     app.set_held(None, Instant::now());
     let up = frame(&mut app, 120, 36);
     assert!(!up.contains("API:") && !up.contains("unreachable"), "{up}");
+}
+
+/// The tree's markers come from the engine's per-object plan (`EngineEvent::Planned`): a child
+/// that differs from the hook's answer under the OnDelete strategy is marked `s` (left alone,
+/// with the reason), where live-vs-desired alone would say `=`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_come_from_the_per_object_plan() {
+    let (w, run) = counted_world("OnDelete", &[("p", 1)]).await;
+    let par = parent_ar("Parent");
+    w.wait_names(&cm_ar(), &["p-0"]).await;
+    settle(&run).await;
+    run.clear_events();
+    w.patch(&par, "p", json!({"spec": {"value": "b"}})).await;
+    wait_event(&run, "a plan leaving p-0 alone", |e| {
+        matches!(e, EngineEvent::Planned { parent, objects, .. }
+            if parent == "default/p" && objects.iter().any(|o| o.id.key.name == "p-0" && o.action.marker() == 's'))
+    })
+    .await;
+    let mut app = model(&scrubbed(run.events()));
+    assert!(app.select_parent_named("default/p"));
+    let text = frame(&mut app, 120, 30);
+    assert!(text.contains("s p-0"), "{text}");
+    assert!(!text.contains("= p-0"), "{text}");
+    run.stop().await;
 }

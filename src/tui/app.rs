@@ -176,6 +176,44 @@ pub struct Unit {
     /// Successful writes since the last sync/map hook call: objects created or deleted after
     /// the request the tree is built from was sent.
     pub written_since_call: Vec<ActionRecord>,
+    /// The last sync's per-object plan ([`EngineEvent::Planned`]), when the engine sent one:
+    /// the tree's markers come from it.
+    pub plan: Option<PlanRecord>,
+}
+
+/// What one planned object is marked with in the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanMark {
+    /// `=` in sync, `~` update, `+` create, `-` delete (or recreate), `a` adopt, `r` release,
+    /// `w` waiting in a rollout, `s` a difference left alone (OnDelete, being deleted), `k` kept
+    /// by the tombstone hook.
+    pub marker: char,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// A sync's per-object plan, by (`Kind.apiVersion`, name).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanRecord {
+    /// The planned objects.
+    pub objects: BTreeMap<(String, String), PlanMark>,
+    /// MapController: detached outputs, kept by the tombstone hook or not.
+    pub detached: BTreeMap<(String, String), bool>,
+}
+
+impl PlanRecord {
+    /// The mark of object `name` of type `type_key`.
+    pub fn mark(&self, type_key: &str, name: &str) -> Option<&PlanMark> {
+        self.objects.get(&(type_key.to_string(), name.to_string()))
+    }
+
+    /// The planned objects of type `type_key`, by name.
+    pub fn of_type<'a>(&'a self, type_key: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+        self.objects
+            .range((type_key.to_string(), String::new())..)
+            .take_while(move |((t, _), _)| t == type_key)
+            .map(|((_, n), _)| n)
+    }
 }
 
 impl Default for Unit {
@@ -190,6 +228,7 @@ impl Default for Unit {
             actions: Vec::new(),
             pending: Vec::new(),
             written_since_call: Vec::new(),
+            plan: None,
         }
     }
 }
@@ -692,8 +731,38 @@ impl App {
                 };
                 self.parents[i].push_log(line);
             }
-            // Per-object plans (engine::planner); the tree's markers come from the actions.
-            EngineEvent::Planned { .. } => {}
+            EngineEvent::Planned {
+                controller,
+                parent,
+                map_key,
+                objects,
+                detached,
+                ..
+            } => {
+                let work = match map_key {
+                    Some(k) => format!("{} {k}", split_parent(parent).0),
+                    None => parent.clone(),
+                };
+                let (_, unit) = self.unit_mut(controller, &work);
+                unit.plan = Some(PlanRecord {
+                    objects: objects
+                        .iter()
+                        .map(|o| {
+                            (
+                                (o.id.type_key.clone(), o.id.key.name.clone()),
+                                PlanMark {
+                                    marker: o.action.marker(),
+                                    reason: o.reason.clone(),
+                                },
+                            )
+                        })
+                        .collect(),
+                    detached: detached
+                        .iter()
+                        .map(|d| ((d.id.type_key.clone(), d.id.key.name.clone()), d.kept))
+                        .collect(),
+                });
+            }
             EngineEvent::PlanHeld {
                 controller,
                 parent,
@@ -996,7 +1065,8 @@ impl App {
 pub struct TreeItem {
     /// Indentation level.
     pub depth: u16,
-    /// The plan marker (`=`, `~`, `+`, `-`, `a`dopted, `r`eleased, `w`aiting), if any.
+    /// The plan marker (`=`, `~`, `+`, `-`, `a`dopted, `r`eleased, `w`aiting, `s`kipped,
+    /// `k`ept), if any: see [`PlanMark`].
     pub marker: Option<char>,
     /// The text.
     pub label: String,
@@ -1079,7 +1149,15 @@ fn children_items(
             e.insert(object::name(o).unwrap_or("?").to_string(), o.clone());
         }
     }
-    let mut types: Vec<&String> = observed.keys().chain(desired.keys()).collect();
+    let plan = unit.plan.as_ref();
+    let planned_types = plan
+        .into_iter()
+        .flat_map(|p| p.objects.keys().map(|(t, _)| t));
+    let mut types: Vec<&String> = observed
+        .keys()
+        .chain(desired.keys())
+        .chain(planned_types)
+        .collect();
     types.sort();
     types.dedup();
     for t in types {
@@ -1090,6 +1168,7 @@ fn children_items(
             .into_iter()
             .flat_map(|m| m.keys())
             .chain(want.into_iter().flat_map(|m| m.keys()))
+            .chain(plan.into_iter().flat_map(|p| p.of_type(t)))
             .collect();
         names.sort();
         names.dedup();
@@ -1107,12 +1186,16 @@ fn children_items(
             } else {
                 l
             };
-            let marker = match action.map(|a| a.verb.as_str()) {
-                Some("create") => '+',
-                Some("update") => '~',
-                Some("delete") => '-',
-                Some("adopt") => 'a',
-                Some("release") => 'r',
+            // The engine's per-object plan decides; without one (an engine that does not
+            // publish plans), the last sync's writes and what is live and desired.
+            let mark = plan.and_then(|p| p.mark(t, n));
+            let marker = match (mark, action.map(|a| a.verb.as_str())) {
+                (Some(m), _) => m.marker,
+                (None, Some("create")) => '+',
+                (None, Some("update")) => '~',
+                (None, Some("delete")) => '-',
+                (None, Some("adopt")) => 'a',
+                (None, Some("release")) => 'r',
                 _ => match (&l, &d) {
                     (Some(_), Some(_)) => '=',
                     (None, Some(_)) if waiting => 'w',
@@ -1120,11 +1203,17 @@ fn children_items(
                     _ => '-',
                 },
             };
-            let note = action.and_then(|a| match (&a.error, a.held) {
-                (Some(e), _) => Some(format!("failed: {e}")),
-                (None, true) => Some("held (paused)".into()),
-                _ => a.detail.clone(),
-            });
+            let note = action
+                .and_then(|a| match (&a.error, a.held) {
+                    (Some(e), _) => Some(format!("failed: {e}")),
+                    (None, true) => Some("held (paused)".into()),
+                    _ => None,
+                })
+                .or_else(|| {
+                    mark.filter(|m| m.marker != '=' && !m.reason.is_empty())
+                        .map(|m| m.reason.clone())
+                })
+                .or_else(|| action.and_then(|a| a.detail.clone()));
             out.push(TreeItem {
                 depth: depth + 1,
                 marker: Some(marker),
@@ -1258,7 +1347,12 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
                         observed_by_type(t.request.as_ref().and_then(|r| r.get("outputs")))
                     {
                         for (n, o) in objs {
-                            let keep = kept.contains(&n);
+                            let keep = u
+                                .plan
+                                .as_ref()
+                                .and_then(|p| p.detached.get(&(ty.clone(), n.clone())))
+                                .copied()
+                                .unwrap_or_else(|| kept.contains(&n));
                             out.push(TreeItem {
                                 depth: 3,
                                 marker: Some(if keep { '=' } else { '-' }),
