@@ -107,49 +107,10 @@ fn normalise(tree: &str) -> String {
         + "\n"
 }
 
-/// A minimal JSON Schema check for the keywords docs/inspect-graph.schema.json uses: type
-/// (string or list), enum, required, properties, additionalProperties: false, items.
+/// Check `v` against the inspect graph schema (panics naming what does not validate).
 fn check_schema(schema: &Value, v: &Value, at: &str) {
-    let type_ok = |t: &str| match t {
-        "object" => v.is_object(),
-        "array" => v.is_array(),
-        "string" => v.is_string(),
-        "integer" => v.is_i64() || v.is_u64(),
-        "boolean" => v.is_boolean(),
-        "null" => v.is_null(),
-        other => panic!("schema type {other} not supported by this check"),
-    };
-    match schema.get("type") {
-        Some(Value::String(t)) => assert!(type_ok(t), "{at}: expected {t}, got {v}"),
-        Some(Value::Array(ts)) => assert!(
-            ts.iter().any(|t| type_ok(t.as_str().unwrap_or_default())),
-            "{at}: expected one of {ts:?}, got {v}"
-        ),
-        _ => {}
-    }
-    if let Some(Value::Array(allowed)) = schema.get("enum") {
-        assert!(allowed.contains(v), "{at}: {v} not in {allowed:?}");
-    }
-    if let Some(obj) = v.as_object() {
-        for r in schema["required"].as_array().into_iter().flatten() {
-            let r = r.as_str().unwrap_or_default();
-            assert!(obj.contains_key(r), "{at}: missing required {r:?}");
-        }
-        let props = schema.get("properties").and_then(Value::as_object);
-        for (k, sub) in obj {
-            match props.and_then(|p| p.get(k)) {
-                Some(s) => check_schema(s, sub, &format!("{at}.{k}")),
-                None => assert!(
-                    schema.get("additionalProperties") != Some(&Value::Bool(false)),
-                    "{at}: unexpected property {k:?}"
-                ),
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for (i, item) in arr.iter().enumerate() {
-            check_schema(items, item, &format!("{at}[{i}]"));
-        }
+    if let Err(e) = common::schema::validate(schema, schema, v, at) {
+        panic!("{e}");
     }
 }
 

@@ -22,17 +22,12 @@ use serde_json::{Value, json};
 fn hook(req: &Value) -> Value {
     let p = &req["parent"];
     let pname = p["metadata"]["name"].as_str().unwrap();
-    let kids: Vec<Value> = p["spec"]["children"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let mut cm = configmap(c["name"].as_str().unwrap(), json!({"value": c["value"]}));
-            cm["metadata"]["labels"] = json!({"app": pname});
-            cm
-        })
-        .collect();
+    let mut kids = Vec::new();
+    for c in p["spec"]["children"].as_array().into_iter().flatten() {
+        let mut cm = configmap(c["name"].as_str().unwrap(), json!({"value": c["value"]}));
+        cm["metadata"]["labels"] = json!({"app": pname});
+        kids.push(cm);
+    }
     let mut seen: Vec<String> = req["children"]["ConfigMap.v1"]
         .as_object()
         .map(|m| m.keys().cloned().collect())

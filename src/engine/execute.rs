@@ -20,8 +20,7 @@ use super::rollout::RevisionWrite;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 
-/// The field manager of every write.
-pub const FIELD_MANAGER: &str = "kubectl-meta";
+pub use crate::k8s::{FIELD_MANAGER, kube_error_message};
 
 /// How children are created and updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -136,14 +135,6 @@ fn api_for(client: &kube::Client, info: &ResourceInfo, ns: Option<&str>) -> Api<
 
 fn to_dynamic(v: &Value) -> Result<DynamicObject, String> {
     serde_json::from_value(v.clone()).map_err(|e| format!("cannot encode object: {e}"))
-}
-
-/// A short message for a kube error (the API server's message when there is one).
-pub fn kube_error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        other => other.to_string(),
-    }
 }
 
 fn is_not_found(e: &kube::Error) -> bool {

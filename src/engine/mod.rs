@@ -10,6 +10,7 @@
 //!   are gone, engine-computed status); its pure parts in [`map_plan`].
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
 //! - [`ownership`]: ControllerRef claims: adopt, release, never touch others' objects.
+//! - [`child`]: naming children ([`child::ChildType`], [`child::ChildId`]).
 //! - [`plan`]: the pure plan pieces (observed + desired -> child actions, status, finalizer).
 //! - [`planner`]: the pure planning entry point (parent + observed + hook answer -> a typed
 //!   [`planner::SyncPlan`]); what `dev` executes, `dryrun` prints and the TUI shows.
@@ -27,6 +28,7 @@
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
 
 pub mod apply;
+pub mod child;
 pub mod composite;
 pub mod context;
 pub mod controller;

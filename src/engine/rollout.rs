@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::apply;
-use super::plan::ChildId;
+use super::child::ChildId;
 use crate::k8s::object;
 use crate::spec::StatusConditionCheck;
 
@@ -469,7 +469,7 @@ fn waiting(claims: BTreeMap<ChildId, String>, latest: &str, message: String) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::ObjectKeyView;
+    use crate::engine::child::ObjectKeyView;
 
     fn id(name: &str) -> ChildId {
         ChildId {

@@ -10,6 +10,7 @@
 //! [`LeaseGuard::lost`] when someone else took the Lease over (or renewals kept failing for a
 //! whole duration), and deletes the Lease on [`LeaseGuard::release`].
 
+use super::FIELD_MANAGER;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -24,9 +25,6 @@ use crate::k8s::names::is_dns1123_subdomain;
 
 /// Reads and writes before giving up when other writers keep changing the Lease.
 const MAX_ATTEMPTS: usize = 5;
-
-/// Field manager of our writes.
-const FIELD_MANAGER: &str = "kubectl-meta";
 
 /// Renewals never come closer together than this, whatever the duration.
 const MIN_RENEW_INTERVAL: Duration = Duration::from_millis(100);

@@ -123,7 +123,7 @@ pub async fn apply_documents(
             source_desc: source_desc.clone(),
             kind: kind.to_string(),
             name: name.to_string(),
-            message: crate::engine::execute::kube_error_message(&e),
+            message: super::kube_error_message(&e),
         };
         if !overwrite && api.get_opt(name).await.map_err(rejected)?.is_some() {
             done.push((described, Outcome::Kept));
@@ -137,7 +137,7 @@ pub async fn apply_documents(
         }
         api.patch(
             name,
-            &PatchParams::apply("kubectl-meta").force(),
+            &PatchParams::apply(super::FIELD_MANAGER).force(),
             &Patch::Apply(&body),
         )
         .await

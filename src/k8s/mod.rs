@@ -8,6 +8,19 @@
 //! - [`object`]: JSON metadata accessors.
 //! - [`quantity`]: resource quantities parsed and printed exactly as apimachinery does.
 //! - [`selector`], [`names`]: apimachinery's selector syntax and name rules.
+//!
+//! Also [`FIELD_MANAGER`] and [`kube_error_message`], shared by every layer that writes.
+
+/// The field manager of every write kubectl-meta makes (engine writes, `--apply`, leases).
+pub const FIELD_MANAGER: &str = "kubectl-meta";
+
+/// A short message for a kube error (the API server's message when there is one).
+pub fn kube_error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
 
 pub mod client;
 pub mod discovery;

@@ -10,6 +10,7 @@ use std::time::Duration;
 pub mod cli;
 pub mod engine;
 pub mod faults;
+pub mod schema;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kubectl_meta::sandbox::{Sandbox, SandboxConfig};

@@ -1,0 +1,114 @@
+//! `kubectl meta dev -o json` keeps to its documented schema, docs/dev-events.schema.json: on
+//! each example (CompositeController hello-world and catset, DecoratorController
+//! service-per-pod, MapController snapshot-schedule; all with exec hooks) every stdout line is
+//! JSON that validates, and the lines carry what a viewer needs (hook bodies, per-object plans,
+//! map keys).
+
+mod common;
+
+use common::cli::*;
+use common::schema::validate;
+use serde_json::Value;
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(repo().join("docs/dev-events.schema.json"))
+        .expect("docs/dev-events.schema.json");
+    serde_json::from_str(&text).expect("schema is JSON")
+}
+
+/// Run `dev --apply -f examples/<name> --once -o json` on a fresh sandbox; every stdout line
+/// must validate. Returns the events.
+async fn events_of(name: &str) -> Vec<Value> {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().expect("tempdir");
+    let (kc, ex) = (kc(&sb), example(name));
+    let args = [
+        "--kubeconfig",
+        &kc,
+        "dev",
+        "--apply",
+        "-f",
+        &ex,
+        "--once",
+        "-o",
+        "json",
+    ];
+    let out = run(meta(home.path(), &args)).await;
+    let stdout = assert_ok(&out);
+    let schema = schema();
+    let mut events = Vec::new();
+    for line in stdout.lines() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}: not JSON: {line}: {e}"));
+        if let Err(e) = validate(&schema, &schema, &v, "$") {
+            panic!("{name}: line does not validate against the schema: {e}\n{line}");
+        }
+        events.push(v);
+    }
+    assert!(!events.is_empty(), "{name}: no events");
+    events
+}
+
+fn has(events: &[Value], f: impl Fn(&Value) -> bool) -> bool {
+    events.iter().any(f)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_examples_emit_only_schema_valid_lines() {
+    for name in ["hello-world", "catset"] {
+        let ev = events_of(name).await;
+        assert!(
+            has(&ev, |e| e["event"] == "hookCalled"
+                && e["request"]["parent"].is_object()
+                && e["response"].is_object()),
+            "{name}: hook bodies"
+        );
+        assert!(
+            has(&ev, |e| e["event"] == "planned"
+                && e["objects"].as_array().is_some_and(|o| o
+                    .iter()
+                    .any(|o| o["action"] == "create"))),
+            "{name}: per-object plan"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decorator_example_emits_only_schema_valid_lines() {
+    let ev = events_of("service-per-pod").await;
+    assert!(has(&ev, |e| e["event"] == "planned"));
+    assert!(has(&ev, |e| e["event"] == "hookCalled"
+        && e["request"]["object"].is_object()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_example_emits_only_schema_valid_lines_with_map_keys() {
+    let ev = events_of("snapshot-schedule").await;
+    assert!(
+        has(&ev, |e| e["event"] == "hookCalled"
+            && e["hook"] == "map"
+            && e["mapKey"].is_string()
+            && e["request"]["mapKey"] == e["mapKey"]),
+        "map hook calls carry their key"
+    );
+    assert!(
+        has(&ev, |e| e["event"] == "planned" && e["mapKey"].is_string()),
+        "map plans carry their key"
+    );
+}
+
+#[test]
+fn the_check_refuses_what_the_schema_does_not_allow() {
+    let s = schema();
+    let ok = serde_json::json!({"time": "t", "event": "paused", "paused": true});
+    assert_eq!(validate(&s, &s, &ok, "$"), Ok(()));
+    for bad in [
+        serde_json::json!({"time": "t", "event": "paused", "paused": true, "extra": 1}),
+        serde_json::json!({"time": "t", "event": "paused"}),
+        serde_json::json!({"time": "t", "event": "nosuchEvent"}),
+        serde_json::json!({"time": "t", "event": "action", "controller": "c", "parent": "p",
+            "verb": "explode", "resource": "r", "object": "o", "detail": null, "error": null}),
+    ] {
+        assert!(validate(&s, &s, &bad, "$").is_err(), "{bad}");
+    }
+}
