@@ -164,7 +164,7 @@ fn frames(parents: usize, rounds: usize, w: u16, h: u16) {
     let worst = times.iter().max().copied().unwrap_or_default();
     println!(
         "frame {w}x{h}, {parents} parents x 3 children: fold {} events in {}; first frame {}; median frame {} (worst {}) over {rounds}",
-        parents * 6,
+        parents * sync_events(0).len(),
         ms(fold),
         ms(first),
         ms(median(times)),
