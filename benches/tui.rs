@@ -2,9 +2,10 @@
 //!
 //! - Frame: build and draw one whole frame (ratatui `TestBackend`, 120x40 and 200x60) with
 //!   N parents (default 10,000) x 3 children each, the model fed with engine events shaped as
-//!   the engine publishes them (sync started, hook call with request/response bodies, three
-//!   creates, sync finished). Prints the time to fold the events in, the first frame (which
-//!   builds the row index) and the median of R later frames with the selection moving.
+//!   the engine publishes them (sync started, hook call with request/response bodies, the
+//!   per-object plan, three creates, sync finished). Prints the time to fold the events in,
+//!   the first frame (which builds the row index) and the median of R later frames with the
+//!   selection moving.
 //! - Latency: the real run loop ([`event_loop::run`]) on a `TestBackend` over those N parents;
 //!   a burst of 1,000 events is published on the engine's bus and the time from the last
 //!   publish to the frame that shows all of them is measured (median and worst of R bursts).
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
+use kubectl_meta::engine::plan::{ChildId, ObjectKeyView};
+use kubectl_meta::engine::planner::{ObjectAction, ObjectPlan};
 use kubectl_meta::tui::app::App;
 use kubectl_meta::tui::{event_loop, input, ui};
 use ratatui::Terminal;
@@ -59,6 +62,36 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
             stderr: None,
         },
     ];
+    // The per-object plan, as the engine publishes it before carrying it out.
+    out.push(EngineEvent::Planned {
+        controller: "bench".into(),
+        parent: parent.clone(),
+        map_key: None,
+        objects: (0..3)
+            .map(|i| ObjectPlan {
+                id: ChildId {
+                    type_key: "Pod.v1".into(),
+                    key: ObjectKeyView {
+                        namespace: Some("default".into()),
+                        name: format!("{name}-{i}"),
+                    },
+                },
+                kind: "Pod".into(),
+                action: ObjectAction::Create,
+                strategy: None,
+                reason: "desired".into(),
+                changes: Vec::new(),
+                before: None,
+                after: None,
+                rollout: None,
+            })
+            .collect(),
+        detached: Vec::new(),
+        status_change: true,
+        finalizer: None,
+        resync_after_seconds: None,
+        writes: 4,
+    });
     for i in 0..3 {
         out.push(EngineEvent::Action {
             controller: "bench".into(),
@@ -131,7 +164,7 @@ fn frames(parents: usize, rounds: usize, w: u16, h: u16) {
     let worst = times.iter().max().copied().unwrap_or_default();
     println!(
         "frame {w}x{h}, {parents} parents x 3 children: fold {} events in {}; first frame {}; median frame {} (worst {}) over {rounds}",
-        parents * 6,
+        parents * sync_events(0).len(),
         ms(fold),
         ms(first),
         ms(median(times)),
@@ -150,6 +183,7 @@ async fn latency(parents: usize, rounds: usize) {
         commands: cmd_tx,
         stop: tokio_util::sync::CancellationToken::new(),
         frames: Some(frames_tx),
+        feeds: event_loop::Feeds::default(),
     };
     let base = app.applied;
     let ui_task = tokio::spawn(async move {

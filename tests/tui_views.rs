@@ -19,8 +19,9 @@ use common::{TIMEOUT, wait_for};
 use futures::StreamExt;
 use kubectl_meta::devloop::control::Command;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
+use kubectl_meta::engine::queue::QueueStats;
 use kubectl_meta::tui::app::{App, Focus, Overlay, Tab};
-use kubectl_meta::tui::{event_loop, input, ui};
+use kubectl_meta::tui::{event_loop, input, kube_events, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
@@ -78,6 +79,14 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                 EngineEvent::SyncStarted { parent, .. }
                 | EngineEvent::SyncFinished { parent, .. }
                 | EngineEvent::PlanHeld { parent, .. } => *parent = unhash(parent),
+                EngineEvent::Planned {
+                    parent, map_key, ..
+                } => {
+                    *parent = unhash(parent);
+                    if let Some(k) = map_key {
+                        *k = unhash(k);
+                    }
+                }
                 _ => {}
             }
             e
@@ -180,21 +189,31 @@ async fn wait_event(run: &Running, what: &str, pick: impl Fn(&EngineEvent) -> bo
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn composite_views_from_a_real_run() {
+/// A sandbox with the `counted` CompositeController running (ConfigMap children updated with
+/// `method`) and `parents` (name, count of children; value `a`).
+async fn counted_world(method: &str, parents: &[(&str, u64)]) -> (World, Running) {
     let w = World::new("Parent", sync_fn(counted)).await;
     let d = def(composite(
         "counted",
         "Parent",
-        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}]),
+        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": method}}]),
         json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
     ));
     let run = Running::start(w.client(), vec![d]).await;
+    for (name, count) in parents {
+        w.create(
+            &parent_ar("Parent"),
+            json!({"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": name}}, "count": count, "value": "a"}}),
+        )
+        .await;
+    }
+    (w, run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_views_from_a_real_run() {
+    let (w, run) = counted_world("InPlace", &[("p", 2), ("q", 0)]).await;
     let par = parent_ar("Parent");
-    w.create(&par, json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}, "count": 2, "value": "a"}}))
-        .await;
-    w.create(&par, json!({"metadata": {"name": "q"}, "spec": {"selector": {"matchLabels": {"app": "q"}}, "count": 0}}))
-        .await;
     w.wait_names(&cm_ar(), &["p-0", "p-1"]).await;
     settle(&run).await;
 
@@ -238,6 +257,30 @@ async fn composite_views_from_a_real_run() {
     press(&mut app, KeyCode::Esc);
     assert!(app.select_parent_named("default/p"));
     snapshot("small_80x24", &frame(&mut app, 80, 24));
+    // An API server outage and a queue backlog in the status bar (80 columns: short labels).
+    app.set_held(
+        Some("API server unreachable since 10:42:05".into()),
+        Instant::now(),
+    );
+    app.set_queue(QueueStats {
+        ready: 3,
+        in_flight: 1,
+        scheduled: 2,
+        next_due: None,
+    });
+    let outage = frame(&mut app, 80, 24);
+    assert!(outage.contains("API: unreachable -"), "{outage}");
+    assert!(outage.contains("q 3 +2 later"), "{outage}");
+    snapshot("outage_80x24", &outage);
+    // Smaller than the smallest usable size: it says so (the full frame returns after).
+    let tiny = frame(&mut app, 50, 14);
+    assert!(tiny.contains("terminal too small: 50x14"), "{tiny}");
+    snapshot("too_small_50x14", &tiny);
+    // Reconnected: the field is gone.
+    app.set_held(None, Instant::now());
+    let back = frame(&mut app, 80, 24);
+    assert!(!back.contains("API:") && back.contains("q 3"), "{back}");
+    app.set_queue(QueueStats::default());
     // NO_COLOR (color off): no cell has a color; with colors some do.
     assert!(colored_cells(&mut app) == 0);
     app.color = true;
@@ -402,12 +445,24 @@ async fn run_loop_draws_events_and_sends_commands() {
     let (keys_tx, keys_rx) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::channel(4);
     let (frames_tx, mut frames_rx) = tokio::sync::watch::channel(0u64);
+    let (held_tx, held_rx) = tokio::sync::watch::channel(None::<String>);
+    fn seven() -> QueueStats {
+        QueueStats {
+            ready: 7,
+            ..QueueStats::default()
+        }
+    }
     let wiring = event_loop::Wiring {
         input: keys_rx.boxed(),
         events: bus.subscribe(),
         commands: cmd_tx,
         stop: tokio_util::sync::CancellationToken::new(),
         frames: Some(frames_tx),
+        feeds: event_loop::Feeds {
+            held: Some(held_rx),
+            kube_events: None,
+            queue: Some(seven),
+        },
     };
     let ui_task = tokio::spawn(async move {
         let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
@@ -450,6 +505,8 @@ async fn run_loop_draws_events_and_sends_commands() {
         .expect("open");
     assert_eq!(req.command, Command::Resync { parent: None });
     drop(req);
+    // The engine holds writes (API server unreachable): the status bar says so.
+    held_tx.send_replace(Some("API server unreachable since 10:42:05".into()));
     bus.publish(EngineEvent::Paused { paused: true });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 3))
         .await
@@ -463,4 +520,119 @@ async fn run_loop_draws_events_and_sends_commands() {
     assert!(ok);
     assert!(screen.contains("PAUSED"), "{screen}");
     assert!(screen.contains("default/x"), "{screen}");
+    assert!(screen.contains("API: unreachable"), "{screen}");
+    assert!(
+        screen.contains("queue 7") || screen.contains("q 7"),
+        "{screen}"
+    );
+}
+
+/// The Events tab shows the selected parent's Kubernetes Events, from a real watch of the
+/// sandbox's core/v1 Events (the engine records a SyncError Warning on a failing parent),
+/// routed by the parent's uid: the other parent's tab does not show them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_events_of_the_selected_parent_from_a_real_watch() {
+    let w = World::new(
+        "Parent",
+        std::sync::Arc::new(|_: &str, req: &Value| {
+            if req["parent"]["metadata"]["name"] == "bad" {
+                Reply::status(500, "boom: this hook refuses bad")
+            } else {
+                Reply::json(counted(req))
+            }
+        }),
+    )
+    .await;
+    let (mut watched, _task) = kube_events::watch(w.client().clone(), None);
+    let d = def(composite(
+        "counted",
+        "Parent",
+        json!([{"apiVersion": "v1", "resource": "configmaps"}]),
+        json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+    ));
+    let run = Running::start(w.client(), vec![d]).await;
+    let par = parent_ar("Parent");
+    w.create(&par, json!({"metadata": {"name": "good"}, "spec": {"selector": {"matchLabels": {"app": "good"}}, "count": 1}}))
+        .await;
+    w.create(&par, json!({"metadata": {"name": "bad"}, "spec": {"selector": {"matchLabels": {"app": "bad"}}, "count": 1}}))
+        .await;
+    run.wait_sync_error("default/bad", "boom").await;
+    let mut app = model(&run.events());
+    // Fold in what the watch delivers until the SyncError Event is among it.
+    tokio::time::timeout(TIMEOUT, async {
+        while let Some(ev) = watched.recv().await {
+            let done = ev.reason == "SyncError";
+            app.apply_kube_event(ev);
+            if done {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("a SyncError Event from the watch");
+    assert!(app.select_parent_named("default/bad"));
+    app.ui.tab = Tab::Events;
+    let bad = frame(&mut app, 120, 36);
+    assert!(bad.contains("Warning SyncError"), "{bad}");
+    assert!(bad.contains("this hook refuses bad"), "{bad}");
+    assert!(app.select_parent_named("default/good"));
+    let good = frame(&mut app, 120, 36);
+    assert!(
+        good.contains("Kubernetes events:") && !good.contains("SyncError"),
+        "{good}"
+    );
+    run.stop().await;
+}
+
+/// A real API server outage (the sandbox stopped for longer than the controller Lease) shows as
+/// `API: unreachable` in the status bar, from the engine's own signal (writes held), and the
+/// field is gone once the server is back and the Lease confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_outage_shows_in_the_status_bar_until_reconnect() {
+    let mut f = common::faults::Fixture::with_one_parent().await;
+    let mut held = f.engine.engine.context().writes_watch();
+    let mut app = model(&f.engine.events());
+    app.set_held(held.borrow_and_update().clone(), Instant::now());
+    assert!(!frame(&mut app, 120, 36).contains("API:"));
+    f.rs.stop().await;
+    let reason = tokio::time::timeout(TIMEOUT, held.wait_for(Option::is_some))
+        .await
+        .expect("writes held during the outage")
+        .expect("engine alive")
+        .clone();
+    app.set_held(reason, Instant::now());
+    let down = frame(&mut app, 120, 36);
+    assert!(down.contains("API: unreachable -"), "{down}");
+    f.rs.start_again().await;
+    tokio::time::timeout(TIMEOUT, held.wait_for(Option::is_none))
+        .await
+        .expect("writes allowed after reconnect")
+        .expect("engine alive");
+    app.set_held(None, Instant::now());
+    let up = frame(&mut app, 120, 36);
+    assert!(!up.contains("API:") && !up.contains("unreachable"), "{up}");
+}
+
+/// The tree's markers come from the engine's per-object plan (`EngineEvent::Planned`): a child
+/// that differs from the hook's answer under the OnDelete strategy is marked `s` (left alone,
+/// with the reason), where live-vs-desired alone would say `=`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_come_from_the_per_object_plan() {
+    let (w, run) = counted_world("OnDelete", &[("p", 1)]).await;
+    let par = parent_ar("Parent");
+    w.wait_names(&cm_ar(), &["p-0"]).await;
+    settle(&run).await;
+    run.clear_events();
+    w.patch(&par, "p", json!({"spec": {"value": "b"}})).await;
+    wait_event(&run, "a plan leaving p-0 alone", |e| {
+        matches!(e, EngineEvent::Planned { parent, objects, .. }
+            if parent == "default/p" && objects.iter().any(|o| o.id.key.name == "p-0" && o.action.marker() == 's'))
+    })
+    .await;
+    let mut app = model(&scrubbed(run.events()));
+    assert!(app.select_parent_named("default/p"));
+    let text = frame(&mut app, 120, 30);
+    assert!(text.contains("s p-0"), "{text}");
+    assert!(!text.contains("= p-0"), "{text}");
+    run.stop().await;
 }

@@ -619,7 +619,16 @@ async fn run_connected(
     let mut control_server = None;
     let tui = tui_events.map(|events| {
         let context = format!("{} · ns {}", ctxinfo.name, ctxinfo.namespace);
-        Tui::spawn(events, tx.clone(), context, color)
+        // The parents' Kubernetes Events (a watch of its own), whether writes are held (API
+        // server outage) and the work queues' depth.
+        let (kube_events, _) =
+            crate::tui::kube_events::watch(conn.client.clone(), args.cluster.namespace.as_deref());
+        let feeds = crate::tui::event_loop::Feeds {
+            held: Some(dev.engine().context().writes_watch()),
+            kube_events: Some(kube_events),
+            queue: Some(crate::engine::queue::depth),
+        };
+        Tui::spawn(events, feeds, tx.clone(), context, color)
     });
     if !args.once {
         if tui.is_none() && std::io::stdin().is_terminal() {

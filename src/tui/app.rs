@@ -20,7 +20,10 @@ use serde_json::Value;
 use crate::engine::apply::FieldChange;
 use crate::engine::events::{ActionVerb, EngineEvent};
 use crate::engine::hookapi;
+use crate::engine::queue::QueueStats;
 use crate::k8s::object;
+
+use super::kube_events::{EventIndex, KubeEvent};
 
 /// Lines of hook server output kept.
 const SERVER_LINES: usize = 500;
@@ -51,7 +54,7 @@ pub enum Tab {
     Diff,
     /// Exec hook stderr and the managed server's output.
     Output,
-    /// The engine's events about the parent.
+    /// The parent's Kubernetes Events and the engine's events about it.
     Events,
 }
 
@@ -173,6 +176,44 @@ pub struct Unit {
     /// Successful writes since the last sync/map hook call: objects created or deleted after
     /// the request the tree is built from was sent.
     pub written_since_call: Vec<ActionRecord>,
+    /// The last sync's per-object plan ([`EngineEvent::Planned`]), when the engine sent one:
+    /// the tree's markers come from it.
+    pub plan: Option<PlanRecord>,
+}
+
+/// What one planned object is marked with in the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanMark {
+    /// `=` in sync, `~` update, `+` create, `-` delete (or recreate), `a` adopt, `r` release,
+    /// `w` waiting in a rollout, `s` a difference left alone (OnDelete, being deleted), `k` kept
+    /// by the tombstone hook.
+    pub marker: char,
+    /// Why, in a few words.
+    pub reason: String,
+}
+
+/// A sync's per-object plan, by (`Kind.apiVersion`, name).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanRecord {
+    /// The planned objects.
+    pub objects: BTreeMap<(String, String), PlanMark>,
+    /// MapController: detached outputs, kept by the tombstone hook or not.
+    pub detached: BTreeMap<(String, String), bool>,
+}
+
+impl PlanRecord {
+    /// The mark of object `name` of type `type_key`.
+    pub fn mark(&self, type_key: &str, name: &str) -> Option<&PlanMark> {
+        self.objects.get(&(type_key.to_string(), name.to_string()))
+    }
+
+    /// The planned objects of type `type_key`, by name.
+    pub fn of_type<'a>(&'a self, type_key: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+        self.objects
+            .range((type_key.to_string(), String::new())..)
+            .take_while(move |((t, _), _)| t == type_key)
+            .map(|((_, n), _)| n)
+    }
 }
 
 impl Default for Unit {
@@ -187,6 +228,7 @@ impl Default for Unit {
             actions: Vec::new(),
             pending: Vec::new(),
             written_since_call: Vec::new(),
+            plan: None,
         }
     }
 }
@@ -238,6 +280,8 @@ pub struct Parent {
     pub replay: Option<ReplayRecord>,
     /// The engine's events about this parent, newest last.
     pub log: VecDeque<String>,
+    /// The parent object's uid (from the last hook request): the key of its Kubernetes Events.
+    pub uid: Option<String>,
 }
 
 impl Parent {
@@ -411,6 +455,13 @@ pub struct App {
     pub color: bool,
     /// Events applied so far.
     pub applied: u64,
+    /// Kubernetes Events by involved object uid (bounded).
+    pub kube_events: EventIndex,
+    /// The work queues' figures as last read.
+    pub queue: QueueStats,
+    /// Why writes are held (API server unreachable, lease unconfirmed), since when (as the UI
+    /// learned it).
+    pub held: Option<(Instant, String)>,
     controller_index: HashMap<String, usize>,
     parent_index: HashMap<(String, String), usize>,
     rows: Vec<Row>,
@@ -486,6 +537,9 @@ impl App {
             mask_volatile: false,
             color,
             applied: 0,
+            kube_events: EventIndex::default(),
+            queue: QueueStats::default(),
+            held: None,
             controller_index: HashMap::new(),
             parent_index: HashMap::new(),
             rows: Vec::new(),
@@ -530,6 +584,7 @@ impl App {
             rollout: None,
             replay: None,
             log: VecDeque::new(),
+            uid: None,
         });
         self.parent_index
             .insert((controller.to_string(), key.to_string()), i);
@@ -602,6 +657,14 @@ impl App {
                 stderr,
                 ..
             } => {
+                let uid = request.as_ref().and_then(|r| {
+                    let obj = r.get("parent").or_else(|| r.get("object"))?;
+                    object::uid(obj).map(str::to_string)
+                });
+                let (i, _) = self.unit_mut(controller, parent);
+                if uid.is_some() && self.parents[i].uid != uid {
+                    self.parents[i].uid = uid;
+                }
                 let (_, unit) = self.unit_mut(controller, parent);
                 if matches!(hook.as_str(), "sync" | "finalize" | "map") {
                     unit.written_since_call.clear();
@@ -668,8 +731,38 @@ impl App {
                 };
                 self.parents[i].push_log(line);
             }
-            // Per-object plans (engine::planner); the tree's markers come from the actions.
-            EngineEvent::Planned { .. } => {}
+            EngineEvent::Planned {
+                controller,
+                parent,
+                map_key,
+                objects,
+                detached,
+                ..
+            } => {
+                let work = match map_key {
+                    Some(k) => format!("{} {k}", split_parent(parent).0),
+                    None => parent.clone(),
+                };
+                let (_, unit) = self.unit_mut(controller, &work);
+                unit.plan = Some(PlanRecord {
+                    objects: objects
+                        .iter()
+                        .map(|o| {
+                            (
+                                (o.id.type_key.clone(), o.id.key.name.clone()),
+                                PlanMark {
+                                    marker: o.action.marker(),
+                                    reason: o.reason.clone(),
+                                },
+                            )
+                        })
+                        .collect(),
+                    detached: detached
+                        .iter()
+                        .map(|d| ((d.id.type_key.clone(), d.id.key.name.clone()), d.kept))
+                        .collect(),
+                });
+            }
             EngineEvent::PlanHeld {
                 controller,
                 parent,
@@ -827,6 +920,36 @@ impl App {
         }
     }
 
+    /// Fold in a Kubernetes Event (from the Events watch).
+    pub fn apply_kube_event(&mut self, ev: KubeEvent) {
+        self.kube_events.apply(ev);
+        self.dirty = true;
+    }
+
+    /// The work queues' figures now; redraw when they changed.
+    pub fn set_queue(&mut self, stats: QueueStats) {
+        let stats = QueueStats {
+            next_due: None,
+            ..stats
+        };
+        if self.queue != stats {
+            self.queue = stats;
+            self.dirty = true;
+        }
+    }
+
+    /// Why writes are held now (`None`: they are not), learned at `now`.
+    pub fn set_held(&mut self, reason: Option<String>, now: Instant) {
+        match (reason, &self.held) {
+            (None, None) => return,
+            (None, Some(_)) => self.held = None,
+            (Some(r), Some((_, old))) if *old == r => return,
+            (Some(r), Some((since, _))) => self.held = Some((*since, r)),
+            (Some(r), None) => self.held = Some((now, r)),
+        }
+        self.dirty = true;
+    }
+
     /// Writes in the last minute (as of `now`).
     pub fn writes_last_minute(&mut self, now: Instant) -> usize {
         while self
@@ -942,7 +1065,8 @@ impl App {
 pub struct TreeItem {
     /// Indentation level.
     pub depth: u16,
-    /// The plan marker (`=`, `~`, `+`, `-`, `a`dopted, `r`eleased, `w`aiting), if any.
+    /// The plan marker (`=`, `~`, `+`, `-`, `a`dopted, `r`eleased, `w`aiting, `s`kipped,
+    /// `k`ept), if any: see [`PlanMark`].
     pub marker: Option<char>,
     /// The text.
     pub label: String,
@@ -1025,7 +1149,15 @@ fn children_items(
             e.insert(object::name(o).unwrap_or("?").to_string(), o.clone());
         }
     }
-    let mut types: Vec<&String> = observed.keys().chain(desired.keys()).collect();
+    let plan = unit.plan.as_ref();
+    let planned_types = plan
+        .into_iter()
+        .flat_map(|p| p.objects.keys().map(|(t, _)| t));
+    let mut types: Vec<&String> = observed
+        .keys()
+        .chain(desired.keys())
+        .chain(planned_types)
+        .collect();
     types.sort();
     types.dedup();
     for t in types {
@@ -1036,6 +1168,7 @@ fn children_items(
             .into_iter()
             .flat_map(|m| m.keys())
             .chain(want.into_iter().flat_map(|m| m.keys()))
+            .chain(plan.into_iter().flat_map(|p| p.of_type(t)))
             .collect();
         names.sort();
         names.dedup();
@@ -1053,12 +1186,16 @@ fn children_items(
             } else {
                 l
             };
-            let marker = match action.map(|a| a.verb.as_str()) {
-                Some("create") => '+',
-                Some("update") => '~',
-                Some("delete") => '-',
-                Some("adopt") => 'a',
-                Some("release") => 'r',
+            // The engine's per-object plan decides; without one (an engine that does not
+            // publish plans), the last sync's writes and what is live and desired.
+            let mark = plan.and_then(|p| p.mark(t, n));
+            let marker = match (mark, action.map(|a| a.verb.as_str())) {
+                (Some(m), _) => m.marker,
+                (None, Some("create")) => '+',
+                (None, Some("update")) => '~',
+                (None, Some("delete")) => '-',
+                (None, Some("adopt")) => 'a',
+                (None, Some("release")) => 'r',
                 _ => match (&l, &d) {
                     (Some(_), Some(_)) => '=',
                     (None, Some(_)) if waiting => 'w',
@@ -1066,11 +1203,17 @@ fn children_items(
                     _ => '-',
                 },
             };
-            let note = action.and_then(|a| match (&a.error, a.held) {
-                (Some(e), _) => Some(format!("failed: {e}")),
-                (None, true) => Some("held (paused)".into()),
-                _ => a.detail.clone(),
-            });
+            let note = action
+                .and_then(|a| match (&a.error, a.held) {
+                    (Some(e), _) => Some(format!("failed: {e}")),
+                    (None, true) => Some("held (paused)".into()),
+                    _ => None,
+                })
+                .or_else(|| {
+                    mark.filter(|m| m.marker != '=' && !m.reason.is_empty())
+                        .map(|m| m.reason.clone())
+                })
+                .or_else(|| action.and_then(|a| a.detail.clone()));
             out.push(TreeItem {
                 depth: depth + 1,
                 marker: Some(marker),
@@ -1204,7 +1347,12 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
                         observed_by_type(t.request.as_ref().and_then(|r| r.get("outputs")))
                     {
                         for (n, o) in objs {
-                            let keep = kept.contains(&n);
+                            let keep = u
+                                .plan
+                                .as_ref()
+                                .and_then(|p| p.detached.get(&(ty.clone(), n.clone())))
+                                .copied()
+                                .unwrap_or_else(|| kept.contains(&n));
                             out.push(TreeItem {
                                 depth: 3,
                                 marker: Some(if keep { '=' } else { '-' }),

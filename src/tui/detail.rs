@@ -1,13 +1,14 @@
 //! The right pane, in tabs: the last hook call's Request and Response (pretty JSON, colored),
 //! Diff (desired vs live of the selected object, restricted to the fields the hook sets, and
 //! the replay diff of the last reload), Hook output (exec hook stderr, the managed server's
-//! output) and Events (the engine's events about the parent, then its global notices).
+//! output) and Events (the parent's Kubernetes Events, the engine's events about the parent,
+//! then its global notices).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
+use ratatui::widgets::{Block, Borders, Paragraph, Tabs, Wrap};
 use serde_json::Value;
 
 use super::app::{App, Focus, HookRecord, Tab, TreeItem};
@@ -217,8 +218,36 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
             out
         }
         Tab::Events => {
-            let mut out: Vec<Line<'static>> = p.log.iter().map(|l| Line::from(l.clone())).collect();
-            if out.is_empty() {
+            let mut out = vec![Line::from(Span::styled("Kubernetes events:", t.bold()))];
+            let now = jiff::Timestamp::now();
+            let before = out.len();
+            for e in p.uid.iter().flat_map(|u| app.kube_events.of(u)) {
+                let age = e
+                    .last
+                    .as_deref()
+                    .and_then(|l| l.parse::<jiff::Timestamp>().ok())
+                    .and_then(|l| now.duration_since(l).try_into().ok())
+                    .map_or_else(|| "-".to_string(), |d| theme::age(d, mask));
+                let count = if e.count > 1 {
+                    format!(" x{}", e.count)
+                } else {
+                    String::new()
+                };
+                out.push(Line::from(vec![
+                    Span::styled(
+                        format!("{} {}", e.kind, e.reason),
+                        if e.kind == "Warning" { t.err() } else { t.ok() },
+                    ),
+                    Span::styled(format!("{count} {age} ago {}: ", e.source), t.dim()),
+                    Span::raw(e.message.clone()),
+                ]));
+            }
+            if out.len() == before {
+                out.push(Line::from(Span::styled("none", t.dim())));
+            }
+            out.push(Line::from(Span::styled("this parent (engine):", t.bold())));
+            out.extend(p.log.iter().map(|l| Line::from(l.clone())));
+            if p.log.is_empty() {
                 out.push(Line::from(Span::styled(
                     "no events for this parent yet",
                     t.dim(),
@@ -252,8 +281,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, item: Option<&TreeItem>) {
     let lines = content(app, item);
     let max = u16::try_from(lines.len().saturating_sub(1)).unwrap_or(u16::MAX);
     app.ui.detail_scroll = app.ui.detail_scroll.min(max);
-    f.render_widget(
-        Paragraph::new(lines).scroll((app.ui.detail_scroll, 0)),
-        body,
-    );
+    let mut text = Paragraph::new(lines).scroll((app.ui.detail_scroll, 0));
+    if app.ui.tab == Tab::Events {
+        // Event messages are prose: wrapped, not clipped.
+        text = text.wrap(Wrap { trim: false });
+    }
+    f.render_widget(text, body);
 }

@@ -1,5 +1,7 @@
-//! The run loop: one `select!` over terminal input, engine events, answers to commands, a
-//! render tick and a stop signal. Events are folded into the [`App`] as they come (a burst is
+//! The run loop: one `select!` over terminal input, engine events, Kubernetes Events (from the
+//! watch of [`super::kube_events`]), whether writes are held (API server outage), answers to
+//! commands, a render tick and a stop signal. On the tick, the work queues' depth is read (a
+//! few atomic loads). Events are folded into the [`App`] as they come (a burst is
 //! drained in one go); the frame is drawn on the tick only when something changed (or once a
 //! second, for ages and countdowns), so at most [`FPS`] frames a second. Drawing reads only the
 //! model, never the network; commands go to the dev loop on a channel and their answers come
@@ -15,9 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::app::App;
 use super::input::{self, Intent};
+use super::kube_events::KubeEvent;
 use super::ui;
 use crate::devloop::control::{Command, Request};
 use crate::engine::events::EngineEvent;
+use crate::engine::queue::QueueStats;
 
 /// The most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -33,6 +37,49 @@ pub enum LoopError {
     /// The backend failed to draw.
     #[error("drawing: {0}")]
     Draw(String),
+    /// The UI task ended abnormally (a panic: the terminal was restored by the panic hook).
+    #[error("{0}")]
+    Task(String),
+}
+
+/// What the loop shows besides the engine's events (each optional).
+#[derive(Default)]
+pub struct Feeds {
+    /// Why writes are held (`None`: they are not): the engine's
+    /// [`writes_watch`](crate::engine::context::EngineContext::writes_watch).
+    pub held: Option<watch::Receiver<Option<String>>>,
+    /// Kubernetes Events ([`super::kube_events::watch`]).
+    pub kube_events: Option<mpsc::Receiver<KubeEvent>>,
+    /// Reads the work queues' depth (on the render tick).
+    pub queue: Option<fn() -> QueueStats>,
+}
+
+/// The next Kubernetes Event, or never when there is no watch (`None`: it ended).
+async fn next_kube_event(rx: &mut Option<mpsc::Receiver<KubeEvent>>) -> Option<KubeEvent> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the held reason changed (false: the sender is gone), never without a watch.
+async fn held_changed(rx: &mut Option<watch::Receiver<Option<String>>>) -> bool {
+    match rx {
+        Some(r) => r.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// In debug builds only, the key (`KUBECTL_META_TUI_PANIC_KEY=X`) that makes the UI panic, so
+/// that a real-terminal test can check the panic path restores the terminal.
+fn panic_key() -> Option<char> {
+    if cfg!(debug_assertions) {
+        std::env::var("KUBECTL_META_TUI_PANIC_KEY")
+            .ok()
+            .and_then(|k| k.chars().next())
+    } else {
+        None
+    }
 }
 
 /// What the loop talks to.
@@ -47,6 +94,8 @@ pub struct Wiring<S> {
     pub stop: CancellationToken,
     /// After each frame: the number of events the frame shows (benches and tests wait on it).
     pub frames: Option<watch::Sender<u64>>,
+    /// Other sources.
+    pub feeds: Feeds,
 }
 
 /// Send `command` to the dev loop; its answer comes back on `answers`.
@@ -89,7 +138,18 @@ where
         commands,
         stop,
         frames,
+        feeds,
     } = wiring;
+    let Feeds {
+        mut held,
+        mut kube_events,
+        queue,
+    } = feeds;
+    if let Some(h) = &mut held {
+        let reason = h.borrow_and_update().clone();
+        app.set_held(reason, Instant::now());
+    }
+    let panic_key = panic_key();
     let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<String>();
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / FPS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -101,6 +161,9 @@ where
             biased;
             () = stop.cancelled() => return Ok(()),
             ev = input.next(), if input_open => match ev {
+                Some(Ok(ev)) if panic_key.is_some_and(|k| is_char(&ev, k)) => {
+                    panic!("KUBECTL_META_TUI_PANIC_KEY pressed: a deliberate panic (debug builds only)")
+                }
                 Some(Ok(ev)) => match input::handle_event(app, &ev) {
                     Intent::Quit => return Ok(()),
                     Intent::Send(c) => {
@@ -134,8 +197,34 @@ where
                     Err(broadcast::error::RecvError::Closed) => events_open = false,
                 }
             }
+            ev = next_kube_event(&mut kube_events) => match ev {
+                Some(ev) => {
+                    app.apply_kube_event(ev);
+                    if let Some(rx) = &mut kube_events {
+                        for _ in 0..BATCH {
+                            match rx.try_recv() {
+                                Ok(ev) => app.apply_kube_event(ev),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                }
+                None => kube_events = None,
+            },
+            open = held_changed(&mut held) => {
+                match held.as_mut().filter(|_| open) {
+                    Some(h) => {
+                        let reason = h.borrow_and_update().clone();
+                        app.set_held(reason, Instant::now());
+                    }
+                    None => held = None,
+                }
+            }
             _ = tick.tick() => {
                 let now = Instant::now();
+                if let Some(q) = queue {
+                    app.set_queue(q());
+                }
                 if app.dirty || now.duration_since(last_frame) >= Duration::from_secs(1) {
                     terminal
                         .draw(|f| ui::draw(f, app, now))
@@ -149,6 +238,11 @@ where
             }
         }
     }
+}
+
+/// Whether `ev` is a press of key `c`.
+fn is_char(ev: &crossterm::event::Event, c: char) -> bool {
+    matches!(ev, crossterm::event::Event::Key(k) if k.code == crossterm::event::KeyCode::Char(c))
 }
 
 fn lagged(app: &mut App, n: u64) {

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use super::theme::Theme;
 
 /// The keys, as the help screen lists them: `(keys, what)`.
-pub const KEYS: [(&str, &str); 18] = [
+pub const KEYS: [(&str, &str); 19] = [
     ("↑ ↓  j k", "move in the focused pane"),
     ("PgUp PgDn  g G", "page, first, last"),
     ("enter  tab", "next pane (shift-tab: previous)"),
@@ -26,6 +26,7 @@ pub const KEYS: [(&str, &str); 18] = [
     ("", ""),
     ("markers", "= in sync  ~ update  + create  - delete"),
     ("", "a adopted  r released  w waiting in a rollout"),
+    ("", "s left alone (OnDelete)  k kept (tombstone)"),
     (
         "glyphs",
         "✓ in sync  ↻ syncing  ✗ failed  ‖ held  · pending",

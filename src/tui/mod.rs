@@ -5,13 +5,16 @@
 //! update; one file per view ([`status_bar`], [`parent_list`], [`parent_tree`], [`detail`],
 //! [`help`]) composed by [`ui`]; [`input`] maps keys to UI changes and dev loop commands (the
 //! same [`Command`]s as the log mode's keyboard and the control socket); [`event_loop`] selects
-//! over input, events and a render tick; [`terminal`] restores the terminal on every exit.
+//! over input, events and a render tick; [`kube_events`] watches the parents' Kubernetes
+//! Events; [`terminal`] restores the terminal on every exit (a panic included: the dev loop
+//! then stops, as after `q`).
 
 pub mod app;
 pub mod detail;
 pub mod event_loop;
 pub mod help;
 pub mod input;
+pub mod kube_events;
 pub mod parent_list;
 pub mod parent_tree;
 pub mod status_bar;
@@ -25,6 +28,15 @@ use tokio_util::sync::CancellationToken;
 use crate::devloop::control::Request;
 use crate::engine::events::EngineEvent;
 
+/// Sends `true` when dropped.
+struct Done(watch::Sender<bool>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
 /// A running TUI (a task of its own).
 pub struct Tui {
     stop: CancellationToken,
@@ -34,10 +46,11 @@ pub struct Tui {
 
 impl Tui {
     /// Take over the terminal and run the UI on `events` (subscribe before the engine starts,
-    /// so the controllers' start is seen), sending commands on `commands`. `context` is the
-    /// status bar's context and namespace; `color` false for `NO_COLOR`.
+    /// so the controllers' start is seen) and `feeds`, sending commands on `commands`.
+    /// `context` is the status bar's context and namespace; `color` false for `NO_COLOR`.
     pub fn spawn(
         events: broadcast::Receiver<EngineEvent>,
+        feeds: event_loop::Feeds,
         commands: mpsc::Sender<Request>,
         context: String,
         color: bool,
@@ -46,7 +59,10 @@ impl Tui {
         let (done_tx, done) = watch::channel(false);
         let token = stop.clone();
         let task = tokio::spawn(async move {
-            let result = async {
+            // Says "done" however the task ends, a panic included (then the dev loop stops
+            // rather than running on without a screen).
+            let _done = Done(done_tx);
+            async {
                 let (mut terminal, guard) = terminal::enter()?;
                 let mut app = app::App::new(context, color);
                 let wiring = event_loop::Wiring {
@@ -55,14 +71,13 @@ impl Tui {
                     commands,
                     stop: token,
                     frames: None,
+                    feeds,
                 };
                 let r = event_loop::run(&mut terminal, &mut app, wiring).await;
                 drop(guard);
                 r
             }
-            .await;
-            let _ = done_tx.send(true);
-            result
+            .await
         });
         Tui { stop, done, task }
     }
@@ -80,7 +95,7 @@ impl Tui {
         self.stop.cancel();
         match self.task.await {
             Ok(r) => r,
-            Err(e) => Err(event_loop::LoopError::Draw(format!(
+            Err(e) => Err(event_loop::LoopError::Task(format!(
                 "the UI task failed: {e}"
             ))),
         }

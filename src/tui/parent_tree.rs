@@ -1,6 +1,7 @@
 //! The centre pane: the selected parent's tree, with a plan marker per object from the last
-//! sync (`=` in sync, `~` update, `+` create, `-` delete, `a` adopted, `r` released, `w` waiting
-//! in a rollout; a held write says so while paused).
+//! sync's per-object plan (`EngineEvent::Planned`: `=` in sync, `~` update, `+` create, `-`
+//! delete or recreate, `a` adopted, `r` released, `w` waiting in a rollout, `s` a difference
+//! left alone, `k` kept by the tombstone hook; a held write says so while paused).
 //!
 //! - CompositeController: the parent, then its children by type.
 //! - DecoratorController: the target, its attachments by type, and the labels, annotations and

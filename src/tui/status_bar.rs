@@ -1,7 +1,10 @@
 //! The status bar (top, two lines) and the key hint footer (bottom line).
 //!
-//! Line 1: context and namespace, APPLY / PAUSED, the managed hook server (state, pid,
-//! restarts), parents syncing (the work in flight), writes in the last minute, errors.
+//! Line 1: context and namespace, APPLY / PAUSED, the API server when it is unreachable (`API:
+//! unreachable 12s`, red; gone once it is back) or why else writes are held, the managed hook
+//! server (state, pid, restarts), parents syncing (the work in flight), the work queues' depth
+//! (keys waiting for a worker, and those scheduled for later), writes in the last minute,
+//! errors. When that does not fit the width, the labels are shortened (80 columns hold it).
 //! Line 2: the answer to the last command, else the last reload (what, which file, how long ago,
 //! how many parents' replayed answers changed).
 
@@ -16,17 +19,22 @@ use ratatui::widgets::Paragraph;
 use super::app::{App, Focus};
 use super::theme::{self, Theme};
 
-/// Draw the status bar into `area` (two lines).
-pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
+/// The first line, with long labels (`wide`) or short ones.
+fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
     let t = Theme { color: app.color };
     let mask = app.mask_volatile;
-    let sep = || Span::styled(" │ ", t.dim());
-    let mut l1 = vec![
-        Span::styled(" kubectl-meta dev", t.bold()),
-        sep(),
-        Span::raw(app.context.clone()),
-        sep(),
-    ];
+    let sep = || Span::styled(if wide { " │ " } else { "│" }, t.dim());
+    let mut l1 = Vec::new();
+    if wide {
+        l1.push(Span::styled(" kubectl-meta dev", t.bold()));
+        l1.push(sep());
+    }
+    l1.push(Span::raw(if wide {
+        app.context.clone()
+    } else {
+        format!(" {}", app.context)
+    }));
+    l1.push(sep());
     l1.push(if app.paused {
         Span::styled(
             " PAUSED ",
@@ -35,6 +43,19 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
     } else {
         Span::styled("APPLY", t.ok().add_modifier(Modifier::BOLD))
     });
+    if let Some((since, why)) = &app.held {
+        l1.push(sep());
+        let age = theme::age(now.saturating_duration_since(*since), mask);
+        let text = if why.starts_with("API server unreachable") {
+            format!("API: unreachable {age}")
+        } else {
+            format!("writes held: {why}")
+        };
+        l1.push(Span::styled(
+            text,
+            t.err().add_modifier(Modifier::BOLD | Modifier::REVERSED),
+        ));
+    }
     if let Some(s) = &app.server {
         l1.push(sep());
         let style = match s.state.as_str() {
@@ -42,7 +63,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
             "failed" | "exited" => t.err(),
             _ => t.warn(),
         };
-        l1.push(Span::raw("hook server "));
+        l1.push(Span::raw(if wide { "hook server " } else { "hook " }));
         l1.push(Span::styled(s.state.clone(), style));
         if let Some(pid) = s.pid {
             l1.push(Span::raw(if mask {
@@ -58,23 +79,44 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
     let syncing = app.syncing();
     let writes = app.writes_last_minute(now);
     let failing = app.failing();
+    let label = |long: &'static str, short: &'static str| if wide { long } else { short };
     l1.push(sep());
-    l1.push(Span::raw(format!("syncing {syncing}")));
+    l1.push(Span::raw(format!("{} {syncing}", label("syncing", "sync"))));
     l1.push(sep());
+    let q = app.queue;
+    l1.push(Span::raw(format!("{} {}", label("queue", "q"), q.ready)));
+    if q.scheduled > 0 {
+        l1.push(Span::styled(format!(" +{} later", q.scheduled), t.dim()));
+    }
+    l1.push(sep());
+    let wlabel = label("writes/min", "w/min");
     l1.push(Span::raw(if mask {
-        "writes/min -".to_string()
+        format!("{wlabel} -")
     } else {
-        format!("writes/min {writes}")
+        format!("{wlabel} {writes}")
     }));
     l1.push(sep());
     l1.push(Span::styled(
-        format!("errors {}", app.errors),
+        format!("{} {}", label("errors", "err"), app.errors),
         if app.errors > 0 || failing > 0 {
             t.err()
         } else {
             Style::default()
         },
     ));
+    Line::from(l1)
+}
+
+/// Draw the status bar into `area` (two lines).
+pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
+    let t = Theme { color: app.color };
+    let mask = app.mask_volatile;
+    let long = line1(app, now, true);
+    let l1 = if long.width() <= usize::from(area.width) {
+        long
+    } else {
+        line1(app, now, false)
+    };
     let l2 = if let Some(msg) = &app.ui.flash {
         Line::from(vec![Span::raw(" "), Span::styled(msg.clone(), t.warn())])
     } else if let Some(r) = &app.reload {
@@ -102,7 +144,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, now: Instant) {
     } else {
         Line::from(Span::styled(" no reload yet", t.dim()))
     };
-    f.render_widget(Paragraph::new(vec![Line::from(l1), l2]), area);
+    f.render_widget(Paragraph::new(vec![l1, l2]), area);
 }
 
 use ratatui::style::Style;

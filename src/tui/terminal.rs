@@ -1,7 +1,8 @@
 //! Terminal hygiene: raw mode and the alternate screen while the TUI runs, restored on every
-//! way out: normal exit and errors (the guard's `Drop`), and panics (ratatui's `try_init`
-//! installs a panic hook that restores the terminal; ours, installed after it, first gives
-//! stderr back so the panic message is seen).
+//! way out: normal exit and errors (the guard's `Drop`), and panics (a panic hook gives stderr
+//! back and restores the terminal before the panic message is printed). Restoring happens
+//! once: leaving the alternate screen a second time would move the cursor back over what was
+//! printed since (the panic message), as the terminal restores the cursor it saved on entry.
 //!
 //! While the TUI owns the screen, anything written to stderr (warnings from the log
 //! subscriber, a library's message) would scribble over the frame, so stderr (fd 2) is sent
@@ -12,9 +13,26 @@ use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use ratatui::DefaultTerminal;
+use ratatui::crossterm::{cursor, execute, terminal};
+
+/// Raw mode and the alternate screen are on (set by [`enter`], cleared by the first restore).
+static ENTERED: AtomicBool = AtomicBool::new(false);
+
+/// Leave the alternate screen and raw mode and show the cursor, if not done yet (idempotent;
+/// safe from a panic hook).
+fn restore_terminal() {
+    if ENTERED.swap(false, Ordering::SeqCst) {
+        let _ = terminal::disable_raw_mode();
+        let _ = execute!(
+            std::io::stdout(),
+            terminal::LeaveAlternateScreen,
+            cursor::Show
+        );
+    }
+}
 
 /// The saved real stderr while it is redirected (-1 when not).
 static SAVED_STDERR: AtomicI32 = AtomicI32::new(-1);
@@ -54,7 +72,7 @@ pub struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        ratatui::restore();
+        restore_terminal();
         restore_stderr();
         if let Some((mut file, path)) = self.captured.take() {
             let mut text = String::new();
@@ -71,10 +89,22 @@ impl Drop for Guard {
 /// Enter raw mode and the alternate screen (with the panic hooks) and park stderr in a
 /// temporary file, returning the terminal and the guard that restores all of it.
 pub fn enter() -> std::io::Result<(DefaultTerminal, Guard)> {
-    let t = ratatui::try_init()?;
+    terminal::enable_raw_mode()?;
+    ENTERED.store(true, Ordering::SeqCst);
+    let t = execute!(std::io::stdout(), terminal::EnterAlternateScreen).and_then(|()| {
+        DefaultTerminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
+    });
+    let t = match t {
+        Ok(t) => t,
+        Err(e) => {
+            restore_terminal();
+            return Err(e);
+        }
+    };
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore_stderr();
+        restore_terminal();
         previous(info);
     }));
     let path = std::env::temp_dir().join(format!("kubectl-meta-tui-{}.stderr", std::process::id()));
