@@ -41,22 +41,6 @@ fn write_def(dir: &Path, def: &Value) -> String {
     path.display().to_string()
 }
 
-/// Run `dryrun` with `args` (colors off); returns (exit code, stdout, stderr).
-async fn dryrun(sb: &common::TestSandbox, home: &Path, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = kc(sb);
-    let mut all = vec![
-        "--kubeconfig",
-        kubeconfig.as_str(),
-        "dryrun",
-        "--color",
-        "never",
-    ];
-    all.extend_from_slice(args);
-    let out = run(meta(home, &all)).await;
-    let (o, e) = text(&out);
-    (out.status.code().unwrap_or(-1), o, e)
-}
-
 /// `(action, type, namespace/name)` of every object of a JSON plan.
 fn actions(doc: &Value) -> BTreeSet<(String, String, String)> {
     doc["parents"]

@@ -467,3 +467,46 @@ async fn missing_secret_reference_exits_2_before_anything_is_written() {
     );
     assert_eq!(global_rv(&sb).await, rv_before, "something was written");
 }
+
+/// `dryrun` reads the same connection settings as `dev`: after `dev --apply --once` has set
+/// everything up, a dry run calls the secured hooks (CA, bearer token and client certificate
+/// from the Secrets and ConfigMap), finds nothing to change (exit 0), writes nothing and shows
+/// no secret value, even at `-vvv`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dryrun_calls_secured_hooks_with_the_same_settings_and_writes_nothing() {
+    let pki = pki();
+    let (port, seen) = serve(&pki, true, format!("Bearer {TOKEN}")).await;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    setup(
+        dir.path(),
+        &pki,
+        &controller(&ENDPOINT_CONFIG.replace("HOST", HOST), ""),
+    );
+    assert_ok(&run(dev(&sb, home.path(), dir.path(), port, &[])).await);
+    let calls_before = seen.lock().unwrap().len();
+    let before = global_rv(&sb).await;
+    let (dir_arg, base) = (
+        dir.path().display().to_string(),
+        format!("https://127.0.0.1:{port}"),
+    );
+    let args = ["-f", &dir_arg, "--hook-base-url", &base, "-vvv"];
+    let (code, stdout, stderr) = dryrun(&sb, home.path(), &args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "CompositeController secured: hook(s) customize, sync use spec.endpointConfigs[0]"
+        ),
+        "{stderr}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.len() > calls_before,
+        "dryrun called the secured hook: {seen:?}"
+    );
+    assert!(seen.iter().all(|a| a == &format!("Bearer {TOKEN}")));
+    assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
+    no_secret_in("dryrun stdout", &stdout, &pki);
+    no_secret_in("dryrun stderr", &stderr, &pki);
+}

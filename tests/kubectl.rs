@@ -770,3 +770,31 @@ async fn get_all_lists_workloads_and_services() {
         ]
     );
 }
+
+/// `kubectl create deployment` sends protobuf with every zero written (`stdin: false`,
+/// `minReadySeconds: 0`) under `fieldValidation=Strict`; the sandbox accepts it as
+/// kube-apiserver does, and its Deployment controller and kubelet make `rollout status` finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_deployment_then_rollout_status() {
+    let t = common::start().await;
+    let out = kubectl(&t, &["create", "deployment", "web", "--image=nginx:1.27"]).await;
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let out = kubectl(
+        &t,
+        &["rollout", "status", "deployment/web", "--timeout=60s"],
+    )
+    .await;
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let out = kubectl(
+        &t,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image} {.status.readyReplicas}",
+        ],
+    )
+    .await;
+    assert_eq!(out.trim(), "nginx:1.27 1");
+}

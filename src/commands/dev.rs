@@ -239,20 +239,22 @@ fn validate(args: &DevArgs) -> Result<()> {
 }
 
 /// Read the Secrets and ConfigMaps the webhooks' connection settings reference and resolve
-/// them (see [`endpoint`]). With `--apply`, the documents about to be created stand in for
-/// objects that do not exist yet (and replace existing ones with `--overwrite`), so one
+/// them (see [`endpoint`]). With `stand_in` (`dev --apply`, and `dryrun`, which applies nothing
+/// but plans as if the files were applied), the documents of the loaded files stand in for
+/// objects that do not exist yet (and replace existing ones with `overwrite`), so one
 /// directory can hold a secured hook's whole setup. Each secured hook is named on stderr with
 /// where its settings come from (never their values).
-async fn resolve_endpoints(
-    args: &DevArgs,
+pub(crate) async fn resolve_endpoints(
     loaded: &spec::Loaded,
     conn: &Connection,
+    stand_in: bool,
+    overwrite: bool,
 ) -> Result<Vec<endpoint::ResolvedController>> {
     let keys = endpoint::references(&loaded.controllers);
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let docs: Vec<serde_json::Value> = if args.apply {
+    let docs: Vec<serde_json::Value> = if stand_in {
         loaded.others.iter().map(|d| d.value.clone()).collect()
     } else {
         Vec::new()
@@ -262,7 +264,7 @@ async fn resolve_endpoints(
         &keys,
         &docs,
         &conn.context.namespace,
-        args.overwrite,
+        overwrite,
     )
     .await
     .class(Class::Cluster)?;
@@ -481,7 +483,7 @@ async fn run_connected(
     // The webhooks' Secrets and ConfigMaps (caBundle, clientTLS, authorization, basicAuth):
     // a missing one is reported before anything is written.
     phase.set("reading the webhooks' Secrets and ConfigMaps");
-    let endpoints = resolve_endpoints(args, &loaded, conn).await?;
+    let endpoints = resolve_endpoints(&loaded, conn, args.apply, args.overwrite).await?;
 
     // 5. One dev loop per controller: a Lease each.
     phase.set("taking the controller lease");

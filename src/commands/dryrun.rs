@@ -104,8 +104,14 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         namespace: args.cluster.namespace.clone(),
         ..EngineOptions::default()
     };
+    // Secured webhooks: their Secrets and ConfigMaps are read (never shown), with the files'
+    // own documents standing in for objects not created yet, as `dev --apply` would create them.
+    let endpoints = super::dev::resolve_endpoints(&loaded, &conn, true, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
+    for resolved in &endpoints {
+        ctx.hooks.set_endpoints(resolved);
+    }
     let live = LiveReader::new(conn.client.clone(), args.cluster.namespace.clone());
     let composer = Composer {
         ctx: &ctx,

@@ -106,18 +106,23 @@ pub fn to_go_value<T: Serialize + ?Sized>(v: &T) -> Result<Value, serde_json::Er
     Ok(v.serialize(GoSerializer)?.value)
 }
 
+/// A value Go's `omitempty` leaves out: null, `""`, `[]`, `{}`, `false` and `0`. Protobuf
+/// clients (`kubectl create deployment`) send every non-pointer field, zeros included
+/// (`stdin: false`, `minReadySeconds: 0`), so a dropped zero is not an unknown field.
 fn is_emptyish(v: &Value) -> bool {
     match v {
         Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => s.is_empty(),
         Value::Array(a) => a.is_empty(),
         Value::Object(m) => m.is_empty(),
-        _ => false,
     }
 }
 
 /// Paths present in `input` but absent from the decoded `out`: fields the type does not have.
-/// Empty values are not reported (the type may simply omit them).
+/// Empty and zero values are not reported (the type may simply omit them), so an unknown field
+/// whose value is `false` or `0` is dropped without a warning.
 fn unknown_fields(input: &Value, out: &Value, path: &str, acc: &mut Vec<String>) {
     match (input, out) {
         (Value::Object(a), Value::Object(b)) => {
@@ -523,6 +528,24 @@ mod tests {
                 .get("imagePullPolicyy")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn zero_values_a_protobuf_client_sends_are_not_unknown_fields() {
+        // What kubectl create deployment sends (decoded from protobuf): every zero written.
+        let d = decode_ok(
+            "apps/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "web", "generation": 0},
+                   "spec": {"replicas": 1, "minReadySeconds": 0, "paused": false,
+                            "selector": {"matchLabels": {"app": "web"}},
+                            "template": {"metadata": {"labels": {"app": "web"}, "generation": 0},
+                                         "spec": {"hostNetwork": false, "hostPID": false, "hostIPC": false,
+                                                  "containers": [{"name": "nginx", "image": "nginx",
+                                                                  "stdin": false, "stdinOnce": false, "tty": false}]}}}}),
+        );
+        assert!(d.unknown.is_empty(), "{:?}", d.unknown);
+        assert!(d.obj["spec"].get("paused").is_none());
     }
 
     #[test]

@@ -270,3 +270,19 @@ impl Background {
         .expect("join")
     }
 }
+
+/// `kubectl-meta --kubeconfig SB dryrun --color never ARGS...`: exit code, stdout, stderr.
+pub async fn dryrun(sb: &TestSandbox, home: &Path, args: &[&str]) -> (i32, String, String) {
+    let kubeconfig = kc(sb);
+    let mut all = vec![
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "dryrun",
+        "--color",
+        "never",
+    ];
+    all.extend_from_slice(args);
+    let out = run(meta(home, &all)).await;
+    let (o, e) = text(&out);
+    (out.status.code().unwrap_or(-1), o, e)
+}
