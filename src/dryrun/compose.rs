@@ -18,7 +18,6 @@ use crate::engine::controller::SyncFailure;
 use crate::engine::decorator::DECORATOR_ANNOTATION;
 use crate::engine::hookapi::{self, Version};
 use crate::engine::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use crate::engine::ownership::CONTROLLER_UID_LABEL;
 use crate::engine::plan::{ChildId, ChildType};
 use crate::engine::planner::{
     self, Answer, Candidates, CompositeInput, DecoratorAnswer, DecoratorInput, FinalizerInput,
@@ -470,7 +469,7 @@ impl Composer<'_> {
             return Ok(None);
         };
         let generate = def.spec.generate_selector == Some(true);
-        let selector = composite_selector(parent, generate).map_err(fail)?;
+        let selector = planner::composite_selector(parent, generate).map_err(fail)?;
         let mut exchanges = Vec::new();
         let related = self
             .related(
@@ -937,7 +936,7 @@ impl Composer<'_> {
             } else {
                 None
             };
-            let selector = match map_input_selector(&parent) {
+            let selector = match planner::map_input_selector(&parent) {
                 Ok(s) => s,
                 Err(e) => {
                     planned.failures.push(ParentFailure {
@@ -1150,7 +1149,8 @@ impl Composer<'_> {
                         let resp = hookapi::decode_map("tombstone", spec.version, &body)
                             .map_err(|e| fail(e.to_string()))?;
                         (
-                            kept_outputs(parent, mk, &tys, &observed, &resp.outputs)?,
+                            planner::tombstone_kept(parent, mk, &tys, &observed, &resp.outputs)
+                                .map_err(fail)?,
                             resp.resync_after_seconds,
                         )
                     }
@@ -1254,70 +1254,4 @@ fn existing(slots: &[Slot], id: &ChildId) -> Option<Arc<Value>> {
     let s = slots.iter().find(|s| s.ty.key == id.type_key)?;
     s.listed
         .get(&ObjectKey::new(id.key.namespace.as_deref(), &id.key.name))
-}
-
-/// A CompositeController parent's child selector (`spec.selector`, or the generated one).
-fn composite_selector(parent: &Value, generate: bool) -> Result<LabelSelector, String> {
-    if generate {
-        let uid = object::uid(parent).unwrap_or_default();
-        return LabelSelector::parse(&format!("{CONTROLLER_UID_LABEL}={uid}"))
-            .map_err(|e| e.to_string());
-    }
-    let Some(sel) = parent.pointer("/spec/selector").filter(|s| !s.is_null()) else {
-        return Err("the parent has no spec.selector; add one (matchLabels/matchExpressions) or set generateSelector: true in the controller".into());
-    };
-    let parsed = LabelSelector::from_label_selector(sel)
-        .map_err(|e| format!("the parent's spec.selector is invalid: {e}"))?;
-    if parsed.is_empty() {
-        return Err("the parent's spec.selector is empty, which would match (and adopt) every object; give it matchLabels".into());
-    }
-    Ok(parsed)
-}
-
-/// A MapController parent's input selector: `spec.selector`; absent or null selects all.
-fn map_input_selector(parent: &Value) -> Result<LabelSelector, String> {
-    match parent.pointer("/spec/selector") {
-        None | Some(Value::Null) => Ok(LabelSelector::default()),
-        Some(s) => LabelSelector::from_label_selector(s).map_err(|e| {
-            format!("the parent's spec.selector is invalid: {e}; use matchLabels/matchExpressions")
-        }),
-    }
-}
-
-/// The ids the tombstone hook keeps; each must be a detached output of this key.
-fn kept_outputs(
-    parent: &Value,
-    mk: &str,
-    types: &[ChildType],
-    observed: &BTreeMap<String, Vec<Arc<Value>>>,
-    listed: &[Value],
-) -> Result<BTreeSet<ChildId>, SyncFailure> {
-    let have: BTreeSet<ChildId> = observed
-        .iter()
-        .flat_map(|(t, objs)| objs.iter().map(move |o| ChildId::of(t, o)))
-        .collect();
-    let mut keep = BTreeSet::new();
-    for (i, o) in listed.iter().enumerate() {
-        let (av, kind) = (
-            object::api_version(o).unwrap_or_default(),
-            object::kind(o).unwrap_or_default(),
-        );
-        let Some(t) = types.iter().find(|t| t.api_version == av && t.kind == kind) else {
-            return Err(fail(format!(
-                "tombstone hook: outputs[{i}] is a {kind}.{av}, which is not an output resource of this controller"
-            )));
-        };
-        let mut v = o.clone();
-        if t.namespaced && object::namespace(o).is_none_or(str::is_empty) {
-            v["metadata"]["namespace"] = Value::from(object::namespace(parent).unwrap_or_default());
-        }
-        let id = ChildId::of(&t.key, &v);
-        if !have.contains(&id) {
-            return Err(fail(format!(
-                "tombstone hook: outputs[{i}] ({id}) is not a detached output of map key {mk}; the tombstone hook can only keep existing outputs"
-            )));
-        }
-        keep.insert(id);
-    }
-    Ok(keep)
 }

@@ -308,20 +308,7 @@ impl Composite {
     }
 
     fn selector_for(&self, parent: &Value) -> Result<LabelSelector, String> {
-        if self.def.spec.generate_selector == Some(true) {
-            let uid = object::uid(parent).unwrap_or_default();
-            return LabelSelector::parse(&format!("{CONTROLLER_UID_LABEL}={uid}"))
-                .map_err(|e| e.to_string());
-        }
-        let Some(sel) = parent.pointer("/spec/selector").filter(|s| !s.is_null()) else {
-            return Err("the parent has no spec.selector; add one (matchLabels/matchExpressions) or set generateSelector: true in the controller".into());
-        };
-        let parsed = LabelSelector::from_label_selector(sel)
-            .map_err(|e| format!("the parent's spec.selector is invalid: {e}"))?;
-        if parsed.is_empty() {
-            return Err("the parent's spec.selector is empty, which would match (and adopt) every object; give it matchLabels".into());
-        }
-        Ok(parsed)
+        planner::composite_selector(parent, self.def.spec.generate_selector == Some(true))
     }
 
     /// One reconcile of one parent.

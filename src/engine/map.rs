@@ -33,7 +33,7 @@ use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use super::plan::{ChildId, ChildType};
+use super::plan::ChildType;
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::shared::{self, StartError, resolve_all, strip_volatile};
@@ -276,18 +276,6 @@ impl MapCtl {
         }
     }
 
-    /// The parent's input selector: `spec.selector`; absent or null selects every input.
-    fn input_selector(parent: &Value) -> Result<LabelSelector, String> {
-        match parent.pointer("/spec/selector") {
-            None | Some(Value::Null) => Ok(LabelSelector::default()),
-            Some(s) => LabelSelector::from_label_selector(s).map_err(|e| {
-                format!(
-                    "the parent's spec.selector is invalid: {e}; use matchLabels/matchExpressions"
-                )
-            }),
-        }
-    }
-
     /// Does this parent (with its parsed selector) select this input?
     fn selects(&self, parent: &Value, selector: &LabelSelector, input: &Value) -> bool {
         if self.parent.namespaced && object::namespace(input) != object::namespace(parent) {
@@ -480,7 +468,7 @@ impl MapCtl {
             if !self.in_scope(&p) || object::is_deleting(&p) {
                 continue;
             }
-            let Ok(sel) = Self::input_selector(&p) else {
+            let Ok(sel) = planner::map_input_selector(&p) else {
                 continue;
             };
             let was = old.is_some_and(|o| self.selects(&p, &sel, o));
@@ -626,7 +614,7 @@ impl MapCtl {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
-        let selector = match Self::input_selector(&parent) {
+        let selector = match planner::map_input_selector(&parent) {
             Ok(s) => {
                 self.with_parent_state(pk, |ps| ps.error = None);
                 s
@@ -728,7 +716,7 @@ impl MapCtl {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
-        let Ok(selector) = Self::input_selector(&parent) else {
+        let Ok(selector) = planner::map_input_selector(&parent) else {
             // The parent's own sync reports it.
             return Ok(SyncOutcome::default());
         };
@@ -902,7 +890,8 @@ impl MapCtl {
                         outcome.resync_after =
                             resp.resync_after_seconds.map(Duration::from_secs_f64);
                         resync_after_seconds = resp.resync_after_seconds;
-                        self.kept(parent, mk, &types, observed, &resp.outputs)?
+                        planner::tombstone_kept(parent, mk, &types, observed, &resp.outputs)
+                            .map_err(Self::fail)?
                     }
                 };
                 planner::plan_map_key(&planner::MapKeyInput {
@@ -951,53 +940,13 @@ impl MapCtl {
         hookapi::object_map(version, self.parent.namespaced, &groups)
     }
 
-    /// The ids the tombstone hook keeps; each must be a detached output of this key.
-    fn kept(
-        &self,
-        parent: &Value,
-        mk: &str,
-        types: &[ChildType],
-        observed: &BTreeMap<String, Vec<Arc<Value>>>,
-        listed: &[Value],
-    ) -> Result<BTreeSet<ChildId>, SyncFailure> {
-        let have: BTreeSet<ChildId> = observed
-            .iter()
-            .flat_map(|(t, objs)| objs.iter().map(move |o| ChildId::of(t, o)))
-            .collect();
-        let mut keep = BTreeSet::new();
-        for (i, o) in listed.iter().enumerate() {
-            let (av, kind) = (
-                object::api_version(o).unwrap_or_default(),
-                object::kind(o).unwrap_or_default(),
-            );
-            let Some(t) = types.iter().find(|t| t.api_version == av && t.kind == kind) else {
-                return Err(Self::fail(format!(
-                    "tombstone hook: outputs[{i}] is a {kind}.{av}, which is not an output resource of this controller"
-                )));
-            };
-            let mut v = o.clone();
-            if t.namespaced && object::namespace(o).is_none_or(str::is_empty) {
-                v["metadata"]["namespace"] =
-                    Value::from(object::namespace(parent).unwrap_or_default());
-            }
-            let id = ChildId::of(&t.key, &v);
-            if !have.contains(&id) {
-                return Err(Self::fail(format!(
-                    "tombstone hook: outputs[{i}] ({id}) is not a detached output of map key {mk}; the tombstone hook can only keep existing outputs, not create or rename them"
-                )));
-            }
-            keep.insert(id);
-        }
-        Ok(keep)
-    }
-
     /// Recompute and write the engine-owned status of a parent.
     async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncFailure> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
         let uid = object::uid(&parent).unwrap_or_default();
-        let selector = Self::input_selector(&parent);
+        let selector = planner::map_input_selector(&parent);
         let (live, counts) = match &selector {
             Ok(s) => self.live_keys(&parent, s),
             Err(_) => (HashSet::new(), vec![0; self.inputs.len()]),
@@ -1230,16 +1179,17 @@ mod tests {
     fn absent_or_null_selector_selects_every_input() {
         let everything = LabelSelector::default();
         assert_eq!(
-            MapCtl::input_selector(&serde_json::json!({"spec": {}})).unwrap(),
+            planner::map_input_selector(&serde_json::json!({"spec": {}})).unwrap(),
             everything
         );
         assert_eq!(
-            MapCtl::input_selector(&serde_json::json!({"spec": {"selector": null}})).unwrap(),
+            planner::map_input_selector(&serde_json::json!({"spec": {"selector": null}})).unwrap(),
             everything
         );
-        let e =
-            MapCtl::input_selector(&serde_json::json!({"spec": {"selector": {"matchLabels": 3}}}))
-                .unwrap_err();
+        let e = planner::map_input_selector(
+            &serde_json::json!({"spec": {"selector": {"matchLabels": 3}}}),
+        )
+        .unwrap_err();
         assert!(e.contains("spec.selector is invalid"), "{e}");
     }
 }

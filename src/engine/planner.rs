@@ -253,6 +253,75 @@ pub struct Candidates<'a> {
     pub orphans: Vec<Arc<Value>>,
 }
 
+/// A CompositeController parent's child selector: `controller-uid: <uid>` with
+/// `generateSelector`, else the parent's non-empty `spec.selector`. The error says how to fix
+/// the parent or the controller.
+pub fn composite_selector(parent: &Value, generate: bool) -> Result<LabelSelector, String> {
+    if generate {
+        let uid = object::uid(parent).unwrap_or_default();
+        return LabelSelector::parse(&format!("{}={uid}", ownership::CONTROLLER_UID_LABEL))
+            .map_err(|e| e.to_string());
+    }
+    let Some(sel) = parent.pointer("/spec/selector").filter(|s| !s.is_null()) else {
+        return Err("the parent has no spec.selector; add one (matchLabels/matchExpressions) or set generateSelector: true in the controller".into());
+    };
+    let parsed = LabelSelector::from_label_selector(sel)
+        .map_err(|e| format!("the parent's spec.selector is invalid: {e}"))?;
+    if parsed.is_empty() {
+        return Err("the parent's spec.selector is empty, which would match (and adopt) every object; give it matchLabels".into());
+    }
+    Ok(parsed)
+}
+
+/// A MapController parent's input selector: `spec.selector`; absent or null selects all.
+pub fn map_input_selector(parent: &Value) -> Result<LabelSelector, String> {
+    match parent.pointer("/spec/selector") {
+        None | Some(Value::Null) => Ok(LabelSelector::default()),
+        Some(s) => LabelSelector::from_label_selector(s).map_err(|e| {
+            format!("the parent's spec.selector is invalid: {e}; use matchLabels/matchExpressions")
+        }),
+    }
+}
+
+/// The outputs of map key `mk` the tombstone hook keeps (`listed`, its answer); each must be a
+/// detached output of this key (in `observed`) of one of the output `types`.
+pub fn tombstone_kept(
+    parent: &Value,
+    mk: &str,
+    types: &[ChildType],
+    observed: &BTreeMap<String, Vec<Arc<Value>>>,
+    listed: &[Value],
+) -> Result<BTreeSet<ChildId>, String> {
+    let have: BTreeSet<ChildId> = observed
+        .iter()
+        .flat_map(|(t, objs)| objs.iter().map(move |o| ChildId::of(t, o)))
+        .collect();
+    let mut keep = BTreeSet::new();
+    for (i, o) in listed.iter().enumerate() {
+        let (av, kind) = (
+            object::api_version(o).unwrap_or_default(),
+            object::kind(o).unwrap_or_default(),
+        );
+        let Some(t) = types.iter().find(|t| t.api_version == av && t.kind == kind) else {
+            return Err(format!(
+                "tombstone hook: outputs[{i}] is a {kind}.{av}, which is not an output resource of this controller"
+            ));
+        };
+        let mut v = o.clone();
+        if t.namespaced && object::namespace(o).is_none_or(str::is_empty) {
+            v["metadata"]["namespace"] = Value::from(object::namespace(parent).unwrap_or_default());
+        }
+        let id = ChildId::of(&t.key, &v);
+        if !have.contains(&id) {
+            return Err(format!(
+                "tombstone hook: outputs[{i}] ({id}) is not a detached output of map key {mk}; the tombstone hook can only keep existing outputs, not create or rename them"
+            ));
+        }
+        keep.insert(id);
+    }
+    Ok(keep)
+}
+
 /// Claim children for `parent` (ControllerRef rules, see `engine::ownership`): keep owned
 /// objects that match `selector`, adopt matching orphans (unless the parent is being deleted),
 /// release owned ones that stopped matching.
