@@ -479,6 +479,8 @@ async fn run_loop_draws_events_and_sends_commands() {
     bus.publish(EngineEvent::SyncStarted {
         controller: "demo".into(),
         parent: "default/x".into(),
+        map_key: None,
+        status_only: false,
         triggers: vec![],
     });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 2))

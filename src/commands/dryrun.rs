@@ -307,7 +307,7 @@ async fn compare_answers(
                 );
                 continue;
             };
-            let key = p.parent_name();
+            let key = p.subject();
             match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
                 Ok(answer) => {
                     let changes = crate::engine::replay::response_changes(&answer, &x.response);

@@ -482,6 +482,7 @@ impl Composite {
             types: &self.types,
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
+            subject: super::events::EventKey::subject(key),
         };
         shared::carry_out(&self.ctx, &self.memory, key, &target, &sync_plan, |t| {
             self.informer_for(t)

@@ -29,7 +29,7 @@ use super::context::{EngineContext, HookSpec};
 use super::controller::{
     ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
 };
-use super::events::{EngineEvent, Trigger};
+use super::events::{EngineEvent, EventSubject, Trigger};
 use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
@@ -73,6 +73,20 @@ impl fmt::Display for MapWork {
             MapWork::Parent(p) => write!(f, "{p}"),
             MapWork::Status(p) => write!(f, "{p} (status)"),
             MapWork::Key(p, k) => write!(f, "{p} {k}"),
+        }
+    }
+}
+
+/// Events name the parent, and the map key as a field of its own.
+impl super::events::EventKey for MapWork {
+    fn subject(&self) -> super::events::EventSubject {
+        match self {
+            MapWork::Parent(p) => EventSubject::parent(p.to_string()),
+            MapWork::Status(p) => EventSubject {
+                status_only: true,
+                ..EventSubject::parent(p.to_string())
+            },
+            MapWork::Key(p, k) => EventSubject::map_key(p.to_string(), k.as_ref()),
         }
     }
 }
@@ -228,7 +242,7 @@ impl MapCtl {
         all.extend(outputs.iter().map(|s| &s.informer));
         shared::wait_caches(&ctx, &name, &all, stop).await?;
         Ok(Arc::new(MapCtl {
-            caller: shared::Caller::new(KIND, &name).with_map_keys(),
+            caller: shared::Caller::new(KIND, &name),
             memory: shared::SyncMemory::default(),
             name,
             def,
@@ -912,6 +926,7 @@ impl MapCtl {
         self.ctx
             .bus
             .publish(sync_plan.event(&self.name, &pk.to_string()));
+        shared::publish_detached(&self.ctx, &self.name, &pk.to_string(), &sync_plan);
         if sync_plan.writes.is_empty() {
             return Ok((outcome, false));
         }
@@ -1010,6 +1025,7 @@ impl MapCtl {
             types: &self.types,
             revisions: None,
             finalizer: "",
+            subject: super::events::EventKey::subject(work),
         };
         shared::carry_out(&self.ctx, &self.memory, work, &target, plan, |type_key| {
             if type_key == self.parent.key() {
@@ -1071,7 +1087,7 @@ impl ControllerHandle for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
+                            .map(move |(k, v)| (EventSubject::map_key(p.to_string(), k), v.clone()))
                     })
                     .collect()
             })
