@@ -360,7 +360,9 @@ pub enum EngineEvent {
         map_key: Option<String>,
         /// Per object, in execution order: `type` (`Kind.apiVersion`), `namespace`, `name`,
         /// `kind`, `action`, `reason`, `strategy`, `changes` (the differing fields with their
-        /// before/after values), `rollout` (revision, position).
+        /// before/after values), `rollout` (revision, position). As
+        /// [`published_objects`] leaves them: Secret values masked, changes bounded
+        /// (`changesOmitted`).
         objects: Vec<super::planner::ObjectPlan>,
         /// MapController: the detached outputs of the key, each kept or not by the tombstone
         /// hook.

@@ -1504,6 +1504,32 @@ mod tests {
     }
 
     #[test]
+    fn detached_outputs_and_tombstone_decisions_are_parent_log_lines() {
+        let mut app = App::new("ctx", false);
+        let now = Instant::now();
+        app.apply(&started(), now);
+        let d = [crate::engine::planner::DetachedOutput {
+            id: crate::engine::child::ChildId::of(
+                "Snap.v1",
+                &serde_json::json!({"metadata": {"name": "s-a", "namespace": "ns"}}),
+            ),
+            kept: false,
+        }];
+        for e in crate::engine::events::detached_events("c", "ns/p", "key-a", &d) {
+            app.apply(&e, now);
+        }
+        assert_eq!(app.parents.len(), 1);
+        let log: Vec<&String> = app.parents[0].log.iter().collect();
+        assert_eq!(
+            log,
+            [
+                "key-a: detached (input gone): Snap.v1 ns/s-a",
+                "key-a: tombstone kept [], deleted [Snap.v1 ns/s-a]"
+            ]
+        );
+    }
+
+    #[test]
     fn held_plan_lines_parse() {
         let a = held_action("create Pod.v1 default/x");
         assert_eq!(
