@@ -1109,6 +1109,26 @@ fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
     }
 }
 
+/// Delete an object in the background with a uid precondition, as a namespace's or a CRD's
+/// cleanup does, unless it is already being deleted: whether it remains (being deleted or
+/// waiting for finalizers); an object already gone does not.
+pub fn delete_in_background(state: &State, def: &ResourceDef, obj: &Stored) -> ApiResult<bool> {
+    if obj.deleting {
+        return Ok(true);
+    }
+    let opts = DeleteOpts {
+        propagation: Some(Propagation::Background),
+        uid: Some(obj.uid.clone()),
+        ..Default::default()
+    };
+    match delete(state, def, &obj.key, &opts) {
+        Ok(Deleted::Pending(_)) => Ok(true),
+        Ok(Deleted::Gone(_)) => Ok(false),
+        Err(e) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Delete an object (DELETE).
 pub fn delete(
     state: &State,
