@@ -496,7 +496,7 @@ fn check_write_guard(args: &DevArgs, conn: &Connection) -> Result<()> {
 
 /// The API server answers at all (else nothing below can work, and the error would come from
 /// whatever happens to ask first).
-async fn check_reachable(conn: &Connection) -> Result<()> {
+pub(crate) async fn check_reachable(conn: &Connection) -> Result<()> {
     conn.client.apiserver_version().await.map_err(|e| {
         fail(
             Class::Cluster,

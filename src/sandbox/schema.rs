@@ -1275,48 +1275,8 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
     let short_names = texts(names, "shortNames", "spec.names.shortNames", &mut errs);
     let categories = texts(names, "categories", "spec.names.categories", &mut errs);
 
-    // metadata.name must be a DNS subdomain equal to <plural>.<group>.
-    let metadata = match crd.get("metadata") {
-        Some(Value::Object(m)) => m,
-        _ => &empty,
-    };
-    let name = text(metadata, "name", "metadata.name", &mut errs);
-    if name.is_empty() {
-        errs.push(required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-    } else {
-        for message in is_dns1123_subdomain_characters(&name) {
-            errs.push(invalid("metadata.name", &go_quote(&name), &message));
-        }
-        if name != format!("{plural}.{group}") {
-            errs.push(invalid(
-                "metadata.name",
-                &go_quote(&name),
-                "must be spec.names.plural+\".\"+spec.group",
-            ));
-        }
-    }
-
-    if group.is_empty() {
-        errs.push(required("spec.group", ""));
-    } else {
-        let group_errs = is_dns1123_subdomain_characters(&group);
-        if !group_errs.is_empty() {
-            errs.push(invalid(
-                "spec.group",
-                &go_quote(&group),
-                &group_errs.join(","),
-            ));
-        } else if !group.contains('.') {
-            errs.push(invalid(
-                "spec.group",
-                &go_quote(&group),
-                "should be a domain with at least one dot",
-            ));
-        }
-    }
+    validate_crd_name(crd, &plural, &group, &mut errs);
+    validate_group(&group, &mut errs);
 
     let scope = text(spec, "scope", "spec.scope", &mut errs);
     match scope.as_str() {
@@ -1337,6 +1297,93 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
         ));
     }
 
+    let versions = parse_versions(spec, &mut errs);
+
+    if plural.is_empty() {
+        errs.push(required("spec.names.plural", ""));
+    }
+    if kind.is_empty() {
+        errs.push(required("spec.names.kind", ""));
+    }
+    validate_names(
+        &plural,
+        &singular,
+        &kind,
+        &list_kind,
+        &short_names,
+        &categories,
+        &mut errs,
+    );
+
+    validate_conversion(spec, &mut errs);
+
+    if !errs.is_empty() {
+        return Err(errs.iter().map(ToString::to_string).collect());
+    }
+    Ok(CrdInfo {
+        group,
+        plural,
+        singular,
+        kind,
+        list_kind,
+        short_names,
+        categories,
+        namespaced: scope == "Namespaced",
+        versions,
+    })
+}
+
+/// `metadata.name` of a CRD: a DNS subdomain equal to `<plural>.<group>`.
+fn validate_crd_name(crd: &Value, plural: &str, group: &str, errs: &mut Vec<SchemaViolation>) {
+    let empty = Map::new();
+    let metadata = match crd.get("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => &empty,
+    };
+    let name = text(metadata, "name", "metadata.name", errs);
+    if name.is_empty() {
+        errs.push(required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else {
+        for message in is_dns1123_subdomain_characters(&name) {
+            errs.push(invalid("metadata.name", &go_quote(&name), &message));
+        }
+        if name != format!("{plural}.{group}") {
+            errs.push(invalid(
+                "metadata.name",
+                &go_quote(&name),
+                "must be spec.names.plural+\".\"+spec.group",
+            ));
+        }
+    }
+}
+
+/// `spec.group`: required, a DNS subdomain with at least one dot.
+fn validate_group(group: &str, errs: &mut Vec<SchemaViolation>) {
+    if group.is_empty() {
+        errs.push(required("spec.group", ""));
+    } else {
+        let group_errs = is_dns1123_subdomain_characters(group);
+        if !group_errs.is_empty() {
+            errs.push(invalid(
+                "spec.group",
+                &go_quote(group),
+                &group_errs.join(","),
+            ));
+        } else if !group.contains('.') {
+            errs.push(invalid(
+                "spec.group",
+                &go_quote(group),
+                "should be a domain with at least one dot",
+            ));
+        }
+    }
+}
+
+/// `spec.versions`: each version parsed, unique names, exactly one storage version.
+fn parse_versions(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) -> Vec<CrdVersion> {
     let versions_value = spec.get("versions").cloned().unwrap_or(Value::Null);
     let raw_versions: &[Value] = match &versions_value {
         Value::Array(items) => items,
@@ -1353,7 +1400,7 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
     let versions: Vec<CrdVersion> = raw_versions
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_version(v, i, &mut errs))
+        .map(|(i, v)| parse_version(v, i, errs))
         .collect();
     let mut seen = HashSet::new();
     if !versions.iter().all(|v| seen.insert(v.name.as_str())) {
@@ -1375,31 +1422,15 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
             "must have exactly one version marked as storage version",
         ));
     }
+    versions
+}
 
-    if plural.is_empty() {
-        errs.push(required("spec.names.plural", ""));
-    }
-    if kind.is_empty() {
-        errs.push(required("spec.names.kind", ""));
-    }
-    validate_names(
-        &plural,
-        &singular,
-        &kind,
-        &list_kind,
-        &short_names,
-        &categories,
-        &mut errs,
-    );
-
+/// `spec.conversion`: only the `None` strategy (the sandbox cannot call conversion webhooks).
+fn validate_conversion(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) {
+    let empty = Map::new();
     if let Some(conversion) = spec.get("conversion").filter(|c| !c.is_null()) {
         let conversion = conversion.as_object().unwrap_or(&empty);
-        let strategy = text(
-            conversion,
-            "strategy",
-            "spec.conversion.strategy",
-            &mut errs,
-        );
+        let strategy = text(conversion, "strategy", "spec.conversion.strategy", errs);
         match strategy.as_str() {
             "" => errs.push(required("spec.conversion.strategy", "")),
             "None" => {}
@@ -1415,21 +1446,6 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
             )),
         }
     }
-
-    if !errs.is_empty() {
-        return Err(errs.iter().map(ToString::to_string).collect());
-    }
-    Ok(CrdInfo {
-        group,
-        plural,
-        singular,
-        kind,
-        list_kind,
-        short_names,
-        categories,
-        namespaced: scope == "Namespaced",
-        versions,
-    })
 }
 
 /// Parses and validates `spec.versions[i]`.
