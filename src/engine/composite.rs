@@ -14,9 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
-};
+use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
@@ -325,20 +323,11 @@ impl Composite {
         self: &Arc<Self>,
         key: &ObjectKey,
         stop: &CancellationToken,
-    ) -> Result<SyncOutcome, (SyncFailure, Option<Value>)> {
+    ) -> Result<SyncOutcome, (SyncError, Option<Value>)> {
         let Some(parent) = self.parent_informer.get(key) else {
             return Ok(SyncOutcome::default());
         };
-        let fail = |message: String| {
-            (
-                SyncFailure {
-                    message,
-                    retry_after: None,
-                },
-                Some((*parent).clone()),
-            )
-        };
-        let with_parent = |f: SyncFailure| (f, Some((*parent).clone()));
+        let with_parent = |f: SyncError| (f, Some((*parent).clone()));
         let uid = object::uid(&parent).unwrap_or_default().to_string();
         let selected = self
             .parent_selector
@@ -347,7 +336,9 @@ impl Composite {
         let Some(finalizing) = shared::sync_mode(&parent, &self.finalizer, selected) else {
             return Ok(SyncOutcome::default());
         };
-        let selector = self.selector_for(&parent).map_err(fail)?;
+        let selector = self
+            .selector_for(&parent)
+            .map_err(|e| with_parent(SyncError::Parent(e)))?;
 
         // Related objects (customize hook).
         let customize = self.hooks.customize(
@@ -400,7 +391,7 @@ impl Composite {
             self.memory
                 .record_exchange(key, hook_name, request, body.clone());
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| with_parent(SyncError::answer(hook_name, e.to_string())))?;
             desired = planner::normalize_desired(
                 &parent,
                 &types,
@@ -408,16 +399,24 @@ impl Composite {
                 self.def.spec.generate_selector == Some(true),
                 resp.children.clone(),
             )
-            .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+            .map_err(|e| {
+                with_parent(SyncError::answer(
+                    hook_name,
+                    format!("{hook_name} hook: {e}"),
+                ))
+            })?;
             let clashes = planner::foreign_clashes(
                 &desired,
                 |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
                 |o| planner::controlled_by_other(o, &uid),
             );
             if !clashes.is_empty() {
-                return Err(fail(format!(
-                    "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
-                    clashes.join("; ")
+                return Err(with_parent(SyncError::answer(
+                    hook_name,
+                    format!(
+                        "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                        clashes.join("; ")
+                    ),
                 )));
             }
             if let Some((rev_info, _)) = &self.revisions
@@ -488,7 +487,7 @@ impl Composite {
             self.informer_for(t)
         })
         .await
-        .map_err(fail)?
+        .map_err(with_parent)?
         .fill(&mut outcome);
         Ok(outcome)
     }
@@ -531,13 +530,10 @@ impl Composite {
         selector: &LabelSelector,
         latest_desired: Vec<(ChildId, Value)>,
         rev_info: &ResourceInfo,
-    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncFailure> {
+    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
         let _ = rev_info;
         let Some((_, rev_informer)) = &self.revisions else {
-            return Err(SyncFailure {
-                message: "internal: no revision cache".into(),
-                retry_after: None,
-            });
+            return Err(SyncError::Internal("no revision cache".into()));
         };
         let uid = object::uid(parent).unwrap_or_default();
         let stored = rev_informer
@@ -559,12 +555,7 @@ impl Composite {
                 .caller
                 .call(&self.ctx, "sync", spec, key, &request)
                 .await?;
-            let d = answers
-                .desired(rev, old_parent, &body)
-                .map_err(|e| SyncFailure {
-                    message: e.to_string(),
-                    retry_after: None,
-                })?;
+            let d = answers.desired(rev, old_parent, &body)?;
             old_desired.insert(rev.clone(), d);
         }
         let checks: BTreeMap<String, Vec<StatusConditionCheck>> = self

@@ -22,9 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
-};
+use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
 use super::decorator_rule::{self, TargetRule};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
@@ -353,7 +351,7 @@ impl Decorator {
         self: &Arc<Self>,
         key: &TargetKey,
         stop: &CancellationToken,
-    ) -> Result<SyncOutcome, (SyncFailure, Option<Value>)> {
+    ) -> Result<SyncOutcome, (SyncError, Option<Value>)> {
         let slot = key.slot;
         let Some(tslot) = self.targets.get(slot) else {
             return Ok(SyncOutcome::default());
@@ -361,16 +359,10 @@ impl Decorator {
         let Some(target) = tslot.informer.get(&key.key) else {
             return Ok(SyncOutcome::default());
         };
-        let fail = |message: String| {
-            (
-                SyncFailure {
-                    message,
-                    retry_after: None,
-                },
-                Some((*target).clone()),
-            )
+        let fail = |hook: &str, message: String| {
+            (SyncError::answer(hook, message), Some((*target).clone()))
         };
-        let with_target = |f: SyncFailure| (f, Some((*target).clone()));
+        let with_target = |f: SyncError| (f, Some((*target).clone()));
         let uid = object::uid(&target).unwrap_or_default().to_string();
         self.memory.remember_uid(&target, key);
         let selected = self.selected(slot, &target);
@@ -435,7 +427,7 @@ impl Decorator {
             self.memory
                 .record_exchange(key, hook_name, request, body.clone());
             let resp = hookapi::decode_decorator(hook_name, spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| fail(hook_name, e.to_string()))?;
             desired = planner::normalize_desired(
                 &target,
                 &types,
@@ -443,7 +435,7 @@ impl Decorator {
                 false,
                 resp.attachments.clone(),
             )
-            .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+            .map_err(|e| fail(hook_name, format!("{hook_name} hook: {e}")))?;
             for (_, obj) in &mut desired {
                 obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
             }
@@ -456,10 +448,13 @@ impl Decorator {
                 |o| self.not_an_attachment(o, &uid),
             );
             if !clashes.is_empty() {
-                return Err(fail(format!(
-                    "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
-                    clashes.join("; ")
-                )));
+                return Err(fail(
+                    hook_name,
+                    format!(
+                        "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
+                        clashes.join("; ")
+                    ),
+                ));
             }
             outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
             answer = Some(resp);
@@ -506,7 +501,7 @@ impl Decorator {
             |t| self.informer_for(t),
         )
         .await
-        .map_err(fail)?
+        .map_err(with_target)?
         .fill(&mut outcome);
         Ok(outcome)
     }

@@ -26,9 +26,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
-};
+use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi;
@@ -548,7 +546,7 @@ impl MapCtl {
         spec: &HookSpec,
         work: &MapWork,
         body: &Value,
-    ) -> Result<Value, SyncFailure> {
+    ) -> Result<Value, SyncError> {
         self.caller.call(&self.ctx, which, spec, work, body).await
     }
 
@@ -559,27 +557,11 @@ impl MapCtl {
             MapWork::Status(pk) => self.sync_status(pk).await,
             MapWork::Key(pk, mk) => self.sync_key(work, pk, mk, triggers).await,
         };
-        match result {
-            Ok(out) => out,
-            Err(failure) => {
-                if failure.retry_after.is_none()
-                    && let Some(p) = self.parent_informer.get(work.parent())
-                {
-                    self.ctx.recorder.sync_error(&p, &failure.message).await;
-                }
-                SyncOutcome {
-                    error: Some(failure),
-                    ..SyncOutcome::default()
-                }
-            }
-        }
-    }
-
-    fn fail(message: String) -> SyncFailure {
-        SyncFailure {
-            message,
-            retry_after: None,
-        }
+        let result = result.map_err(|f| {
+            let parent = self.parent_informer.get(work.parent());
+            (f, parent.map(|p| (*p).clone()))
+        });
+        shared::finish_sync(&self.ctx, result).await
     }
 
     fn with_parent_state<R>(
@@ -610,7 +592,7 @@ impl MapCtl {
         &self,
         pk: &ObjectKey,
         triggers: &[Trigger],
-    ) -> Result<SyncOutcome, SyncFailure> {
+    ) -> Result<SyncOutcome, SyncError> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
@@ -623,7 +605,7 @@ impl MapCtl {
                 self.with_parent_state(pk, |ps| ps.error = Some(e.clone()));
                 self.queue
                     .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
-                return Err(Self::fail(e));
+                return Err(SyncError::Parent(e));
             }
         };
         let (mut keys, _) = self.live_keys(&parent, &selector);
@@ -658,10 +640,11 @@ impl MapCtl {
         parent: &Value,
         mk: &str,
         adopt: bool,
-    ) -> Result<(Observed, Orphans), SyncFailure> {
+    ) -> Result<(Observed, Orphans), SyncError> {
         let uid = object::uid(parent).unwrap_or_default();
-        let sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}"))
-            .map_err(|e| Self::fail(format!("map key {mk} is not a valid label value: {e}")))?;
+        let sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}")).map_err(|e| {
+            SyncError::Parent(format!("map key {mk} is not a valid label value: {e}"))
+        })?;
         let ns = self.scope_ns(parent);
         let mut observed = BTreeMap::new();
         let mut orphans = Vec::new();
@@ -712,7 +695,7 @@ impl MapCtl {
         pk: &ObjectKey,
         mk: &str,
         triggers: &[Trigger],
-    ) -> Result<SyncOutcome, SyncFailure> {
+    ) -> Result<SyncOutcome, SyncError> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
@@ -782,8 +765,8 @@ impl MapCtl {
                 Ok(outcome)
             }
             Err(f) => {
-                if f.retry_after.is_none() {
-                    let message = f.message.clone();
+                if f.is_failure() {
+                    let message = f.to_string();
                     self.with_parent_state(pk, |ps| {
                         ps.fingerprints.remove(mk);
                         ps.failures.insert(mk.to_string(), message);
@@ -808,7 +791,7 @@ impl MapCtl {
         input: Option<&Value>,
         observed: &BTreeMap<String, Vec<Arc<Value>>>,
         orphans: &[(String, Arc<Value>)],
-    ) -> Result<(SyncOutcome, bool), SyncFailure> {
+    ) -> Result<(SyncOutcome, bool), SyncError> {
         let pk = work.parent();
         let mut outcome = SyncOutcome::default();
         let types: Vec<ChildType> = self.outputs.iter().map(|s| s.ty.clone()).collect();
@@ -837,7 +820,7 @@ impl MapCtl {
                         .insert(mk.to_string(), ("map".into(), request, body.clone()))
                 });
                 let resp = hookapi::decode_map("map", spec.version, &body)
-                    .map_err(|e| Self::fail(e.to_string()))?;
+                    .map_err(|e| SyncError::answer("map", e.to_string()))?;
                 let mut desired = planner::normalize_desired(
                     parent,
                     &types,
@@ -845,13 +828,13 @@ impl MapCtl {
                     false,
                     resp.outputs,
                 )
-                .map_err(|e| Self::fail(format!("map hook: {e}")))?;
+                .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
                 map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
                 map_plan::check_clashes(&desired, uid, mk, |id| {
                     let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
                     slot.informer.get(&id.object_key())
                 })
-                .map_err(|e| Self::fail(format!("map hook: {e}")))?;
+                .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
                 outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
                 planner::plan_map_key(&planner::MapKeyInput {
                     parent,
@@ -886,12 +869,12 @@ impl MapCtl {
                                 .insert(mk.to_string(), ("tombstone".into(), request, body.clone()))
                         });
                         let resp = hookapi::decode_map("tombstone", spec.version, &body)
-                            .map_err(|e| Self::fail(e.to_string()))?;
+                            .map_err(|e| SyncError::answer("tombstone", e.to_string()))?;
                         outcome.resync_after =
                             resp.resync_after_seconds.map(Duration::from_secs_f64);
                         resync_after_seconds = resp.resync_after_seconds;
                         planner::tombstone_kept(parent, mk, &types, observed, &resp.outputs)
-                            .map_err(Self::fail)?
+                            .map_err(|e| SyncError::answer("tombstone", e))?
                     }
                 };
                 planner::plan_map_key(&planner::MapKeyInput {
@@ -941,7 +924,7 @@ impl MapCtl {
     }
 
     /// Recompute and write the engine-owned status of a parent.
-    async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncFailure> {
+    async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncError> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
@@ -1002,7 +985,7 @@ impl MapCtl {
         work: &MapWork,
         parent: &Value,
         plan: &planner::SyncPlan,
-    ) -> Result<shared::Carried, SyncFailure> {
+    ) -> Result<shared::Carried, SyncError> {
         let target = Target {
             controller: &self.name,
             parent,
@@ -1022,7 +1005,6 @@ impl MapCtl {
             }
         })
         .await
-        .map_err(Self::fail)
     }
 }
 

@@ -3,6 +3,7 @@
 //! Map of the engine (one concept per file):
 //! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
+//! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
 //!   status and attachments; finalize when a target is deleted or stops matching); which
@@ -41,6 +42,7 @@ pub mod context;
 pub mod controller;
 pub mod decorator;
 pub mod decorator_rule;
+pub mod error;
 pub mod events;
 pub mod execute;
 pub mod hookapi;

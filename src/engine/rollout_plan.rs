@@ -20,6 +20,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::child::{ChildId, ChildType, ObjectKeyView};
+use super::error::SyncError;
 use super::hookapi::{self, DecodeError, Version};
 use super::ownership;
 use super::plan::{self, PlanError};
@@ -124,6 +125,13 @@ pub enum RevisionAnswerError {
         /// Why the children are refused.
         source: Box<PlanError>,
     },
+}
+
+impl From<RevisionAnswerError> for SyncError {
+    /// An unusable answer of the sync hook (the message names the revision).
+    fn from(e: RevisionAnswerError) -> Self {
+        SyncError::answer("sync", e.to_string())
+    }
 }
 
 /// How the sync hook's answers for old revisions are read: decoded, then checked as the
@@ -884,6 +892,12 @@ mod tests {
             .desired("cats-1", &p, &json!({"children": "nope"}))
             .expect_err("undecodable");
         assert!(matches!(bad, RevisionAnswerError::Decode(_)), "{bad}");
+        // In a sync, it is an unusable answer of the sync hook, with the same message.
+        let message = undeclared.to_string();
+        assert_eq!(
+            SyncError::from(undeclared),
+            SyncError::answer("sync", message)
+        );
     }
 
     #[test]
