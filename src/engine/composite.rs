@@ -6,11 +6,11 @@
 //! claim children -> customize -> sync/finalize hook (once per live revision during a rolling
 //! update) -> pure plan -> execute -> wait until the caches show the writes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
@@ -18,11 +18,12 @@ use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncO
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
-use super::ownership::{self, CONTROLLER_UID_LABEL};
-use super::plan::{self, ChildId, ChildType};
+use super::ownership::CONTROLLER_UID_LABEL;
+use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
-use super::rollout::{self, Revision, RevisionWrite};
+use super::rollout;
+use super::rollout_plan;
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
 pub use super::shared::{StartError, resolve_all};
 use crate::k8s::discovery::ResourceInfo;
@@ -515,9 +516,10 @@ impl Composite {
         hookapi::composite_request(&self.def.raw, parent, children, related, finalizing)
     }
 
-    /// Rolling updates: call the hook for every live old revision, step the rollout, and
-    /// return the desired children (each from the revision that claims it), the state and the
-    /// revision writes.
+    /// Rolling updates: read the parent's revisions, call the hook for every old revision that
+    /// still claims children, and step the rollout ([`rollout_plan`], pure): the desired
+    /// children (each from the revision that claims it) and the decision (state, claims,
+    /// revision writes).
     #[allow(clippy::too_many_arguments)]
     async fn rollout(
         &self,
@@ -530,240 +532,51 @@ impl Composite {
         latest_desired: Vec<(ChildId, Value)>,
         rev_info: &ResourceInfo,
     ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
+        let _ = rev_info;
         let Some((_, rev_informer)) = &self.revisions else {
             return Err(SyncError::Internal("no revision cache".into()));
         };
-        let fail = |message: String| SyncError::answer("sync", message);
         let uid = object::uid(parent).unwrap_or_default();
-        let field_paths = self
-            .def
-            .spec
-            .parent_resource
-            .revision_history
-            .as_ref()
-            .map(|r| r.field_paths.clone())
-            .unwrap_or_default();
-        let latest_patch = rollout::parent_patch(parent, &field_paths);
-        let latest_name =
-            rollout::revision_name(object::name(parent).unwrap_or_default(), &latest_patch);
-        let stored: Vec<Revision> = rev_informer
+        let stored = rev_informer
             .controlled_by(uid)
             .into_iter()
             .map(rollout::revision_from_object)
             .collect();
-        let rolling: BTreeSet<&str> = self
-            .children
-            .iter()
-            .filter(|s| s.ty.method.is_rolling())
-            .map(|s| s.ty.key.as_str())
-            .collect();
-        // Current claims, from the stored revisions.
-        let mut claims: BTreeMap<ChildId, String> = BTreeMap::new();
-        for rev in &stored {
-            for ((group, kind), names) in &rev.children {
-                let Some(slot) = self
-                    .children
-                    .iter()
-                    .find(|s| s.ty.kind == *kind && object::group_of(&s.ty.api_version) == group)
-                else {
-                    continue;
-                };
-                for n in names {
-                    let (ns, name) = match n.split_once('/') {
-                        Some((ns, name)) => (Some(ns), name),
-                        None => (object::namespace(parent), n.as_str()),
-                    };
-                    let id = ChildId {
-                        type_key: slot.ty.key.clone(),
-                        key: plan::ObjectKeyView {
-                            namespace: if slot.ty.namespaced {
-                                ns.map(str::to_string)
-                            } else {
-                                None
-                            },
-                            name: name.to_string(),
-                        },
-                    };
-                    claims.insert(id, rev.name.clone());
-                }
-            }
-        }
-        // Desired state per revision (the hook is called once per old revision that claims
-        // children, with the parent as it was at that revision).
         let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
-        let only_rolling = |d: &[(ChildId, Value)]| -> BTreeMap<ChildId, Value> {
-            d.iter()
-                .filter(|(id, _)| rolling.contains(id.type_key.as_str()))
-                .cloned()
-                .collect()
-        };
-        let mut desired_by_rev: BTreeMap<String, BTreeMap<ChildId, Value>> = BTreeMap::new();
-        desired_by_rev.insert(latest_name.clone(), only_rolling(&latest_desired));
-        let live_old: BTreeSet<String> = claims
-            .values()
-            .filter(|r| **r != latest_name)
-            .cloned()
-            .collect();
-        for rev in stored.iter().filter(|r| live_old.contains(&r.name)) {
-            let old_parent = rollout::patched_parent(parent, &rev.parent_patch, &field_paths);
-            let request = self.request(spec.version, &old_parent, observed, related, false);
+        let field_paths = rollout_plan::field_paths(&self.def.spec);
+        let revs = rollout_plan::revisions(parent, &field_paths, stored, &types);
+        // The hook is called once per old revision that claims children, with the parent as
+        // it was at that revision.
+        let answers =
+            rollout_plan::RevisionAnswers::new(&self.def.spec, spec.version, &types, selector);
+        let mut old_desired = BTreeMap::new();
+        for (rev, old_parent) in &revs.old {
+            let request = self.request(spec.version, old_parent, observed, related, false);
             let body = self
                 .caller
                 .call(&self.ctx, "sync", spec, key, &request)
                 .await?;
-            let resp = hookapi::decode_sync("sync", spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
-            let d = plan::normalize_desired(
-                &old_parent,
-                &types,
-                selector,
-                self.def.spec.generate_selector == Some(true),
-                resp.children,
-            )
-            .map_err(|e| fail(format!("sync hook (revision {}): {e}", rev.name)))?;
-            desired_by_rev.insert(rev.name.clone(), only_rolling(&d));
+            let d = answers.desired(rev, old_parent, &body)?;
+            old_desired.insert(rev.clone(), d);
         }
-        let observed_rolling: BTreeMap<ChildId, Arc<Value>> = observed
-            .iter()
-            .filter(|(k, _)| rolling.contains(k.as_str()))
-            .flat_map(|(k, objs)| objs.iter().map(move |o| (ChildId::of(k, o), Arc::clone(o))))
-            .collect();
-        let latest_order: Vec<ChildId> = latest_desired
-            .iter()
-            .filter(|(id, _)| rolling.contains(id.type_key.as_str()))
-            .map(|(id, _)| id.clone())
-            .collect();
         let checks: BTreeMap<String, Vec<StatusConditionCheck>> = self
             .children
             .iter()
             .map(|s| (s.ty.key.clone(), s.checks.clone()))
             .collect();
-        let outcome = rollout::step(rollout::StepInput {
-            latest: &latest_name,
-            claims,
-            desired: &desired_by_rev,
-            latest_order: &latest_order,
-            observed: &observed_rolling,
-            checks: &checks,
-        });
-        // Desired children: non-rolling from the latest answer, rolling from their revision.
-        let mut desired: Vec<(ChildId, Value)> = Vec::new();
-        for (id, v) in &latest_desired {
-            if !rolling.contains(id.type_key.as_str()) {
-                desired.push((id.clone(), v.clone()));
-            } else if let Some(rev) = outcome.claims.get(id)
-                && let Some(v) = desired_by_rev.get(rev).and_then(|d| d.get(id))
-            {
-                desired.push((id.clone(), v.clone()));
-            }
-        }
-        for (id, rev) in &outcome.claims {
-            if *rev != latest_name
-                && !desired.iter().any(|(d, _)| d == id)
-                && let Some(v) = desired_by_rev.get(rev).and_then(|d| d.get(id))
-            {
-                desired.push((id.clone(), v.clone()));
-            }
-        }
-        let writes = self.revision_writes(
-            parent,
-            &stored,
-            &latest_name,
-            &latest_patch,
-            &outcome.claims,
-            selector,
-            rev_info,
-        );
-        Ok((
-            planner::RolloutDecision {
-                state: Some(outcome.state),
-                writes,
-                claims: outcome.claims,
-                latest: latest_name,
-                order: latest_order,
+        Ok(rollout_plan::decide(
+            revs,
+            rollout_plan::DecideInput {
+                parent,
+                parent_namespaced: self.parent.namespaced,
+                types: &types,
+                checks: &checks,
+                selector,
+                observed,
+                latest_desired: &latest_desired,
+                old_desired: &old_desired,
             },
-            desired,
         ))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn revision_writes(
-        &self,
-        parent: &Value,
-        stored: &[Revision],
-        latest: &str,
-        latest_patch: &Value,
-        claims: &BTreeMap<ChildId, String>,
-        selector: &LabelSelector,
-        rev_info: &ResourceInfo,
-    ) -> Vec<RevisionWrite> {
-        let ns = object::namespace(parent).unwrap_or("default").to_string();
-        let _ = rev_info;
-        // Claims per revision in the stored format.
-        let mut wanted: BTreeMap<&str, BTreeMap<(String, String), BTreeSet<String>>> =
-            BTreeMap::new();
-        for (id, rev) in claims {
-            let Some(slot) = self.children.iter().find(|s| s.ty.key == id.type_key) else {
-                continue;
-            };
-            let (gk, name) = rollout::claim_key(
-                id,
-                &slot.ty.api_version,
-                &slot.ty.kind,
-                self.parent.namespaced,
-            );
-            wanted
-                .entry(rev.as_str())
-                .or_default()
-                .entry(gk)
-                .or_default()
-                .insert(name);
-        }
-        let encode = |c: &BTreeMap<(String, String), BTreeSet<String>>| -> Value {
-            Value::Array(
-                c.iter()
-                    .map(|((g, k), names)| json!({"apiGroup": g, "kind": k, "names": names}))
-                    .collect(),
-            )
-        };
-        let mut writes = Vec::new();
-        let empty = BTreeMap::new();
-        if !stored.iter().any(|r| r.name == latest) {
-            let mut labels = serde_json::Map::new();
-            for (k, v) in selector.exact_pairs() {
-                labels.insert(k.to_string(), json!(v));
-            }
-            writes.push(RevisionWrite::Create {
-                object: json!({
-                    "apiVersion": rollout::REVISION_API_VERSION,
-                    "kind": rollout::REVISION_KIND,
-                    "metadata": {
-                        "name": latest,
-                        "namespace": ns,
-                        "labels": labels,
-                        "ownerReferences": [ownership::controller_ref_for(parent)],
-                    },
-                    "parentPatch": latest_patch,
-                    "children": encode(wanted.get(latest).unwrap_or(&empty)),
-                }),
-            });
-        }
-        for rev in stored {
-            let want = wanted.get(rev.name.as_str()).unwrap_or(&empty);
-            let Some(obj) = &rev.object else { continue };
-            if want.is_empty() && rev.name != latest {
-                writes.push(RevisionWrite::Delete {
-                    name: rev.name.clone(),
-                    namespace: object::namespace(obj).unwrap_or(&ns).to_string(),
-                    uid: object::uid(obj).unwrap_or_default().to_string(),
-                });
-            } else if *want != rev.children {
-                let mut o = (**obj).clone();
-                o["children"] = encode(want);
-                writes.push(RevisionWrite::Update { object: o });
-            }
-        }
-        writes
     }
 }
 

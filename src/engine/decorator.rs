@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
 use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
+use super::decorator_rule::{self, TargetRule};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi;
@@ -45,29 +46,11 @@ pub const DECORATOR_ANNOTATION: &str = "metacontroller.k8s.io/decorator-controll
 /// The controller kind, as shown in events and hook call logs.
 const KIND: &str = "DecoratorController";
 
-/// One target selector rule: both parts must match (an absent part matches everything).
-struct Rule {
-    labels: Option<LabelSelector>,
-    annotations: Option<LabelSelector>,
-}
-
-impl Rule {
-    fn matches(&self, obj: &Value) -> bool {
-        self.labels
-            .as_ref()
-            .is_none_or(|s| s.matches(&object::labels(obj)))
-            && self
-                .annotations
-                .as_ref()
-                .is_none_or(|s| s.matches(&object::annotations(obj)))
-    }
-}
-
 /// A target resource (several `resources` rules on one resource share one slot).
 struct TargetSlot {
     info: ResourceInfo,
     informer: Arc<Informer>,
-    rules: Vec<Rule>,
+    rules: Vec<TargetRule>,
 }
 
 /// A declared attachment resource with its cache.
@@ -154,25 +137,14 @@ impl Decorator {
                 a.method()
             )));
         }
-        let mut rules = Vec::new();
-        for (i, r) in def.spec.resources.iter().enumerate() {
-            let labels = r
-                .label_selector
-                .as_ref()
-                .map(LabelSelector::from_label_selector)
-                .transpose()
-                .map_err(|e| cfg(format!("spec.resources[{i}].labelSelector: {e}")))?;
-            let annotations = r
-                .annotation_selector
-                .as_ref()
-                .map(|s| s.selector())
-                .transpose()
-                .map_err(|e| cfg(format!("spec.resources[{i}].annotationSelector: {e}")))?;
-            rules.push(Rule {
-                labels,
-                annotations,
-            });
-        }
+        let rules = def
+            .spec
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| TargetRule::from_spec(i, r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| cfg(e.to_string()))?;
 
         let mut wanted: Vec<(String, String)> = def
             .spec
@@ -256,7 +228,7 @@ impl Decorator {
 
     /// Is the target selected by one of the rules of its resource?
     fn selected(&self, slot: usize, obj: &Value) -> bool {
-        self.targets[slot].rules.iter().any(|r| r.matches(obj))
+        decorator_rule::selects(&self.targets[slot].rules, obj)
     }
 
     /// Is this target ours to sync: in the `-n` namespace (if any), and selected or still
