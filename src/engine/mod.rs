@@ -3,6 +3,8 @@
 //! Map of the engine (one concept per file):
 //! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
+//! - [`reconcile`]: the one reconcile skeleton every kind runs (parent -> observe -> hook ->
+//!   desired -> plan -> publish -> carry out -> outcome); each kind supplies its steps.
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
 //!   status and attachments; finalize when a target is deleted or stops matching).
@@ -49,6 +51,7 @@ pub mod ownership;
 pub mod plan;
 pub mod planner;
 pub mod queue;
+pub mod reconcile;
 pub mod recorder;
 pub mod related;
 pub mod related_cache;
