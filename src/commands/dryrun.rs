@@ -332,7 +332,7 @@ async fn compare_answers(
                 }
                 Err(e) => eprintln!(
                     "--against {} {}: {} hook of the other version failed: {}",
-                    p.controller, key, x.hook, e.message
+                    p.controller, key, x.hook, e
                 ),
             }
         }

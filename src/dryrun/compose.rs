@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::live::{Listed, LiveError, LiveReader};
 use crate::engine::context::{EngineContext, HookSpec};
-use crate::engine::controller::SyncFailure;
+use crate::engine::controller::SyncError;
 use crate::engine::decorator::DECORATOR_ANNOTATION;
 use crate::engine::hookapi::{self, Version};
 use crate::engine::map_plan::{self, MAP_KEY_LABEL, StatusInput};
@@ -168,13 +168,6 @@ pub struct Composer<'a> {
     pub live: &'a LiveReader,
 }
 
-fn fail(message: impl Into<String>) -> SyncFailure {
-    SyncFailure {
-        message: message.into(),
-        retry_after: None,
-    }
-}
-
 fn config(controller: &str, e: impl std::fmt::Display) -> ComposeError {
     ComposeError::Config {
         controller: controller.to_string(),
@@ -198,7 +191,7 @@ impl Composer<'_> {
         key: &(dyn std::fmt::Display + Sync),
         request: Value,
         exchanges: &mut Vec<Exchange>,
-    ) -> Result<Value, SyncFailure> {
+    ) -> Result<Value, SyncError> {
         let body = caller.call(self.ctx, hook, spec, key, &request).await?;
         exchanges.push(Exchange {
             hook: hook.to_string(),
@@ -279,7 +272,7 @@ impl Composer<'_> {
         parent_namespaced: bool,
         sync_version: Version,
         exchanges: &mut Vec<Exchange>,
-    ) -> Result<Vec<(String, Vec<Arc<Value>>)>, SyncFailure> {
+    ) -> Result<Vec<(String, Vec<Arc<Value>>)>, SyncError> {
         let Some(spec) = hook else {
             return Ok(Vec::new());
         };
@@ -288,39 +281,44 @@ impl Composer<'_> {
         let resp = self
             .ask(caller, "customize", spec, &key, body, exchanges)
             .await?;
-        let rules =
-            hookapi::decode_customize(spec.version, &resp).map_err(|e| fail(e.to_string()))?;
+        let rules = hookapi::decode_customize(spec.version, &resp)
+            .map_err(|e| SyncError::answer("customize", e.to_string()))?;
         let mut out = Vec::new();
         for r in rules {
             let info = self
                 .live
                 .resolve(&r.api_version, &r.resource)
                 .await
-                .map_err(|e| fail(format!("customize hook: {e}")))?;
+                .map_err(|e| SyncError::answer("customize", format!("customize hook: {e}")))?;
             let listed = self
                 .live
                 .read(&info)
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| SyncError::Read(e.to_string()))?;
             let labels = match &r.label_selector {
-                Some(s) => LabelSelector::from_label_selector(s)
-                    .map_err(|e| fail(format!("customize hook: labelSelector: {e}")))?,
+                Some(s) => LabelSelector::from_label_selector(s).map_err(|e| {
+                    SyncError::answer("customize", format!("customize hook: labelSelector: {e}"))
+                })?,
                 None => LabelSelector::default(),
             };
             let namespaces = match &r.namespace_selector {
                 Some(s) => {
-                    let sel = LabelSelector::from_label_selector(s)
-                        .map_err(|e| fail(format!("customize hook: namespaceSelector: {e}")))?;
+                    let sel = LabelSelector::from_label_selector(s).map_err(|e| {
+                        SyncError::answer(
+                            "customize",
+                            format!("customize hook: namespaceSelector: {e}"),
+                        )
+                    })?;
                     let nsinfo = self
                         .live
                         .resolve("v1", "namespaces")
                         .await
-                        .map_err(|e| fail(e.to_string()))?;
+                        .map_err(|e| SyncError::Read(e.to_string()))?;
                     let all = self
                         .live
                         .read(&nsinfo)
                         .await
-                        .map_err(|e| fail(e.to_string()))?;
+                        .map_err(|e| SyncError::Read(e.to_string()))?;
                     Some(
                         all.select(None, &sel)
                             .iter()
@@ -448,7 +446,7 @@ impl Composer<'_> {
                 Ok(None) => {}
                 Err(f) => planned
                     .failures
-                    .push(ParentFailure::of(name, &parent, f.message)),
+                    .push(ParentFailure::of(name, &parent, f.to_string())),
             }
         }
         Ok(planned)
@@ -458,7 +456,7 @@ impl Composer<'_> {
         &self,
         cx: &CompositeCx<'_>,
         parent: &Arc<Value>,
-    ) -> Result<Option<ParentPlan>, SyncFailure> {
+    ) -> Result<Option<ParentPlan>, SyncError> {
         let def = cx.def;
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let key = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
@@ -469,7 +467,7 @@ impl Composer<'_> {
             return Ok(None);
         };
         let generate = def.spec.generate_selector == Some(true);
-        let selector = planner::composite_selector(parent, generate).map_err(fail)?;
+        let selector = planner::composite_selector(parent, generate).map_err(SyncError::Parent)?;
         let mut exchanges = Vec::new();
         let related = self
             .related(
@@ -520,20 +518,23 @@ impl Composer<'_> {
                 .ask(cx.caller, hook_name, spec, &key, request, &mut exchanges)
                 .await?;
             let resp = hookapi::decode_sync(hook_name, spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| SyncError::answer(hook_name, e.to_string()))?;
             desired =
                 planner::normalize_desired(parent, &types, &selector, generate, resp.children)
-                    .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+                    .map_err(|e| SyncError::answer(hook_name, format!("{hook_name} hook: {e}")))?;
             let clashes = planner::foreign_clashes(
                 &desired,
                 |id| existing(cx.slots, id),
                 |o| planner::controlled_by_other(o, &uid),
             );
             if !clashes.is_empty() {
-                return Err(fail(format!(
-                    "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
-                    clashes.join("; ")
-                )));
+                return Err(SyncError::answer(
+                    hook_name,
+                    format!(
+                        "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                        clashes.join("; ")
+                    ),
+                ));
             }
             if !finalizing && cx.revisions.is_none() && types.iter().any(|t| t.method.is_rolling())
             {
@@ -611,7 +612,7 @@ impl Composer<'_> {
         selector: &LabelSelector,
         latest: &[(ChildId, Value)],
         exchanges: &mut Vec<Exchange>,
-    ) -> Result<(Vec<(ChildId, Value)>, planner::RolloutDecision), SyncFailure> {
+    ) -> Result<(Vec<(ChildId, Value)>, planner::RolloutDecision), SyncError> {
         let types: Vec<ChildType> = cx.slots.iter().map(|s| s.ty.clone()).collect();
         let uid = object::uid(parent).unwrap_or_default();
         let stored = cx
@@ -651,10 +652,12 @@ impl Composer<'_> {
                 .ask(cx.caller, "sync", spec, key, request, exchanges)
                 .await?;
             let resp = hookapi::decode_sync("sync", spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| SyncError::answer("sync", e.to_string()))?;
             let d =
                 planner::normalize_desired(old_parent, &types, selector, generate, resp.children)
-                    .map_err(|e| fail(format!("sync hook (revision {rev}): {e}")))?;
+                    .map_err(|e| {
+                    SyncError::answer("sync", format!("sync hook (revision {rev}): {e}"))
+                })?;
             old_desired.insert(rev.clone(), d);
         }
         let (decision, desired) = super::rollout::decide(
@@ -741,9 +744,11 @@ impl Composer<'_> {
                 match r {
                     Ok(Some(p)) => planned.plans.push(p),
                     Ok(None) => {}
-                    Err(f) => planned
-                        .failures
-                        .push(ParentFailure::of(name, &target, f.message)),
+                    Err(f) => {
+                        planned
+                            .failures
+                            .push(ParentFailure::of(name, &target, f.to_string()))
+                    }
                 }
             }
         }
@@ -762,7 +767,7 @@ impl Composer<'_> {
         caller: &Caller,
         target: &Arc<Value>,
         selected: bool,
-    ) -> Result<Option<ParentPlan>, SyncFailure> {
+    ) -> Result<Option<ParentPlan>, SyncError> {
         let Some(finalizing) = shared::sync_mode(target, finalizer, selected) else {
             return Ok(None);
         };
@@ -807,7 +812,7 @@ impl Composer<'_> {
                 .ask(caller, hook_name, spec, &key, request, &mut exchanges)
                 .await?;
             let mut r = hookapi::decode_decorator(hook_name, spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| SyncError::answer(hook_name, e.to_string()))?;
             desired = planner::normalize_desired(
                 target,
                 &tys,
@@ -815,7 +820,7 @@ impl Composer<'_> {
                 false,
                 std::mem::take(&mut r.attachments),
             )
-            .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+            .map_err(|e| SyncError::answer(hook_name, format!("{hook_name} hook: {e}")))?;
             for (_, obj) in &mut desired {
                 obj["metadata"]["annotations"][DECORATOR_ANNOTATION] =
                     Value::from(def.name.clone());
@@ -839,10 +844,13 @@ impl Composer<'_> {
                 },
             );
             if !clashes.is_empty() {
-                return Err(fail(format!(
-                    "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
-                    clashes.join("; ")
-                )));
+                return Err(SyncError::answer(
+                    hook_name,
+                    format!(
+                        "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
+                        clashes.join("; ")
+                    ),
+                ));
             }
             resp = Some(r);
         }
@@ -993,11 +1001,11 @@ impl Composer<'_> {
                     Ok(Some(p)) => planned.plans.push(p),
                     Ok(None) => {}
                     Err(f) => {
-                        failures.insert(mk.clone(), f.message.clone());
+                        failures.insert(mk.clone(), f.to_string());
                         planned.failures.push(ParentFailure {
                             controller: name.clone(),
                             parent: format!("{pk} {mk}"),
-                            message: f.message,
+                            message: f.to_string(),
                         });
                     }
                 }
@@ -1051,14 +1059,15 @@ impl Composer<'_> {
         Ok(planned)
     }
 
-    async fn map_key(&self, cx: MapCx<'_>) -> Result<Option<ParentPlan>, SyncFailure> {
+    async fn map_key(&self, cx: MapCx<'_>) -> Result<Option<ParentPlan>, SyncError> {
         let parent = cx.parent;
         let mk = cx.mk;
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let pk = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
         let work = format!("{pk} {mk}");
-        let key_sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}"))
-            .map_err(|e| fail(format!("map key {mk} is not a valid label value: {e}")))?;
+        let key_sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}")).map_err(|e| {
+            SyncError::Parent(format!("map key {mk} is not a valid label value: {e}"))
+        })?;
         let ns = if cx.pinfo.namespaced {
             object::namespace(parent)
         } else {
@@ -1105,7 +1114,7 @@ impl Composer<'_> {
                     .ask(cx.caller, "map", spec, &work, request, &mut exchanges)
                     .await?;
                 let resp = hookapi::decode_map("map", spec.version, &body)
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|e| SyncError::answer("map", e.to_string()))?;
                 let mut desired = planner::normalize_desired(
                     parent,
                     &tys,
@@ -1113,10 +1122,10 @@ impl Composer<'_> {
                     false,
                     resp.outputs,
                 )
-                .map_err(|e| fail(format!("map hook: {e}")))?;
+                .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
                 map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
                 map_plan::check_clashes(&desired, &uid, mk, |id| existing(cx.slots, id))
-                    .map_err(|e| fail(format!("map hook: {e}")))?;
+                    .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
                 planner::plan_map_key(&MapKeyInput {
                     parent,
                     map_key: mk,
@@ -1147,10 +1156,10 @@ impl Composer<'_> {
                             .ask(cx.caller, "tombstone", spec, &work, request, &mut exchanges)
                             .await?;
                         let resp = hookapi::decode_map("tombstone", spec.version, &body)
-                            .map_err(|e| fail(e.to_string()))?;
+                            .map_err(|e| SyncError::answer("tombstone", e.to_string()))?;
                         (
                             planner::tombstone_kept(parent, mk, &tys, &observed, &resp.outputs)
-                                .map_err(fail)?,
+                                .map_err(|e| SyncError::answer("tombstone", e))?,
                             resp.resync_after_seconds,
                         )
                     }

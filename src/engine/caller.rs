@@ -1,14 +1,14 @@
-//! Hook calls made for a sync ([`Caller::call`]: a failed call becomes a [`SyncFailure`], a
+//! Hook calls made for a sync ([`Caller::call`]: a failed call becomes a [`SyncError`], a
 //! 429 a retry after Retry-After) and replays of the last exchanges to a reloaded hook
 //! ([`Caller::replay`]).
 
 use std::fmt::Display;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::context::{EngineContext, HookSpec, call_hook};
-use super::controller::{Exchange, SyncFailure};
+use super::controller::Exchange;
+use super::error::SyncError;
 use super::events::EngineEvent;
 use crate::hooks::CallInfo;
 
@@ -56,7 +56,7 @@ impl Caller {
         }
     }
 
-    /// Call hook `hook` for a sync of `key`: the answer, or a [`SyncFailure`] (retried after
+    /// Call hook `hook` for a sync of `key`: the answer, or a [`SyncError`] (retried after
     /// Retry-After, or 500ms, when the hook answered 429).
     pub async fn call(
         &self,
@@ -65,14 +65,9 @@ impl Caller {
         spec: &HookSpec,
         key: &(dyn Display + Sync),
         body: &Value,
-    ) -> Result<Value, SyncFailure> {
+    ) -> Result<Value, SyncError> {
         let call = call_hook(ctx, spec, self.info(hook, key), body).await;
-        call.result.map_err(|e| SyncFailure {
-            retry_after: e
-                .is_rate_limited()
-                .then(|| e.retry_after().unwrap_or(Duration::from_millis(500))),
-            message: format!("{hook} hook failed: {e}"),
-        })
+        call.result.map_err(|e| SyncError::hook(hook, e))
     }
 
     /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and

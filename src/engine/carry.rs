@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::context::EngineContext;
-use super::controller::{SyncFailure, SyncOutcome};
+use super::controller::SyncOutcome;
+use super::error::SyncError;
 use super::events::EngineEvent;
 use super::execute::{ExecMode, Expectation, Target};
 use super::planner::SyncPlan;
@@ -20,8 +21,8 @@ use super::shared::*;
 /// Carry `sync_plan` out for the parent `target` (synced as `key`), remember the status
 /// written, and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes.
 /// While the engine is paused, publish the plan as [`EngineEvent::PlanHeld`] instead and write
-/// nothing ([`ExecMode::Paused`]). Returns the number of writes, or every failed write's
-/// message joined with `; `.
+/// nothing ([`ExecMode::Paused`]). Returns the number of writes, or [`SyncError::Held`] when
+/// writes are held, [`SyncError::Write`] with every failed write's message.
 pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     ctx: &EngineContext,
     memory: &SyncMemory<K>,
@@ -29,11 +30,11 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     target: &Target<'_>,
     sync_plan: &SyncPlan,
     informer_for: impl Fn(&str) -> Option<&'i Arc<Informer>>,
-) -> Result<Carried, String> {
+) -> Result<Carried, SyncError> {
     let plan = &sync_plan.writes;
     if let Some(why) = ctx.writes_held() {
         // The API server went away mid-sync: write nothing; the sync is retried once it is back.
-        return Err(format!("not written: {why}"));
+        return Err(SyncError::Held(why));
     }
     if ctx.is_paused() {
         // Paused: show what would be written, write nothing, and do not wait for it.
@@ -73,7 +74,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
             hot_loops,
         })
     } else {
-        Err(report.errors.join("; "))
+        Err(SyncError::Write(report.errors))
     }
 }
 
@@ -142,15 +143,15 @@ pub async fn await_expectations<'i>(
 /// as a `SyncError` Event on the parent (when the sync got that far).
 pub async fn finish_sync(
     ctx: &EngineContext,
-    result: Result<SyncOutcome, (SyncFailure, Option<Value>)>,
+    result: Result<SyncOutcome, (SyncError, Option<Value>)>,
 ) -> SyncOutcome {
     match result {
         Ok(out) => out,
         Err((failure, parent)) => {
-            if failure.retry_after.is_none()
+            if failure.is_failure()
                 && let Some(p) = parent
             {
-                ctx.recorder.sync_error(&p, &failure.message).await;
+                ctx.recorder.sync_error(&p, &failure.to_string()).await;
             }
             SyncOutcome {
                 error: Some(failure),

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{SyncFailure, Tracker};
+use super::controller::{SyncError, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
@@ -22,7 +22,7 @@ use super::ownership::{self, CONTROLLER_UID_LABEL};
 use super::plan::{self, ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind, fail};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::rollout::{self, Revision, RevisionWrite};
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
 pub use super::shared::{StartError, resolve_all};
@@ -337,7 +337,7 @@ impl SyncKind for Composite {
         key: &ObjectKey,
         parent: &Value,
         cx: SyncCx<'_>,
-    ) -> Result<Option<Observed>, SyncFailure> {
+    ) -> Result<Option<Observed>, SyncError> {
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let selected = self
             .parent_selector
@@ -346,7 +346,7 @@ impl SyncKind for Composite {
         let Some(finalizing) = shared::sync_mode(parent, &self.finalizer, selected) else {
             return Ok(None);
         };
-        let selector = self.selector_for(parent).map_err(fail)?;
+        let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
         let customize = self.hooks.customize(
             &self.ctx,
             &self.caller,
@@ -407,7 +407,8 @@ impl SyncKind for Composite {
         seen: &Observed,
         (hook_name, spec): (&'static str, &HookSpec),
         body: &Value,
-    ) -> Result<Decided, SyncFailure> {
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
         let resp =
             hookapi::decode_sync(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
         let mut desired = planner::normalize_desired(
@@ -543,17 +544,11 @@ impl Composite {
         selector: &LabelSelector,
         latest_desired: Vec<(ChildId, Value)>,
         rev_info: &ResourceInfo,
-    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncFailure> {
+    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
         let Some((_, rev_informer)) = &self.revisions else {
-            return Err(SyncFailure {
-                message: "internal: no revision cache".into(),
-                retry_after: None,
-            });
+            return Err(SyncError::Internal("no revision cache".into()));
         };
-        let fail = |message: String| SyncFailure {
-            message,
-            retry_after: None,
-        };
+        let fail = |message: String| SyncError::answer("sync", message);
         let uid = object::uid(parent).unwrap_or_default();
         let field_paths = self
             .def

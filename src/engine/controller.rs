@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+pub use super::error::SyncError;
 use super::events::{EngineEvent, EventBus, Trigger};
 use super::queue::WorkQueue;
 
@@ -21,7 +22,7 @@ pub struct SyncOutcome {
     /// API writes made.
     pub writes: usize,
     /// The failure, if the sync failed.
-    pub error: Option<SyncFailure>,
+    pub error: Option<SyncError>,
     /// One-time resync requested by the hook (`resyncAfterSeconds`).
     pub resync_after: Option<Duration>,
     /// A rollout is in progress and waits for children (it can still progress).
@@ -31,15 +32,6 @@ pub struct SyncOutcome {
     pub noops: usize,
     /// Child fields the hot-loop guard holds (messages naming field, values and cause).
     pub hot_loops: Vec<String>,
-}
-
-/// A failed sync.
-#[derive(Debug, Clone)]
-pub struct SyncFailure {
-    /// What went wrong, naming the object concerned.
-    pub message: String,
-    /// The hook answered 429: retry after this long (not counted as a failure for backoff).
-    pub retry_after: Option<Duration>,
 }
 
 /// One kind of controller (CompositeController, ...), as the shared loop drives it.
@@ -214,14 +206,14 @@ async fn sync_one<R: Reconciler>(
     let mut retry_in = None;
     match &out.error {
         Some(f) => {
-            let delay = match f.retry_after {
+            let delay = match f.retry_after() {
                 Some(d) => {
                     q.add_retry_after(key.clone(), Trigger::Retry, d);
                     tracker.record(key_s.clone(), KeyState::RateLimited);
                     d
                 }
                 None => {
-                    tracker.record(key_s.clone(), KeyState::Failed(f.message.clone()));
+                    tracker.record(key_s.clone(), KeyState::Failed(f.to_string()));
                     q.add_rate_limited(key.clone(), Trigger::Retry)
                 }
             };
@@ -254,7 +246,7 @@ async fn sync_one<R: Reconciler>(
         parent: key_s,
         duration: start.elapsed(),
         writes: out.writes,
-        error: out.error.as_ref().map(|f| f.message.clone()),
+        error: out.error.as_ref().map(ToString::to_string),
         retry_in,
     });
     q.done(key);

@@ -22,14 +22,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{SyncFailure, Tracker};
+use super::controller::{SyncError, Tracker};
 use super::events::Trigger;
 use super::execute::Target;
 use super::hookapi;
 use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind, fail};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{
     self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory, resolve_all,
 };
@@ -405,7 +405,7 @@ impl SyncKind for Decorator {
         key: &TargetKey,
         target: &Value,
         cx: SyncCx<'_>,
-    ) -> Result<Option<Observed>, SyncFailure> {
+    ) -> Result<Option<Observed>, SyncError> {
         let selected = self.selected(key.slot, target);
         let Some(finalizing) = shared::sync_mode(target, &self.finalizer, selected) else {
             return Ok(None);
@@ -470,7 +470,8 @@ impl SyncKind for Decorator {
         seen: &Observed,
         (hook_name, spec): (&'static str, &HookSpec),
         body: &Value,
-    ) -> Result<Decided, SyncFailure> {
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
         let resp = hookapi::decode_decorator(hook_name, spec.version, body)
             .map_err(|e| fail(e.to_string()))?;
         let mut desired = planner::normalize_desired(

@@ -26,7 +26,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{Exchange, SyncFailure, SyncOutcome, Tracker};
+use super::controller::{Exchange, SyncError, SyncOutcome, Tracker};
 use super::events::Trigger;
 use super::execute::Target;
 use super::hookapi;
@@ -34,7 +34,7 @@ use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind, fail};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{self, StartError, resolve_all, strip_volatile};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
@@ -583,7 +583,7 @@ impl MapCtl {
         &self,
         pk: &ObjectKey,
         triggers: &[Trigger],
-    ) -> Result<SyncOutcome, SyncFailure> {
+    ) -> Result<SyncOutcome, SyncError> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
@@ -596,7 +596,7 @@ impl MapCtl {
                 self.with_parent_state(pk, |ps| ps.error = Some(e.clone()));
                 self.queue
                     .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
-                return Err(fail(e));
+                return Err(SyncError::Parent(e));
             }
         };
         let (mut keys, _) = self.live_keys(&parent, &selector);
@@ -631,10 +631,11 @@ impl MapCtl {
         parent: &Value,
         mk: &str,
         adopt: bool,
-    ) -> Result<(Observed, Orphans), SyncFailure> {
+    ) -> Result<(Observed, Orphans), SyncError> {
         let uid = object::uid(parent).unwrap_or_default();
-        let sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}"))
-            .map_err(|e| fail(format!("map key {mk} is not a valid label value: {e}")))?;
+        let sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}")).map_err(|e| {
+            SyncError::Parent(format!("map key {mk} is not a valid label value: {e}"))
+        })?;
         let ns = self.scope_ns(parent);
         let mut observed = BTreeMap::new();
         let mut orphans = Vec::new();
@@ -702,9 +703,9 @@ impl MapCtl {
     }
 
     /// A key's sync failed (not a 429): remember the failure for the status.
-    fn key_failed(&self, pk: &ObjectKey, mk: &str, f: &SyncFailure) {
-        if f.retry_after.is_none() {
-            let message = f.message.clone();
+    fn key_failed(&self, pk: &ObjectKey, mk: &str, f: &SyncError) {
+        if f.is_failure() {
+            let message = f.to_string();
             self.with_parent_state(pk, |ps| {
                 ps.fingerprints.remove(mk);
                 ps.failures.insert(mk.to_string(), message);
@@ -725,7 +726,7 @@ impl MapCtl {
     }
 
     /// Recompute and write the engine-owned status of a parent.
-    async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncFailure> {
+    async fn sync_status(&self, pk: &ObjectKey) -> Result<SyncOutcome, SyncError> {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
@@ -860,7 +861,7 @@ impl SyncKind for MapCtl {
         work: &MapWork,
         parent: &Value,
         cx: SyncCx<'_>,
-    ) -> Result<Option<KeySeen>, SyncFailure> {
+    ) -> Result<Option<KeySeen>, SyncError> {
         let MapWork::Key(pk, mk) = work else {
             return Ok(None);
         };
@@ -951,7 +952,8 @@ impl SyncKind for MapCtl {
         seen: &KeySeen,
         (hook_name, spec): (&'static str, &HookSpec),
         body: &Value,
-    ) -> Result<Decided, SyncFailure> {
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
         let resp =
             hookapi::decode_map(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
         let types = self.output_types();
@@ -1056,8 +1058,8 @@ impl SyncKind for MapCtl {
         work: &MapWork,
         parent: &Value,
         seen: &KeySeen,
-        result: Result<SyncOutcome, SyncFailure>,
-    ) -> Result<SyncOutcome, SyncFailure> {
+        result: Result<SyncOutcome, SyncError>,
+    ) -> Result<SyncOutcome, SyncError> {
         let MapWork::Key(pk, mk) = work else {
             return result;
         };

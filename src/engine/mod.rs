@@ -5,6 +5,7 @@
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
 //! - [`reconcile`]: the one reconcile skeleton every kind runs (parent -> observe -> hook ->
 //!   desired -> plan -> publish -> carry out -> outcome); each kind supplies its steps.
+//! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
 //!   status and attachments; finalize when a target is deleted or stops matching).
@@ -40,6 +41,7 @@ pub mod composite;
 pub mod context;
 pub mod controller;
 pub mod decorator;
+pub mod error;
 pub mod events;
 pub mod execute;
 pub mod hookapi;

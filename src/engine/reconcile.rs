@@ -38,9 +38,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncFailure, SyncOutcome, Tracker,
-};
+use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::planner::SyncPlan;
@@ -68,14 +66,6 @@ pub struct HookCall<'a> {
     pub request: Value,
 }
 
-/// A failure that is not a 429 (retried with backoff).
-pub fn fail(message: impl Into<String>) -> SyncFailure {
-    SyncFailure {
-        message: message.into(),
-        retry_after: None,
-    }
-}
-
 /// The pieces of a controller every step uses.
 pub struct Parts<'a, K> {
     /// The controller's name.
@@ -89,7 +79,7 @@ pub struct Parts<'a, K> {
 }
 
 /// A failed sync with the parent to record the `SyncError` Event on (when it was read).
-pub type Failed = (SyncFailure, Option<Value>);
+pub type Failed = (SyncError, Option<Value>);
 
 /// What one controller kind supplies to the shared reconcile steps (see the module header).
 pub trait SyncKind: Send + Sync + Sized + 'static {
@@ -114,7 +104,7 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
         key: &Self::Key,
         parent: &Value,
         cx: SyncCx<'_>,
-    ) -> impl Future<Output = Result<Option<Self::Seen>, SyncFailure>> + Send;
+    ) -> impl Future<Output = Result<Option<Self::Seen>, SyncError>> + Send;
     /// Step 3: the hook to call and its request (`None`: no hook call).
     fn hook(&self, parent: &Value, seen: &Self::Seen) -> Option<HookCall<'_>>;
     /// Remember the exchange (for replays); by default in the per-key memory.
@@ -131,7 +121,7 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
         seen: &Self::Seen,
         hook: (&'static str, &HookSpec),
         body: &Value,
-    ) -> impl Future<Output = Result<Self::Answer, SyncFailure>> + Send;
+    ) -> impl Future<Output = Result<Self::Answer, SyncError>> + Send;
     /// Step 5: the pure plan (`answer` is `None` when no hook was called).
     fn plan(
         &self,
@@ -155,8 +145,8 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
         key: &Self::Key,
         parent: &Value,
         seen: &Self::Seen,
-        result: Result<SyncOutcome, SyncFailure>,
-    ) -> Result<SyncOutcome, SyncFailure> {
+        result: Result<SyncOutcome, SyncError>,
+    ) -> Result<SyncOutcome, SyncError> {
         let _ = (key, parent, seen);
         result
     }
@@ -176,7 +166,7 @@ pub async fn run<S: SyncKind>(
     let Some(parent) = kind.parent(key) else {
         return Ok(SyncOutcome::default());
     };
-    let with_parent = |f: SyncFailure| (f, Some((*parent).clone()));
+    let with_parent = |f: SyncError| (f, Some((*parent).clone()));
     let Some(seen) = kind.observe(key, &parent, cx).await.map_err(with_parent)? else {
         return Ok(SyncOutcome::default());
     };
@@ -191,7 +181,7 @@ async fn steps<S: SyncKind>(
     key: &S::Key,
     parent: &Value,
     seen: &S::Seen,
-) -> Result<SyncOutcome, SyncFailure> {
+) -> Result<SyncOutcome, SyncError> {
     let ctx = kind.parts().ctx;
     let answer = match kind.hook(parent, seen) {
         Some(HookCall {
@@ -232,7 +222,7 @@ pub async fn carry_out<S: SyncKind>(
     key: &S::Key,
     parent: &Value,
     plan: &SyncPlan,
-) -> Result<shared::Carried, SyncFailure> {
+) -> Result<shared::Carried, SyncError> {
     shared::carry_out(
         kind.parts().ctx,
         kind.parts().memory,
@@ -242,7 +232,6 @@ pub async fn carry_out<S: SyncKind>(
         |t| kind.informer_for(t),
     )
     .await
-    .map_err(fail)
 }
 
 /// What a controller kind offers the runtime and the worker loop, beyond its sync steps.

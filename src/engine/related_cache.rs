@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::SyncFailure;
+use super::error::SyncError;
 use super::events::Trigger;
 use super::hookapi::{self, Version};
 use super::queue::WorkQueue;
@@ -108,14 +108,11 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
         parent: &Value,
         key: &K,
         stop: &CancellationToken,
-    ) -> Result<Vec<(ResolvedRule, Vec<Arc<Value>>)>, SyncFailure> {
+    ) -> Result<Vec<(ResolvedRule, Vec<Arc<Value>>)>, SyncError> {
         let Some(spec) = c.hook else {
             return Ok(Vec::new());
         };
-        let fail = |message: String| SyncFailure {
-            message,
-            retry_after: None,
-        };
+        let fail = |message: String| SyncError::answer("customize", message);
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let generation = object::generation(parent);
         let cached = self.state.lock().ok().and_then(|s| {
@@ -169,7 +166,7 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
             r.informer
                 .wait_synced(c.ctx.options.sync_timeout)
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| SyncError::Read(e.to_string()))?;
             let objs = r.select();
             out.push((r, objs));
         }
