@@ -16,6 +16,7 @@ use super::live::{Listed, LiveError, LiveReader};
 use crate::engine::context::{EngineContext, HookSpec};
 use crate::engine::controller::SyncError;
 use crate::engine::decorator::DECORATOR_ANNOTATION;
+use crate::engine::events::{EventKey, EventSubject};
 use crate::engine::hookapi::{self, Version};
 use crate::engine::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use crate::engine::plan::{ChildId, ChildType};
@@ -74,12 +75,17 @@ pub struct ParentPlan {
 impl ParentPlan {
     /// `namespace/name` of the parent (with the map key for a MapController key).
     pub fn parent_name(&self) -> String {
-        let k = ObjectKey::of(&self.parent)
-            .map(|k| k.to_string())
-            .unwrap_or_default();
-        match &self.map_key {
-            Some(mk) => format!("{k} {mk}"),
-            None => k,
+        self.subject().to_string()
+    }
+
+    /// The parent and map key, as engine events name them.
+    pub fn subject(&self) -> EventSubject {
+        EventSubject {
+            parent: ObjectKey::of(&self.parent)
+                .map(|k| k.to_string())
+                .unwrap_or_default(),
+            map_key: self.map_key.clone(),
+            status_only: false,
         }
     }
 }
@@ -188,7 +194,7 @@ impl Composer<'_> {
         caller: &Caller,
         hook: &str,
         spec: &HookSpec,
-        key: &(dyn std::fmt::Display + Sync),
+        key: &(dyn EventKey + Sync),
         request: Value,
         exchanges: &mut Vec<Exchange>,
     ) -> Result<Value, SyncError> {
@@ -934,7 +940,7 @@ impl Composer<'_> {
                         .is_none_or(|s| s.matches(&object::labels(p)))
             })
             .await?;
-        let caller = Caller::new("MapController", name).with_map_keys();
+        let caller = Caller::new("MapController", name);
         let mut key_found = sel.key.is_none();
         for parent in parents {
             let pk = ObjectKey::of(&parent).unwrap_or_else(|| ObjectKey::new(None, ""));
@@ -1064,7 +1070,7 @@ impl Composer<'_> {
         let mk = cx.mk;
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let pk = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
-        let work = format!("{pk} {mk}");
+        let work = EventSubject::map_key(pk.to_string(), mk.to_string());
         let key_sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}")).map_err(|e| {
             SyncError::Parent(format!("map key {mk} is not a valid label value: {e}"))
         })?;

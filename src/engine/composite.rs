@@ -493,7 +493,7 @@ impl SyncKind for Composite {
         })
     }
 
-    fn target<'a>(&'a self, _key: &ObjectKey, parent: &'a Value) -> Target<'a> {
+    fn target<'a>(&'a self, key: &ObjectKey, parent: &'a Value) -> Target<'a> {
         Target {
             controller: &self.name,
             parent,
@@ -501,6 +501,7 @@ impl SyncKind for Composite {
             types: &self.types,
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
+            subject: super::events::EventKey::subject(key),
         }
     }
 

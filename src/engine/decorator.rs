@@ -101,6 +101,13 @@ impl fmt::Display for TargetKey {
     }
 }
 
+/// Events name a target as it is displayed (with its resource when qualified).
+impl super::events::EventKey for TargetKey {
+    fn subject(&self) -> super::events::EventSubject {
+        super::events::EventSubject::parent(self.to_string())
+    }
+}
+
 /// A running DecoratorController.
 pub struct Decorator {
     name: String,
@@ -540,6 +547,7 @@ impl SyncKind for Decorator {
             types: &self.types,
             revisions: None,
             finalizer: &self.finalizer,
+            subject: super::events::EventKey::subject(key),
         }
     }
 

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
 use super::controller::{Exchange, SyncError, SyncOutcome, Tracker};
-use super::events::Trigger;
+use super::events::{EventSubject, Trigger};
 use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
@@ -72,6 +72,20 @@ impl fmt::Display for MapWork {
             MapWork::Parent(p) => write!(f, "{p}"),
             MapWork::Status(p) => write!(f, "{p} (status)"),
             MapWork::Key(p, k) => write!(f, "{p} {k}"),
+        }
+    }
+}
+
+/// Events name the parent, and the map key as a field of its own.
+impl super::events::EventKey for MapWork {
+    fn subject(&self) -> super::events::EventSubject {
+        match self {
+            MapWork::Parent(p) => EventSubject::parent(p.to_string()),
+            MapWork::Status(p) => EventSubject {
+                status_only: true,
+                ..EventSubject::parent(p.to_string())
+            },
+            MapWork::Key(p, k) => EventSubject::map_key(p.to_string(), k.as_ref()),
         }
     }
 }
@@ -227,7 +241,7 @@ impl MapCtl {
         all.extend(outputs.iter().map(|s| &s.informer));
         shared::wait_caches(&ctx, &name, &all, stop).await?;
         Ok(Arc::new(MapCtl {
-            caller: shared::Caller::new(KIND, &name).with_map_keys(),
+            caller: shared::Caller::new(KIND, &name),
             memory: shared::SyncMemory::default(),
             name,
             def,
@@ -1031,7 +1045,7 @@ impl SyncKind for MapCtl {
         work.parent().to_string()
     }
 
-    fn target<'a>(&'a self, _work: &MapWork, parent: &'a Value) -> Target<'a> {
+    fn target<'a>(&'a self, work: &MapWork, parent: &'a Value) -> Target<'a> {
         Target {
             controller: &self.name,
             parent,
@@ -1039,6 +1053,7 @@ impl SyncKind for MapCtl {
             types: &self.types,
             revisions: None,
             finalizer: "",
+            subject: super::events::EventKey::subject(work),
         }
     }
 
@@ -1135,7 +1150,7 @@ impl KindController for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
+                            .map(move |(k, v)| (EventSubject::map_key(p.to_string(), k), v.clone()))
                     })
                     .collect()
             })

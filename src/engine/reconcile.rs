@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
 use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
-use super::events::{EngineEvent, Trigger};
+use super::events::{EngineEvent, EventKey, Trigger};
 use super::execute::Target;
 use super::planner::SyncPlan;
 use super::queue::{QueueStats, WorkQueue};
@@ -84,7 +84,7 @@ pub type Failed = (SyncError, Option<Value>);
 /// What one controller kind supplies to the shared reconcile steps (see the module header).
 pub trait SyncKind: Send + Sync + Sized + 'static {
     /// The work-queue key.
-    type Key: Clone + Eq + Hash + Send + Sync + Display + 'static;
+    type Key: Clone + Eq + Hash + Send + Sync + Display + EventKey + 'static;
     /// What the observe step found (children, related objects, the sync mode).
     type Seen: Send + Sync;
     /// The hook's answer as desired objects (and what else the plan needs from it).
@@ -200,8 +200,11 @@ async fn steps<S: SyncKind>(
         None => None,
     };
     let plan = kind.plan(key, parent, seen, answer.as_ref());
+    let parent_shown = kind.event_parent(key);
     ctx.bus
-        .publish(plan.event(kind.parts().name, &kind.event_parent(key)));
+        .publish(plan.event(kind.parts().name, &parent_shown));
+    // MapController tombstones: one event per detached output (nothing for other plans).
+    shared::publish_detached(ctx, kind.parts().name, &parent_shown, &plan);
     let mut outcome = SyncOutcome {
         resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
         rollout_pending: plan.rollout.as_ref().is_some_and(|r| r.in_progress),
