@@ -2,19 +2,19 @@
 //!
 //! [`Composite::start`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
-//! runs the shared controller loop. [`Composite::sync_parent`] is one reconcile of one parent:
-//! claim children -> customize -> sync/finalize hook (once per live revision during a rolling
-//! update) -> pure plan -> execute -> wait until the caches show the writes.
+//! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
+//! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
+//! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
+//! -> pure plan; the skeleton executes it and waits until the caches show the writes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
+use super::controller::{SyncError, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
@@ -22,6 +22,7 @@ use super::ownership::CONTROLLER_UID_LABEL;
 use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::rollout;
 use super::rollout_plan;
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
@@ -160,16 +161,6 @@ impl Composite {
         }))
     }
 
-    /// The controller's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The parent resource.
-    pub fn parent_resource(&self) -> &ResourceInfo {
-        &self.parent
-    }
-
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
         let mut parents = self.parent_informer.list(ns);
@@ -199,11 +190,6 @@ impl Composite {
         self.parents_in_scope()
             .into_iter()
             .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
-    }
-
-    /// The last sync/finalize exchange of a parent: (hook name, request, response).
-    pub fn last_exchange(&self, key: &ObjectKey) -> Option<(String, Value, Value)> {
-        self.memory.last_exchange(key)
     }
 
     /// The cache of a resource this controller reads (parent, children, revisions).
@@ -309,38 +295,59 @@ impl Composite {
     fn selector_for(&self, parent: &Value) -> Result<LabelSelector, String> {
         planner::composite_selector(parent, self.def.spec.generate_selector == Some(true))
     }
+}
 
-    /// One reconcile of one parent.
-    pub async fn sync_parent(
-        self: &Arc<Self>,
-        key: &ObjectKey,
-        stop: &CancellationToken,
-    ) -> SyncOutcome {
-        shared::finish_sync(&self.ctx, self.try_sync(key, stop).await).await
+/// What a sync observed of one parent: its sync mode, related objects and claimed children.
+pub struct Observed {
+    finalizing: bool,
+    uid: String,
+    selector: LabelSelector,
+    related: Vec<(String, Vec<Arc<Value>>)>,
+    claimed: planner::Claimed,
+}
+
+/// The sync or finalize hook's answer: the response, the desired children (each from the
+/// revision that claims it during a rolling update) and the rollout decision.
+pub struct Decided {
+    resp: hookapi::SyncResponse,
+    desired: Vec<(ChildId, Value)>,
+    rollout: Option<planner::RolloutDecision>,
+}
+
+impl SyncKind for Composite {
+    type Key = ObjectKey;
+    type Seen = Observed;
+    type Answer = Decided;
+
+    fn parts(&self) -> Parts<'_, ObjectKey> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
     }
 
-    async fn try_sync(
-        self: &Arc<Self>,
+    fn parent(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.parent_informer.get(key)
+    }
+
+    /// Sync mode, related objects (customize hook), children claimed by the selector.
+    async fn observe(
+        &self,
         key: &ObjectKey,
-        stop: &CancellationToken,
-    ) -> Result<SyncOutcome, (SyncError, Option<Value>)> {
-        let Some(parent) = self.parent_informer.get(key) else {
-            return Ok(SyncOutcome::default());
-        };
-        let with_parent = |f: SyncError| (f, Some((*parent).clone()));
-        let uid = object::uid(&parent).unwrap_or_default().to_string();
+        parent: &Value,
+        cx: SyncCx<'_>,
+    ) -> Result<Option<Observed>, SyncError> {
+        let uid = object::uid(parent).unwrap_or_default().to_string();
         let selected = self
             .parent_selector
             .as_ref()
-            .is_none_or(|s| s.matches(&object::labels(&parent)));
-        let Some(finalizing) = shared::sync_mode(&parent, &self.finalizer, selected) else {
-            return Ok(SyncOutcome::default());
+            .is_none_or(|s| s.matches(&object::labels(parent)));
+        let Some(finalizing) = shared::sync_mode(parent, &self.finalizer, selected) else {
+            return Ok(None);
         };
-        let selector = self
-            .selector_for(&parent)
-            .map_err(|e| with_parent(SyncError::Parent(e)))?;
-
-        // Related objects (customize hook).
+        let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
         let customize = self.hooks.customize(
             &self.ctx,
             &self.caller,
@@ -349,22 +356,18 @@ impl Composite {
         );
         let related = self
             .related
-            .related(&customize, &parent, key, stop)
-            .await
-            .map_err(with_parent)?;
-        let related_groups: Vec<(String, Vec<Arc<Value>>)> = related
-            .iter()
-            .map(|(r, objs)| (r.info.key(), objs.clone()))
+            .related(&customize, parent, key, cx.stop)
+            .await?
+            .into_iter()
+            .map(|(r, objs)| (r.info.key(), objs))
             .collect();
-
-        // Claim children.
         let scope_ns = if self.parent.namespaced {
-            object::namespace(&parent)
+            object::namespace(parent)
         } else {
             None
         };
         let claimed = planner::claim(
-            &parent,
+            parent,
             &selector,
             self.children.iter().map(|slot| planner::Candidates {
                 type_key: &slot.ty.key,
@@ -372,125 +375,146 @@ impl Composite {
                 orphans: slot.informer.orphans(scope_ns, &selector),
             }),
         );
-        let observed = &claimed.observed;
-        let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
+        Ok(Some(Observed {
+            finalizing,
+            uid,
+            selector,
+            related,
+            claimed,
+        }))
+    }
 
-        let hook_spec = self.hooks.for_sync(finalizing);
-        let mut outcome = SyncOutcome::default();
-        let mut answer = None;
-        let mut desired = Vec::new();
-        let mut rollout_decision = None;
-        if let Some((hook_name, spec)) = hook_spec {
-            let request =
-                self.request(spec.version, &parent, observed, &related_groups, finalizing);
-            let body = self
-                .caller
-                .call(&self.ctx, hook_name, spec, key, &request)
-                .await
-                .map_err(with_parent)?;
-            self.memory
-                .record_exchange(key, hook_name, request, body.clone());
-            let resp = hookapi::decode_sync(hook_name, spec.version, &body)
-                .map_err(|e| with_parent(SyncError::answer(hook_name, e.to_string())))?;
-            desired = planner::normalize_desired(
-                &parent,
-                &types,
-                &selector,
-                self.def.spec.generate_selector == Some(true),
-                resp.children.clone(),
-            )
-            .map_err(|e| {
-                with_parent(SyncError::answer(
-                    hook_name,
-                    format!("{hook_name} hook: {e}"),
-                ))
-            })?;
-            let clashes = planner::foreign_clashes(
-                &desired,
-                |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
-                |o| planner::controlled_by_other(o, &uid),
-            );
-            if !clashes.is_empty() {
-                return Err(with_parent(SyncError::answer(
-                    hook_name,
-                    format!(
-                        "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
-                        clashes.join("; ")
-                    ),
-                )));
-            }
-            if let Some((rev_info, _)) = &self.revisions
-                && !finalizing
-            {
-                let decision = self
-                    .rollout(
-                        spec,
-                        key,
-                        &parent,
-                        observed,
-                        &related_groups,
-                        &selector,
-                        desired,
-                        rev_info,
-                    )
-                    .await
-                    .map_err(with_parent)?;
-                desired = decision.1;
-                let decision = decision.0;
-                if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
-                    outcome.rollout_pending = true;
-                    self.ctx.bus.publish(EngineEvent::Rollout {
-                        controller: self.name.clone(),
-                        parent: key.to_string(),
-                        reason: state.reason.clone(),
-                        message: state.message.clone(),
-                    });
-                }
-                rollout_decision = Some(decision);
-            }
-            outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
-            answer = Some(resp);
+    fn hook(&self, parent: &Value, seen: &Observed) -> Option<HookCall<'_>> {
+        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let request = self.request(
+            spec.version,
+            parent,
+            &seen.claimed.observed,
+            &seen.related,
+            seen.finalizing,
+        );
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        })
+    }
+
+    /// Decode, normalize, refuse children of other controllers, then the rollout step.
+    async fn desired(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp =
+            hookapi::decode_sync(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
+        let mut desired = planner::normalize_desired(
+            parent,
+            &self.child_types(),
+            &seen.selector,
+            self.def.spec.generate_selector == Some(true),
+            resp.children.clone(),
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        let clashes = planner::foreign_clashes(
+            &desired,
+            |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
+            |o| planner::controlled_by_other(o, &seen.uid),
+        );
+        if !clashes.is_empty() {
+            return Err(fail(format!(
+                "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                clashes.join("; ")
+            )));
         }
+        let mut rollout_decision = None;
+        if let Some((rev_info, _)) = &self.revisions
+            && !seen.finalizing
+        {
+            let (decision, d) = self
+                .rollout(
+                    spec,
+                    key,
+                    parent,
+                    &seen.claimed.observed,
+                    &seen.related,
+                    &seen.selector,
+                    desired,
+                    rev_info,
+                )
+                .await?;
+            desired = d;
+            if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
+                self.ctx.bus.publish(EngineEvent::Rollout {
+                    controller: self.name.clone(),
+                    parent: key.to_string(),
+                    reason: state.reason.clone(),
+                    message: state.message.clone(),
+                });
+            }
+            rollout_decision = Some(decision);
+        }
+        Ok(Decided {
+            resp,
+            desired,
+            rollout: rollout_decision,
+        })
+    }
+
+    fn plan(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
         let now = jiff::Timestamp::now().to_string();
-        let sync_plan = planner::plan_composite(&planner::CompositeInput {
-            parent: &parent,
-            types: &types,
-            claimed: &claimed,
-            answer: answer.as_ref().map(|resp| planner::Answer {
-                desired: &desired,
-                status: resp.status.as_ref(),
-                finalized: resp.finalized,
-                resync_after_seconds: resp.resync_after_seconds,
+        planner::plan_composite(&planner::CompositeInput {
+            parent,
+            types: &self.child_types(),
+            claimed: &seen.claimed,
+            answer: answer.map(|a| planner::Answer {
+                desired: &a.desired,
+                status: a.resp.status.as_ref(),
+                finalized: a.resp.finalized,
+                resync_after_seconds: a.resp.resync_after_seconds,
             }),
-            rollout: rollout_decision.as_ref(),
+            rollout: answer.and_then(|a| a.rollout.as_ref()),
             finalizer: planner::FinalizerInput {
                 name: &self.finalizer,
                 has_finalize_hook: self.hooks.finalize.is_some(),
-                finalizing,
+                finalizing: seen.finalizing,
             },
             held: &self.memory.held_fields(key),
             now: &now,
-        });
+        })
+    }
 
-        self.ctx
-            .bus
-            .publish(sync_plan.event(&self.name, &key.to_string()));
-        let target = Target {
+    fn target<'a>(&'a self, key: &ObjectKey, parent: &'a Value) -> Target<'a> {
+        Target {
             controller: &self.name,
-            parent: &parent,
+            parent,
             parent_info: &self.parent,
             types: &self.types,
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
             subject: super::events::EventKey::subject(key),
-        };
-        shared::carry_out(&self.ctx, &self.memory, key, &target, &sync_plan, |t| {
-            self.informer_for(t)
-        })
-        .await
-        .map_err(with_parent)?
-        .fill(&mut outcome);
-        Ok(outcome)
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        Composite::informer_for(self, type_key)
+    }
+}
+
+impl Composite {
+    /// The declared child types, in declaration order.
+    fn child_types(&self) -> Vec<ChildType> {
+        self.children.iter().map(|s| s.ty.clone()).collect()
     }
 
     fn request(
@@ -501,17 +525,9 @@ impl Composite {
         related: &[(String, Vec<Arc<Value>>)],
         finalizing: bool,
     ) -> Value {
-        let groups: Vec<(String, Vec<Arc<Value>>)> = self
-            .children
-            .iter()
-            .map(|s| {
-                (
-                    s.ty.key.clone(),
-                    observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                )
-            })
-            .collect();
-        let children = hookapi::object_map(version, self.parent.namespaced, &groups);
+        let declared = self.children.iter().map(|s| s.ty.key.as_str());
+        let children =
+            hookapi::declared_object_map(version, self.parent.namespaced, declared, observed);
         let related = hookapi::object_map(version, self.parent.namespaced, related);
         hookapi::composite_request(&self.def.raw, parent, children, related, finalizing)
     }
@@ -654,12 +670,14 @@ async fn ensure_revision_resource(
         .ok_or_else(|| StartError::Stopped(controller.to_string()))
 }
 
-impl ControllerHandle for Composite {
-    fn name(&self) -> &str {
-        &self.name
+impl KindController for Composite {
+    const KIND: &'static str = KIND;
+
+    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
+        &self.queue
     }
-    fn queue_stats(&self) -> super::queue::QueueStats {
-        self.queue.stats()
+    fn parent_resources(&self) -> String {
+        self.parent.key()
     }
     fn parent_count(&self) -> usize {
         self.parents_in_scope().len()
@@ -673,22 +691,18 @@ impl ControllerHandle for Composite {
             .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
         shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
-    /// Forget customize answers, then queue every parent.
-    fn hook_reloaded(&self) {
+    /// Forget customize answers.
+    fn forget_answers(&self) {
         self.related.clear();
-        self.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.hooks.specs()
     }
-    fn exchanges(&self) -> Vec<Exchange> {
-        self.memory.exchanges()
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        self.hooks.for_exchange(hook)
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(
-            self.caller
-                .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook)),
-        )
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        Composite::spawn_routers(self, stop);
     }
 }
 
@@ -701,45 +715,5 @@ pub async fn launch(
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
     let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
-    comp.spawn_routers(&stop);
-    Composite::enqueue_all(&comp, Trigger::ParentAdded);
-    let lp = Arc::new(CompositeLoop {
-        inner: Arc::clone(&comp),
-        stop: stop.clone(),
-    });
-    let parent_resource = comp.parent_resource().key();
-    Ok(shared::launched(
-        ctx,
-        KIND,
-        comp,
-        parent_resource,
-        lp,
-        stop,
-        tracker,
-    ))
-}
-
-/// Adapter so the shared loop can drive a composite controller.
-pub struct CompositeLoop {
-    /// The controller.
-    pub inner: Arc<Composite>,
-    /// Stops related-resource routers started during syncs.
-    pub stop: CancellationToken,
-}
-
-impl Reconciler for CompositeLoop {
-    type Key = ObjectKey;
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
-        &self.inner.queue
-    }
-
-    async fn sync(&self, key: &ObjectKey, triggers: &[Trigger]) -> SyncOutcome {
-        self.inner.memory.clear_hot_loops_on(key, triggers);
-        self.inner.sync_parent(key, &self.stop).await
-    }
+    Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

@@ -3,6 +3,8 @@
 //! Map of the engine (one concept per file):
 //! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
+//! - [`reconcile`]: the one reconcile skeleton every kind runs (parent -> observe -> hook ->
+//!   desired -> plan -> publish -> carry out -> outcome); each kind supplies its steps.
 //! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
@@ -54,6 +56,7 @@ pub mod ownership;
 pub mod plan;
 pub mod planner;
 pub mod queue;
+pub mod reconcile;
 pub mod recorder;
 pub mod related;
 pub mod related_cache;
