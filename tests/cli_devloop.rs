@@ -335,6 +335,49 @@ async fn exec_hook_edit_resyncs_without_a_restart_and_rapid_saves_reload_once() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_compares_with_answers_from_before_the_edit_even_when_a_sync_ran_the_new_hook_first()
+ {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let ex = examples_copy();
+    let hw = ex.path().join("hello-world");
+    // A long debounce: the parent edit below is synced by the edited exec hook before the
+    // reload (and its replay) happens.
+    let dev = Background::start(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &hw.display().to_string(),
+            "--debounce",
+            "3000",
+        ],
+    ));
+    dev.wait_output("create    Pod.v1 default/hello").await;
+    wait_settled(&dev, "default/hello").await;
+
+    edit(&hw.join("hook.py"), "\"Hello, %s!\"", "\"Ahoy, %s!\"");
+    let out = sb.kubectl(&[
+        "patch",
+        "helloworld",
+        "hello",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"who":"Third"}}"#,
+    ]);
+    common::ok_stdout(&out);
+    wait_greetings(&sb, &[("hello", "Ahoy, Third!")]).await;
+    dev.wait_output("reload    exec-hook (").await;
+    // The replay sends the request answered before the edit (who: World) to the new hook.
+    dev.wait_output("-> \"Ahoy, World!\"").await;
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_definition_edit_is_refused_and_the_old_one_keeps_running() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();

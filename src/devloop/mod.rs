@@ -234,8 +234,20 @@ pub struct DevLoop {
     server_lines: Option<mpsc::UnboundedSender<ServerLine>>,
     watcher: Option<FileWatcher>,
     changes: Option<mpsc::Receiver<ChangeBatch>>,
+    /// Goes up when the watcher sees the first change of a batch.
+    batch_started: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Every controller's last exchanges, taken when the pending batch's first change was
+    /// seen: what a replay compares against (a sync may run an edited exec hook before the
+    /// debounced reload).
+    replay_baseline: Option<ReplayJobs>,
     roots: Roots,
 }
+
+/// Exchanges to replay, per controller.
+type ReplayJobs = Vec<(
+    Arc<dyn crate::engine::controller::ControllerHandle>,
+    Vec<crate::engine::controller::Exchange>,
+)>;
 
 impl DevLoop {
     /// Start the managed server (a failure is reported, not fatal: the loop waits for a fixed
@@ -276,6 +288,8 @@ impl DevLoop {
             server_lines,
             watcher: None,
             changes: None,
+            batch_started: None,
+            replay_baseline: None,
             roots: Roots::default(),
         };
         if me.cfg.watch_files {
@@ -340,6 +354,7 @@ impl DevLoop {
                 self.cfg.debounce.as_millis()
             ),
         });
+        self.batch_started = Some(watcher.batch_started());
         self.watcher = Some(watcher);
         self.changes = Some(rx);
         self.roots = roots;
@@ -380,8 +395,15 @@ impl DevLoop {
                     None => std::future::pending().await,
                 }
             };
+            let started = async {
+                match self.batch_started.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = &mut shutdown => return,
+                true = started => self.take_replay_baseline(),
                 Some(batch) = change => self.on_change(batch).await,
                 Some(req) = commands.recv() => {
                     let answer = self.on_command(req.command).await;
@@ -432,8 +454,18 @@ impl DevLoop {
         })
     }
 
+    /// A file changed: take every controller's last exchanges now, before a sync can run an
+    /// edited exec hook, for the replay after the debounced reload (kept for the whole batch).
+    fn take_replay_baseline(&mut self) {
+        if self.replay_baseline.is_none() {
+            let names: Vec<String> = self.defs.keys().cloned().collect();
+            self.replay_baseline = Some(self.engine.replay_jobs(&names));
+        }
+    }
+
     /// React to one debounced batch of changed files.
     pub async fn on_change(&mut self, mut batch: ChangeBatch) {
+        let baseline = self.replay_baseline.take();
         // Files that came and went within the debounce window (an editor's or sed's temporary
         // file) are noise; a definition file that is gone is still news.
         batch
@@ -477,7 +509,14 @@ impl DevLoop {
         // Take the last exchanges before the resync replaces them, resync at once (the replay
         // is for reading, not on the way to the new children), and replay alongside.
         let names: Vec<String> = reloaded.into_iter().collect();
-        let jobs = self.engine.replay_jobs(&names);
+        let jobs = match baseline {
+            // Definitions reloaded: controllers were restarted, take their exchanges now.
+            Some(jobs) if c.definitions.is_empty() => jobs
+                .into_iter()
+                .filter(|(h, _)| names.iter().any(|n| n == h.name()))
+                .collect(),
+            _ => self.engine.replay_jobs(&names),
+        };
         self.engine.hook_reloaded(&names);
         tokio::spawn(async move {
             for (c, exchanges) in jobs {

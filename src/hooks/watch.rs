@@ -36,7 +36,7 @@ use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use notify::event::{EventKind, Flag};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 /// Default for [`WatchConfig::debounce`].
@@ -96,9 +96,15 @@ pub enum WatchError {
 }
 
 /// A running watch; dropping it stops watching (the receiver then ends).
+///
+/// Besides the batches, it tells when a batch starts collecting ([`FileWatcher::batch_started`]):
+/// a file changed, and its batch will come once the debounce period is quiet. The dev loop takes
+/// the hooks' last exchanges then, so a replay compares against answers of the old version even
+/// when a sync already ran the edited exec hook during the debounce period.
 pub struct FileWatcher {
     _watcher: RecommendedWatcher,
     debouncer: JoinHandle<()>,
+    started: watch::Receiver<u64>,
 }
 
 impl std::fmt::Debug for FileWatcher {
@@ -114,6 +120,11 @@ impl Drop for FileWatcher {
 }
 
 impl FileWatcher {
+    /// A counter that goes up each time a batch starts collecting (its first change is seen).
+    pub fn batch_started(&self) -> watch::Receiver<u64> {
+        self.started.clone()
+    }
+
     /// Start watching; batches arrive on the returned receiver.
     ///
     /// Every path must exist. The watches are in place when this returns, so a change made
@@ -154,11 +165,13 @@ impl FileWatcher {
                 message: watch_hint(&e),
             })?;
         }
-        let debouncer = runtime.spawn(debounce(raw_rx, batch_tx, cfg.debounce));
+        let (started_tx, started) = watch::channel(0);
+        let debouncer = runtime.spawn(debounce(raw_rx, batch_tx, started_tx, cfg.debounce));
         Ok((
             FileWatcher {
                 _watcher: watcher,
                 debouncer,
+                started,
             },
             batch_rx,
         ))
@@ -181,6 +194,7 @@ fn watch_hint(e: &notify::Error) -> String {
 async fn debounce(
     mut raw: mpsc::UnboundedReceiver<Vec<PathBuf>>,
     out: mpsc::Sender<ChangeBatch>,
+    started: watch::Sender<u64>,
     debounce: Duration,
 ) {
     let mut pending = BTreeSet::new();
@@ -190,6 +204,7 @@ async fn debounce(
                 Some(paths) => pending.extend(paths),
                 None => return,
             }
+            started.send_modify(|n| *n += 1);
         }
         // Quiet period: every new event restarts it.
         loop {
@@ -634,7 +649,13 @@ mod tests {
     async fn debounce_waits_for_quiet_after_the_last_event() {
         let (raw_tx, raw_rx) = mpsc::unbounded_channel();
         let (out_tx, mut out_rx) = mpsc::channel(1);
-        let task = tokio::spawn(debounce(raw_rx, out_tx, Duration::from_millis(100)));
+        let (started_tx, started_rx) = watch::channel(0);
+        let task = tokio::spawn(debounce(
+            raw_rx,
+            out_tx,
+            started_tx,
+            Duration::from_millis(100),
+        ));
         let start = tokio::time::Instant::now();
         for i in 0..5 {
             raw_tx
@@ -651,6 +672,7 @@ mod tests {
             batch.paths,
             BTreeSet::from([PathBuf::from("/f0"), PathBuf::from("/f1")])
         );
+        assert_eq!(*started_rx.borrow(), 1, "five changes, one batch started");
 
         // While the receiver does not take batches, changes merge into one.
         raw_tx.send(vec![PathBuf::from("/a")]).unwrap();
@@ -667,6 +689,7 @@ mod tests {
             out_rx.recv().await.unwrap().paths,
             BTreeSet::from([PathBuf::from("/b"), PathBuf::from("/c")])
         );
+        assert_eq!(*started_rx.borrow(), 3, "batches /a and /b+/c started");
         drop(raw_tx);
         task.await.unwrap();
         assert!(out_rx.recv().await.is_none());
