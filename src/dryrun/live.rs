@@ -106,24 +106,9 @@ impl LiveReader {
         }
     }
 
-    /// The discovery client.
-    pub fn discovery(&self) -> &Discovery {
-        &self.discovery
-    }
-
-    /// The kube client.
-    pub fn client(&self) -> &kube::Client {
-        &self.client
-    }
-
     /// The `-n` namespace, if any.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
-    }
-
-    /// How many list requests were made.
-    pub fn lists(&self) -> usize {
-        self.lists.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Resolve `apiVersion` + plural (or kind) through discovery.

@@ -13,7 +13,7 @@
 //! The only requests are discovery, lists, hook calls and (with `--server`) dry-run writes,
 //! which the API server never persists.
 
-pub mod compose;
-pub mod live;
-pub mod render;
-pub mod server;
+pub(crate) mod compose;
+pub(crate) mod live;
+pub(crate) mod render;
+pub(crate) mod server;

@@ -117,13 +117,6 @@ impl Tracker {
         }
     }
 
-    /// Forget a key (its parent is gone).
-    pub fn forget(&self, key: &str) {
-        if let Ok(mut m) = self.last.lock() {
-            m.remove(key);
-        }
-    }
-
     /// Snapshot of all key states.
     pub fn snapshot(&self) -> Vec<(String, KeyState)> {
         let mut v: Vec<_> = self

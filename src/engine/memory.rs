@@ -104,6 +104,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
         }
     }
 
+    #[cfg(test)]
     /// The last sync/finalize exchange of `key`: (hook name, request, response).
     pub fn last_exchange(&self, key: &K) -> Option<(String, Value, Value)> {
         self.inner

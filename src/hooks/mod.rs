@@ -14,13 +14,13 @@
 //! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
 //! - [`watch`]: a debounced, ignore-aware file watcher for hot reload.
 
-pub mod dump;
-pub mod endpoint;
-pub mod exec;
-pub mod resolve;
+pub(crate) mod dump;
+pub(crate) mod endpoint;
+pub(crate) mod exec;
+pub(crate) mod resolve;
 pub mod server;
 pub mod watch;
-pub mod webhook;
+pub(crate) mod webhook;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

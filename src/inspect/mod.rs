@@ -17,10 +17,10 @@
 //! 6. [`render_tree`] (a table with tree glyphs) or [`render_json`] (`nodes` + `edges`).
 
 pub mod api;
-pub mod controllers;
+pub(crate) mod controllers;
 pub mod graph;
-pub mod render_json;
-pub mod render_tree;
+pub(crate) mod render_json;
+pub(crate) mod render_tree;
 
 use std::path::PathBuf;
 

@@ -23,11 +23,11 @@ pub fn kube_error_message(e: &kube::Error) -> String {
 }
 
 pub mod client;
-pub mod discovery;
-pub mod informer;
+pub(crate) mod discovery;
+pub(crate) mod informer;
 pub mod lease;
-pub mod manifests;
-pub mod names;
+pub(crate) mod manifests;
+pub(crate) mod names;
 pub mod object;
-pub mod quantity;
+pub(crate) mod quantity;
 pub mod selector;

@@ -95,6 +95,7 @@ pub struct Quantity {
 }
 
 impl Quantity {
+    #[cfg(test)]
     /// The format the quantity is written back in.
     pub fn format(&self) -> Format {
         self.format
@@ -529,6 +530,7 @@ pub fn parse_value(v: &serde_json::Value) -> Option<Quantity> {
     }
 }
 
+#[cfg(test)]
 /// The string the API server stores for a JSON quantity value, or `None` when `v` is not a
 /// quantity (not a string or number, or not in the grammar).
 pub fn canonical_value(v: &serde_json::Value) -> Option<String> {

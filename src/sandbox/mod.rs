@@ -12,32 +12,32 @@
 //! Start one in-process with [`Sandbox::start`]; the CLI uses [`Sandbox::bind`] so it can print
 //! where it listens before it accepts requests.
 
-pub mod admission;
-pub mod apply;
-pub mod controllers;
-pub mod defaults;
+pub(crate) mod admission;
+pub(crate) mod apply;
+pub(crate) mod controllers;
+pub(crate) mod defaults;
 pub mod faults;
-pub mod kubeconfig;
-pub mod logs;
-pub mod openapi;
-pub mod ops;
-pub mod output;
-pub mod patch;
+pub(crate) mod kubeconfig;
+pub(crate) mod logs;
+pub(crate) mod openapi;
+pub(crate) mod ops;
+pub(crate) mod output;
+pub(crate) mod patch;
 pub mod persist;
-pub mod protobuf;
-pub mod request;
-pub mod resources;
-pub mod rules;
-pub mod schema;
-pub mod server;
-pub mod state;
-pub mod status;
-pub mod store;
-pub mod table;
-pub mod tls;
-pub mod typed;
-pub mod validation;
-pub mod watch;
+pub(crate) mod protobuf;
+pub(crate) mod request;
+pub(crate) mod resources;
+pub(crate) mod rules;
+pub(crate) mod schema;
+pub(crate) mod server;
+pub(crate) mod state;
+pub(crate) mod status;
+pub(crate) mod store;
+pub(crate) mod table;
+pub(crate) mod tls;
+pub(crate) mod typed;
+pub(crate) mod validation;
+pub(crate) mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

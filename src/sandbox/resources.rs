@@ -531,13 +531,6 @@ impl Registry {
             .cloned()
     }
 
-    /// Is this group/version served at all?
-    pub fn has_group_version(&self, group: &str, version: &str) -> bool {
-        self.by_gvr
-            .keys()
-            .any(|(g, v, _)| g == group && v == version)
-    }
-
     /// Every served resource.
     pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceDef>> {
         self.by_gvr.values()

@@ -52,6 +52,7 @@ impl fmt::Display for SchemaViolation {
 }
 
 impl SchemaViolation {
+    #[cfg(test)]
     /// The `metav1.StatusCause` reason of this error (`FieldValueInvalid`, `FieldValueRequired`, ...),
     /// for the `details.causes` of a 422 Status.
     pub fn reason(&self) -> &'static str {
@@ -271,6 +272,7 @@ pub struct Schema {
 }
 
 impl Schema {
+    #[cfg(test)]
     /// Builds the structural schema of a CRD version from its `schema.openAPIV3Schema` JSON, rejecting
     /// schemas the apiserver rejects as non-structural (paths start at `openAPIV3Schema`).
     pub fn from_openapi(v: &Value) -> Result<Schema, SchemaError> {
@@ -1233,6 +1235,8 @@ pub struct CrdVersion {
     /// Whether `subresources.status` is enabled.
     pub status_subresource: bool,
     /// `subresources.scale` as written (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    // validated and kept for tests; /scale is not served
     pub scale_subresource: Option<Value>,
     /// The version's structural schema (always present for a CRD [`parse_crd`] accepted).
     pub schema: Option<Schema>,

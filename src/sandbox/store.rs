@@ -465,6 +465,7 @@ impl Store {
         }
     }
 
+    #[cfg(test)]
     /// Create an object. Sets `metadata.resourceVersion`.
     pub fn create(&self, key: ObjKey, obj: Value) -> Result<Arc<Stored>, StoreError> {
         self.create_value(key, obj).map(|(s, _)| s)

@@ -32,6 +32,7 @@ pub enum FieldErrorKind {
 }
 
 impl FieldErrorKind {
+    #[cfg(test)]
     /// The `StatusCause.reason` for this kind (e.g. `FieldValueInvalid`), for a 422 Status's `details.causes`.
     pub fn cause_type(self) -> &'static str {
         match self {
@@ -572,6 +573,7 @@ pub fn generate_name_suffix(random: u64) -> String {
     out
 }
 
+#[cfg(test)]
 /// A name generated from a generateName prefix as kube-apiserver does: the prefix cut to
 /// 58 bytes (on a char boundary here) followed by [`generate_name_suffix`], so the result
 /// is at most 63 bytes.

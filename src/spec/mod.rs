@@ -9,11 +9,11 @@
 //! - [`selector`]: `-l/--selector`, which definitions run (Metacontroller's
 //!   `--target-label-selector`).
 
-pub mod duration;
-pub mod load;
-pub mod selector;
-pub mod types;
-pub mod validate;
+pub(crate) mod duration;
+pub(crate) mod load;
+pub(crate) mod selector;
+pub(crate) mod types;
+pub(crate) mod validate;
 
 use std::fmt;
 use std::path::PathBuf;

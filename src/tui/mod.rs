@@ -10,16 +10,16 @@
 //! then stops, as after `q`).
 
 pub mod app;
-pub mod detail;
+pub(crate) mod detail;
 pub mod event_loop;
-pub mod help;
+pub(crate) mod help;
 pub mod input;
 pub mod kube_events;
-pub mod parent_list;
-pub mod parent_tree;
-pub mod status_bar;
-pub mod terminal;
-pub mod theme;
+pub(crate) mod parent_list;
+pub(crate) mod parent_tree;
+pub(crate) mod status_bar;
+pub(crate) mod terminal;
+pub(crate) mod theme;
 pub mod ui;
 
 use tokio::sync::{broadcast, mpsc, watch};
