@@ -145,7 +145,7 @@ pub async fn run_workers<R: Reconciler>(
     bus: EventBus,
     tracker: Arc<Tracker>,
     stop: CancellationToken,
-    held: watch::Receiver<Option<String>>,
+    held: watch::Receiver<Option<super::error::WritesHeld>>,
 ) {
     let mut handles = Vec::new();
     for _ in 0..workers.max(1) {
