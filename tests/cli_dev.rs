@@ -658,6 +658,46 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     );
 }
 
+/// A child the API server rejects as invalid (422: a Pod without containers) is the hook's to
+/// fix: the write error is classified Invalid, so `--once` ends with 4 (not converged), not 3
+/// (cluster), naming the parent, the object and the server's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_exits_4_when_the_server_rejects_a_child_as_invalid() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    exec_hook_controller(
+        dir.path(),
+        "invalid-child",
+        "import json, sys\nreq = json.load(sys.stdin)\nname = req['parent']['metadata']['name']\nprint(json.dumps({'status': {}, 'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'containers': []}}]}))\n",
+    );
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &dir.path().display().to_string(),
+            "--once",
+            "--timeout",
+            "4",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("not converged after 4s"), "{stderr}");
+    assert!(stderr.contains("invalid-child default/hello"), "{stderr}");
+    assert!(
+        stderr.contains("create Pod.v1 default/hello: ") && stderr.contains("(422 Invalid)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("spec.containers"), "{stderr}");
+    assert!(names(&sb, &pods(), "default").await.is_empty());
+}
+
 /// `--once` retries a failing sync with backoff until `--timeout`, then exits 4 naming the
 /// parent and the error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
