@@ -43,6 +43,8 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
         EngineEvent::SyncStarted {
             controller: "bench".into(),
             parent: parent.clone(),
+            map_key: None,
+            status_only: false,
             triggers: vec![],
         },
         EngineEvent::HookCalled {
@@ -81,6 +83,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
                 strategy: None,
                 reason: "desired".into(),
                 changes: Vec::new(),
+                changes_omitted: 0,
                 before: None,
                 after: None,
                 rollout: None,
@@ -96,6 +99,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
         out.push(EngineEvent::Action {
             controller: "bench".into(),
             parent: parent.clone(),
+            map_key: None,
             verb: ActionVerb::Create,
             resource: "Pod.v1".into(),
             object: format!("default/{name}-{i}"),
@@ -106,6 +110,8 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
     out.push(EngineEvent::SyncFinished {
         controller: "bench".into(),
         parent,
+        map_key: None,
+        status_only: false,
         duration: Duration::from_millis(9),
         writes: 3,
         error: None,

@@ -95,6 +95,24 @@ async fn map_example_emits_only_schema_valid_lines_with_map_keys() {
         has(&ev, |e| e["event"] == "planned" && e["mapKey"].is_string()),
         "map plans carry their key"
     );
+    // Every event of a key's sync carries the key as a field of its own.
+    for kind in ["syncStarted", "syncFinished", "action"] {
+        assert!(
+            has(&ev, |e| e["event"] == kind && e["mapKey"].is_string()),
+            "{kind} of map keys carry their key"
+        );
+    }
+    // ... and `parent` never contains it: it names the parent alone.
+    let keys: Vec<&str> = ev.iter().filter_map(|e| e["mapKey"].as_str()).collect();
+    assert!(!keys.is_empty());
+    for e in &ev {
+        if let Some(p) = e["parent"].as_str() {
+            assert!(
+                !p.contains(' ') && keys.iter().all(|k| !p.contains(k)),
+                "parent without the map key: {e}"
+            );
+        }
+    }
 }
 
 #[test]

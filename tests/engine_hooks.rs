@@ -1004,6 +1004,26 @@ async fn exec_hooks_run_real_processes_and_clean_up_on_timeout() {
         o.is_some_and(|o| o["status"]["mode"] == json!("ok"))
     })
     .await;
+    // The successful call's event carries the request, the answer and what the program
+    // wrote to stderr.
+    let ok_call = engine.events().into_iter().find_map(|e| match e {
+        EngineEvent::HookCalled {
+            parent,
+            error: None,
+            request,
+            response,
+            stderr,
+            ..
+        } if parent == "default/p-ok" => Some((request, response, stderr)),
+        _ => None,
+    });
+    let (request, response, stderr) = ok_call.expect("a successful call of p-ok");
+    assert_eq!(
+        request.expect("request")["parent"]["metadata"]["name"],
+        "p-ok"
+    );
+    assert_eq!(response.expect("response")["status"]["mode"], "ok");
+    assert_eq!(stderr.as_deref(), Some("a log line on stderr\n"));
 
     // Exit 1: the error names the exit code and quotes the tail of stderr.
     let e = engine

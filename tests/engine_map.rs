@@ -13,6 +13,7 @@ use common::engine::*;
 use common::{TIMEOUT, wait_for};
 
 use kube::discovery::ApiResource;
+use kubectl_meta::engine::events::EngineEvent;
 use kubectl_meta::spec::ControllerDef;
 use serde_json::{Value, json};
 
@@ -361,6 +362,60 @@ async fn tombstone_keeps_detached_outputs_until_it_lets_them_expire() {
         s["outputs"]["snaps"]["detached"] == 0 && s["outputs"]["snaps"]["total"] == 1
     })
     .await;
+
+    // The detached output and each tombstone decision are events of their own, naming the
+    // parent and the map key as separate fields, and valid against the documented schema.
+    let a_key = a_key.as_str().expect("key label").to_string();
+    let events = run.events();
+    let decisions: Vec<(Vec<String>, Vec<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::Tombstone {
+                parent,
+                map_key,
+                kept,
+                deleted,
+                ..
+            } if parent == "default/s" && *map_key == a_key => {
+                let names = |v: &[kubectl_meta::engine::child::ChildId]| {
+                    v.iter().map(|i| i.key.name.clone()).collect::<Vec<_>>()
+                };
+                Some((names(kept), names(deleted)))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(
+        decisions.contains(&(vec!["s-a".to_string()], vec![])),
+        "kept: {decisions:?}"
+    );
+    assert_eq!(
+        decisions.last(),
+        Some(&(vec![], vec!["s-a".to_string()])),
+        "then deleted"
+    );
+    assert!(events.iter().any(|e| matches!(e,
+        EngineEvent::Detached { parent, map_key, outputs, .. }
+            if parent == "default/s" && *map_key == a_key
+                && outputs.iter().any(|o| o.key.name == "s-a"))));
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(common::cli::repo().join("docs/dev-events.schema.json"))
+            .expect("schema"),
+    )
+    .expect("schema is JSON");
+    for e in &events {
+        let mut v = serde_json::to_value(e).expect("serializes");
+        v["time"] = json!("2026-01-01T00:00:00.000Z");
+        if let Err(why) = common::schema::validate(&schema, &schema, &v, "$") {
+            panic!("{why}: {v}");
+        }
+        if let Some(p) = v["parent"].as_str() {
+            assert!(
+                !p.contains(&a_key),
+                "the map key is not glued into parent: {v}"
+            );
+        }
+    }
     run.stop().await;
 }
 
@@ -703,8 +758,9 @@ async fn a_reloaded_hook_re_maps_every_key_and_replay_compares_each_answer() {
     let replays = run.engine.replay(&["snapper".to_string()]).await;
     assert_eq!(replays.len(), 2, "{replays:?}");
     for r in &replays {
-        let kubectl_meta::engine::events::EngineEvent::Replay {
+        let EngineEvent::Replay {
             parent,
+            map_key,
             hook,
             changes,
             error,
@@ -714,7 +770,14 @@ async fn a_reloaded_hook_re_maps_every_key_and_replay_compares_each_answer() {
             panic!("{r:?}")
         };
         assert_eq!(hook, "map");
-        assert!(parent.starts_with("default/s configmap-"), "{parent}");
+        // The map key is a field of its own, never glued into the parent.
+        assert_eq!(parent, "default/s");
+        assert!(
+            map_key
+                .as_deref()
+                .is_some_and(|k| k.starts_with("configmap-")),
+            "{map_key:?}"
+        );
         assert_eq!(error, &None);
         assert!(
             changes.iter().any(|c| c.path.contains("marker")),
@@ -756,9 +819,7 @@ async fn paused_map_syncs_show_their_plan_and_write_nothing_until_resumed() {
             .events()
             .into_iter()
             .filter_map(|e| match e {
-                kubectl_meta::engine::events::EngineEvent::PlanHeld { actions, .. } => {
-                    Some(actions.join("; "))
-                }
+                EngineEvent::PlanHeld { actions, .. } => Some(actions.join("; ")),
                 _ => None,
             })
             .collect();

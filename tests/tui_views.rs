@@ -64,8 +64,12 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                     request,
                     response,
                     parent,
+                    map_key,
                     ..
                 } => {
+                    if let Some(k) = map_key {
+                        *k = unhash(k);
+                    }
                     for body in request.iter_mut().chain(response.iter_mut()) {
                         scrub(std::sync::Arc::make_mut(body));
                     }
@@ -77,10 +81,19 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                     }
                     *parent = unhash(parent);
                 }
-                EngineEvent::SyncStarted { parent, .. }
-                | EngineEvent::SyncFinished { parent, .. }
-                | EngineEvent::PlanHeld { parent, .. } => *parent = unhash(parent),
-                EngineEvent::Planned {
+                EngineEvent::SyncStarted {
+                    parent, map_key, ..
+                }
+                | EngineEvent::SyncFinished {
+                    parent, map_key, ..
+                }
+                | EngineEvent::PlanHeld {
+                    parent, map_key, ..
+                }
+                | EngineEvent::Action {
+                    parent, map_key, ..
+                }
+                | EngineEvent::Planned {
                     parent, map_key, ..
                 } => {
                     *parent = unhash(parent);
@@ -483,6 +496,8 @@ async fn run_loop_draws_events_and_sends_commands() {
     bus.publish(EngineEvent::SyncStarted {
         controller: "demo".into(),
         parent: "default/x".into(),
+        map_key: None,
+        status_only: false,
         triggers: vec![],
     });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 2))

@@ -388,6 +388,9 @@ async fn start_sandbox(args: &DevArgs) -> Result<(Sandbox, SandboxKubeconfig)> {
     Ok((sb, kubeconfig))
 }
 
+/// The part of `dev` that runs once connected: cluster checks (steps 3 and 4), the webhooks'
+/// Secrets, the Leases (5), `--apply` (6), the engine and its display (7), then waiting and
+/// stopping.
 async fn run_connected(
     args: &DevArgs,
     verbose: u8,
@@ -401,6 +404,78 @@ async fn run_connected(
     phase.set("checking the cluster (discovery, in-cluster controllers)");
     eprintln!("{} (pinned for this session)", ctxinfo.describe());
     // 3. Write guard.
+    check_write_guard(args, conn)?;
+    check_reachable(conn).await?;
+    let discovery = Discovery::new(conn.client.clone());
+
+    // Definitions from the cluster (-l applies to them too).
+    let selector = parse_selector(args).class(Class::Usage)?;
+    let from_cluster =
+        add_cluster_definitions(args, conn, &discovery, selector.as_ref(), &mut loaded).await?;
+
+    // 4. In-cluster Metacontroller running the same controller?
+    refuse_in_cluster_controllers(args, conn, &discovery, &loaded, &from_cluster).await?;
+
+    // The webhooks' Secrets and ConfigMaps (caBundle, clientTLS, authorization, basicAuth):
+    // a missing one is reported before anything is written.
+    phase.set("reading the webhooks' Secrets and ConfigMaps");
+    let endpoints = resolve_endpoints(&loaded, conn, args.apply, args.overwrite).await?;
+
+    // 5. One dev loop per controller: a Lease each.
+    phase.set("taking the controller lease");
+    let leases = take_leases(args, conn, &loaded).await?;
+
+    // 6. --apply manifests: what is missing, or everything with --overwrite.
+    phase.set("applying manifests (--apply)");
+    if args.apply && !loaded.others.is_empty() {
+        apply_manifests(args, conn, &discovery, &loaded).await?;
+    }
+
+    // 7. Engine and event log.
+    phase.set("starting the controllers");
+    let bus = EventBus::new();
+    let color = color_wanted(args.color, std::io::stdout().is_terminal());
+    // The TUI subscribes now, before the engine starts, to see the controllers start.
+    let tui_events = use_tui(args).then(|| bus.subscribe());
+    let log = spawn_event_log(args, verbose, color, &bus, tui_events.is_some());
+    let ctx = engine_context(args, conn, bus, &endpoints, &leases)?;
+    let cfg = dev_loop_config(args, server, selector);
+    let mut dev = DevLoop::start(Engine::new(ctx), loaded.controllers, cfg)
+        .await
+        .class(Class::Usage)?;
+    let bus = dev.engine().context().bus.clone();
+
+    // Commands: keyboard (on a terminal), signals, the control socket.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let tui = tui_events.map(|events| spawn_tui(args, conn, &dev, events, tx.clone(), color));
+    let control_server = if args.once {
+        None
+    } else {
+        spawn_command_sources(&bus, tui.is_some(), tx.clone())?
+    };
+    drop(tx);
+
+    let outcome =
+        wait_until_done(args, &mut dev, rx, &bus, deadline, tui.as_ref(), &leases).await?;
+    // Restore the terminal before anything else is printed.
+    let ui_outcome = match tui {
+        Some(t) => t
+            .finish()
+            .await
+            .map_err(|e| anyhow!("the terminal UI failed: {e}")),
+        None => Ok(()),
+    };
+    exit_on_second_interrupt();
+    let quiet = args.once && outcome.is_ok();
+    phase.set("stopping");
+    stop(args, quiet, control_server, dev, log, leases).await;
+    outcome.and(ui_outcome)
+}
+
+/// Step 3: refuse to write to a context the write guard protects, unless the user confirms on
+/// a terminal (never with `--once`).
+fn check_write_guard(args: &DevArgs, conn: &Connection) -> Result<()> {
+    let ctxinfo = &conn.context;
     if let Err(e) = client::write_guard(ctxinfo, &args.allow_context) {
         if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !args.once {
             eprintln!("{e}");
@@ -417,32 +492,44 @@ async fn run_connected(
             return Err(e).class(Class::Refused);
         }
     }
-    // The API server answers at all (else nothing below can work, and the error would come
-    // from whatever happens to ask first).
+    Ok(())
+}
+
+/// The API server answers at all (else nothing below can work, and the error would come from
+/// whatever happens to ask first).
+pub(crate) async fn check_reachable(conn: &Connection) -> Result<()> {
     conn.client.apiserver_version().await.map_err(|e| {
         fail(
             Class::Cluster,
             format!(
                 "cannot reach the API server of context {}: {}",
-                ctxinfo.name,
+                conn.context.name,
                 crate::engine::execute::kube_error_message(&e)
             ),
         )
     })?;
-    let discovery = Discovery::new(conn.client.clone());
+    Ok(())
+}
 
-    // Definitions from the cluster (-l applies to them too).
-    let selector = parse_selector(args).class(Class::Usage)?;
+/// Read the `--from-cluster` definitions (filtered by `-l`) into `loaded`; returns their names.
+/// Fails when there is no definition at all.
+async fn add_cluster_definitions(
+    args: &DevArgs,
+    conn: &Connection,
+    discovery: &Discovery,
+    selector: Option<&ControllerSelector>,
+    loaded: &mut spec::Loaded,
+) -> Result<Vec<String>> {
     let mut from_cluster = Vec::new();
     let mut read = Vec::new();
     for name in &args.from_cluster {
-        let def = read_from_cluster(&conn.client, &discovery, name)
+        let def = read_from_cluster(&conn.client, discovery, name)
             .await
             .class(Class::Usage)?;
         from_cluster.push(def.name().to_string());
         read.push(def);
     }
-    if let Some(sel) = &selector
+    if let Some(sel) = selector
         && !read.is_empty()
     {
         read = select_controllers(sel, read, !loaded.controllers.is_empty()).class(Class::Usage)?;
@@ -454,15 +541,25 @@ async fn run_connected(
             "no controller definitions found in the given files",
         ));
     }
+    Ok(from_cluster)
+}
 
-    // 4. In-cluster Metacontroller running the same controller?
+/// Step 4: refuse (unless `--force`) to run a controller whose definition exists on the
+/// cluster, where an in-cluster Metacontroller may be running it.
+async fn refuse_in_cluster_controllers(
+    args: &DevArgs,
+    conn: &Connection,
+    discovery: &Discovery,
+    loaded: &spec::Loaded,
+    from_cluster: &[String],
+) -> Result<()> {
     for def in &loaded.controllers {
-        if in_cluster_controller_exists(&conn.client, &discovery, def).await {
+        if in_cluster_controller_exists(&conn.client, discovery, def).await {
             let msg = format!(
                 "{} {} exists on context {}: an in-cluster Metacontroller may be running it, and two engines driving the same parents fight over the children",
                 def.kind(),
                 def.name(),
-                ctxinfo.name
+                conn.context.name
             );
             if !args.force {
                 let hint = if from_cluster.iter().any(|n| n == def.name()) {
@@ -480,14 +577,15 @@ async fn run_connected(
             eprintln!("warning: {msg} (continuing because of --force)");
         }
     }
+    Ok(())
+}
 
-    // The webhooks' Secrets and ConfigMaps (caBundle, clientTLS, authorization, basicAuth):
-    // a missing one is reported before anything is written.
-    phase.set("reading the webhooks' Secrets and ConfigMaps");
-    let endpoints = resolve_endpoints(&loaded, conn, args.apply, args.overwrite).await?;
-
-    // 5. One dev loop per controller: a Lease each.
-    phase.set("taking the controller lease");
+/// Step 5: a Lease per controller.
+async fn take_leases(
+    args: &DevArgs,
+    conn: &Connection,
+    loaded: &spec::Loaded,
+) -> Result<Vec<lease::LeaseGuard>> {
     let holder = lease::default_holder();
     let mut leases = Vec::new();
     for def in &loaded.controllers {
@@ -510,70 +608,98 @@ async fn run_connected(
         .with_context(|| format!("controller {}", def.name()))?;
         leases.push(guard);
     }
+    Ok(leases)
+}
 
-    // 6. --apply manifests: what is missing, or everything with --overwrite.
-    phase.set("applying manifests (--apply)");
-    if args.apply && !loaded.others.is_empty() {
-        let docs: Vec<(String, serde_json::Value)> = loaded
-            .others
-            .iter()
-            .map(|d| (d.source.to_string(), d.value.clone()))
-            .collect();
-        let outcomes = manifests::apply_documents(
-            &conn.client,
-            &discovery,
-            &ctxinfo.namespace,
-            &docs,
-            Duration::from_secs(30),
-            args.overwrite,
-        )
-        .await
-        .class(Class::Cluster)?;
-        let mut kept = 0;
-        for (object, outcome) in outcomes {
-            match outcome {
-                manifests::Outcome::Applied => eprintln!("applied {object}"),
-                manifests::Outcome::Kept => {
-                    kept += 1;
-                    eprintln!("exists  {object} (kept as it is)");
-                }
+/// Step 6: apply the non-controller documents (what is missing, or all with `--overwrite`)
+/// and say what was applied and what was kept.
+async fn apply_manifests(
+    args: &DevArgs,
+    conn: &Connection,
+    discovery: &Discovery,
+    loaded: &spec::Loaded,
+) -> Result<()> {
+    let docs: Vec<(String, serde_json::Value)> = loaded
+        .others
+        .iter()
+        .map(|d| (d.source.to_string(), d.value.clone()))
+        .collect();
+    let outcomes = manifests::apply_documents(
+        &conn.client,
+        discovery,
+        &conn.context.namespace,
+        &docs,
+        Duration::from_secs(30),
+        args.overwrite,
+    )
+    .await
+    .class(Class::Cluster)?;
+    let mut kept = 0;
+    for (object, outcome) in outcomes {
+        match outcome {
+            manifests::Outcome::Applied => eprintln!("applied {object}"),
+            manifests::Outcome::Kept => {
+                kept += 1;
+                eprintln!("exists  {object} (kept as it is)");
             }
         }
-        if kept > 0 {
-            eprintln!(
-                "note: --apply created only what was missing; {kept} object(s) that exist were left as they are (pass --overwrite to re-apply them)"
-            );
-        }
     }
+    if kept > 0 {
+        eprintln!(
+            "note: --apply created only what was missing; {kept} object(s) that exist were left as they are (pass --overwrite to re-apply them)"
+        );
+    }
+    Ok(())
+}
 
-    // 7. Engine and event log.
-    phase.set("starting the controllers");
-    let bus = EventBus::new();
+/// The event log printing the bus on stdout, and how to stop it.
+struct EventLog {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Start the event log; it prints nothing when the TUI shows the events.
+fn spawn_event_log(
+    args: &DevArgs,
+    verbose: u8,
+    color: bool,
+    bus: &EventBus,
+    tui: bool,
+) -> EventLog {
     let format = match args.output {
         OutputArg::Human => OutputFormat::Human,
         OutputArg::Json => OutputFormat::Json,
     };
-    let color = color_wanted(args.color, std::io::stdout().is_terminal());
     let printer = Printer::new(
         std::io::stdout(),
         format,
         color && format == OutputFormat::Human,
         args.verbose_events || verbose > 0,
     );
-    // The TUI subscribes now, before the engine starts, to see the controllers start.
-    let tui_events = use_tui(args).then(|| bus.subscribe());
-    let (printer_stop, printer_stopped) = tokio::sync::oneshot::channel::<()>();
-    let printer_task = tokio::spawn(dev_output::run(
-        if tui_events.is_some() {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(dev_output::run(
+        if tui {
             EventBus::new().subscribe()
         } else {
             bus.subscribe()
         },
         printer,
         async move {
-            let _ = printer_stopped.await;
+            let _ = stopped.await;
         },
     ));
+    EventLog { stop, task }
+}
+
+/// The engine's context: options from the flags, the resolved hook endpoints, and writes held
+/// while a Lease is not confirmed (API server outage), resuming after.
+fn engine_context(
+    args: &DevArgs,
+    conn: &Connection,
+    bus: EventBus,
+    endpoints: &[endpoint::ResolvedController],
+    leases: &[lease::LeaseGuard],
+) -> Result<Arc<EngineContext>> {
     let options = EngineOptions {
         workers: args.workers,
         hook_base_url: args.hook_base_url.clone(),
@@ -589,19 +715,26 @@ async fn run_connected(
         EngineContext::new(conn.client.clone(), bus, options)
             .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
     );
-    for resolved in &endpoints {
+    for resolved in endpoints {
         ctx.hooks.set_endpoints(resolved);
     }
-    // Writes are held while a Lease is not confirmed (API server outage), and resume after.
-    for l in &leases {
+    for l in leases {
         ctx.follow_lease(l.state());
     }
-    let engine = Engine::new(ctx);
+    Ok(ctx)
+}
+
+/// The dev loop's configuration from the flags.
+fn dev_loop_config(
+    args: &DevArgs,
+    server: Option<(ServerConfig, String)>,
+    selector: Option<ControllerSelector>,
+) -> DevLoopConfig {
     let (server_cfg, server_base_url) = match server {
         Some((c, u)) => (Some(c), Some(u)),
         None => (None, None),
     };
-    let cfg = DevLoopConfig {
+    DevLoopConfig {
         files: args.files.clone(),
         watch: args.watch.clone(),
         debounce: Duration::from_millis(args.debounce),
@@ -610,65 +743,87 @@ async fn run_connected(
         watch_files: !args.once && !args.no_watch,
         recursive: args.recursive,
         selector,
-    };
-    let mut dev = DevLoop::start(engine, loaded.controllers, cfg)
-        .await
-        .class(Class::Usage)?;
-    let bus = dev.engine().context().bus.clone();
+    }
+}
 
-    // Commands: keyboard (on a terminal), signals, the control socket.
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
+/// Start the TUI on the engine's events, with the parents' Kubernetes Events (a watch of its
+/// own), whether writes are held (API server outage) and the work queues' depth.
+fn spawn_tui(
+    args: &DevArgs,
+    conn: &Connection,
+    dev: &DevLoop,
+    events: tokio::sync::broadcast::Receiver<EngineEvent>,
+    tx: tokio::sync::mpsc::Sender<control::Request>,
+    color: bool,
+) -> Tui {
+    let context = format!("{} · ns {}", conn.context.name, conn.context.namespace);
+    let (kube_events, _) =
+        crate::tui::kube_events::watch(conn.client.clone(), args.cluster.namespace.as_deref());
+    let feeds = crate::tui::event_loop::Feeds {
+        held: Some(dev.engine().context().writes_watch()),
+        kube_events: Some(kube_events),
+        queue: Some(crate::engine::queue::depth),
+    };
+    Tui::spawn(events, feeds, tx, context, color)
+}
+
+/// Without `--once`: the keyboard (on a terminal, when there is no TUI), the signals and the
+/// control socket send commands to the loop; their answers go to the bus. Returns the control
+/// socket's server, if it could start (if not, the bus says so).
+fn spawn_command_sources(
+    bus: &EventBus,
+    tui: bool,
+    tx: tokio::sync::mpsc::Sender<control::Request>,
+) -> Result<Option<ControlServer>> {
     let (answers_tx, mut answers_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut control_server = None;
-    let tui = tui_events.map(|events| {
-        let context = format!("{} · ns {}", ctxinfo.name, ctxinfo.namespace);
-        // The parents' Kubernetes Events (a watch of its own), whether writes are held (API
-        // server outage) and the work queues' depth.
-        let (kube_events, _) =
-            crate::tui::kube_events::watch(conn.client.clone(), args.cluster.namespace.as_deref());
-        let feeds = crate::tui::event_loop::Feeds {
-            held: Some(dev.engine().context().writes_watch()),
-            kube_events: Some(kube_events),
-            queue: Some(crate::engine::queue::depth),
-        };
-        Tui::spawn(events, feeds, tx.clone(), context, color)
-    });
-    if !args.once {
-        if tui.is_none() && std::io::stdin().is_terminal() {
-            control::spawn_keyboard(tx.clone(), answers_tx.clone());
-            bus.publish(EngineEvent::Info {
-                controller: None,
-                message: control::KEY_HELP.to_string(),
-            });
-        }
-        control::spawn_signals(tx.clone(), answers_tx.clone())
-            .context("installing the SIGUSR1/SIGUSR2 handlers")?;
-        match super::sandbox::data_dir()
-            .map_err(|e| e.to_string())
-            .and_then(|d| {
-                ControlServer::start(&control::socket_dir(&d), tx.clone()).map_err(|e| e.to_string())
-            }) {
-            Ok(s) => control_server = Some(s),
-            Err(e) => bus.publish(EngineEvent::Error {
-                controller: None,
-                object: None,
-                message: format!(
-                    "no control socket ({e}); `kubectl meta dev --resync/--pause` will not reach this loop, signals and keys still work"
-                ),
-            }),
-        }
-        let bus2 = bus.clone();
-        tokio::spawn(async move {
-            while let Some(a) = answers_rx.recv().await {
-                bus2.publish(EngineEvent::Info {
-                    controller: None,
-                    message: a,
-                });
-            }
+    if !tui && std::io::stdin().is_terminal() {
+        control::spawn_keyboard(tx.clone(), answers_tx.clone());
+        bus.publish(EngineEvent::Info {
+            controller: None,
+            message: control::KEY_HELP.to_string(),
         });
     }
-    drop(tx);
+    control::spawn_signals(tx.clone(), answers_tx.clone())
+        .context("installing the SIGUSR1/SIGUSR2 handlers")?;
+    match super::sandbox::data_dir()
+        .map_err(|e| e.to_string())
+        .and_then(|d| {
+            ControlServer::start(&control::socket_dir(&d), tx.clone()).map_err(|e| e.to_string())
+        }) {
+        Ok(s) => control_server = Some(s),
+        Err(e) => bus.publish(EngineEvent::Error {
+            controller: None,
+            object: None,
+            message: format!(
+                "no control socket ({e}); `kubectl meta dev --resync/--pause` will not reach this loop, signals and keys still work"
+            ),
+        }),
+    }
+    let bus2 = bus.clone();
+    tokio::spawn(async move {
+        while let Some(a) = answers_rx.recv().await {
+            bus2.publish(EngineEvent::Info {
+                controller: None,
+                message: a,
+            });
+        }
+    });
+    Ok(control_server)
+}
 
+/// Run until done: with `--once` until everything converged (or the deadline), else until
+/// Ctrl-C, SIGTERM or `q` in the TUI; a lost Lease ends either. The outer error is a failure
+/// to install the SIGTERM handler; the inner result is the run's outcome.
+async fn wait_until_done(
+    args: &DevArgs,
+    dev: &mut DevLoop,
+    rx: tokio::sync::mpsc::Receiver<control::Request>,
+    bus: &EventBus,
+    deadline: Option<tokio::time::Instant>,
+    tui: Option<&Tui>,
+    leases: &[lease::LeaseGuard],
+) -> Result<Result<()>> {
     let mut lost: Vec<_> = leases.iter().map(|l| l.lost()).collect();
     let lease_lost = async move {
         let waits = lost.iter_mut().map(|rx| {
@@ -680,12 +835,12 @@ async fn run_connected(
     };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
-    let outcome: Result<()> = if args.once {
+    if args.once {
         let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT));
-        tokio::select! {
+        return Ok(tokio::select! {
             r = wait_once(
                 dev.engine(),
-                &bus,
+                bus,
                 deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout),
                 timeout,
             ) => r,
@@ -693,48 +848,42 @@ async fn run_connected(
             _ = term.recv() => Err(fail(Class::Interrupted, "terminated")),
             () = lease_lost => Err(fail(
                 Class::Refused,
-                format!("lost the controller lease: {}; stopping", lost_reason(&leases)),
+                format!("lost the controller lease: {}; stopping", lost_reason(leases)),
             )),
-        }
-    } else {
-        let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
-        let quit = tui.as_ref().map(Tui::quit);
-        let stop = async move {
-            let quit = async move {
-                match quit {
-                    Some(q) => q.await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = quit => {}
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-                () = lease_lost => { let _ = lost_tx.send(()); }
+        });
+    }
+    let (lost_tx, mut lost_rx) = tokio::sync::oneshot::channel::<()>();
+    let quit = tui.map(Tui::quit);
+    let stop = async move {
+        let quit = async move {
+            match quit {
+                Some(q) => q.await,
+                None => std::future::pending().await,
             }
         };
-        dev.run_until(rx, stop).await;
-        if lost_rx.try_recv().is_ok() {
-            Err(fail(
-                Class::Refused,
-                format!(
-                    "lost the controller lease: {}; stopping",
-                    lost_reason(&leases)
-                ),
-            ))
-        } else {
-            Ok(())
+        tokio::select! {
+            () = quit => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            () = lease_lost => { let _ = lost_tx.send(()); }
         }
     };
-    // Restore the terminal before anything else is printed.
-    let ui_outcome = match tui {
-        Some(t) => t
-            .finish()
-            .await
-            .map_err(|e| anyhow!("the terminal UI failed: {e}")),
-        None => Ok(()),
-    };
-    // Stopping: say what is being done, and let a second Ctrl-C (or SIGTERM) exit at once.
+    dev.run_until(rx, stop).await;
+    if lost_rx.try_recv().is_ok() {
+        Ok(Err(fail(
+            Class::Refused,
+            format!(
+                "lost the controller lease: {}; stopping",
+                lost_reason(leases)
+            ),
+        )))
+    } else {
+        Ok(Ok(()))
+    }
+}
+
+/// While stopping, let a second Ctrl-C (or SIGTERM) exit at once, saying what is left behind.
+fn exit_on_second_interrupt() {
     tokio::spawn(async {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -757,21 +906,32 @@ async fn run_connected(
         );
         std::process::exit(i32::from(Class::Interrupted.code()));
     });
-    let quiet = args.once && outcome.is_ok();
+}
+
+/// Stop: finish in-flight syncs, stop the hook server and the event log, release the Leases
+/// (saying so unless `quiet`). With `--once` within [`STOP_GRACE`], after which in-flight
+/// work is abandoned.
+async fn stop(
+    args: &DevArgs,
+    quiet: bool,
+    control_server: Option<ControlServer>,
+    dev: DevLoop,
+    log: EventLog,
+    leases: Vec<lease::LeaseGuard>,
+) {
     let say = |what: &str| {
         if !quiet {
             eprintln!("stopping: {what}");
         }
     };
-    phase.set("stopping");
     let stopping = async {
         say(
             "finishing in-flight syncs and stopping the hook server (Ctrl-C again to exit at once)",
         );
         drop(control_server);
         dev.shutdown().await;
-        let _ = printer_stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(2), printer_task).await;
+        let _ = log.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(2), log.task).await;
         if !leases.is_empty() {
             say(&format!("releasing {} Lease(s)", leases.len()));
         }
@@ -791,7 +951,6 @@ async fn run_connected(
     } else {
         stopping.await;
     }
-    outcome.and(ui_outcome)
 }
 
 /// The TUI runs unless `--no-tui`, `-o json`, `--once`, or stdout is not a terminal.

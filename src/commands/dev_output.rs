@@ -26,7 +26,8 @@ use tokio::sync::broadcast::{
     error::{RecvError, TryRecvError},
 };
 
-use crate::engine::events::{ActionVerb, EngineEvent, Trigger};
+use crate::engine::child::ChildId;
+use crate::engine::events::{ActionVerb, EngineEvent, EventSubject, Trigger};
 
 /// How the event log is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,7 +268,7 @@ impl<W: Write> Printer<W> {
         self.line(now, &p.controller, &p.parent, ("sync", None), &content)
     }
 
-    /// One event as its own line.
+    /// One event as its own line: each event family has its own step.
     fn human(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
         match event {
             // The plan's writes show as their actions; the per-object view is for -o json and
@@ -279,23 +280,7 @@ impl<W: Write> Printer<W> {
                 parent_resource,
                 parents,
             } => {
-                // A DecoratorController's objects are targets, MapController's parents.
-                let noun = if controller_kind == "DecoratorController" {
-                    "target"
-                } else {
-                    "parent"
-                };
-                let what = if *parents == 1 {
-                    noun.to_string()
-                } else {
-                    format!("{noun}s")
-                };
-                let content = format!(
-                    "{} watching {} ({parents} {what})",
-                    clean(controller_kind),
-                    clean(parent_resource)
-                );
-                self.line(now, controller, "", ("start", None), &content)
+                self.controller_started(now, controller_kind, controller, parent_resource, *parents)
             }
             EngineEvent::ControllerStopped { controller } => {
                 self.line(now, controller, "", ("stop", None), "stopped")
@@ -303,6 +288,8 @@ impl<W: Write> Printer<W> {
             EngineEvent::SyncStarted {
                 controller,
                 parent,
+                map_key,
+                status_only,
                 triggers,
             } => {
                 let content = if triggers.is_empty() {
@@ -310,126 +297,12 @@ impl<W: Write> Printer<W> {
                 } else {
                     format!("started ({})", trigger_list(triggers))
                 };
-                self.line(now, controller, parent, ("sync", None), &content)
+                let parent = label(parent, map_key, *status_only);
+                self.line(now, controller, &parent, ("sync", None), &content)
             }
-            EngineEvent::HookCalled {
-                controller,
-                parent,
-                hook,
-                status,
-                latency,
-                error,
-                stderr,
-                ..
-            } => {
-                let key = (controller.clone(), parent.clone());
-                if let Some(e) = non_empty(error) {
-                    // The same failure as last time: the sync's line says so, briefly.
-                    let repeated = self
-                        .failures
-                        .get(&key)
-                        .is_some_and(|(last, _)| last.contains(e));
-                    self.hook_errors.insert(key, e.to_string());
-                    if repeated {
-                        return Ok(());
-                    }
-                }
-                let mut content = self.hook_text(hook, *status, *latency, error.as_deref());
-                // What a successful exec hook wrote to stderr is its author's debug output:
-                // shown with -v (a failed call's error already carries its tail).
-                if self.verbose
-                    && non_empty(error).is_none()
-                    && let Some(text) = non_empty(stderr)
-                {
-                    content.push_str("\nstderr:\n");
-                    content.push_str(&self.paint(&clean(text.trim_end()), sgr::DIM));
-                }
-                self.line(now, controller, parent, ("hook", None), &content)
-            }
-            EngineEvent::Action {
-                controller,
-                parent,
-                verb,
-                resource,
-                object,
-                detail,
-                error,
-            } => {
-                let (tag, code, prefix) = verb_style(*verb);
-                let mut content = format!("{prefix}{} {}", clean(resource), clean(object));
-                if let Some(d) = non_empty(detail) {
-                    content.push_str("  ");
-                    content.push_str(&clean(d));
-                }
-                if let Some(e) = non_empty(error) {
-                    content.push_str("  ");
-                    content.push_str(&self.paint(&format!("failed: {}", clean(e)), sgr::BOLD_RED));
-                }
-                self.line(now, controller, parent, (tag, Some(code)), &content)
-            }
-            EngineEvent::SyncFinished {
-                controller,
-                parent,
-                duration,
-                writes,
-                error,
-                retry_in,
-            } => {
-                let took = fmt_duration(*duration);
-                let wrote = match writes {
-                    0 => "no changes".to_string(),
-                    1 => "1 write".to_string(),
-                    n => format!("{n} writes"),
-                };
-                let key = (controller.clone(), parent.clone());
-                let hook_error = self.hook_errors.remove(&key);
-                match non_empty(error) {
-                    None => {
-                        self.failures.remove(&key);
-                        let content = format!("done in {took}, {wrote}");
-                        self.line(now, controller, parent, ("sync", None), &content)
-                    }
-                    Some(e) => {
-                        let retry = retry_in
-                            .map(|r| format!("; retry in {}", fmt_seconds(r)))
-                            .unwrap_or_default();
-                        let count = match self.failures.get_mut(&key) {
-                            Some((last, n)) if last == e => {
-                                *n += 1;
-                                *n
-                            }
-                            _ => {
-                                self.failures.insert(key, (e.to_string(), 1));
-                                1
-                            }
-                        };
-                        let mut text = format!("sync failed after {took}");
-                        if *writes > 0 {
-                            text.push_str(&format!(" ({wrote})"));
-                        }
-                        if count > 1 {
-                            text.push_str(&format!(
-                                ": same error again, {count} times in a row{retry}"
-                            ));
-                        } else if hook_error.as_deref().is_some_and(|h| e.contains(h)) {
-                            // The hook line above already shows the whole error.
-                            text.push_str(&format!(": the hook failed (above){retry}"));
-                        } else {
-                            text.push_str(": ");
-                            text.push_str(&clean(e));
-                            text.push_str(&retry);
-                        }
-                        let content = self.paint(&text, sgr::BOLD_RED);
-                        self.line(
-                            now,
-                            controller,
-                            parent,
-                            ("error", Some(sgr::BOLD_RED)),
-                            &content,
-                        )
-                    }
-                }
-            }
+            EngineEvent::HookCalled { .. } => self.hook_called(now, event),
+            EngineEvent::Action { .. } => self.action(now, event),
+            EngineEvent::SyncFinished { .. } => self.sync_finished(now, event),
             EngineEvent::Rollout {
                 controller,
                 parent,
@@ -441,13 +314,8 @@ impl<W: Write> Printer<W> {
                 } else {
                     format!("{}: {}", clean(reason), clean(message))
                 };
-                self.line(
-                    now,
-                    controller,
-                    parent,
-                    ("rollout", Some(sgr::MAGENTA)),
-                    &content,
-                )
+                let tag = ("rollout", Some(sgr::MAGENTA));
+                self.line(now, controller, parent, tag, &content)
             }
             EngineEvent::Error {
                 controller,
@@ -455,58 +323,33 @@ impl<W: Write> Printer<W> {
                 message,
             } => {
                 let content = self.paint(&clean(message), sgr::BOLD_RED);
-                self.line(
-                    now,
-                    controller.as_deref().unwrap_or(""),
-                    object.as_deref().unwrap_or(""),
-                    ("error", Some(sgr::BOLD_RED)),
-                    &content,
-                )
+                let controller = controller.as_deref().unwrap_or("");
+                let object = object.as_deref().unwrap_or("");
+                let tag = ("error", Some(sgr::BOLD_RED));
+                self.line(now, controller, object, tag, &content)
             }
             EngineEvent::HotLoop {
                 controller,
                 parent,
+                map_key,
                 message,
                 ..
             } => {
                 let content = self.paint(&clean(message), sgr::BOLD_RED);
-                self.line(
-                    now,
-                    controller,
-                    parent,
-                    ("hot-loop", Some(sgr::BOLD_RED)),
-                    &content,
-                )
+                let parent = label(parent, map_key, false);
+                let tag = ("hot-loop", Some(sgr::BOLD_RED));
+                self.line(now, controller, &parent, tag, &content)
             }
             EngineEvent::Info {
                 controller,
                 message,
-            } => self.line(
-                now,
-                controller.as_deref().unwrap_or(""),
-                "",
-                ("info", None),
-                &clean(message),
-            ),
-            EngineEvent::PlanHeld {
-                controller,
-                parent,
-                actions,
             } => {
-                let content = if actions.is_empty() {
-                    "paused: nothing to write".to_string()
-                } else {
-                    let list: Vec<String> = actions.iter().map(|a| clean(a)).collect();
-                    format!("paused, not written:\n{}", list.join("\n"))
-                };
-                let content = self.paint(&content, sgr::YELLOW);
-                self.line(
-                    now,
-                    controller,
-                    parent,
-                    ("held", Some(sgr::YELLOW)),
-                    &content,
-                )
+                let controller = controller.as_deref().unwrap_or("");
+                self.line(now, controller, "", ("info", None), &clean(message))
+            }
+            EngineEvent::PlanHeld { .. } => self.plan_held(now, event),
+            EngineEvent::Detached { .. } | EngineEvent::Tombstone { .. } => {
+                self.detached(now, event)
             }
             EngineEvent::Paused { paused } => {
                 let content = if *paused {
@@ -516,6 +359,248 @@ impl<W: Write> Printer<W> {
                 };
                 self.line(now, "", "", ("pause", Some(sgr::YELLOW)), content)
             }
+            EngineEvent::HookServer { .. } | EngineEvent::HookServerOutput { .. } => {
+                self.hook_server(now, event)
+            }
+            EngineEvent::Reload { .. } => self.reload(now, event),
+            EngineEvent::Replay { .. } => self.replay(now, event),
+        }
+    }
+
+    /// `CompositeController watching Thing.v1 (3 parents)`.
+    fn controller_started(
+        &mut self,
+        now: Timestamp,
+        controller_kind: &str,
+        controller: &str,
+        parent_resource: &str,
+        parents: usize,
+    ) -> io::Result<()> {
+        // A DecoratorController's objects are targets, MapController's parents.
+        let noun = if controller_kind == "DecoratorController" {
+            "target"
+        } else {
+            "parent"
+        };
+        let what = if parents == 1 {
+            noun.to_string()
+        } else {
+            format!("{noun}s")
+        };
+        let content = format!(
+            "{} watching {} ({parents} {what})",
+            clean(controller_kind),
+            clean(parent_resource)
+        );
+        self.line(now, controller, "", ("start", None), &content)
+    }
+
+    /// A hook call: outcome and latency, the error once per run of the same failure, and with
+    /// -v a successful exec hook's stderr.
+    fn hook_called(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::HookCalled {
+            controller,
+            parent,
+            map_key,
+            hook,
+            status,
+            latency,
+            error,
+            stderr,
+            ..
+        } = event
+        else {
+            return Ok(());
+        };
+        let parent = label(parent, map_key, false);
+        let key = (controller.clone(), parent.clone());
+        if let Some(e) = non_empty(error) {
+            // The same failure as last time: the sync's line says so, briefly.
+            let repeated = self
+                .failures
+                .get(&key)
+                .is_some_and(|(last, _)| last.contains(e));
+            self.hook_errors.insert(key, e.to_string());
+            if repeated {
+                return Ok(());
+            }
+        }
+        let mut content = self.hook_text(hook, *status, *latency, error.as_deref());
+        // What a successful exec hook wrote to stderr is its author's debug output:
+        // shown with -v (a failed call's error already carries its tail).
+        if self.verbose
+            && non_empty(error).is_none()
+            && let Some(text) = non_empty(stderr)
+        {
+            content.push_str("\nstderr:\n");
+            content.push_str(&self.paint(&clean(text.trim_end()), sgr::DIM));
+        }
+        self.line(now, controller, &parent, ("hook", None), &content)
+    }
+
+    /// A write: verb tag, object, detail, and the error when it failed.
+    fn action(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::Action {
+            controller,
+            parent,
+            map_key,
+            verb,
+            resource,
+            object,
+            detail,
+            error,
+        } = event
+        else {
+            return Ok(());
+        };
+        let (tag, code, prefix) = verb_style(*verb);
+        let mut content = format!("{prefix}{} {}", clean(resource), clean(object));
+        if let Some(d) = non_empty(detail) {
+            content.push_str("  ");
+            content.push_str(&clean(d));
+        }
+        if let Some(e) = non_empty(error) {
+            content.push_str("  ");
+            content.push_str(&self.paint(&format!("failed: {}", clean(e)), sgr::BOLD_RED));
+        }
+        let parent = label(parent, map_key, false);
+        self.line(now, controller, &parent, (tag, Some(code)), &content)
+    }
+
+    /// The end of a sync: `done in`, or the failure (briefly when it repeats or when the hook
+    /// line above already shows it).
+    fn sync_finished(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::SyncFinished {
+            controller,
+            parent,
+            map_key,
+            status_only,
+            duration,
+            writes,
+            error,
+            retry_in,
+        } = event
+        else {
+            return Ok(());
+        };
+        let parent = label(parent, map_key, *status_only);
+        let took = fmt_duration(*duration);
+        let wrote = match writes {
+            0 => "no changes".to_string(),
+            1 => "1 write".to_string(),
+            n => format!("{n} writes"),
+        };
+        let key = (controller.clone(), parent.clone());
+        let hook_error = self.hook_errors.remove(&key);
+        let Some(e) = non_empty(error) else {
+            self.failures.remove(&key);
+            let content = format!("done in {took}, {wrote}");
+            return self.line(now, controller, &parent, ("sync", None), &content);
+        };
+        let retry = retry_in
+            .map(|r| format!("; retry in {}", fmt_seconds(r)))
+            .unwrap_or_default();
+        let count = match self.failures.get_mut(&key) {
+            Some((last, n)) if last == e => {
+                *n += 1;
+                *n
+            }
+            _ => {
+                self.failures.insert(key, (e.to_string(), 1));
+                1
+            }
+        };
+        let mut text = format!("sync failed after {took}");
+        if *writes > 0 {
+            text.push_str(&format!(" ({wrote})"));
+        }
+        if count > 1 {
+            text.push_str(&format!(
+                ": same error again, {count} times in a row{retry}"
+            ));
+        } else if hook_error.as_deref().is_some_and(|h| e.contains(h)) {
+            // The hook line above already shows the whole error.
+            text.push_str(&format!(": the hook failed (above){retry}"));
+        } else {
+            text.push_str(": ");
+            text.push_str(&clean(e));
+            text.push_str(&retry);
+        }
+        let content = self.paint(&text, sgr::BOLD_RED);
+        let tag = ("error", Some(sgr::BOLD_RED));
+        self.line(now, controller, &parent, tag, &content)
+    }
+
+    /// Writes paused: the actions the sync would have written.
+    fn plan_held(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::PlanHeld {
+            controller,
+            parent,
+            map_key,
+            status_only,
+            actions,
+        } = event
+        else {
+            return Ok(());
+        };
+        let content = if actions.is_empty() {
+            "paused: nothing to write".to_string()
+        } else {
+            let list: Vec<String> = actions.iter().map(|a| clean(a)).collect();
+            format!("paused, not written:\n{}", list.join("\n"))
+        };
+        let content = self.paint(&content, sgr::YELLOW);
+        let parent = label(parent, map_key, *status_only);
+        let tag = ("held", Some(sgr::YELLOW));
+        self.line(now, controller, &parent, tag, &content)
+    }
+
+    /// A map key's detached outputs (`detached`) and the tombstone decision (`tombstone`).
+    fn detached(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let ids = |ids: &[ChildId]| {
+            ids.iter()
+                .map(|i| format!("{} {}", clean(&i.type_key), clean(&i.object())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (controller, parent, map_key, tag, content) = match event {
+            EngineEvent::Detached {
+                controller,
+                parent,
+                map_key,
+                outputs,
+            } => (
+                controller,
+                parent,
+                map_key,
+                "detached",
+                format!("input gone: {}", ids(outputs)),
+            ),
+            EngineEvent::Tombstone {
+                controller,
+                parent,
+                map_key,
+                kept,
+                deleted,
+            } => {
+                let mut parts = Vec::new();
+                if !kept.is_empty() {
+                    parts.push(format!("kept {}", ids(kept)));
+                }
+                if !deleted.is_empty() {
+                    parts.push(format!("deleted {}", ids(deleted)));
+                }
+                (controller, parent, map_key, "tombstone", parts.join("; "))
+            }
+            _ => return Ok(()),
+        };
+        let parent = label(parent, &Some(map_key.clone()), false);
+        self.line(now, controller, &parent, (tag, Some(sgr::CYAN)), &content)
+    }
+
+    /// The managed hook server's state changes and output lines.
+    fn hook_server(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        match event {
             EngineEvent::HookServer {
                 state,
                 pid,
@@ -549,69 +634,83 @@ impl<W: Write> Printer<W> {
                 };
                 self.line(now, "", "", (tag, None), &content)
             }
-            EngineEvent::Reload {
-                what,
-                paths,
-                message,
-                error,
-            } => {
-                let files: Vec<String> = paths.iter().map(|p| clean(p)).collect();
-                let mut content = format!("{} ({})", clean(what), files.join(", "));
-                if !message.trim().is_empty() {
-                    content.push_str(": ");
-                    content.push_str(&clean(message));
-                }
-                match non_empty(error) {
-                    Some(e) => {
-                        content.push_str(": ");
-                        content.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
-                        self.line(now, "", "", ("reload", Some(sgr::BOLD_RED)), &content)
-                    }
-                    None => self.line(now, "", "", ("reload", Some(sgr::CYAN)), &content),
-                }
-            }
-            EngineEvent::Replay {
-                controller,
-                parent,
-                hook,
-                changes,
-                error,
-            } => {
-                let content = match (non_empty(error), changes.is_empty()) {
-                    (Some(e), _) => self.paint(
-                        &format!(
-                            "{} hook failed on the last request: {}",
-                            clean(hook),
-                            clean(e)
-                        ),
-                        sgr::BOLD_RED,
-                    ),
-                    (None, true) => format!("{} answers the last request as before", clean(hook)),
-                    (None, false) => {
-                        let mut text = format!(
-                            "{} answers the last request differently ({} change{}):",
-                            clean(hook),
-                            changes.len(),
-                            if changes.len() == 1 { "" } else { "s" }
-                        );
-                        for c in changes {
-                            text.push('\n');
-                            text.push_str(&self.change_text(c));
-                        }
-                        text
-                    }
-                };
-                self.line(
-                    now,
-                    controller,
-                    parent,
-                    ("replay", Some(sgr::CYAN)),
-                    &content,
-                )
-            }
+            _ => Ok(()),
         }
     }
 
+    /// Files changed and what was reloaded (or why not).
+    fn reload(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::Reload {
+            what,
+            paths,
+            message,
+            error,
+        } = event
+        else {
+            return Ok(());
+        };
+        let files: Vec<String> = paths.iter().map(|p| clean(p)).collect();
+        let mut content = format!("{} ({})", clean(what), files.join(", "));
+        if !message.trim().is_empty() {
+            content.push_str(": ");
+            content.push_str(&clean(message));
+        }
+        match non_empty(error) {
+            Some(e) => {
+                content.push_str(": ");
+                content.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
+                self.line(now, "", "", ("reload", Some(sgr::BOLD_RED)), &content)
+            }
+            None => self.line(now, "", "", ("reload", Some(sgr::CYAN)), &content),
+        }
+    }
+
+    /// How a reloaded hook answers a parent's last request, compared with before.
+    fn replay(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::Replay {
+            controller,
+            parent,
+            map_key,
+            hook,
+            changes,
+            error,
+        } = event
+        else {
+            return Ok(());
+        };
+        let content = match (non_empty(error), changes.is_empty()) {
+            (Some(e), _) => self.paint(
+                &format!(
+                    "{} hook failed on the last request: {}",
+                    clean(hook),
+                    clean(e)
+                ),
+                sgr::BOLD_RED,
+            ),
+            (None, true) => format!("{} answers the last request as before", clean(hook)),
+            (None, false) => {
+                let mut text = format!(
+                    "{} answers the last request differently ({} change{}):",
+                    clean(hook),
+                    changes.len(),
+                    if changes.len() == 1 { "" } else { "s" }
+                );
+                for c in changes {
+                    text.push('\n');
+                    text.push_str(&self.change_text(c));
+                }
+                text
+            }
+        };
+        let parent = label(parent, map_key, false);
+        self.line(
+            now,
+            controller,
+            &parent,
+            ("replay", Some(sgr::CYAN)),
+            &content,
+        )
+    }
     /// `path: old -> new` with the removed side red and the added side green.
     fn change_text(&self, c: &crate::engine::apply::FieldChange) -> String {
         let show = |v: &Option<serde_json::Value>| match v {
@@ -776,34 +875,75 @@ fn color_from_env(get: impl Fn(&str) -> Option<std::ffi::OsString>, tty: bool) -
     tty
 }
 
-/// The (controller, parent) of events that belong to one sync.
-fn sync_key(event: &EngineEvent) -> Option<(&str, &str)> {
+/// The (controller, parent column) of events that belong to one sync.
+fn sync_key(event: &EngineEvent) -> Option<(&str, String)> {
     match event {
         EngineEvent::SyncStarted {
-            controller, parent, ..
-        }
-        | EngineEvent::HookCalled {
-            controller, parent, ..
-        }
-        | EngineEvent::Action {
-            controller, parent, ..
+            controller,
+            parent,
+            map_key,
+            status_only,
+            ..
         }
         | EngineEvent::SyncFinished {
-            controller, parent, ..
-        }
-        | EngineEvent::Rollout {
-            controller, parent, ..
+            controller,
+            parent,
+            map_key,
+            status_only,
+            ..
         }
         | EngineEvent::PlanHeld {
+            controller,
+            parent,
+            map_key,
+            status_only,
+            ..
+        } => Some((controller, label(parent, map_key, *status_only))),
+        EngineEvent::HookCalled {
+            controller,
+            parent,
+            map_key,
+            ..
+        }
+        | EngineEvent::Action {
+            controller,
+            parent,
+            map_key,
+            ..
+        } => Some((controller, label(parent, map_key, false))),
+        EngineEvent::Detached {
+            controller,
+            parent,
+            map_key,
+            ..
+        }
+        | EngineEvent::Tombstone {
+            controller,
+            parent,
+            map_key,
+            ..
+        } => Some((controller, label(parent, &Some(map_key.clone()), false))),
+        EngineEvent::Rollout {
             controller, parent, ..
-        } => Some((controller, parent)),
+        } => Some((controller, parent.clone())),
         EngineEvent::Error {
             controller: Some(c),
             object: Some(o),
             ..
-        } => Some((c, o)),
+        } => Some((c, o.clone())),
         _ => None,
     }
+}
+
+/// The parent column of an event about a parent: `ns/p`, `ns/p KEY` (a map key),
+/// `ns/p (status)` (a MapController's status-only sync), as [`EventSubject`] shows it.
+fn label(parent: &str, map_key: &Option<String>, status_only: bool) -> String {
+    EventSubject {
+        parent: parent.to_string(),
+        map_key: map_key.clone(),
+        status_only,
+    }
+    .to_string()
 }
 
 /// A hook call that is part of an uneventful sync.
@@ -946,6 +1086,8 @@ mod tests {
         EngineEvent::SyncStarted {
             controller: "hello-world".into(),
             parent: parent.into(),
+            map_key: None,
+            status_only: false,
             triggers,
         }
     }
@@ -969,6 +1111,7 @@ mod tests {
         EngineEvent::Action {
             controller: "hello-world".into(),
             parent: parent.into(),
+            map_key: None,
             verb,
             resource: "Pod.v1".into(),
             object: "default/world".into(),
@@ -981,6 +1124,8 @@ mod tests {
         EngineEvent::SyncFinished {
             controller: "hello-world".into(),
             parent: parent.into(),
+            map_key: None,
+            status_only: false,
             duration: Duration::from_millis(42),
             writes,
             error: error.map(str::to_string),
@@ -1012,6 +1157,54 @@ mod tests {
                 "22:13:20.002 hello-world   default/world         create    Pod.v1 default/world",
                 "22:13:20.003 hello-world   default/world         update    Pod.v1 default/world  spec.containers[name=c].image",
                 "22:13:20.004 hello-world   default/world         sync      done in 42.0ms, 2 writes",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_map_keys_events_show_parent_and_key_and_its_detached_outputs() {
+        let keyed = |mut e: EngineEvent| {
+            if let EngineEvent::SyncStarted { map_key, .. }
+            | EngineEvent::Action { map_key, .. }
+            | EngineEvent::SyncFinished { map_key, .. } = &mut e
+            {
+                *map_key = Some("k".into());
+            }
+            e
+        };
+        let id = |n: &str| {
+            ChildId::of(
+                "Pod.v1",
+                &serde_json::json!({"metadata": {"name": n, "namespace": "ns"}}),
+            )
+        };
+        let detached = crate::engine::events::detached_events(
+            "hello-world",
+            "ns/p",
+            "k",
+            &[
+                crate::engine::planner::DetachedOutput {
+                    id: id("a"),
+                    kept: true,
+                },
+                crate::engine::planner::DetachedOutput {
+                    id: id("b"),
+                    kept: false,
+                },
+            ],
+        );
+        let mut events = vec![keyed(started("ns/p", vec![Trigger::ResyncPeriod]))];
+        events.extend(detached);
+        events.push(keyed(action("ns/p", ActionVerb::Delete, None)));
+        events.push(keyed(finished("ns/p", 1, None)));
+        assert_eq!(
+            human(&events, false),
+            [
+                "22:13:20.000 hello-world   ns/p k                sync      started (resync period)",
+                "22:13:20.001 hello-world   ns/p k                detached  input gone: Pod.v1 ns/a, Pod.v1 ns/b",
+                "22:13:20.002 hello-world   ns/p k                tombstone kept Pod.v1 ns/a; deleted Pod.v1 ns/b",
+                "22:13:20.003 hello-world   ns/p k                delete    Pod.v1 default/world",
+                "22:13:20.004 hello-world   ns/p k                sync      done in 42.0ms, 1 write",
             ]
         );
     }
@@ -1167,6 +1360,7 @@ mod tests {
         let failed = EngineEvent::Action {
             controller: "hello-world".into(),
             parent: "p".into(),
+            map_key: None,
             verb: ActionVerb::Create,
             resource: "Pod.v1".into(),
             object: "default/world".into(),

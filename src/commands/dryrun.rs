@@ -67,16 +67,7 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         "{} (read only: nothing is written)",
         conn.context.describe()
     );
-    conn.client.apiserver_version().await.map_err(|e| {
-        fail(
-            Class::Cluster,
-            format!(
-                "cannot reach the API server of context {}: {}",
-                conn.context.name,
-                crate::engine::execute::kube_error_message(&e)
-            ),
-        )
-    })?;
+    super::dev::check_reachable(&conn).await?;
     if !args.from_cluster.is_empty() {
         let discovery = Discovery::new(conn.client.clone());
         let mut read = Vec::new();
@@ -307,7 +298,7 @@ async fn compare_answers(
                 );
                 continue;
             };
-            let key = p.parent_name();
+            let key = p.subject();
             match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
                 Ok(answer) => {
                     let changes = crate::engine::replay::response_changes(&answer, &x.response);

@@ -16,6 +16,8 @@ use super::live::{Listed, LiveError, LiveReader};
 use crate::engine::context::{EngineContext, HookSpec};
 use crate::engine::controller::SyncError;
 use crate::engine::decorator::DECORATOR_ANNOTATION;
+use crate::engine::decorator_rule::{self, TargetRule};
+use crate::engine::events::{EventKey, EventSubject};
 use crate::engine::hookapi::{self, Version};
 use crate::engine::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use crate::engine::plan::{ChildId, ChildType};
@@ -23,8 +25,8 @@ use crate::engine::planner::{
     self, Answer, Candidates, CompositeInput, DecoratorAnswer, DecoratorInput, FinalizerInput,
     MapAnswer, MapKeyInput, SyncPlan,
 };
-use crate::engine::rollout;
 use crate::engine::shared::{self, Caller, SyncHooks};
+use crate::engine::{rollout, rollout_plan};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
@@ -74,12 +76,17 @@ pub struct ParentPlan {
 impl ParentPlan {
     /// `namespace/name` of the parent (with the map key for a MapController key).
     pub fn parent_name(&self) -> String {
-        let k = ObjectKey::of(&self.parent)
-            .map(|k| k.to_string())
-            .unwrap_or_default();
-        match &self.map_key {
-            Some(mk) => format!("{k} {mk}"),
-            None => k,
+        self.subject().to_string()
+    }
+
+    /// The parent and map key, as engine events name them.
+    pub fn subject(&self) -> EventSubject {
+        EventSubject {
+            parent: ObjectKey::of(&self.parent)
+                .map(|k| k.to_string())
+                .unwrap_or_default(),
+            map_key: self.map_key.clone(),
+            status_only: false,
         }
     }
 }
@@ -188,7 +195,7 @@ impl Composer<'_> {
         caller: &Caller,
         hook: &str,
         spec: &HookSpec,
-        key: &(dyn std::fmt::Display + Sync),
+        key: &(dyn EventKey + Sync),
         request: Value,
         exchanges: &mut Vec<Exchange>,
     ) -> Result<Value, SyncError> {
@@ -625,16 +632,10 @@ impl Composer<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        let field_paths = cx
-            .def
-            .spec
-            .parent_resource
-            .revision_history
-            .as_ref()
-            .map(|r| r.field_paths.clone())
-            .unwrap_or_default();
-        let revs = super::rollout::revisions(parent, &field_paths, stored, &types);
-        let generate = cx.def.spec.generate_selector == Some(true);
+        let field_paths = rollout_plan::field_paths(&cx.def.spec);
+        let revs = rollout_plan::revisions(parent, &field_paths, stored, &types);
+        let answers =
+            rollout_plan::RevisionAnswers::new(&cx.def.spec, spec.version, &types, selector);
         let mut old_desired = BTreeMap::new();
         for (rev, old_parent) in &revs.old {
             let request = hookapi::composite_request(
@@ -651,18 +652,12 @@ impl Composer<'_> {
             let body = self
                 .ask(cx.caller, "sync", spec, key, request, exchanges)
                 .await?;
-            let resp = hookapi::decode_sync("sync", spec.version, &body)
-                .map_err(|e| SyncError::answer("sync", e.to_string()))?;
-            let d =
-                planner::normalize_desired(old_parent, &types, selector, generate, resp.children)
-                    .map_err(|e| {
-                    SyncError::answer("sync", format!("sync hook (revision {rev}): {e}"))
-                })?;
+            let d = answers.desired(rev, old_parent, &body)?;
             old_desired.insert(rev.clone(), d);
         }
-        let (decision, desired) = super::rollout::decide(
+        let (decision, desired) = rollout_plan::decide(
             revs,
-            super::rollout::DecideInput {
+            rollout_plan::DecideInput {
                 parent,
                 parent_namespaced: cx.pinfo.namespaced,
                 types: &types,
@@ -670,7 +665,7 @@ impl Composer<'_> {
                 selector,
                 observed,
                 latest_desired: latest,
-                old_desired,
+                old_desired: &old_desired,
             },
         );
         Ok((desired, decision))
@@ -697,31 +692,17 @@ impl Composer<'_> {
         let mut planned = Planned::default();
         // Targets: per resource, selected by one of its rules (labels and annotations).
         let mut by_resource: BTreeMap<String, (ResourceInfo, Vec<TargetRule>)> = BTreeMap::new();
-        for r in &def.spec.resources {
+        for (i, r) in def.spec.resources.iter().enumerate() {
             let info = self.live.resolve(&r.api_version, &r.resource).await?;
-            let labels = r
-                .label_selector
-                .as_ref()
-                .map(LabelSelector::from_label_selector)
-                .transpose()
-                .map_err(|e| config(name, format!("resources labelSelector: {e}")))?;
-            let annotations = r
-                .annotation_selector
-                .as_ref()
-                .map(|a| a.selector())
-                .transpose()
-                .map_err(|e| config(name, format!("resources annotationSelector: {e}")))?;
+            let rule = TargetRule::from_spec(i, r).map_err(|e| config(name, e))?;
             by_resource
                 .entry(info.key())
                 .or_insert_with(|| (info, Vec::new()))
                 .1
-                .push(TargetRule {
-                    labels,
-                    annotations,
-                });
+                .push(rule);
         }
         for (info, rules) in by_resource.values() {
-            let selected = |t: &Value| rules.iter().any(|r| r.matches(t));
+            let selected = |t: &Value| decorator_rule::selects(rules, t);
             let targets = self
                 .parents(info, sel, &mut planned, |t| {
                     selected(t) || object::finalizers(t).contains(&finalizer.as_str())
@@ -934,7 +915,7 @@ impl Composer<'_> {
                         .is_none_or(|s| s.matches(&object::labels(p)))
             })
             .await?;
-        let caller = Caller::new("MapController", name).with_map_keys();
+        let caller = Caller::new("MapController", name);
         let mut key_found = sel.key.is_none();
         for parent in parents {
             let pk = ObjectKey::of(&parent).unwrap_or_else(|| ObjectKey::new(None, ""));
@@ -1064,7 +1045,7 @@ impl Composer<'_> {
         let mk = cx.mk;
         let uid = object::uid(parent).unwrap_or_default().to_string();
         let pk = ObjectKey::of(parent).unwrap_or_else(|| ObjectKey::new(None, ""));
-        let work = format!("{pk} {mk}");
+        let work = EventSubject::map_key(pk.to_string(), mk.to_string());
         let key_sel = LabelSelector::parse(&format!("{MAP_KEY_LABEL}={mk}")).map_err(|e| {
             SyncError::Parent(format!("map key {mk} is not a valid label value: {e}"))
         })?;
@@ -1222,24 +1203,6 @@ struct MapCx<'a> {
     parent: &'a Arc<Value>,
     mk: &'a str,
     input: Option<&'a Arc<Value>>,
-}
-
-/// A DecoratorController target rule: both parts must match (absent matches everything).
-struct TargetRule {
-    labels: Option<LabelSelector>,
-    annotations: Option<LabelSelector>,
-}
-
-impl TargetRule {
-    fn matches(&self, obj: &Value) -> bool {
-        self.labels
-            .as_ref()
-            .is_none_or(|s| s.matches(&object::labels(obj)))
-            && self
-                .annotations
-                .as_ref()
-                .is_none_or(|s| s.matches(&object::annotations(obj)))
-    }
 }
 
 /// The observed objects per declared type, in declaration order (every type present).

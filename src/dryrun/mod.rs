@@ -4,8 +4,8 @@
 //!   Lease).
 //! - [`compose`]: claims, customize and sync/finalize hook calls with the real requests, and
 //!   the engine's pure planning pieces, giving the engine's typed [`crate::engine::plan::Plan`]
-//!   per parent (per target, per map key).
-//! - [`rollout`]: rolling updates: the rollout decision from ControllerRevisions read once.
+//!   per parent (per target, per map key); rolling updates through the engine's
+//!   [`crate::engine::rollout_plan`], from ControllerRevisions read once.
 //! - [`server`]: `--server`, the server-side dry run (`dryRun=All`) of creates and updates.
 //! - [`render`]: entries per object, noise stripping, Secret masking, the unified YAML diff,
 //!   the summary line and the JSON document.
@@ -16,5 +16,4 @@
 pub mod compose;
 pub mod live;
 pub mod render;
-pub mod rollout;
 pub mod server;

@@ -2,14 +2,12 @@
 //! 429 a retry after Retry-After) and replays of the last exchanges to a reloaded hook
 //! ([`Caller::replay`]).
 
-use std::fmt::Display;
-
 use serde_json::Value;
 
 use super::context::{EngineContext, HookSpec, call_hook};
 use super::controller::Exchange;
 use super::error::SyncError;
-use super::events::EngineEvent;
+use super::events::{EngineEvent, EventKey};
 use crate::hooks::CallInfo;
 
 /// Who calls hooks: the controller kind and name, as hook call logs and events show them.
@@ -19,8 +17,6 @@ pub struct Caller {
     pub kind: &'static str,
     /// The definition's name.
     pub controller: String,
-    /// Keys are `<parent> <map key>` (MapController): the call record carries the map key.
-    pub map_keys: bool,
 }
 
 impl Caller {
@@ -29,30 +25,18 @@ impl Caller {
         Caller {
             kind,
             controller: controller.to_string(),
-            map_keys: false,
         }
     }
 
-    /// A caller whose keys are `<parent> <map key>` (MapController work keys).
-    pub fn with_map_keys(mut self) -> Self {
-        self.map_keys = true;
-        self
-    }
-
-    /// The call record of hook `hook` for `key` (a parent, target or map key, as displayed).
-    pub fn info(&self, hook: &str, key: &(dyn Display + Sync)) -> CallInfo {
-        let parent = key.to_string();
-        let map_key = if self.map_keys {
-            parent.split_once(' ').map(|(_, k)| k.to_string())
-        } else {
-            None
-        };
+    /// The call record of hook `hook` for `key` (a parent, target or map key).
+    pub fn info(&self, hook: &str, key: &(dyn EventKey + Sync)) -> CallInfo {
+        let subject = key.subject();
         CallInfo {
             hook: hook.to_string(),
             controller_kind: self.kind.to_string(),
             controller: self.controller.clone(),
-            parent,
-            map_key,
+            parent: subject.parent,
+            map_key: subject.map_key,
         }
     }
 
@@ -63,7 +47,7 @@ impl Caller {
         ctx: &EngineContext,
         hook: &str,
         spec: &HookSpec,
-        key: &(dyn Display + Sync),
+        key: &(dyn EventKey + Sync),
         body: &Value,
     ) -> Result<Value, SyncError> {
         let call = call_hook(ctx, spec, self.info(hook, key), body).await;
@@ -91,7 +75,8 @@ impl Caller {
                 };
                 let ev = EngineEvent::Replay {
                     controller: self.controller.clone(),
-                    parent: key,
+                    parent: key.parent,
+                    map_key: key.map_key,
                     hook,
                     changes,
                     error,

@@ -41,7 +41,9 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         let report = ctx.executor.execute(target, plan, ExecMode::Paused).await;
         ctx.bus.publish(EngineEvent::PlanHeld {
             controller: target.controller.to_string(),
-            parent: key.to_string(),
+            parent: target.subject.parent.clone(),
+            map_key: target.subject.map_key.clone(),
+            status_only: target.subject.status_only,
             actions: report.planned,
         });
         return Ok(Carried::default());
@@ -55,7 +57,8 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         let message = h.message();
         ctx.bus.publish(EngineEvent::HotLoop {
             controller: target.controller.to_string(),
-            parent: key.to_string(),
+            parent: target.subject.parent.clone(),
+            map_key: target.subject.map_key.clone(),
             resource: h.child.type_key.clone(),
             object: h.child.object(),
             path: h.path.clone(),
@@ -75,6 +78,21 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         })
     } else {
         Err(SyncError::Write(report.errors))
+    }
+}
+
+/// Publish a map key's detached outputs and the tombstone decision about them
+/// ([`EngineEvent::Detached`], [`EngineEvent::Tombstone`]) as the sync carries its plan out:
+/// nothing while paused or while writes are held (the `Planned` event shows them then).
+pub fn publish_detached(ctx: &EngineContext, controller: &str, parent: &str, plan: &SyncPlan) {
+    let Some(map_key) = &plan.map_key else {
+        return;
+    };
+    if ctx.is_paused() || ctx.writes_held().is_some() {
+        return;
+    }
+    for e in super::events::detached_events(controller, parent, map_key, &plan.detached) {
+        ctx.bus.publish(e);
     }
 }
 

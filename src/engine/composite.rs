@@ -2,27 +2,29 @@
 //!
 //! [`Composite::start`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
-//! runs the shared controller loop. [`Composite::sync_parent`] is one reconcile of one parent:
-//! claim children -> customize -> sync/finalize hook (once per live revision during a rolling
-//! update) -> pure plan -> execute -> wait until the caches show the writes.
+//! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
+//! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
+//! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
+//! -> pure plan; the skeleton executes it and waits until the caches show the writes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
+use super::controller::{SyncError, Tracker};
 use super::events::{EngineEvent, Trigger};
 use super::execute::Target;
 use super::hookapi::{self, Version};
-use super::ownership::{self, CONTROLLER_UID_LABEL};
-use super::plan::{self, ChildId, ChildType};
+use super::ownership::CONTROLLER_UID_LABEL;
+use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
-use super::rollout::{self, Revision, RevisionWrite};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use super::rollout;
+use super::rollout_plan;
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
 pub use super::shared::{StartError, resolve_all};
 use crate::k8s::discovery::ResourceInfo;
@@ -159,16 +161,6 @@ impl Composite {
         }))
     }
 
-    /// The controller's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The parent resource.
-    pub fn parent_resource(&self) -> &ResourceInfo {
-        &self.parent
-    }
-
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
         let mut parents = self.parent_informer.list(ns);
@@ -198,11 +190,6 @@ impl Composite {
         self.parents_in_scope()
             .into_iter()
             .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
-    }
-
-    /// The last sync/finalize exchange of a parent: (hook name, request, response).
-    pub fn last_exchange(&self, key: &ObjectKey) -> Option<(String, Value, Value)> {
-        self.memory.last_exchange(key)
     }
 
     /// The cache of a resource this controller reads (parent, children, revisions).
@@ -308,38 +295,59 @@ impl Composite {
     fn selector_for(&self, parent: &Value) -> Result<LabelSelector, String> {
         planner::composite_selector(parent, self.def.spec.generate_selector == Some(true))
     }
+}
 
-    /// One reconcile of one parent.
-    pub async fn sync_parent(
-        self: &Arc<Self>,
-        key: &ObjectKey,
-        stop: &CancellationToken,
-    ) -> SyncOutcome {
-        shared::finish_sync(&self.ctx, self.try_sync(key, stop).await).await
+/// What a sync observed of one parent: its sync mode, related objects and claimed children.
+pub struct Observed {
+    finalizing: bool,
+    uid: String,
+    selector: LabelSelector,
+    related: Vec<(String, Vec<Arc<Value>>)>,
+    claimed: planner::Claimed,
+}
+
+/// The sync or finalize hook's answer: the response, the desired children (each from the
+/// revision that claims it during a rolling update) and the rollout decision.
+pub struct Decided {
+    resp: hookapi::SyncResponse,
+    desired: Vec<(ChildId, Value)>,
+    rollout: Option<planner::RolloutDecision>,
+}
+
+impl SyncKind for Composite {
+    type Key = ObjectKey;
+    type Seen = Observed;
+    type Answer = Decided;
+
+    fn parts(&self) -> Parts<'_, ObjectKey> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
     }
 
-    async fn try_sync(
-        self: &Arc<Self>,
+    fn parent(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.parent_informer.get(key)
+    }
+
+    /// Sync mode, related objects (customize hook), children claimed by the selector.
+    async fn observe(
+        &self,
         key: &ObjectKey,
-        stop: &CancellationToken,
-    ) -> Result<SyncOutcome, (SyncError, Option<Value>)> {
-        let Some(parent) = self.parent_informer.get(key) else {
-            return Ok(SyncOutcome::default());
-        };
-        let with_parent = |f: SyncError| (f, Some((*parent).clone()));
-        let uid = object::uid(&parent).unwrap_or_default().to_string();
+        parent: &Value,
+        cx: SyncCx<'_>,
+    ) -> Result<Option<Observed>, SyncError> {
+        let uid = object::uid(parent).unwrap_or_default().to_string();
         let selected = self
             .parent_selector
             .as_ref()
-            .is_none_or(|s| s.matches(&object::labels(&parent)));
-        let Some(finalizing) = shared::sync_mode(&parent, &self.finalizer, selected) else {
-            return Ok(SyncOutcome::default());
+            .is_none_or(|s| s.matches(&object::labels(parent)));
+        let Some(finalizing) = shared::sync_mode(parent, &self.finalizer, selected) else {
+            return Ok(None);
         };
-        let selector = self
-            .selector_for(&parent)
-            .map_err(|e| with_parent(SyncError::Parent(e)))?;
-
-        // Related objects (customize hook).
+        let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
         let customize = self.hooks.customize(
             &self.ctx,
             &self.caller,
@@ -348,22 +356,18 @@ impl Composite {
         );
         let related = self
             .related
-            .related(&customize, &parent, key, stop)
-            .await
-            .map_err(with_parent)?;
-        let related_groups: Vec<(String, Vec<Arc<Value>>)> = related
-            .iter()
-            .map(|(r, objs)| (r.info.key(), objs.clone()))
+            .related(&customize, parent, key, cx.stop)
+            .await?
+            .into_iter()
+            .map(|(r, objs)| (r.info.key(), objs))
             .collect();
-
-        // Claim children.
         let scope_ns = if self.parent.namespaced {
-            object::namespace(&parent)
+            object::namespace(parent)
         } else {
             None
         };
         let claimed = planner::claim(
-            &parent,
+            parent,
             &selector,
             self.children.iter().map(|slot| planner::Candidates {
                 type_key: &slot.ty.key,
@@ -371,124 +375,146 @@ impl Composite {
                 orphans: slot.informer.orphans(scope_ns, &selector),
             }),
         );
-        let observed = &claimed.observed;
-        let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
+        Ok(Some(Observed {
+            finalizing,
+            uid,
+            selector,
+            related,
+            claimed,
+        }))
+    }
 
-        let hook_spec = self.hooks.for_sync(finalizing);
-        let mut outcome = SyncOutcome::default();
-        let mut answer = None;
-        let mut desired = Vec::new();
-        let mut rollout_decision = None;
-        if let Some((hook_name, spec)) = hook_spec {
-            let request =
-                self.request(spec.version, &parent, observed, &related_groups, finalizing);
-            let body = self
-                .caller
-                .call(&self.ctx, hook_name, spec, key, &request)
-                .await
-                .map_err(with_parent)?;
-            self.memory
-                .record_exchange(key, hook_name, request, body.clone());
-            let resp = hookapi::decode_sync(hook_name, spec.version, &body)
-                .map_err(|e| with_parent(SyncError::answer(hook_name, e.to_string())))?;
-            desired = planner::normalize_desired(
-                &parent,
-                &types,
-                &selector,
-                self.def.spec.generate_selector == Some(true),
-                resp.children.clone(),
-            )
-            .map_err(|e| {
-                with_parent(SyncError::answer(
-                    hook_name,
-                    format!("{hook_name} hook: {e}"),
-                ))
-            })?;
-            let clashes = planner::foreign_clashes(
-                &desired,
-                |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
-                |o| planner::controlled_by_other(o, &uid),
-            );
-            if !clashes.is_empty() {
-                return Err(with_parent(SyncError::answer(
-                    hook_name,
-                    format!(
-                        "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
-                        clashes.join("; ")
-                    ),
-                )));
-            }
-            if let Some((rev_info, _)) = &self.revisions
-                && !finalizing
-            {
-                let decision = self
-                    .rollout(
-                        spec,
-                        key,
-                        &parent,
-                        observed,
-                        &related_groups,
-                        &selector,
-                        desired,
-                        rev_info,
-                    )
-                    .await
-                    .map_err(with_parent)?;
-                desired = decision.1;
-                let decision = decision.0;
-                if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
-                    outcome.rollout_pending = true;
-                    self.ctx.bus.publish(EngineEvent::Rollout {
-                        controller: self.name.clone(),
-                        parent: key.to_string(),
-                        reason: state.reason.clone(),
-                        message: state.message.clone(),
-                    });
-                }
-                rollout_decision = Some(decision);
-            }
-            outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
-            answer = Some(resp);
+    fn hook(&self, parent: &Value, seen: &Observed) -> Option<HookCall<'_>> {
+        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let request = self.request(
+            spec.version,
+            parent,
+            &seen.claimed.observed,
+            &seen.related,
+            seen.finalizing,
+        );
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        })
+    }
+
+    /// Decode, normalize, refuse children of other controllers, then the rollout step.
+    async fn desired(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp =
+            hookapi::decode_sync(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
+        let mut desired = planner::normalize_desired(
+            parent,
+            &self.child_types(),
+            &seen.selector,
+            self.def.spec.generate_selector == Some(true),
+            resp.children.clone(),
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        let clashes = planner::foreign_clashes(
+            &desired,
+            |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
+            |o| planner::controlled_by_other(o, &seen.uid),
+        );
+        if !clashes.is_empty() {
+            return Err(fail(format!(
+                "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                clashes.join("; ")
+            )));
         }
+        let mut rollout_decision = None;
+        if let Some((rev_info, _)) = &self.revisions
+            && !seen.finalizing
+        {
+            let (decision, d) = self
+                .rollout(
+                    spec,
+                    key,
+                    parent,
+                    &seen.claimed.observed,
+                    &seen.related,
+                    &seen.selector,
+                    desired,
+                    rev_info,
+                )
+                .await?;
+            desired = d;
+            if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
+                self.ctx.bus.publish(EngineEvent::Rollout {
+                    controller: self.name.clone(),
+                    parent: key.to_string(),
+                    reason: state.reason.clone(),
+                    message: state.message.clone(),
+                });
+            }
+            rollout_decision = Some(decision);
+        }
+        Ok(Decided {
+            resp,
+            desired,
+            rollout: rollout_decision,
+        })
+    }
+
+    fn plan(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
         let now = jiff::Timestamp::now().to_string();
-        let sync_plan = planner::plan_composite(&planner::CompositeInput {
-            parent: &parent,
-            types: &types,
-            claimed: &claimed,
-            answer: answer.as_ref().map(|resp| planner::Answer {
-                desired: &desired,
-                status: resp.status.as_ref(),
-                finalized: resp.finalized,
-                resync_after_seconds: resp.resync_after_seconds,
+        planner::plan_composite(&planner::CompositeInput {
+            parent,
+            types: &self.child_types(),
+            claimed: &seen.claimed,
+            answer: answer.map(|a| planner::Answer {
+                desired: &a.desired,
+                status: a.resp.status.as_ref(),
+                finalized: a.resp.finalized,
+                resync_after_seconds: a.resp.resync_after_seconds,
             }),
-            rollout: rollout_decision.as_ref(),
+            rollout: answer.and_then(|a| a.rollout.as_ref()),
             finalizer: planner::FinalizerInput {
                 name: &self.finalizer,
                 has_finalize_hook: self.hooks.finalize.is_some(),
-                finalizing,
+                finalizing: seen.finalizing,
             },
             held: &self.memory.held_fields(key),
             now: &now,
-        });
+        })
+    }
 
-        self.ctx
-            .bus
-            .publish(sync_plan.event(&self.name, &key.to_string()));
-        let target = Target {
+    fn target<'a>(&'a self, key: &ObjectKey, parent: &'a Value) -> Target<'a> {
+        Target {
             controller: &self.name,
-            parent: &parent,
+            parent,
             parent_info: &self.parent,
             types: &self.types,
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
-        };
-        shared::carry_out(&self.ctx, &self.memory, key, &target, &sync_plan, |t| {
-            self.informer_for(t)
-        })
-        .await
-        .map_err(with_parent)?
-        .fill(&mut outcome);
-        Ok(outcome)
+            subject: super::events::EventKey::subject(key),
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        Composite::informer_for(self, type_key)
+    }
+}
+
+impl Composite {
+    /// The declared child types, in declaration order.
+    fn child_types(&self) -> Vec<ChildType> {
+        self.children.iter().map(|s| s.ty.clone()).collect()
     }
 
     fn request(
@@ -499,24 +525,17 @@ impl Composite {
         related: &[(String, Vec<Arc<Value>>)],
         finalizing: bool,
     ) -> Value {
-        let groups: Vec<(String, Vec<Arc<Value>>)> = self
-            .children
-            .iter()
-            .map(|s| {
-                (
-                    s.ty.key.clone(),
-                    observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                )
-            })
-            .collect();
-        let children = hookapi::object_map(version, self.parent.namespaced, &groups);
+        let declared = self.children.iter().map(|s| s.ty.key.as_str());
+        let children =
+            hookapi::declared_object_map(version, self.parent.namespaced, declared, observed);
         let related = hookapi::object_map(version, self.parent.namespaced, related);
         hookapi::composite_request(&self.def.raw, parent, children, related, finalizing)
     }
 
-    /// Rolling updates: call the hook for every live old revision, step the rollout, and
-    /// return the desired children (each from the revision that claims it), the state and the
-    /// revision writes.
+    /// Rolling updates: read the parent's revisions, call the hook for every old revision that
+    /// still claims children, and step the rollout ([`rollout_plan`], pure): the desired
+    /// children (each from the revision that claims it) and the decision (state, claims,
+    /// revision writes).
     #[allow(clippy::too_many_arguments)]
     async fn rollout(
         &self,
@@ -529,240 +548,51 @@ impl Composite {
         latest_desired: Vec<(ChildId, Value)>,
         rev_info: &ResourceInfo,
     ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
+        let _ = rev_info;
         let Some((_, rev_informer)) = &self.revisions else {
             return Err(SyncError::Internal("no revision cache".into()));
         };
-        let fail = |message: String| SyncError::answer("sync", message);
         let uid = object::uid(parent).unwrap_or_default();
-        let field_paths = self
-            .def
-            .spec
-            .parent_resource
-            .revision_history
-            .as_ref()
-            .map(|r| r.field_paths.clone())
-            .unwrap_or_default();
-        let latest_patch = rollout::parent_patch(parent, &field_paths);
-        let latest_name =
-            rollout::revision_name(object::name(parent).unwrap_or_default(), &latest_patch);
-        let stored: Vec<Revision> = rev_informer
+        let stored = rev_informer
             .controlled_by(uid)
             .into_iter()
             .map(rollout::revision_from_object)
             .collect();
-        let rolling: BTreeSet<&str> = self
-            .children
-            .iter()
-            .filter(|s| s.ty.method.is_rolling())
-            .map(|s| s.ty.key.as_str())
-            .collect();
-        // Current claims, from the stored revisions.
-        let mut claims: BTreeMap<ChildId, String> = BTreeMap::new();
-        for rev in &stored {
-            for ((group, kind), names) in &rev.children {
-                let Some(slot) = self
-                    .children
-                    .iter()
-                    .find(|s| s.ty.kind == *kind && object::group_of(&s.ty.api_version) == group)
-                else {
-                    continue;
-                };
-                for n in names {
-                    let (ns, name) = match n.split_once('/') {
-                        Some((ns, name)) => (Some(ns), name),
-                        None => (object::namespace(parent), n.as_str()),
-                    };
-                    let id = ChildId {
-                        type_key: slot.ty.key.clone(),
-                        key: plan::ObjectKeyView {
-                            namespace: if slot.ty.namespaced {
-                                ns.map(str::to_string)
-                            } else {
-                                None
-                            },
-                            name: name.to_string(),
-                        },
-                    };
-                    claims.insert(id, rev.name.clone());
-                }
-            }
-        }
-        // Desired state per revision (the hook is called once per old revision that claims
-        // children, with the parent as it was at that revision).
         let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
-        let only_rolling = |d: &[(ChildId, Value)]| -> BTreeMap<ChildId, Value> {
-            d.iter()
-                .filter(|(id, _)| rolling.contains(id.type_key.as_str()))
-                .cloned()
-                .collect()
-        };
-        let mut desired_by_rev: BTreeMap<String, BTreeMap<ChildId, Value>> = BTreeMap::new();
-        desired_by_rev.insert(latest_name.clone(), only_rolling(&latest_desired));
-        let live_old: BTreeSet<String> = claims
-            .values()
-            .filter(|r| **r != latest_name)
-            .cloned()
-            .collect();
-        for rev in stored.iter().filter(|r| live_old.contains(&r.name)) {
-            let old_parent = rollout::patched_parent(parent, &rev.parent_patch, &field_paths);
-            let request = self.request(spec.version, &old_parent, observed, related, false);
+        let field_paths = rollout_plan::field_paths(&self.def.spec);
+        let revs = rollout_plan::revisions(parent, &field_paths, stored, &types);
+        // The hook is called once per old revision that claims children, with the parent as
+        // it was at that revision.
+        let answers =
+            rollout_plan::RevisionAnswers::new(&self.def.spec, spec.version, &types, selector);
+        let mut old_desired = BTreeMap::new();
+        for (rev, old_parent) in &revs.old {
+            let request = self.request(spec.version, old_parent, observed, related, false);
             let body = self
                 .caller
                 .call(&self.ctx, "sync", spec, key, &request)
                 .await?;
-            let resp = hookapi::decode_sync("sync", spec.version, &body)
-                .map_err(|e| fail(e.to_string()))?;
-            let d = plan::normalize_desired(
-                &old_parent,
-                &types,
-                selector,
-                self.def.spec.generate_selector == Some(true),
-                resp.children,
-            )
-            .map_err(|e| fail(format!("sync hook (revision {}): {e}", rev.name)))?;
-            desired_by_rev.insert(rev.name.clone(), only_rolling(&d));
+            let d = answers.desired(rev, old_parent, &body)?;
+            old_desired.insert(rev.clone(), d);
         }
-        let observed_rolling: BTreeMap<ChildId, Arc<Value>> = observed
-            .iter()
-            .filter(|(k, _)| rolling.contains(k.as_str()))
-            .flat_map(|(k, objs)| objs.iter().map(move |o| (ChildId::of(k, o), Arc::clone(o))))
-            .collect();
-        let latest_order: Vec<ChildId> = latest_desired
-            .iter()
-            .filter(|(id, _)| rolling.contains(id.type_key.as_str()))
-            .map(|(id, _)| id.clone())
-            .collect();
         let checks: BTreeMap<String, Vec<StatusConditionCheck>> = self
             .children
             .iter()
             .map(|s| (s.ty.key.clone(), s.checks.clone()))
             .collect();
-        let outcome = rollout::step(rollout::StepInput {
-            latest: &latest_name,
-            claims,
-            desired: &desired_by_rev,
-            latest_order: &latest_order,
-            observed: &observed_rolling,
-            checks: &checks,
-        });
-        // Desired children: non-rolling from the latest answer, rolling from their revision.
-        let mut desired: Vec<(ChildId, Value)> = Vec::new();
-        for (id, v) in &latest_desired {
-            if !rolling.contains(id.type_key.as_str()) {
-                desired.push((id.clone(), v.clone()));
-            } else if let Some(rev) = outcome.claims.get(id)
-                && let Some(v) = desired_by_rev.get(rev).and_then(|d| d.get(id))
-            {
-                desired.push((id.clone(), v.clone()));
-            }
-        }
-        for (id, rev) in &outcome.claims {
-            if *rev != latest_name
-                && !desired.iter().any(|(d, _)| d == id)
-                && let Some(v) = desired_by_rev.get(rev).and_then(|d| d.get(id))
-            {
-                desired.push((id.clone(), v.clone()));
-            }
-        }
-        let writes = self.revision_writes(
-            parent,
-            &stored,
-            &latest_name,
-            &latest_patch,
-            &outcome.claims,
-            selector,
-            rev_info,
-        );
-        Ok((
-            planner::RolloutDecision {
-                state: Some(outcome.state),
-                writes,
-                claims: outcome.claims,
-                latest: latest_name,
-                order: latest_order,
+        Ok(rollout_plan::decide(
+            revs,
+            rollout_plan::DecideInput {
+                parent,
+                parent_namespaced: self.parent.namespaced,
+                types: &types,
+                checks: &checks,
+                selector,
+                observed,
+                latest_desired: &latest_desired,
+                old_desired: &old_desired,
             },
-            desired,
         ))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn revision_writes(
-        &self,
-        parent: &Value,
-        stored: &[Revision],
-        latest: &str,
-        latest_patch: &Value,
-        claims: &BTreeMap<ChildId, String>,
-        selector: &LabelSelector,
-        rev_info: &ResourceInfo,
-    ) -> Vec<RevisionWrite> {
-        let ns = object::namespace(parent).unwrap_or("default").to_string();
-        let _ = rev_info;
-        // Claims per revision in the stored format.
-        let mut wanted: BTreeMap<&str, BTreeMap<(String, String), BTreeSet<String>>> =
-            BTreeMap::new();
-        for (id, rev) in claims {
-            let Some(slot) = self.children.iter().find(|s| s.ty.key == id.type_key) else {
-                continue;
-            };
-            let (gk, name) = rollout::claim_key(
-                id,
-                &slot.ty.api_version,
-                &slot.ty.kind,
-                self.parent.namespaced,
-            );
-            wanted
-                .entry(rev.as_str())
-                .or_default()
-                .entry(gk)
-                .or_default()
-                .insert(name);
-        }
-        let encode = |c: &BTreeMap<(String, String), BTreeSet<String>>| -> Value {
-            Value::Array(
-                c.iter()
-                    .map(|((g, k), names)| json!({"apiGroup": g, "kind": k, "names": names}))
-                    .collect(),
-            )
-        };
-        let mut writes = Vec::new();
-        let empty = BTreeMap::new();
-        if !stored.iter().any(|r| r.name == latest) {
-            let mut labels = serde_json::Map::new();
-            for (k, v) in selector.exact_pairs() {
-                labels.insert(k.to_string(), json!(v));
-            }
-            writes.push(RevisionWrite::Create {
-                object: json!({
-                    "apiVersion": rollout::REVISION_API_VERSION,
-                    "kind": rollout::REVISION_KIND,
-                    "metadata": {
-                        "name": latest,
-                        "namespace": ns,
-                        "labels": labels,
-                        "ownerReferences": [ownership::controller_ref_for(parent)],
-                    },
-                    "parentPatch": latest_patch,
-                    "children": encode(wanted.get(latest).unwrap_or(&empty)),
-                }),
-            });
-        }
-        for rev in stored {
-            let want = wanted.get(rev.name.as_str()).unwrap_or(&empty);
-            let Some(obj) = &rev.object else { continue };
-            if want.is_empty() && rev.name != latest {
-                writes.push(RevisionWrite::Delete {
-                    name: rev.name.clone(),
-                    namespace: object::namespace(obj).unwrap_or(&ns).to_string(),
-                    uid: object::uid(obj).unwrap_or_default().to_string(),
-                });
-            } else if *want != rev.children {
-                let mut o = (**obj).clone();
-                o["children"] = encode(want);
-                writes.push(RevisionWrite::Update { object: o });
-            }
-        }
-        writes
     }
 }
 
@@ -840,12 +670,14 @@ async fn ensure_revision_resource(
         .ok_or_else(|| StartError::Stopped(controller.to_string()))
 }
 
-impl ControllerHandle for Composite {
-    fn name(&self) -> &str {
-        &self.name
+impl KindController for Composite {
+    const KIND: &'static str = KIND;
+
+    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
+        &self.queue
     }
-    fn queue_stats(&self) -> super::queue::QueueStats {
-        self.queue.stats()
+    fn parent_resources(&self) -> String {
+        self.parent.key()
     }
     fn parent_count(&self) -> usize {
         self.parents_in_scope().len()
@@ -859,22 +691,18 @@ impl ControllerHandle for Composite {
             .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
         shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
-    /// Forget customize answers, then queue every parent.
-    fn hook_reloaded(&self) {
+    /// Forget customize answers.
+    fn forget_answers(&self) {
         self.related.clear();
-        self.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.hooks.specs()
     }
-    fn exchanges(&self) -> Vec<Exchange> {
-        self.memory.exchanges()
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        self.hooks.for_exchange(hook)
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(
-            self.caller
-                .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook)),
-        )
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        Composite::spawn_routers(self, stop);
     }
 }
 
@@ -887,45 +715,5 @@ pub async fn launch(
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
     let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
-    comp.spawn_routers(&stop);
-    Composite::enqueue_all(&comp, Trigger::ParentAdded);
-    let lp = Arc::new(CompositeLoop {
-        inner: Arc::clone(&comp),
-        stop: stop.clone(),
-    });
-    let parent_resource = comp.parent_resource().key();
-    Ok(shared::launched(
-        ctx,
-        KIND,
-        comp,
-        parent_resource,
-        lp,
-        stop,
-        tracker,
-    ))
-}
-
-/// Adapter so the shared loop can drive a composite controller.
-pub struct CompositeLoop {
-    /// The controller.
-    pub inner: Arc<Composite>,
-    /// Stops related-resource routers started during syncs.
-    pub stop: CancellationToken,
-}
-
-impl Reconciler for CompositeLoop {
-    type Key = ObjectKey;
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
-        &self.inner.queue
-    }
-
-    async fn sync(&self, key: &ObjectKey, triggers: &[Trigger]) -> SyncOutcome {
-        self.inner.memory.clear_hot_loops_on(key, triggers);
-        self.inner.sync_parent(key, &self.stop).await
-    }
+    Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

@@ -341,7 +341,7 @@ pub async fn call_hook(
                 "--dump-requests {}: cannot write the {} call of {}: {e}",
                 dir.display(),
                 info.hook,
-                info.parent
+                info.label()
             ),
         });
     }

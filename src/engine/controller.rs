@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use super::error::SyncError;
-use super::events::{EngineEvent, EventBus, Trigger};
+use super::events::{EngineEvent, EventBus, EventKey, EventSubject, Trigger};
 use super::queue::WorkQueue;
 
 /// How one sync ended.
@@ -37,7 +37,7 @@ pub struct SyncOutcome {
 /// One kind of controller (CompositeController, ...), as the shared loop drives it.
 pub trait Reconciler: Send + Sync + 'static {
     /// The work-queue key (a parent, or a parent plus a map key).
-    type Key: Clone + Eq + Hash + Send + Sync + Display + 'static;
+    type Key: Clone + Eq + Hash + Send + Sync + Display + EventKey + 'static;
 
     /// The controller's name.
     fn name(&self) -> &str;
@@ -60,9 +60,9 @@ pub trait Reconciler: Send + Sync + 'static {
     }
 }
 
-/// One parent's last hook exchange: (parent or key, as shown in events, (hook name, request,
+/// One parent's last hook exchange: (the parent or map key it was for, (hook name, request,
 /// response)).
-pub type Exchange = (String, (String, serde_json::Value, serde_json::Value));
+pub type Exchange = (EventSubject, (String, serde_json::Value, serde_json::Value));
 
 /// A started controller of any kind, as the runtime and the dev loop drive it.
 pub trait ControllerHandle: Send + Sync {
@@ -195,9 +195,12 @@ async fn sync_one<R: Reconciler>(
 ) {
     let name = r.name().to_string();
     let key_s = key.to_string();
+    let subject = key.subject();
     bus.publish(EngineEvent::SyncStarted {
         controller: name.clone(),
-        parent: key_s.clone(),
+        parent: subject.parent.clone(),
+        map_key: subject.map_key.clone(),
+        status_only: subject.status_only,
         triggers: triggers.clone(),
     });
     let start = Instant::now();
@@ -241,9 +244,16 @@ async fn sync_one<R: Reconciler>(
             }
         }
     }
+    let EventSubject {
+        parent,
+        map_key,
+        status_only,
+    } = subject;
     bus.publish(EngineEvent::SyncFinished {
         controller: name,
-        parent: key_s,
+        parent,
+        map_key,
+        status_only,
         duration: start.elapsed(),
         writes: out.writes,
         error: out.error.as_ref().map(ToString::to_string),

@@ -3,7 +3,8 @@
 //!
 //! [`Decorator::start`] resolves the target and attachment resources (waiting for ones that do
 //! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
-//! shared controller loop. One sync of one target: find its attachments (controlled by the
+//! shared controller loop. One sync of one target runs the shared skeleton of
+//! [`super::reconcile`] with this kind's steps: find its attachments (controlled by the
 //! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
 //! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
 //! merge, attachment writes, status (only when the hook gives one) and finalizer -> execute
@@ -16,19 +17,20 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
-use super::events::{EngineEvent, Trigger};
+use super::controller::{SyncError, Tracker};
+use super::decorator_rule::{self, TargetRule};
+use super::events::Trigger;
 use super::execute::Target;
 use super::hookapi;
-use super::plan::ChildType;
+use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{
     self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory, resolve_all,
 };
@@ -45,29 +47,11 @@ pub const DECORATOR_ANNOTATION: &str = "metacontroller.k8s.io/decorator-controll
 /// The controller kind, as shown in events and hook call logs.
 const KIND: &str = "DecoratorController";
 
-/// One target selector rule: both parts must match (an absent part matches everything).
-struct Rule {
-    labels: Option<LabelSelector>,
-    annotations: Option<LabelSelector>,
-}
-
-impl Rule {
-    fn matches(&self, obj: &Value) -> bool {
-        self.labels
-            .as_ref()
-            .is_none_or(|s| s.matches(&object::labels(obj)))
-            && self
-                .annotations
-                .as_ref()
-                .is_none_or(|s| s.matches(&object::annotations(obj)))
-    }
-}
-
 /// A target resource (several `resources` rules on one resource share one slot).
 struct TargetSlot {
     info: ResourceInfo,
     informer: Arc<Informer>,
-    rules: Vec<Rule>,
+    rules: Vec<TargetRule>,
 }
 
 /// A declared attachment resource with its cache.
@@ -97,6 +81,13 @@ impl fmt::Display for TargetKey {
         } else {
             write!(f, "{}", self.key)
         }
+    }
+}
+
+/// Events name a target as it is displayed (with its resource when qualified).
+impl super::events::EventKey for TargetKey {
+    fn subject(&self) -> super::events::EventSubject {
+        super::events::EventSubject::parent(self.to_string())
     }
 }
 
@@ -147,25 +138,14 @@ impl Decorator {
                 a.method()
             )));
         }
-        let mut rules = Vec::new();
-        for (i, r) in def.spec.resources.iter().enumerate() {
-            let labels = r
-                .label_selector
-                .as_ref()
-                .map(LabelSelector::from_label_selector)
-                .transpose()
-                .map_err(|e| cfg(format!("spec.resources[{i}].labelSelector: {e}")))?;
-            let annotations = r
-                .annotation_selector
-                .as_ref()
-                .map(|s| s.selector())
-                .transpose()
-                .map_err(|e| cfg(format!("spec.resources[{i}].annotationSelector: {e}")))?;
-            rules.push(Rule {
-                labels,
-                annotations,
-            });
-        }
+        let rules = def
+            .spec
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| TargetRule::from_spec(i, r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| cfg(e.to_string()))?;
 
         let mut wanted: Vec<(String, String)> = def
             .spec
@@ -233,11 +213,6 @@ impl Decorator {
         }))
     }
 
-    /// The controller's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// The target resources, `Kind.apiVersion`, comma-separated.
     pub fn target_resources(&self) -> String {
         self.targets
@@ -249,7 +224,7 @@ impl Decorator {
 
     /// Is the target selected by one of the rules of its resource?
     fn selected(&self, slot: usize, obj: &Value) -> bool {
-        self.targets[slot].rules.iter().any(|r| r.matches(obj))
+        decorator_rule::selects(&self.targets[slot].rules, obj)
     }
 
     /// Is this target ours to sync: in the `-n` namespace (if any), and selected or still
@@ -365,173 +340,198 @@ impl Decorator {
     fn is_attachment(&self, obj: &Value) -> bool {
         object::annotation(obj, DECORATOR_ANNOTATION) == Some(self.name.as_str())
     }
+}
 
-    /// One reconcile of one target (`stop` ends the related-resource routers it starts).
-    pub async fn sync_target(
-        self: &Arc<Self>,
-        key: &TargetKey,
-        stop: &CancellationToken,
-    ) -> SyncOutcome {
-        shared::finish_sync(&self.ctx, self.try_sync(key, stop).await).await
+/// What a sync observed of one target: its sync mode, related objects and attachments.
+pub struct Observed {
+    finalizing: bool,
+    namespaced: bool,
+    uid: String,
+    related: Vec<(String, Vec<Arc<Value>>)>,
+    attachments: BTreeMap<String, Vec<Arc<Value>>>,
+}
+
+/// The sync or finalize hook's answer with its desired attachments (annotated as ours).
+pub struct Decided {
+    resp: hookapi::DecoratorResponse,
+    desired: Vec<(ChildId, Value)>,
+}
+
+impl SyncKind for Decorator {
+    type Key = TargetKey;
+    type Seen = Observed;
+    type Answer = Decided;
+
+    fn parts(&self) -> Parts<'_, TargetKey> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
     }
 
-    async fn try_sync(
-        self: &Arc<Self>,
-        key: &TargetKey,
-        stop: &CancellationToken,
-    ) -> Result<SyncOutcome, (SyncError, Option<Value>)> {
-        let slot = key.slot;
-        let Some(tslot) = self.targets.get(slot) else {
-            return Ok(SyncOutcome::default());
-        };
-        let Some(target) = tslot.informer.get(&key.key) else {
-            return Ok(SyncOutcome::default());
-        };
-        let fail = |hook: &str, message: String| {
-            (SyncError::answer(hook, message), Some((*target).clone()))
-        };
-        let with_target = |f: SyncError| (f, Some((*target).clone()));
-        let uid = object::uid(&target).unwrap_or_default().to_string();
+    fn parent(&self, key: &TargetKey) -> Option<Arc<Value>> {
+        let target = self.targets.get(key.slot)?.informer.get(&key.key)?;
         self.memory.remember_uid(&target, key);
-        let selected = self.selected(slot, &target);
-        let Some(finalizing) = shared::sync_mode(&target, &self.finalizer, selected) else {
-            return Ok(SyncOutcome::default());
+        Some(target)
+    }
+
+    /// Sync mode, related objects (customize hook), and the attachments: controlled by the
+    /// target and carrying our annotation (never adopted).
+    async fn observe(
+        &self,
+        key: &TargetKey,
+        target: &Value,
+        cx: SyncCx<'_>,
+    ) -> Result<Option<Observed>, SyncError> {
+        let selected = self.selected(key.slot, target);
+        let Some(finalizing) = shared::sync_mode(target, &self.finalizer, selected) else {
+            return Ok(None);
         };
-        let customize = self.hooks.customize(
-            &self.ctx,
-            &self.caller,
-            &self.def.raw,
-            tslot.info.namespaced,
-        );
-        let related_groups: Vec<(String, Vec<Arc<Value>>)> = self
+        let namespaced = self.targets[key.slot].info.namespaced;
+        let customize = self
+            .hooks
+            .customize(&self.ctx, &self.caller, &self.def.raw, namespaced);
+        let related = self
             .related
-            .related(&customize, &target, key, stop)
-            .await
-            .map_err(with_target)?
+            .related(&customize, target, key, cx.stop)
+            .await?
             .into_iter()
             .map(|(r, objs)| (r.info.key(), objs))
             .collect();
+        let uid = object::uid(target).unwrap_or_default().to_string();
+        let attachments = self
+            .attachments
+            .iter()
+            .map(|a| {
+                let owned: Vec<Arc<Value>> = a
+                    .informer
+                    .controlled_by(&uid)
+                    .into_iter()
+                    .filter(|o| self.is_attachment(o))
+                    .collect();
+                (a.ty.key.clone(), owned)
+            })
+            .collect();
+        Ok(Some(Observed {
+            finalizing,
+            namespaced,
+            uid,
+            related,
+            attachments,
+        }))
+    }
 
-        // Attachments: controlled by the target and carrying our annotation (no adoption).
-        let mut observed: BTreeMap<String, Vec<Arc<Value>>> = BTreeMap::new();
-        for a in &self.attachments {
-            let owned: Vec<Arc<Value>> = a
-                .informer
-                .controlled_by(&uid)
-                .into_iter()
-                .filter(|o| self.is_attachment(o))
-                .collect();
-            observed.insert(a.ty.key.clone(), owned);
-        }
+    fn hook(&self, target: &Value, seen: &Observed) -> Option<HookCall<'_>> {
+        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let namespaced = seen.namespaced;
+        let declared = self.attachments.iter().map(|a| a.ty.key.as_str());
+        let request = hookapi::decorator_request(
+            &self.def.raw,
+            target,
+            hookapi::declared_object_map(spec.version, namespaced, declared, &seen.attachments),
+            hookapi::object_map(spec.version, namespaced, &seen.related),
+            seen.finalizing,
+        );
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        })
+    }
 
-        let mut outcome = SyncOutcome::default();
-        let types: Vec<ChildType> = self.attachments.iter().map(|a| a.ty.clone()).collect();
-        let mut answer = None;
-        let mut desired = Vec::new();
-        if let Some((hook_name, spec)) = self.hooks.for_sync(finalizing) {
-            let namespaced = tslot.info.namespaced;
-            let groups: Vec<(String, Vec<Arc<Value>>)> = self
-                .attachments
-                .iter()
-                .map(|a| {
-                    (
-                        a.ty.key.clone(),
-                        observed.get(&a.ty.key).cloned().unwrap_or_default(),
-                    )
-                })
-                .collect();
-            let request = hookapi::decorator_request(
-                &self.def.raw,
-                &target,
-                hookapi::object_map(spec.version, namespaced, &groups),
-                hookapi::object_map(spec.version, namespaced, &related_groups),
-                finalizing,
-            );
-            let body = self
-                .caller
-                .call(&self.ctx, hook_name, spec, key, &request)
-                .await
-                .map_err(with_target)?;
-            self.memory
-                .record_exchange(key, hook_name, request, body.clone());
-            let resp = hookapi::decode_decorator(hook_name, spec.version, &body)
-                .map_err(|e| fail(hook_name, e.to_string()))?;
-            desired = planner::normalize_desired(
-                &target,
-                &types,
-                &LabelSelector::default(),
-                false,
-                resp.attachments.clone(),
-            )
-            .map_err(|e| fail(hook_name, format!("{hook_name} hook: {e}")))?;
-            for (_, obj) in &mut desired {
-                obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
-            }
-            let clashes = planner::foreign_clashes(
-                &desired,
-                |id| {
-                    self.attachment_informer(&id.type_key)?
-                        .get(&id.object_key())
-                },
-                |o| self.not_an_attachment(o, &uid),
-            );
-            if !clashes.is_empty() {
-                return Err(fail(
-                    hook_name,
-                    format!(
-                        "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
-                        clashes.join("; ")
-                    ),
-                ));
-            }
-            outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
-            answer = Some(resp);
+    /// Decode, normalize, annotate as ours, refuse objects that are not our attachments.
+    async fn desired(
+        &self,
+        _key: &TargetKey,
+        target: &Value,
+        seen: &Observed,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp = hookapi::decode_decorator(hook_name, spec.version, body)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut desired = planner::normalize_desired(
+            target,
+            &self.attachment_types(),
+            &LabelSelector::default(),
+            false,
+            resp.attachments.clone(),
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        for (_, obj) in &mut desired {
+            obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
         }
-        let sync_plan = planner::plan_decorator(&planner::DecoratorInput {
-            target: &target,
-            types: &types,
-            observed: &observed,
-            answer: answer.as_ref().map(|resp| planner::DecoratorAnswer {
+        let clashes = planner::foreign_clashes(
+            &desired,
+            |id| {
+                self.attachment_informer(&id.type_key)?
+                    .get(&id.object_key())
+            },
+            |o| self.not_an_attachment(o, &seen.uid),
+        );
+        if !clashes.is_empty() {
+            return Err(fail(format!(
+                "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
+                clashes.join("; ")
+            )));
+        }
+        Ok(Decided { resp, desired })
+    }
+
+    fn plan(
+        &self,
+        key: &TargetKey,
+        target: &Value,
+        seen: &Observed,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
+        planner::plan_decorator(&planner::DecoratorInput {
+            target,
+            types: &self.attachment_types(),
+            observed: &seen.attachments,
+            answer: answer.map(|a| planner::DecoratorAnswer {
                 answer: planner::Answer {
-                    desired: &desired,
-                    status: resp.status.as_ref(),
-                    finalized: resp.finalized,
-                    resync_after_seconds: resp.resync_after_seconds,
+                    desired: &a.desired,
+                    status: a.resp.status.as_ref(),
+                    finalized: a.resp.finalized,
+                    resync_after_seconds: a.resp.resync_after_seconds,
                 },
-                labels: &resp.labels,
-                annotations: &resp.annotations,
+                labels: &a.resp.labels,
+                annotations: &a.resp.annotations,
             }),
             finalizer: planner::FinalizerInput {
                 name: &self.finalizer,
                 has_finalize_hook: self.hooks.finalize.is_some(),
-                finalizing,
+                finalizing: seen.finalizing,
             },
             held: &self.memory.held_fields(key),
-        });
+        })
+    }
 
-        self.ctx
-            .bus
-            .publish(sync_plan.event(&self.name, &key.to_string()));
-        let exec_target = Target {
+    fn target<'a>(&'a self, key: &TargetKey, target: &'a Value) -> Target<'a> {
+        Target {
             controller: &self.name,
-            parent: &target,
-            parent_info: &tslot.info,
+            parent: target,
+            parent_info: &self.targets[key.slot].info,
             types: &self.types,
             revisions: None,
             finalizer: &self.finalizer,
-        };
-        shared::carry_out(
-            &self.ctx,
-            &self.memory,
-            key,
-            &exec_target,
-            &sync_plan,
-            |t| self.informer_for(t),
-        )
-        .await
-        .map_err(with_target)?
-        .fill(&mut outcome);
-        Ok(outcome)
+            subject: super::events::EventKey::subject(key),
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        Decorator::informer_for(self, type_key)
+    }
+}
+
+impl Decorator {
+    /// The declared attachment types, in declaration order.
+    fn attachment_types(&self) -> Vec<ChildType> {
+        self.attachments.iter().map(|a| a.ty.clone()).collect()
     }
 
     /// Why an existing object of a desired attachment's name is not this target's attachment
@@ -552,12 +552,14 @@ impl Decorator {
     }
 }
 
-impl ControllerHandle for Decorator {
-    fn name(&self) -> &str {
-        &self.name
+impl KindController for Decorator {
+    const KIND: &'static str = KIND;
+
+    fn queue(&self) -> &WorkQueue<TargetKey, Trigger> {
+        &self.queue
     }
-    fn queue_stats(&self) -> super::queue::QueueStats {
-        self.queue.stats()
+    fn parent_resources(&self) -> String {
+        self.target_resources()
     }
     fn parent_count(&self) -> usize {
         self.targets_in_scope().len()
@@ -571,22 +573,18 @@ impl ControllerHandle for Decorator {
         });
         shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
-    /// Forget customize answers, then queue every target.
-    fn hook_reloaded(&self) {
+    /// Forget customize answers.
+    fn forget_answers(&self) {
         self.related.clear();
-        self.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.hooks.specs()
     }
-    fn exchanges(&self) -> Vec<Exchange> {
-        self.memory.exchanges()
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        self.hooks.for_exchange(hook)
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(
-            self.caller
-                .replay(&self.ctx, exchanges, |hook| self.hooks.for_exchange(hook)),
-        )
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        Decorator::spawn_routers(self, stop);
     }
 }
 
@@ -599,37 +597,5 @@ pub async fn launch(
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
     let dec = Decorator::start(def, Arc::clone(&ctx), &stop).await?;
-    dec.spawn_routers(&stop);
-    Decorator::enqueue_all(&dec, Trigger::ParentAdded);
-    let lp = Arc::new(DecoratorLoop {
-        inner: Arc::clone(&dec),
-        stop: stop.clone(),
-    });
-    let targets = dec.target_resources();
-    Ok(shared::launched(ctx, KIND, dec, targets, lp, stop, tracker))
-}
-
-/// Adapter so the shared loop can drive a decorator controller.
-pub struct DecoratorLoop {
-    /// The controller.
-    pub inner: Arc<Decorator>,
-    /// Stops related-resource routers started during syncs.
-    pub stop: CancellationToken,
-}
-
-impl Reconciler for DecoratorLoop {
-    type Key = TargetKey;
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn queue(&self) -> &WorkQueue<TargetKey, Trigger> {
-        &self.inner.queue
-    }
-
-    async fn sync(&self, key: &TargetKey, triggers: &[Trigger]) -> SyncOutcome {
-        self.inner.memory.clear_hot_loops_on(key, triggers);
-        self.inner.sync_target(key, &self.stop).await
-    }
+    Ok(reconcile::launch(dec, ctx, stop, tracker))
 }

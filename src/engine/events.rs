@@ -10,6 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use super::apply::FieldChange;
+use super::planner::{DetachedOutput, ObjectPlan};
+
 /// Why a parent was synced (a parent can have several reasons, coalesced by the work queue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -69,6 +72,72 @@ impl std::fmt::Display for Trigger {
             Trigger::Manual => f.write_str("manual"),
             Trigger::HookReloaded => f.write_str("hook reloaded"),
         }
+    }
+}
+
+/// What an event is about, named the same way by every event about a parent: the parent
+/// (`parent`) and, for a MapController's key sync, the map key (`mapKey`), never glued
+/// together.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct EventSubject {
+    /// `namespace/name` of the parent (`name` when cluster-scoped); a DecoratorController with
+    /// several target resources prefixes the target's `Kind.apiVersion` and a space.
+    pub parent: String,
+    /// The map key of a MapController's key sync.
+    pub map_key: Option<String>,
+    /// A MapController's sync that only recomputes the parent's status.
+    pub status_only: bool,
+}
+
+impl EventSubject {
+    /// A subject that is a parent alone.
+    pub fn parent(parent: impl Into<String>) -> Self {
+        EventSubject {
+            parent: parent.into(),
+            ..EventSubject::default()
+        }
+    }
+
+    /// One map key of a parent.
+    pub fn map_key(parent: impl Into<String>, map_key: impl Into<String>) -> Self {
+        EventSubject {
+            parent: parent.into(),
+            map_key: Some(map_key.into()),
+            status_only: false,
+        }
+    }
+}
+
+/// The one-line label of a subject, as the human output's parent column shows it:
+/// `ns/p`, `ns/p KEY` (map key), `ns/p (status)` (status-only sync).
+impl std::fmt::Display for EventSubject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.parent)?;
+        if let Some(k) = &self.map_key {
+            write!(f, " {k}")?;
+        } else if self.status_only {
+            f.write_str(" (status)")?;
+        }
+        Ok(())
+    }
+}
+
+/// A work-queue key that events can name: how the events of its syncs name the parent and the
+/// map key (see [`EventSubject`]).
+pub trait EventKey {
+    /// The parent and map key this key stands for.
+    fn subject(&self) -> EventSubject;
+}
+
+impl EventKey for EventSubject {
+    fn subject(&self) -> EventSubject {
+        self.clone()
+    }
+}
+
+impl EventKey for crate::k8s::object::ObjectKey {
+    fn subject(&self) -> EventSubject {
+        EventSubject::parent(self.to_string())
     }
 }
 
@@ -153,6 +222,12 @@ pub enum EngineEvent {
         controller: String,
         /// `namespace/name` of the parent.
         parent: String,
+        /// The map key (a MapController's key sync).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
+        /// A MapController's sync that only recomputes the parent's status.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        status_only: bool,
         /// Why (coalesced).
         triggers: Vec<Trigger>,
     },
@@ -161,7 +236,7 @@ pub enum EngineEvent {
     HookCalled {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent (or the map key for map hooks).
+        /// `namespace/name` of the parent.
         parent: String,
         /// `sync`, `finalize`, `customize`, `map`, `tombstone`.
         hook: String,
@@ -193,8 +268,11 @@ pub enum EngineEvent {
     Action {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
+        /// `namespace/name` of the parent, named as the sync's other events name it.
         parent: String,
+        /// The map key (a MapController's key sync).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
         /// What was done.
         verb: ActionVerb,
         /// `Kind.apiVersion` of the object.
@@ -213,6 +291,12 @@ pub enum EngineEvent {
         controller: String,
         /// `namespace/name` of the parent.
         parent: String,
+        /// The map key (a MapController's key sync).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
+        /// A MapController's sync that only recomputes the parent's status.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        status_only: bool,
         /// Wall time of the sync.
         #[serde(serialize_with = "ms", rename = "durationMs")]
         duration: Duration,
@@ -253,6 +337,12 @@ pub enum EngineEvent {
         controller: String,
         /// `namespace/name` of the parent.
         parent: String,
+        /// The map key (a MapController's key sync).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
+        /// A MapController's sync that only recomputes the parent's status.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        status_only: bool,
         /// One line per action that would have been written (`create Pod.v1 default/x`).
         actions: Vec<String>,
     },
@@ -270,7 +360,9 @@ pub enum EngineEvent {
         map_key: Option<String>,
         /// Per object, in execution order: `type` (`Kind.apiVersion`), `namespace`, `name`,
         /// `kind`, `action`, `reason`, `strategy`, `changes` (the differing fields with their
-        /// before/after values), `rollout` (revision, position).
+        /// before/after values), `rollout` (revision, position). As
+        /// [`published_objects`] leaves them: Secret values masked, changes bounded
+        /// (`changesOmitted`).
         objects: Vec<super::planner::ObjectPlan>,
         /// MapController: the detached outputs of the key, each kept or not by the tombstone
         /// hook.
@@ -286,6 +378,35 @@ pub enum EngineEvent {
         resync_after_seconds: Option<f64>,
         /// Number of API writes the plan makes.
         writes: usize,
+    },
+    /// A MapController key's input is gone: these outputs are detached (published when the
+    /// key's sync carries its plan out, not while paused).
+    #[serde(rename_all = "camelCase")]
+    Detached {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// The map key.
+        map_key: String,
+        /// The detached outputs (`type` = `Kind.apiVersion`, `namespace`, `name`).
+        outputs: Vec<super::child::ChildId>,
+    },
+    /// What becomes of a MapController key's detached outputs: the tombstone hook's answer
+    /// (without a tombstone hook, every detached output is deleted). Published with
+    /// [`EngineEvent::Detached`].
+    #[serde(rename_all = "camelCase")]
+    Tombstone {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the parent.
+        parent: String,
+        /// The map key.
+        map_key: String,
+        /// The outputs kept.
+        kept: Vec<super::child::ChildId>,
+        /// The outputs deleted.
+        deleted: Vec<super::child::ChildId>,
     },
     /// Writes were paused or resumed.
     #[serde(rename_all = "camelCase")]
@@ -331,6 +452,9 @@ pub enum EngineEvent {
         controller: String,
         /// `namespace/name` of the parent.
         parent: String,
+        /// The map key (a MapController's map or tombstone call).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
         /// The hook (`sync` or `finalize`).
         hook: String,
         /// Differences between the previous answer and the new one (empty: same answer).
@@ -346,6 +470,9 @@ pub enum EngineEvent {
         controller: String,
         /// `namespace/name` of the parent.
         parent: String,
+        /// The map key (a MapController's key sync).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_key: Option<String>,
         /// `Kind.apiVersion` of the child.
         resource: String,
         /// `namespace/name` of the child.
@@ -384,13 +511,74 @@ pub const MASK: &str = "***";
 pub fn published_body(body: &serde_json::Value) -> serde_json::Value {
     let mut v = body.clone();
     mask_secrets(&mut v);
-    let size = serde_json::to_vec(&v).map_or(0, |b| b.len());
+    let size = json_size(&v);
     if size > MAX_BODY_BYTES {
         return serde_json::Value::String(format!(
             "(body of {size} bytes not shown: larger than {MAX_BODY_BYTES})"
         ));
     }
     v
+}
+
+/// Bytes of `v` as JSON.
+fn json_size(v: &impl Serialize) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// A plan's objects as [`EngineEvent::Planned`] carries them: a Secret's `data` and
+/// `stringData` values masked in `changes`, `before` and `after` (as in hook bodies), and the
+/// `changes` of all objects together bounded by [`MAX_BODY_BYTES`] of JSON: once the bound
+/// is reached, the remaining changes are left out and each object that lost some says how
+/// many (`changesOmitted`).
+pub fn published_objects(objects: &[ObjectPlan]) -> Vec<ObjectPlan> {
+    let mut budget = MAX_BODY_BYTES;
+    objects
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            if o.kind == "Secret" {
+                o.before = o.before.map(|b| {
+                    let mut b = (*b).clone();
+                    mask_secrets(&mut b);
+                    std::sync::Arc::new(b)
+                });
+                o.after.iter_mut().for_each(mask_secrets);
+                o.changes.iter_mut().for_each(mask_secret_change);
+            }
+            let changes = std::mem::take(&mut o.changes);
+            for c in changes {
+                let size = json_size(&c);
+                if o.changes_omitted == 0 && size <= budget {
+                    budget -= size;
+                    o.changes.push(c);
+                } else {
+                    budget = 0;
+                    o.changes_omitted += 1;
+                }
+            }
+            o
+        })
+        .collect()
+}
+
+/// Mask the values of a Secret's field change under `data` or `stringData`.
+fn mask_secret_change(c: &mut FieldChange) {
+    let secret = ["data", "stringData"].iter().any(|f| {
+        c.path
+            .strip_prefix(f)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    });
+    if !secret {
+        return;
+    }
+    for v in [&mut c.old, &mut c.new].into_iter().flatten() {
+        match v {
+            serde_json::Value::Object(d) => d
+                .values_mut()
+                .for_each(|x| *x = serde_json::Value::String(MASK.into())),
+            other => *other = serde_json::Value::String(MASK.into()),
+        }
+    }
 }
 
 /// Text (stderr, an unparsable answer) as events carry it: cut to its last
@@ -424,6 +612,36 @@ fn mask_secrets(v: &mut serde_json::Value) {
         serde_json::Value::Array(items) => items.iter_mut().for_each(mask_secrets),
         _ => {}
     }
+}
+
+/// The [`EngineEvent::Detached`] and [`EngineEvent::Tombstone`] events of a map key's
+/// detached outputs (none when it has none).
+pub fn detached_events(
+    controller: &str,
+    parent: &str,
+    map_key: &str,
+    detached: &[DetachedOutput],
+) -> Vec<EngineEvent> {
+    if detached.is_empty() {
+        return Vec::new();
+    }
+    let (kept, deleted): (Vec<_>, Vec<_>) = detached.iter().partition(|d| d.kept);
+    let ids = |v: Vec<&DetachedOutput>| v.into_iter().map(|d| d.id.clone()).collect();
+    vec![
+        EngineEvent::Detached {
+            controller: controller.to_string(),
+            parent: parent.to_string(),
+            map_key: map_key.to_string(),
+            outputs: detached.iter().map(|d| d.id.clone()).collect(),
+        },
+        EngineEvent::Tombstone {
+            controller: controller.to_string(),
+            parent: parent.to_string(),
+            map_key: map_key.to_string(),
+            kept: ids(kept),
+            deleted: ids(deleted),
+        },
+    ]
 }
 
 /// The broadcast channel engine events travel on. Cloning shares the channel.
@@ -512,6 +730,132 @@ mod tests {
         let long = "é".repeat(MAX_BODY_BYTES);
         let cut = published_text(&long).expect("some");
         assert!(cut.len() <= MAX_BODY_BYTES && cut.chars().all(|c| c == 'é'));
+    }
+
+    fn plan_of(kind: &str, changes: Vec<FieldChange>) -> ObjectPlan {
+        let obj = serde_json::json!({"apiVersion": "v1", "kind": kind,
+            "metadata": {"name": "s", "namespace": "ns"}, "data": {"k": "c2VjcmV0"}});
+        ObjectPlan {
+            id: super::super::child::ChildId::of(&format!("{kind}.v1"), &obj),
+            kind: kind.into(),
+            action: super::super::planner::ObjectAction::Update,
+            strategy: None,
+            reason: "changed".into(),
+            changes,
+            changes_omitted: 0,
+            before: Some(std::sync::Arc::new(obj.clone())),
+            after: Some(obj),
+            rollout: None,
+        }
+    }
+
+    #[test]
+    fn planned_objects_mask_secrets_and_bound_their_changes() {
+        let change = |path: &str, old: serde_json::Value, new: serde_json::Value| FieldChange {
+            path: path.into(),
+            old: Some(old),
+            new: Some(new),
+        };
+        let secret = plan_of(
+            "Secret",
+            vec![
+                change("data.k", "b2xk".into(), "bmV3".into()),
+                change(
+                    "stringData",
+                    serde_json::json!({"a": "x"}),
+                    serde_json::json!({"a": "y"}),
+                ),
+                change("metadata.labels.x", "1".into(), "2".into()),
+            ],
+        );
+        let out = published_objects(&[secret]);
+        let c = &out[0].changes;
+        assert_eq!(
+            (c[0].old.clone(), c[0].new.clone()),
+            (Some(MASK.into()), Some(MASK.into()))
+        );
+        assert_eq!(c[1].new, Some(serde_json::json!({"a": MASK})));
+        assert_eq!(c[2].new, Some("2".into()), "other fields are shown");
+        assert_eq!(
+            out[0].before.as_ref().map(|b| b["data"]["k"].clone()),
+            Some(MASK.into())
+        );
+        assert_eq!(
+            out[0].after.as_ref().map(|a| a["data"]["k"].clone()),
+            Some(MASK.into())
+        );
+        // A ConfigMap's data is not secret.
+        let cm = plan_of("ConfigMap", vec![change("data.k", "a".into(), "b".into())]);
+        assert_eq!(published_objects(&[cm])[0].changes[0].new, Some("b".into()));
+
+        // Changes beyond the bound are left out, and the objects that lost some say how many.
+        let big = || change("spec.x", "a".repeat(MAX_BODY_BYTES / 3).into(), "b".into());
+        let objects = [
+            plan_of("ConfigMap", vec![big(), big()]),
+            plan_of("ConfigMap", vec![big(), big()]),
+        ];
+        let out = published_objects(&objects);
+        assert_eq!((out[0].changes.len(), out[0].changes_omitted), (2, 0));
+        assert_eq!((out[1].changes.len(), out[1].changes_omitted), (0, 2));
+        let v = serde_json::to_value(&out[1]).expect("serializes");
+        assert_eq!(v["changesOmitted"], 2);
+        assert!(
+            serde_json::to_value(&out[0])
+                .expect("serializes")
+                .get("changesOmitted")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn detached_outputs_and_the_tombstone_decision_are_events() {
+        let id = |n: &str| {
+            super::super::child::ChildId::of(
+                "Snap.v1",
+                &serde_json::json!({"metadata": {"name": n, "namespace": "ns"}}),
+            )
+        };
+        assert!(detached_events("m", "ns/p", "k", &[]).is_empty());
+        let d = [
+            DetachedOutput {
+                id: id("a"),
+                kept: true,
+            },
+            DetachedOutput {
+                id: id("b"),
+                kept: false,
+            },
+        ];
+        let ev: Vec<serde_json::Value> = detached_events("m", "ns/p", "k", &d)
+            .iter()
+            .map(|e| serde_json::to_value(e).expect("serializes"))
+            .collect();
+        assert_eq!(ev[0]["event"], "detached");
+        assert_eq!(
+            (&ev[0]["parent"], &ev[0]["mapKey"]),
+            (&"ns/p".into(), &"k".into())
+        );
+        assert_eq!(ev[0]["outputs"][1]["name"], "b");
+        assert_eq!(ev[1]["event"], "tombstone");
+        assert_eq!(ev[1]["kept"][0]["name"], "a");
+        assert_eq!(ev[1]["deleted"][0]["name"], "b");
+    }
+
+    #[test]
+    fn subjects_name_parent_and_map_key_apart() {
+        let k = EventSubject::map_key("ns/p", "key-a");
+        assert_eq!(
+            (k.parent.as_str(), k.map_key.as_deref()),
+            ("ns/p", Some("key-a"))
+        );
+        assert_eq!(k.to_string(), "ns/p key-a");
+        let st = EventSubject {
+            status_only: true,
+            ..EventSubject::parent("ns/p")
+        };
+        assert_eq!(st.to_string(), "ns/p (status)");
+        let p = crate::k8s::object::ObjectKey::new(None, "c").subject();
+        assert_eq!(p, EventSubject::parent("c"));
     }
 
     #[tokio::test]

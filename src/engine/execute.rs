@@ -14,7 +14,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use super::events::{ActionVerb, EngineEvent, EventBus};
+use super::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
 use super::plan::{ChildId, Create, Delete, FinalizerChange, Plan, Update};
 use super::rollout::RevisionWrite;
 use crate::k8s::discovery::ResourceInfo;
@@ -96,6 +96,8 @@ pub struct Target<'a> {
     pub revisions: Option<&'a ResourceInfo>,
     /// The parent's finalizer name.
     pub finalizer: &'a str,
+    /// How the write events name the parent and map key (as the sync's other events do).
+    pub subject: EventSubject,
 }
 
 /// How the executor carries a plan out.
@@ -193,9 +195,8 @@ impl Executor {
     ) {
         self.bus.publish(EngineEvent::Action {
             controller: t.controller.to_string(),
-            parent: ObjectKey::of(t.parent)
-                .map(|k| k.to_string())
-                .unwrap_or_default(),
+            parent: t.subject.parent.clone(),
+            map_key: t.subject.map_key.clone(),
             verb,
             resource: resource.to_string(),
             object,

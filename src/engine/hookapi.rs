@@ -46,6 +46,21 @@ pub fn object_key(version: Version, parent_namespaced: bool, obj: &Value) -> Str
     }
 }
 
+/// [`object_map`] of the objects observed per type key, one entry per declared type (in
+/// `declared` order, empty when nothing of that type was observed).
+pub fn declared_object_map<'t>(
+    version: Version,
+    parent_namespaced: bool,
+    declared: impl IntoIterator<Item = &'t str>,
+    observed: &BTreeMap<String, Vec<Arc<Value>>>,
+) -> Value {
+    let groups: Vec<(String, Vec<Arc<Value>>)> = declared
+        .into_iter()
+        .map(|t| (t.to_string(), observed.get(t).cloned().unwrap_or_default()))
+        .collect();
+    object_map(version, parent_namespaced, &groups)
+}
+
 /// Build an observed-object map: one entry per declared type (`Kind.apiVersion`), always
 /// present, each mapping object keys to objects. Groups of the same type (several customize
 /// rules on one resource) merge into one entry.

@@ -26,14 +26,15 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
-use super::events::{EngineEvent, Trigger};
+use super::controller::{Exchange, SyncError, SyncOutcome, Tracker};
+use super::events::{EventSubject, Trigger};
 use super::execute::Target;
 use super::hookapi;
 use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use super::plan::ChildType;
+use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
+use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{self, StartError, resolve_all, strip_volatile};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
@@ -71,6 +72,20 @@ impl fmt::Display for MapWork {
             MapWork::Parent(p) => write!(f, "{p}"),
             MapWork::Status(p) => write!(f, "{p} (status)"),
             MapWork::Key(p, k) => write!(f, "{p} {k}"),
+        }
+    }
+}
+
+/// Events name the parent, and the map key as a field of its own.
+impl super::events::EventKey for MapWork {
+    fn subject(&self) -> super::events::EventSubject {
+        match self {
+            MapWork::Parent(p) => EventSubject::parent(p.to_string()),
+            MapWork::Status(p) => EventSubject {
+                status_only: true,
+                ..EventSubject::parent(p.to_string())
+            },
+            MapWork::Key(p, k) => EventSubject::map_key(p.to_string(), k.as_ref()),
         }
     }
 }
@@ -226,7 +241,7 @@ impl MapCtl {
         all.extend(outputs.iter().map(|s| &s.informer));
         shared::wait_caches(&ctx, &name, &all, stop).await?;
         Ok(Arc::new(MapCtl {
-            caller: shared::Caller::new(KIND, &name).with_map_keys(),
+            caller: shared::Caller::new(KIND, &name),
             memory: shared::SyncMemory::default(),
             name,
             def,
@@ -242,11 +257,6 @@ impl MapCtl {
             tombstone_hook,
             state: Mutex::new(State::default()),
         }))
-    }
-
-    /// The parent resource.
-    pub fn parent_resource(&self) -> &ResourceInfo {
-        &self.parent
     }
 
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
@@ -540,28 +550,23 @@ impl MapCtl {
         }
     }
 
-    async fn hook(
-        &self,
-        which: &str,
-        spec: &HookSpec,
-        work: &MapWork,
-        body: &Value,
-    ) -> Result<Value, SyncError> {
-        self.caller.call(&self.ctx, which, spec, work, body).await
-    }
-
     /// One unit of work; failures are recorded as `SyncError` events on the parent.
-    pub async fn sync_work(&self, work: &MapWork, triggers: &[Trigger]) -> SyncOutcome {
+    pub async fn sync_work(&self, work: &MapWork, cx: SyncCx<'_>) -> SyncOutcome {
         let result = match work {
-            MapWork::Parent(pk) => self.sync_parent(pk, triggers).await,
+            MapWork::Parent(pk) => self.sync_parent(pk, cx.triggers).await,
             MapWork::Status(pk) => self.sync_status(pk).await,
-            MapWork::Key(pk, mk) => self.sync_key(work, pk, mk, triggers).await,
+            // A key sync runs the shared skeleton (this kind's steps: `impl SyncKind`).
+            MapWork::Key(..) => return reconcile::sync(self, work, cx).await,
         };
-        let result = result.map_err(|f| {
-            let parent = self.parent_informer.get(work.parent());
-            (f, parent.map(|p| (*p).clone()))
-        });
-        shared::finish_sync(&self.ctx, result).await
+        let with_parent = |f| {
+            (
+                f,
+                self.parent_informer
+                    .get(work.parent())
+                    .map(|p| (*p).clone()),
+            )
+        };
+        shared::finish_sync(&self.ctx, result.map_err(with_parent)).await
     }
 
     fn with_parent_state<R>(
@@ -635,7 +640,7 @@ impl MapCtl {
 
     /// The outputs of one key: those this parent controls and carry the key's label, plus
     /// orphans carrying it (to adopt, when `adopt` is set), by output type.
-    fn observe(
+    fn outputs_of(
         &self,
         parent: &Value,
         mk: &str,
@@ -687,221 +692,41 @@ impl MapCtl {
         h.finish()
     }
 
-    /// Reconcile one key: map hook for a selected input, tombstone hook (or deletion) for the
-    /// outputs of one that is gone.
-    async fn sync_key(
-        &self,
-        work: &MapWork,
-        pk: &ObjectKey,
-        mk: &str,
-        triggers: &[Trigger],
-    ) -> Result<SyncOutcome, SyncError> {
-        let Some(parent) = self.live_parent(pk) else {
-            return Ok(SyncOutcome::default());
-        };
-        let Ok(selector) = planner::map_input_selector(&parent) else {
-            // The parent's own sync reports it.
-            return Ok(SyncOutcome::default());
-        };
-        let uid = object::uid(&parent).unwrap_or_default().to_string();
-        let input = self
-            .state
-            .lock()
-            .ok()
-            .and_then(|s| s.inputs.get(mk).cloned())
-            .and_then(|(slot, key)| self.inputs[slot].informer.get(&key))
-            .filter(|o| map_plan::map_key(o) == mk && self.selects(&parent, &selector, o));
-        let (observed, orphans) = self.observe(&parent, mk, input.is_some())?;
-
-        let head = {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            serde_json::to_string(&strip_volatile(&parent, true))
-                .unwrap_or_default()
-                .hash(&mut h);
-            input
-                .as_ref()
-                .map(|i| (object::uid(i), object::resource_version(i)))
-                .hash(&mut h);
-            h.finish()
-        };
-        let before = Self::fingerprint(head, &observed, &orphans);
-        let remembered = self.with_parent_state(pk, |ps| ps.fingerprints.get(mk).copied());
-        if !forced(triggers) && remembered.flatten() == Some(before) {
-            return Ok(SyncOutcome::default());
-        }
-
-        let result = self
-            .reconcile_key(
-                work,
-                &parent,
-                &uid,
-                mk,
-                input.as_deref(),
-                &observed,
-                &orphans,
-            )
-            .await;
-        match result {
-            Ok((outcome, gone)) => {
-                let after = if outcome.writes > 0 {
-                    let (o, orph) = self.observe(&parent, mk, input.is_some())?;
-                    Self::fingerprint(head, &o, &orph)
-                } else {
-                    before
-                };
-                self.with_parent_state(pk, |ps| {
-                    ps.failures.remove(mk);
-                    if gone {
-                        ps.fingerprints.remove(mk);
-                        ps.exchanges.remove(mk);
-                    } else if !self.ctx.is_paused() {
-                        ps.fingerprints.insert(mk.to_string(), after);
-                    }
-                });
-                // Counts (outputs, conditions, detached) may have changed with anything this
-                // key saw or wrote; coalesced, and written only when it differs.
-                self.queue
-                    .add_after(MapWork::Status(pk.clone()), Trigger::Converge, STATUS_DELAY);
-                Ok(outcome)
-            }
-            Err(f) => {
-                if f.is_failure() {
-                    let message = f.to_string();
-                    self.with_parent_state(pk, |ps| {
-                        ps.fingerprints.remove(mk);
-                        ps.failures.insert(mk.to_string(), message);
-                    });
-                    self.queue
-                        .add_after(MapWork::Status(pk.clone()), Trigger::Retry, STATUS_DELAY);
+    /// A key's sync ended well: forget its failure and remember its fingerprint (`Some`;
+    /// not while paused) or, for a key that is gone for good (`None`: detached and no output
+    /// left), forget it; then queue the parent's status: counts (outputs, conditions,
+    /// detached) may have changed with anything this key saw or wrote (coalesced, and
+    /// written only when it differs).
+    fn key_settled(&self, pk: &ObjectKey, mk: &str, fingerprint: Option<u64>) {
+        self.with_parent_state(pk, |ps| {
+            ps.failures.remove(mk);
+            match fingerprint {
+                None => {
+                    ps.fingerprints.remove(mk);
+                    ps.exchanges.remove(mk);
                 }
-                Err(f)
+                Some(f) => {
+                    if !self.ctx.is_paused() {
+                        ps.fingerprints.insert(mk.to_string(), f);
+                    }
+                }
             }
-        }
+        });
+        self.queue
+            .add_after(MapWork::Status(pk.clone()), Trigger::Converge, STATUS_DELAY);
     }
 
-    /// Call the hook for a key, plan and execute. Returns the outcome and whether the key is
-    /// gone for good (detached and no output left).
-    #[allow(clippy::too_many_arguments)]
-    async fn reconcile_key(
-        &self,
-        work: &MapWork,
-        parent: &Value,
-        uid: &str,
-        mk: &str,
-        input: Option<&Value>,
-        observed: &BTreeMap<String, Vec<Arc<Value>>>,
-        orphans: &[(String, Arc<Value>)],
-    ) -> Result<(SyncOutcome, bool), SyncError> {
-        let pk = work.parent();
-        let mut outcome = SyncOutcome::default();
-        let types: Vec<ChildType> = self.outputs.iter().map(|s| s.ty.clone()).collect();
-        let held = self.memory.held_fields(work);
-        let sync_plan = match input {
-            Some(input) => {
-                // Orphans carrying this key are adopted; the hook sees them as ours.
-                let mut observed = observed.clone();
-                for (t, o) in orphans {
-                    observed
-                        .entry(t.clone())
-                        .or_default()
-                        .push(Arc::new(planner::as_adopted(o, parent)));
-                }
-                let spec = &self.map_hook;
-                let request = hookapi::map_request(
-                    &self.def.raw,
-                    parent,
-                    mk,
-                    input,
-                    self.output_map(spec.version, &observed),
-                );
-                let body = self.hook("map", spec, work, &request).await?;
-                self.with_parent_state(pk, |ps| {
-                    ps.exchanges
-                        .insert(mk.to_string(), ("map".into(), request, body.clone()))
-                });
-                let resp = hookapi::decode_map("map", spec.version, &body)
-                    .map_err(|e| SyncError::answer("map", e.to_string()))?;
-                let mut desired = planner::normalize_desired(
-                    parent,
-                    &types,
-                    &LabelSelector::default(),
-                    false,
-                    resp.outputs,
-                )
-                .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
-                map_plan::tag_outputs(&mut desired, mk, &map_plan::input_ref(input));
-                map_plan::check_clashes(&desired, uid, mk, |id| {
-                    let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
-                    slot.informer.get(&id.object_key())
-                })
-                .map_err(|e| SyncError::answer("map", format!("map hook: {e}")))?;
-                outcome.resync_after = resp.resync_after_seconds.map(Duration::from_secs_f64);
-                planner::plan_map_key(&planner::MapKeyInput {
-                    parent,
-                    map_key: mk,
-                    types: &types,
-                    observed: &observed,
-                    orphans,
-                    answer: planner::MapAnswer::Map {
-                        desired: &desired,
-                        resync_after_seconds: resp.resync_after_seconds,
-                    },
-                    held: &held,
-                })
-            }
-            None => {
-                if observed.values().all(Vec::is_empty) {
-                    return Ok((outcome, true));
-                }
-                let mut resync_after_seconds = None;
-                let keep = match &self.tombstone_hook {
-                    None => BTreeSet::new(),
-                    Some(spec) => {
-                        let request = hookapi::tombstone_request(
-                            &self.def.raw,
-                            parent,
-                            mk,
-                            self.output_map(spec.version, observed),
-                        );
-                        let body = self.hook("tombstone", spec, work, &request).await?;
-                        self.with_parent_state(pk, |ps| {
-                            ps.exchanges
-                                .insert(mk.to_string(), ("tombstone".into(), request, body.clone()))
-                        });
-                        let resp = hookapi::decode_map("tombstone", spec.version, &body)
-                            .map_err(|e| SyncError::answer("tombstone", e.to_string()))?;
-                        outcome.resync_after =
-                            resp.resync_after_seconds.map(Duration::from_secs_f64);
-                        resync_after_seconds = resp.resync_after_seconds;
-                        planner::tombstone_kept(parent, mk, &types, observed, &resp.outputs)
-                            .map_err(|e| SyncError::answer("tombstone", e))?
-                    }
-                };
-                planner::plan_map_key(&planner::MapKeyInput {
-                    parent,
-                    map_key: mk,
-                    types: &types,
-                    observed,
-                    orphans: &[],
-                    answer: planner::MapAnswer::Tombstone {
-                        keep: &keep,
-                        resync_after_seconds,
-                    },
-                    held: &held,
-                })
-            }
-        };
-
-        self.ctx
-            .bus
-            .publish(sync_plan.event(&self.name, &pk.to_string()));
-        if sync_plan.writes.is_empty() {
-            return Ok((outcome, false));
+    /// A key's sync failed (not a 429): remember the failure for the status.
+    fn key_failed(&self, pk: &ObjectKey, mk: &str, f: &SyncError) {
+        if f.is_failure() {
+            let message = f.to_string();
+            self.with_parent_state(pk, |ps| {
+                ps.fingerprints.remove(mk);
+                ps.failures.insert(mk.to_string(), message);
+            });
+            self.queue
+                .add_after(MapWork::Status(pk.clone()), Trigger::Retry, STATUS_DELAY);
         }
-        self.carry_out(work, parent, &sync_plan)
-            .await?
-            .fill(&mut outcome);
-        Ok((outcome, false))
     }
 
     /// Observed outputs in the hooks' map format, one entry per output resource.
@@ -910,17 +735,8 @@ impl MapCtl {
         version: hookapi::Version,
         observed: &BTreeMap<String, Vec<Arc<Value>>>,
     ) -> Value {
-        let groups: Vec<(String, Vec<Arc<Value>>)> = self
-            .outputs
-            .iter()
-            .map(|s| {
-                (
-                    s.ty.key.clone(),
-                    observed.get(&s.ty.key).cloned().unwrap_or_default(),
-                )
-            })
-            .collect();
-        hookapi::object_map(version, self.parent.namespaced, &groups)
+        let declared = self.outputs.iter().map(|s| s.ty.key.as_str());
+        hookapi::declared_object_map(version, self.parent.namespaced, declared, observed)
     }
 
     /// Recompute and write the engine-owned status of a parent.
@@ -973,47 +789,324 @@ impl MapCtl {
             return Ok(SyncOutcome::default());
         }
         let mut outcome = SyncOutcome::default();
-        self.carry_out(&MapWork::Status(pk.clone()), &parent, &plan)
+        reconcile::carry_out(self, &MapWork::Status(pk.clone()), &parent, &plan)
             .await?
             .fill(&mut outcome);
         Ok(outcome)
     }
 
-    /// Execute a plan for `work` (or hold it while paused) and wait for the caches to show it.
-    async fn carry_out(
+    /// The key sync's head: parent (without status) and input.
+    fn head(parent: &Value, input: Option<&Value>) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        serde_json::to_string(&strip_volatile(parent, true))
+            .unwrap_or_default()
+            .hash(&mut h);
+        input
+            .map(|i| (object::uid(i), object::resource_version(i)))
+            .hash(&mut h);
+        h.finish()
+    }
+
+    /// The declared output types, in declaration order.
+    fn output_types(&self) -> Vec<ChildType> {
+        self.outputs.iter().map(|s| s.ty.clone()).collect()
+    }
+}
+
+/// What a key sync observed: the input (when the parent selects it), the key's outputs and the
+/// orphans carrying its label, and the fingerprint of all that.
+pub struct KeySeen {
+    mk: Arc<str>,
+    uid: String,
+    input: Option<Arc<Value>>,
+    outputs: Observed,
+    orphans: Orphans,
+    /// The outputs as the map hook sees them: orphans shown adopted (map keys only).
+    shown: Observed,
+    /// Hash of the parent (without status) and the input.
+    head: u64,
+}
+
+/// The map or tombstone hook's answer.
+pub enum Decided {
+    /// Map hook: the key's desired outputs (tagged with the key).
+    Map {
+        /// Desired outputs.
+        desired: Vec<(ChildId, Value)>,
+        /// `resyncAfterSeconds`.
+        resync: Option<f64>,
+    },
+    /// Tombstone hook: the detached outputs to keep.
+    Tombstone {
+        /// Outputs kept.
+        keep: BTreeSet<ChildId>,
+        /// `resyncAfterSeconds`.
+        resync: Option<f64>,
+    },
+}
+
+impl SyncKind for MapCtl {
+    type Key = MapWork;
+    type Seen = KeySeen;
+    type Answer = Decided;
+    const CARRY_OUT_EMPTY: bool = false;
+
+    fn parts(&self) -> Parts<'_, MapWork> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
+    }
+
+    /// Only map keys go through the skeleton; their parent must be live and in scope.
+    fn parent(&self, work: &MapWork) -> Option<Arc<Value>> {
+        match work {
+            MapWork::Key(pk, _) => self.live_parent(pk),
+            MapWork::Parent(_) | MapWork::Status(_) => None,
+        }
+    }
+
+    /// The key's input and outputs; nothing to do when they are as the last successful sync
+    /// left them (unless forced), or when the input is gone and no output is left.
+    async fn observe(
         &self,
         work: &MapWork,
         parent: &Value,
-        plan: &planner::SyncPlan,
-    ) -> Result<shared::Carried, SyncError> {
-        let target = Target {
+        cx: SyncCx<'_>,
+    ) -> Result<Option<KeySeen>, SyncError> {
+        let MapWork::Key(pk, mk) = work else {
+            return Ok(None);
+        };
+        let Ok(selector) = planner::map_input_selector(parent) else {
+            // The parent's own sync reports it.
+            return Ok(None);
+        };
+        let input = self
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.inputs.get(&**mk).cloned())
+            .and_then(|(slot, key)| self.inputs[slot].informer.get(&key))
+            .filter(|o| map_plan::map_key(o) == **mk && self.selects(parent, &selector, o));
+        let (outputs, orphans) = self.outputs_of(parent, mk, input.is_some())?;
+        let head = Self::head(parent, input.as_deref());
+        let before = Self::fingerprint(head, &outputs, &orphans);
+        let remembered = self.with_parent_state(pk, |ps| ps.fingerprints.get(&**mk).copied());
+        if !forced(cx.triggers) && remembered.flatten() == Some(before) {
+            return Ok(None);
+        }
+        if input.is_none() && outputs.values().all(Vec::is_empty) {
+            self.key_settled(pk, mk, None);
+            return Ok(None);
+        }
+        // Orphans carrying this key are adopted; the map hook sees them as ours.
+        let mut shown = outputs.clone();
+        if input.is_some() {
+            for (t, o) in &orphans {
+                shown
+                    .entry(t.clone())
+                    .or_default()
+                    .push(Arc::new(planner::as_adopted(o, parent)));
+            }
+        }
+        Ok(Some(KeySeen {
+            mk: Arc::clone(mk),
+            uid: object::uid(parent).unwrap_or_default().to_string(),
+            input,
+            outputs,
+            orphans,
+            shown,
+            head,
+        }))
+    }
+
+    /// The map hook for a selected input, the tombstone hook (if any) for one that is gone.
+    fn hook(&self, parent: &Value, seen: &KeySeen) -> Option<HookCall<'_>> {
+        Some(match &seen.input {
+            Some(input) => {
+                let spec = &self.map_hook;
+                let outputs = self.output_map(spec.version, &seen.shown);
+                let request = hookapi::map_request(&self.def.raw, parent, &seen.mk, input, outputs);
+                HookCall {
+                    name: "map",
+                    spec,
+                    request,
+                }
+            }
+            None => {
+                let spec = self.tombstone_hook.as_ref()?;
+                let outputs = self.output_map(spec.version, &seen.outputs);
+                let request = hookapi::tombstone_request(&self.def.raw, parent, &seen.mk, outputs);
+                HookCall {
+                    name: "tombstone",
+                    spec,
+                    request,
+                }
+            }
+        })
+    }
+
+    /// The last exchange per map key, in the parent's state.
+    fn record(&self, work: &MapWork, hook: &str, request: Value, response: Value) {
+        if let MapWork::Key(pk, mk) = work {
+            self.with_parent_state(pk, |ps| {
+                ps.exchanges
+                    .insert(mk.to_string(), (hook.to_string(), request, response))
+            });
+        }
+    }
+
+    /// Map: decode, normalize, tag with the key, refuse clashes. Tombstone: the outputs kept.
+    async fn desired(
+        &self,
+        _work: &MapWork,
+        parent: &Value,
+        seen: &KeySeen,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp =
+            hookapi::decode_map(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
+        let types = self.output_types();
+        let resync = resp.resync_after_seconds;
+        let Some(input) = &seen.input else {
+            let keep =
+                planner::tombstone_kept(parent, &seen.mk, &types, &seen.outputs, &resp.outputs)
+                    .map_err(fail)?;
+            return Ok(Decided::Tombstone { keep, resync });
+        };
+        let mut desired = planner::normalize_desired(
+            parent,
+            &types,
+            &LabelSelector::default(),
+            false,
+            resp.outputs,
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        map_plan::tag_outputs(&mut desired, &seen.mk, &map_plan::input_ref(input));
+        map_plan::check_clashes(&desired, &seen.uid, &seen.mk, |id| {
+            let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
+            slot.informer.get(&id.object_key())
+        })
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        Ok(Decided::Map { desired, resync })
+    }
+
+    fn plan(
+        &self,
+        work: &MapWork,
+        parent: &Value,
+        seen: &KeySeen,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
+        let no_keep = BTreeSet::new();
+        let (observed, orphans, answer): (_, &[_], _) = match answer {
+            Some(Decided::Map { desired, resync }) => (
+                &seen.shown,
+                &seen.orphans,
+                planner::MapAnswer::Map {
+                    desired,
+                    resync_after_seconds: *resync,
+                },
+            ),
+            Some(Decided::Tombstone { keep, resync }) => (
+                &seen.outputs,
+                &[],
+                planner::MapAnswer::Tombstone {
+                    keep,
+                    resync_after_seconds: *resync,
+                },
+            ),
+            None => (
+                &seen.outputs,
+                &[],
+                planner::MapAnswer::Tombstone {
+                    keep: &no_keep,
+                    resync_after_seconds: None,
+                },
+            ),
+        };
+        planner::plan_map_key(&planner::MapKeyInput {
+            parent,
+            map_key: &seen.mk,
+            types: &self.output_types(),
+            observed,
+            orphans,
+            answer,
+            held: &self.memory.held_fields(work),
+        })
+    }
+
+    /// The parent alone: the map key is a field of its own.
+    fn event_parent(&self, work: &MapWork) -> String {
+        work.parent().to_string()
+    }
+
+    fn target<'a>(&'a self, work: &MapWork, parent: &'a Value) -> Target<'a> {
+        Target {
             controller: &self.name,
             parent,
             parent_info: &self.parent,
             types: &self.types,
             revisions: None,
             finalizer: "",
+            subject: super::events::EventKey::subject(work),
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        if type_key == self.parent.key() {
+            return Some(&self.parent_informer);
+        }
+        self.outputs
+            .iter()
+            .find(|s| s.ty.key == type_key)
+            .map(|s| &s.informer)
+    }
+
+    /// Remember the key's fingerprint (outputs read again after writes) or its failure.
+    fn settle(
+        &self,
+        work: &MapWork,
+        parent: &Value,
+        seen: &KeySeen,
+        result: Result<SyncOutcome, SyncError>,
+    ) -> Result<SyncOutcome, SyncError> {
+        let MapWork::Key(pk, mk) = work else {
+            return result;
         };
-        shared::carry_out(&self.ctx, &self.memory, work, &target, plan, |type_key| {
-            if type_key == self.parent.key() {
-                Some(&self.parent_informer)
-            } else {
-                self.outputs
-                    .iter()
-                    .find(|s| s.ty.key == type_key)
-                    .map(|s| &s.informer)
+        match result {
+            Ok(outcome) => {
+                let after = if outcome.writes > 0 {
+                    let (o, orph) = self.outputs_of(parent, mk, seen.input.is_some())?;
+                    Self::fingerprint(seen.head, &o, &orph)
+                } else {
+                    Self::fingerprint(seen.head, &seen.outputs, &seen.orphans)
+                };
+                self.key_settled(pk, mk, Some(after));
+                Ok(outcome)
             }
-        })
-        .await
+            Err(f) => {
+                self.key_failed(pk, mk, &f);
+                Err(f)
+            }
+        }
     }
 }
 
-impl ControllerHandle for MapCtl {
-    fn name(&self) -> &str {
-        &self.name
+impl KindController for MapCtl {
+    const KIND: &'static str = KIND;
+    /// A key sync recognises its own writes' echo by fingerprint (no second hook call).
+    const CONFIRM_WRITES: bool = false;
+
+    fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
+        &self.queue
     }
-    fn queue_stats(&self) -> super::queue::QueueStats {
-        self.queue.stats()
+    fn parent_resources(&self) -> String {
+        self.parent.key()
     }
     fn parent_count(&self) -> usize {
         self.parents_in_scope().len()
@@ -1034,15 +1127,19 @@ impl ControllerHandle for MapCtl {
         }
         n
     }
-    fn hook_reloaded(&self) {
-        MapCtl::enqueue_all(self, Trigger::HookReloaded);
-    }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         let mut out = vec![("map", self.map_hook.clone())];
         if let Some(h) = &self.tombstone_hook {
             out.push(("tombstone", h.clone()));
         }
         out
+    }
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        if hook == "tombstone" {
+            self.tombstone_hook.as_ref()
+        } else {
+            Some(&self.map_hook)
+        }
     }
     fn exchanges(&self) -> Vec<Exchange> {
         self.state
@@ -1053,20 +1150,17 @@ impl ControllerHandle for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, v)| (format!("{p} {k}"), v.clone()))
+                            .map(move |(k, v)| (EventSubject::map_key(p.to_string(), k), v.clone()))
                     })
                     .collect()
             })
             .unwrap_or_default()
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
-        Box::pin(self.caller.replay(&self.ctx, exchanges, |hook| {
-            if hook == "tombstone" {
-                self.tombstone_hook.as_ref()
-            } else {
-                Some(&self.map_hook)
-            }
-        }))
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        MapCtl::spawn_routers(self, stop);
+    }
+    async fn work(&self, work: &MapWork, cx: SyncCx<'_>) -> SyncOutcome {
+        self.sync_work(work, cx).await
     }
 }
 
@@ -1079,49 +1173,7 @@ pub async fn launch(
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
     let ctl = MapCtl::start(def, Arc::clone(&ctx), &stop).await?;
-    ctl.spawn_routers(&stop);
-    MapCtl::enqueue_all(&ctl, Trigger::ParentAdded);
-    let parent_resource = ctl.parent_resource().key();
-    let lp = Arc::new(MapLoop {
-        inner: Arc::clone(&ctl),
-    });
-    Ok(shared::launched(
-        ctx,
-        KIND,
-        ctl,
-        parent_resource,
-        lp,
-        stop,
-        tracker,
-    ))
-}
-
-/// Adapter so the shared loop can drive a map controller.
-pub struct MapLoop {
-    /// The controller.
-    pub inner: Arc<MapCtl>,
-}
-
-impl Reconciler for MapLoop {
-    type Key = MapWork;
-
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
-        &self.inner.queue
-    }
-
-    async fn sync(&self, key: &MapWork, triggers: &[Trigger]) -> SyncOutcome {
-        self.inner.memory.clear_hot_loops_on(key, triggers);
-        self.inner.sync_work(key, triggers).await
-    }
-
-    fn confirm_writes(&self) -> bool {
-        // A key sync recognises its own writes' echo by fingerprint (no second hook call).
-        false
-    }
+    Ok(reconcile::launch(ctl, ctx, stop, tracker))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::apply;
 use super::controller::Exchange;
-use super::events::Trigger;
+use super::events::{EventKey, Trigger};
 use super::hotloop;
 use super::plan::ChildId;
 use crate::k8s::object;
@@ -112,14 +112,17 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             .and_then(|m| m.last_exchange.get(key).cloned())
     }
 
-    /// Every key's last exchange, keyed as displayed.
-    pub fn exchanges(&self) -> Vec<Exchange> {
+    /// Every key's last exchange, with the parent (and map key) it was for.
+    pub fn exchanges(&self) -> Vec<Exchange>
+    where
+        K: EventKey,
+    {
         self.inner
             .lock()
             .map(|m| {
                 m.last_exchange
                     .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .map(|(k, v)| (k.subject(), v.clone()))
                     .collect()
             })
             .unwrap_or_default()

@@ -3,10 +3,13 @@
 //! Map of the engine (one concept per file):
 //! - [`runtime`]: the [`runtime::Engine`]: starts controllers, stops them, `--once` convergence.
 //! - [`controller`]: the loop every controller kind shares (workers, retries, resyncs, outcomes).
+//! - [`reconcile`]: the one reconcile skeleton every kind runs (parent -> observe -> hook ->
+//!   desired -> plan -> publish -> carry out -> outcome); each kind supplies its steps.
 //! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`composite`]: CompositeController (claim -> customize -> hook -> plan -> execute).
 //! - [`decorator`]: DecoratorController (targets of several resources: labels, annotations,
-//!   status and attachments; finalize when a target is deleted or stops matching).
+//!   status and attachments; finalize when a target is deleted or stops matching); which
+//!   objects it selects in [`decorator_rule`].
 //! - [`map`]: MapController (one map hook call per selected input, tombstones for inputs that
 //!   are gone, engine-computed status); its pure parts in [`map_plan`].
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
@@ -18,7 +21,8 @@
 //! - [`apply`]: the three-way merge with the last-applied annotation.
 //! - [`server_view`]: the desired object as the API server will store it (stringData folded,
 //!   empties and nulls absent, which fields are quantities), so the merge converges.
-//! - [`rollout`]: rolling updates, revisions and status checks.
+//! - [`rollout`]: rolling updates, revisions and status checks; [`rollout_plan`]: the pure
+//!   rollout decision (stored revisions + hook answers -> [`planner::RolloutDecision`]).
 //! - [`related`]: customize-hook related resources.
 //! - [`replay`]: comparing a reloaded hook's answer to the previous one.
 //! - [`hookapi`]: the hook wire format (request maps, v1/v2 response decoding).
@@ -39,6 +43,7 @@ pub mod composite;
 pub mod context;
 pub mod controller;
 pub mod decorator;
+pub mod decorator_rule;
 pub mod error;
 pub mod events;
 pub mod execute;
@@ -51,11 +56,13 @@ pub mod ownership;
 pub mod plan;
 pub mod planner;
 pub mod queue;
+pub mod reconcile;
 pub mod recorder;
 pub mod related;
 pub mod related_cache;
 pub mod replay;
 pub mod rollout;
+pub mod rollout_plan;
 pub mod routing;
 pub mod runtime;
 pub mod server_view;

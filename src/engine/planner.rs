@@ -115,6 +115,10 @@ pub struct ObjectPlan {
     /// The fields that differ (updates, recreates, skips).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<FieldChange>,
+    /// Changes left out of the published event (its size bound, see
+    /// [`published_objects`](super::events::published_objects)); 0 in the plan itself.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub changes_omitted: usize,
     /// The object as observed (absent for a create).
     #[serde(skip)]
     pub before: Option<Arc<Value>>,
@@ -126,6 +130,11 @@ pub struct ObjectPlan {
     /// Rolling children: where the rollout stands for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutPosition>,
+}
+
+/// Serde: leave a zero count out.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What a MapController decides about one detached output (its map key's input is gone).
@@ -209,7 +218,7 @@ impl SyncPlan {
             controller: controller.to_string(),
             parent: parent.to_string(),
             map_key: self.map_key.clone(),
-            objects: self.objects.clone(),
+            objects: super::events::published_objects(&self.objects),
             detached: self.detached.clone(),
             status_change: self.status.is_some(),
             finalizer: self.finalizer,
@@ -772,6 +781,7 @@ fn objects(
             strategy: None,
             reason,
             changes: Vec::new(),
+            changes_omitted: 0,
             before: live.get(id).map(|o| Arc::clone(o)),
             after: None,
             rollout: rollout.and_then(|r| position(r, id)),

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{EngineContext, HookSpec};
 use super::error::SyncError;
-use super::events::Trigger;
+use super::events::{EventKey, Trigger};
 use super::hookapi::{self, Version};
 use super::queue::WorkQueue;
 use super::related::{self, ResolvedRule};
@@ -108,7 +108,10 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
         parent: &Value,
         key: &K,
         stop: &CancellationToken,
-    ) -> Result<Vec<(ResolvedRule, Vec<Arc<Value>>)>, SyncError> {
+    ) -> Result<Vec<(ResolvedRule, Vec<Arc<Value>>)>, SyncError>
+    where
+        K: EventKey,
+    {
         let Some(spec) = c.hook else {
             return Ok(Vec::new());
         };

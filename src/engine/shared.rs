@@ -567,9 +567,9 @@ mod tests {
 
     #[test]
     fn memory_routes_uids_and_forgets_deleted_keys() {
-        let mem: SyncMemory<String> = SyncMemory::default();
+        let mem: SyncMemory<crate::k8s::object::ObjectKey> = SyncMemory::default();
         let obj = json!({"metadata": {"name": "p", "uid": "u1"}});
-        let k = "default/p".to_string();
+        let k = crate::k8s::object::ObjectKey::new(Some("default"), "p");
         mem.remember_uid(&obj, &k);
         mem.record_exchange(&k, "sync", json!({"req": 1}), json!({"resp": 1}));
         assert_eq!(mem.key_of_uid("u1"), Some(k.clone()));
@@ -582,18 +582,17 @@ mod tests {
 
     #[test]
     fn call_records_carry_the_map_key_of_map_controller_keys() {
-        let plain = Caller::new("CompositeController", "c").info("sync", &"ns/p");
+        use crate::engine::map::MapWork;
+        let p = crate::k8s::object::ObjectKey::new(Some("ns"), "p");
+        let plain = Caller::new("CompositeController", "c").info("sync", &p);
         assert_eq!((plain.parent.as_str(), plain.map_key), ("ns/p", None));
         let map = Caller::new("MapController", "m")
-            .with_map_keys()
-            .info("map", &"ns/p configmap-a-0123");
-        assert_eq!(map.parent, "ns/p configmap-a-0123");
+            .info("map", &MapWork::Key(p.clone(), "configmap-a-0123".into()));
+        assert_eq!(map.parent, "ns/p");
         assert_eq!(map.map_key.as_deref(), Some("configmap-a-0123"));
-        assert_eq!(map.parent_only(), "ns/p");
+        assert_eq!(map.label(), "ns/p configmap-a-0123");
         // A parent-level key of a map controller has no map key.
-        let whole = Caller::new("MapController", "m")
-            .with_map_keys()
-            .info("map", &"ns/p");
+        let whole = Caller::new("MapController", "m").info("map", &MapWork::Parent(p));
         assert_eq!(whole.map_key, None);
     }
 }

@@ -45,7 +45,7 @@ pub fn dump(
 ) -> std::io::Result<PathBuf> {
     let folder = dir
         .join(component(&info.controller))
-        .join(component(&info.parent));
+        .join(component(&info.label()));
     std::fs::create_dir_all(&folder)?;
     let time = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S%.3fZ");
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);

@@ -126,7 +126,7 @@ async fn execute(
         .env("KUBECTL_META_HOOK", &run.info.hook)
         .env("KUBECTL_META_CONTROLLER", &run.info.controller)
         .env("KUBECTL_META_CONTROLLER_KIND", &run.info.controller_kind)
-        .env("KUBECTL_META_PARENT", run.info.parent_only())
+        .env("KUBECTL_META_PARENT", &run.info.parent)
         .env(
             "KUBECTL_META_MAP_KEY",
             run.info.map_key.as_deref().unwrap_or_default(),
@@ -431,7 +431,7 @@ json.dump({"got": req, "env": env, "cwd": os.getcwd(), "n": 3, "f": 3.0}, sys.st
             hook: "map".into(),
             controller_kind: "MapController".into(),
             controller: "m".into(),
-            parent: "default/p1 configmap-a-0123456789abcdef".into(),
+            parent: "default/p1".into(),
             map_key: Some("configmap-a-0123456789abcdef".into()),
         };
         let c = HookClient::new().unwrap().call(&t, &map, &json!({})).await;

@@ -87,21 +87,21 @@ pub struct CallInfo {
     pub controller_kind: String,
     /// The controller definition's name.
     pub controller: String,
-    /// What the call is for, as engine events show it: the parent (or decorator target)
-    /// `namespace/name`, or `name` when cluster-scoped; for a MapController's map and
-    /// tombstone calls followed by a space and the map key.
+    /// What the call is for, as engine events name it: the parent (or decorator target)
+    /// `namespace/name`, or `name` when cluster-scoped (never with the map key).
     pub parent: String,
     /// The map key of a MapController's map or tombstone call.
     pub map_key: Option<String>,
 }
 
 impl CallInfo {
-    /// The parent alone (without the map key of a map or tombstone call).
-    pub fn parent_only(&self) -> &str {
-        self.map_key
-            .as_deref()
-            .and_then(|k| self.parent.strip_suffix(k))
-            .map_or(self.parent.as_str(), str::trim_end)
+    /// The parent followed by a space and the map key, if any (`ns/p KEY`): one name for
+    /// the call's subject (`--dump-requests` folders, messages).
+    pub fn label(&self) -> String {
+        match &self.map_key {
+            Some(k) => format!("{} {k}", self.parent),
+            None => self.parent.clone(),
+        }
     }
 }
 

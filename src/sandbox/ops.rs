@@ -380,6 +380,8 @@ pub fn create(
     create_checked(state, def, url_ns, obj, opts, false)
 }
 
+/// Create a type-checked object: its namespace and name, server-owned fields dropped, the
+/// built-in normalization, admission, schema and CRD checks, then the store.
 fn create_checked(
     state: &State,
     def: &ResourceDef,
@@ -388,84 +390,10 @@ fn create_checked(
     opts: &WriteOpts,
     managed_fields_done: bool,
 ) -> ApiResult<Written> {
-    let meta_ns = str_at(&obj, &["metadata", "namespace"]).map(String::from);
-    let ns = if def.namespaced {
-        let ns = match (url_ns, meta_ns.as_deref()) {
-            (Some(u), Some(m)) if !m.is_empty() && u != m => {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            (Some(u), _) => u.to_string(),
-            (None, Some(m)) if !m.is_empty() => m.to_string(),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "the server could not find the requested resource: a namespace is required",
-                ));
-            }
-        };
-        obj["metadata"]["namespace"] = json!(ns);
-        ns
-    } else {
-        if let Some(m) = obj["metadata"].as_object_mut() {
-            m.remove("namespace");
-        }
-        String::new()
-    };
-    if let Some(rv) = str_at(&obj, &["metadata", "resourceVersion"])
-        && !rv.is_empty()
-    {
-        return Err(ApiError::bad_request(
-            "resourceVersion should not be set on objects to be created",
-        ));
-    }
-    let given_name = str_at(&obj, &["metadata", "name"])
-        .unwrap_or_default()
-        .to_string();
-    let generate = str_at(&obj, &["metadata", "generateName"])
-        .unwrap_or_default()
-        .to_string();
-    if given_name.is_empty() && generate.is_empty() {
-        return Err(ApiError::invalid(
-            kind_target(def, ""),
-            format!(
-                "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
-                qualified_kind(def)
-            ),
-            vec![(
-                "metadata.name".into(),
-                "Required value: name or generateName is required".into(),
-            )],
-        ));
-    }
+    let ns = create_namespace(def, url_ns, &mut obj)?;
+    let (given_name, generate) = create_names(def, &obj)?;
     check_namespace(state, def, &ns)?;
-
-    // Server-owned metadata.
-    {
-        let m = obj["metadata"]
-            .as_object_mut()
-            .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-        for k in [
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "selfLink",
-        ] {
-            m.remove(k);
-        }
-        if m.get("managedFields")
-            .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
-        {
-            m.remove("managedFields");
-        }
-    }
-    if def.status_subresource
-        && let Some(m) = obj.as_object_mut()
-    {
-        m.remove("status");
-    }
+    strip_server_owned(def, &mut obj)?;
     let mut warnings = normalize_builtin(def, &mut obj, opts.field_validation)?;
     obj["metadata"]["uid"] = json!(new_uid());
     if given_name.is_empty() {
@@ -500,27 +428,145 @@ fn create_checked(
         obj["metadata"]["generation"] = json!(1);
     }
     obj["apiVersion"] = json!(def.storage_api_version());
+    let created = Created {
+        ns: &ns,
+        given_name: &given_name,
+        generate: &generate,
+        now: &now,
+        managed_fields_done,
+    };
+    store_created(state, def, obj, opts, &created, warnings)
+}
 
+/// The namespace of an object to create, set in its metadata: the request's, which the
+/// object's own may only repeat; none (removed) for a cluster-scoped resource.
+fn create_namespace(def: &ResourceDef, url_ns: Option<&str>, obj: &mut Value) -> ApiResult<String> {
+    if !def.namespaced {
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+        return Ok(String::new());
+    }
+    let meta_ns = str_at(obj, &["metadata", "namespace"]).map(String::from);
+    let ns = match (url_ns, meta_ns.as_deref()) {
+        (Some(u), Some(m)) if !m.is_empty() && u != m => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        (Some(u), _) => u.to_string(),
+        (None, Some(m)) if !m.is_empty() => m.to_string(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "the server could not find the requested resource: a namespace is required",
+            ));
+        }
+    };
+    obj["metadata"]["namespace"] = json!(ns);
+    Ok(ns)
+}
+
+/// The `name` and `generateName` of an object to create: one of them is required, and the
+/// object must not carry a `resourceVersion`.
+fn create_names(def: &ResourceDef, obj: &Value) -> ApiResult<(String, String)> {
+    if let Some(rv) = str_at(obj, &["metadata", "resourceVersion"])
+        && !rv.is_empty()
+    {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let given_name = str_at(obj, &["metadata", "name"])
+        .unwrap_or_default()
+        .to_string();
+    let generate = str_at(obj, &["metadata", "generateName"])
+        .unwrap_or_default()
+        .to_string();
+    if given_name.is_empty() && generate.is_empty() {
+        return Err(ApiError::invalid(
+            kind_target(def, ""),
+            format!(
+                "{} \"\" is invalid: metadata.name: Required value: name or generateName is required",
+                qualified_kind(def)
+            ),
+            vec![(
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        ));
+    }
+    Ok((given_name, generate))
+}
+
+/// Drop what the server owns from an object to create: its uid, timestamps, generation,
+/// selfLink, an empty managedFields, and the status of a resource with a status subresource.
+fn strip_server_owned(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+    let m = obj["metadata"]
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "selfLink",
+    ] {
+        m.remove(k);
+    }
+    if m.get("managedFields")
+        .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+    {
+        m.remove("managedFields");
+    }
+    if def.status_subresource
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    Ok(())
+}
+
+/// Where and under which name an object is being created.
+struct Created<'a> {
+    ns: &'a str,
+    given_name: &'a str,
+    generate: &'a str,
+    now: &'a str,
+    managed_fields_done: bool,
+}
+
+/// Store a new object (not with `dryRun`): validate its metadata, record its field manager,
+/// and with `generateName` try other names while the generated one is taken.
+fn store_created(
+    state: &State,
+    def: &ResourceDef,
+    mut obj: Value,
+    opts: &WriteOpts,
+    c: &Created<'_>,
+    warnings: Vec<String>,
+) -> ApiResult<Written> {
+    let generate = c.generate;
     for attempt in 0..8 {
-        let name = if given_name.is_empty() && attempt > 0 {
+        let name = if c.given_name.is_empty() && attempt > 0 {
             format!(
                 "{generate}{}",
                 validation::generate_name_suffix(random_u64())
             )
-        } else if given_name.is_empty() {
+        } else if c.given_name.is_empty() {
             str_at(&obj, &["metadata", "name"])
                 .unwrap_or_default()
                 .to_string()
         } else {
-            given_name.clone()
+            c.given_name.to_string()
         };
         obj["metadata"]["name"] = json!(name);
         if attempt == 0 {
             validate_meta(def, &obj, &name, None)?;
         }
         let mut candidate = obj.clone();
-        if !managed_fields_done {
-            apply::record_update(None, &mut candidate, &opts.field_manager, None, &now);
+        if !c.managed_fields_done {
+            apply::record_update(None, &mut candidate, &opts.field_manager, None, c.now);
         }
         if opts.dry_run {
             return Ok(Written {
@@ -531,7 +577,7 @@ fn create_checked(
         }
         match state
             .store
-            .create_value(key(def, Some(&ns), &name), candidate)
+            .create_value(key(def, Some(c.ns), &name), candidate)
         {
             Ok((_, v)) => {
                 return Ok(Written {
@@ -540,7 +586,7 @@ fn create_checked(
                     created: true,
                 });
             }
-            Err(StoreError::AlreadyExists) if given_name.is_empty() => continue,
+            Err(StoreError::AlreadyExists) if c.given_name.is_empty() => continue,
             Err(e) => return Err(store_err(def, &name, e)),
         }
     }
@@ -649,89 +695,10 @@ fn write_update(
 ) -> ApiResult<Written> {
     let name = k.name.as_str();
     let gr = def.group_resource();
-    let mut finalize_to = None;
-    match sub {
-        Some("status") => {
-            if !def.status_subresource {
-                return Err(ApiError::no_route(&format!("{}/status", def.plural)));
-            }
-            let status = new.get("status").cloned();
-            let mf = new["metadata"].get("managedFields").cloned();
-            new = old.clone();
-            match status {
-                Some(s) => new["status"] = s,
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            if managed_fields_done && let Some(mf) = mf {
-                new["metadata"]["managedFields"] = mf;
-            }
-        }
-        Some("finalize") if gr == "/namespaces" => {
-            finalize_to = Some(new["spec"]["finalizers"].clone());
-            new = old.clone();
-        }
-        Some(other) => return Err(ApiError::no_route(&format!("{}/{other}", def.plural))),
-        None => {
-            if def.status_subresource {
-                match old.get("status") {
-                    Some(s) => new["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = new.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-        }
-    }
-    // Immutable and server-owned metadata comes from the stored object.
-    for f in [
-        "uid",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "generation",
-        "namespace",
-        "name",
-    ] {
-        match old["metadata"].get(f) {
-            Some(v) => new["metadata"][f] = v.clone(),
-            None => {
-                if let Some(m) = new["metadata"].as_object_mut() {
-                    m.remove(f);
-                }
-            }
-        }
-    }
-    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-    if new["metadata"]
-        .get("managedFields")
-        .is_none_or(Value::is_null)
-        && let Some(mf) = old["metadata"].get("managedFields")
-    {
-        new["metadata"]["managedFields"] = mf.clone();
-    }
-    new["apiVersion"] = json!(def.storage_api_version());
-    let old_fins = finalizers(&old);
+    let finalize_to = scope_to_subresource(def, &old, &mut new, sub, managed_fields_done)?;
+    keep_server_owned(def, &old, &mut new);
     if external && current.deleting {
-        let added: Vec<String> = finalizers(&new)
-            .into_iter()
-            .filter(|f| !old_fins.contains(f))
-            .collect();
-        if !added.is_empty() {
-            let msg = format!(
-                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-            );
-            return Err(ApiError::invalid(
-                kind_target(def, name),
-                format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
-                vec![("metadata.finalizers".into(), msg)],
-            ));
-        }
+        refuse_added_finalizers(def, name, &old, &new)?;
     }
     let mut warnings = normalize_builtin(
         def,
@@ -790,6 +757,131 @@ fn write_update(
             created: false,
         });
     }
+    store_update(state, def, k, current, new, warnings)
+}
+
+/// Narrow an update to what its subresource may change: `status` takes only the status (and
+/// managedFields already recorded), `finalize` on a namespace only `spec.finalizers`
+/// (returned, to be set after admission), the main resource everything but the status.
+fn scope_to_subresource(
+    def: &ResourceDef,
+    old: &Value,
+    new: &mut Value,
+    sub: Option<&str>,
+    managed_fields_done: bool,
+) -> ApiResult<Option<Value>> {
+    match sub {
+        Some("status") => {
+            if !def.status_subresource {
+                return Err(ApiError::no_route(&format!("{}/status", def.plural)));
+            }
+            let status = new.get("status").cloned();
+            let mf = new["metadata"].get("managedFields").cloned();
+            *new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if managed_fields_done && let Some(mf) = mf {
+                new["metadata"]["managedFields"] = mf;
+            }
+            Ok(None)
+        }
+        Some("finalize") if def.group_resource() == "/namespaces" => {
+            let finalize_to = new["spec"]["finalizers"].clone();
+            *new = old.clone();
+            Ok(Some(finalize_to))
+        }
+        Some(other) => Err(ApiError::no_route(&format!("{}/{other}", def.plural))),
+        None => {
+            if def.status_subresource {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Immutable and server-owned metadata comes from the stored object, as do its managedFields
+/// when the update has none; the stored version is the storage version.
+fn keep_server_owned(def: &ResourceDef, old: &Value, new: &mut Value) {
+    for f in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old["metadata"].get(f) {
+            Some(v) => new["metadata"][f] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(f);
+                }
+            }
+        }
+    }
+    new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    if new["metadata"]
+        .get("managedFields")
+        .is_none_or(Value::is_null)
+        && let Some(mf) = old["metadata"].get("managedFields")
+    {
+        new["metadata"]["managedFields"] = mf.clone();
+    }
+    new["apiVersion"] = json!(def.storage_api_version());
+}
+
+/// An object being deleted may lose finalizers but not gain any.
+fn refuse_added_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> ApiResult<()> {
+    let old_fins = finalizers(old);
+    let added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !old_fins.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    let msg = format!(
+        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+    );
+    Err(ApiError::invalid(
+        kind_target(def, name),
+        format!("{} \"{name}\" is invalid: {msg}", qualified_kind(def)),
+        vec![("metadata.finalizers".into(), msg)],
+    ))
+}
+
+/// Store an updated object (expecting `current.rv`); an object being deleted whose last
+/// finalizer went is deleted instead.
+fn store_update(
+    state: &State,
+    def: &ResourceDef,
+    k: &ObjKey,
+    current: &Arc<Stored>,
+    new: Value,
+    warnings: Vec<String>,
+) -> ApiResult<Written> {
+    let name = k.name.as_str();
+    let gr = def.group_resource();
     let done_deleting = current.deleting
         && finalizers(&new).is_empty()
         && new["metadata"]["deletionGracePeriodSeconds"]
@@ -1014,6 +1106,26 @@ fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
     match obj["metadata"]["deletionGracePeriodSeconds"].as_i64() {
         Some(cur) => g.min(cur),
         None => g,
+    }
+}
+
+/// Delete an object in the background with a uid precondition, as a namespace's or a CRD's
+/// cleanup does, unless it is already being deleted: whether it remains (being deleted or
+/// waiting for finalizers); an object already gone does not.
+pub fn delete_in_background(state: &State, def: &ResourceDef, obj: &Stored) -> ApiResult<bool> {
+    if obj.deleting {
+        return Ok(true);
+    }
+    let opts = DeleteOpts {
+        propagation: Some(Propagation::Background),
+        uid: Some(obj.uid.clone()),
+        ..Default::default()
+    };
+    match delete(state, def, &obj.key, &opts) {
+        Ok(Deleted::Pending(_)) => Ok(true),
+        Ok(Deleted::Gone(_)) => Ok(false),
+        Err(e) if e.code == 404 => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -22,6 +22,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::k8s::names::{go_quote, is_dns1035_label_characters, is_dns1123_subdomain_characters};
+
 /// The OpenAPI v3 types a CRD schema may declare, sorted as the apiserver lists them.
 const SCHEMA_TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
 /// Fields of a resource that pruning leaves to the server (`TypeMeta` and `ObjectMeta`).
@@ -30,15 +32,6 @@ const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
 /// Formats an `additionalPrinterColumns` entry may have.
 const COLUMN_FORMATS: &str = "byte,date,date-time,double,float,int32,int64,password";
-/// `IsDNS1035Label`'s regex error.
-const DNS1035_ERROR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', \
-start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', \
-regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-/// `IsDNS1123Subdomain`'s regex error.
-const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
-characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used \
-for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
 // ---------------------------------------------------------------------------------------------------------
 // Field errors
 // ---------------------------------------------------------------------------------------------------------
@@ -143,32 +136,6 @@ fn too_many(field: &str, actual: u64, max: u64) -> SchemaViolation {
 // ---------------------------------------------------------------------------------------------------------
 // Go value rendering (the apiserver prints bad values with Go's fmt)
 // ---------------------------------------------------------------------------------------------------------
-
-/// Go's `strconv.Quote`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 /// Go's `%v` of a float64: shortest representation, exponent form outside `1e-4 <= |f| < 1e6`.
 fn go_float(f: f64) -> String {
@@ -1308,48 +1275,8 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
     let short_names = texts(names, "shortNames", "spec.names.shortNames", &mut errs);
     let categories = texts(names, "categories", "spec.names.categories", &mut errs);
 
-    // metadata.name must be a DNS subdomain equal to <plural>.<group>.
-    let metadata = match crd.get("metadata") {
-        Some(Value::Object(m)) => m,
-        _ => &empty,
-    };
-    let name = text(metadata, "name", "metadata.name", &mut errs);
-    if name.is_empty() {
-        errs.push(required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-    } else {
-        for message in dns1123_subdomain_errors(&name) {
-            errs.push(invalid("metadata.name", &go_quote(&name), &message));
-        }
-        if name != format!("{plural}.{group}") {
-            errs.push(invalid(
-                "metadata.name",
-                &go_quote(&name),
-                "must be spec.names.plural+\".\"+spec.group",
-            ));
-        }
-    }
-
-    if group.is_empty() {
-        errs.push(required("spec.group", ""));
-    } else {
-        let group_errs = dns1123_subdomain_errors(&group);
-        if !group_errs.is_empty() {
-            errs.push(invalid(
-                "spec.group",
-                &go_quote(&group),
-                &group_errs.join(","),
-            ));
-        } else if !group.contains('.') {
-            errs.push(invalid(
-                "spec.group",
-                &go_quote(&group),
-                "should be a domain with at least one dot",
-            ));
-        }
-    }
+    validate_crd_name(crd, &plural, &group, &mut errs);
+    validate_group(&group, &mut errs);
 
     let scope = text(spec, "scope", "spec.scope", &mut errs);
     match scope.as_str() {
@@ -1370,6 +1297,93 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
         ));
     }
 
+    let versions = parse_versions(spec, &mut errs);
+
+    if plural.is_empty() {
+        errs.push(required("spec.names.plural", ""));
+    }
+    if kind.is_empty() {
+        errs.push(required("spec.names.kind", ""));
+    }
+    validate_names(
+        &plural,
+        &singular,
+        &kind,
+        &list_kind,
+        &short_names,
+        &categories,
+        &mut errs,
+    );
+
+    validate_conversion(spec, &mut errs);
+
+    if !errs.is_empty() {
+        return Err(errs.iter().map(ToString::to_string).collect());
+    }
+    Ok(CrdInfo {
+        group,
+        plural,
+        singular,
+        kind,
+        list_kind,
+        short_names,
+        categories,
+        namespaced: scope == "Namespaced",
+        versions,
+    })
+}
+
+/// `metadata.name` of a CRD: a DNS subdomain equal to `<plural>.<group>`.
+fn validate_crd_name(crd: &Value, plural: &str, group: &str, errs: &mut Vec<SchemaViolation>) {
+    let empty = Map::new();
+    let metadata = match crd.get("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => &empty,
+    };
+    let name = text(metadata, "name", "metadata.name", errs);
+    if name.is_empty() {
+        errs.push(required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else {
+        for message in is_dns1123_subdomain_characters(&name) {
+            errs.push(invalid("metadata.name", &go_quote(&name), &message));
+        }
+        if name != format!("{plural}.{group}") {
+            errs.push(invalid(
+                "metadata.name",
+                &go_quote(&name),
+                "must be spec.names.plural+\".\"+spec.group",
+            ));
+        }
+    }
+}
+
+/// `spec.group`: required, a DNS subdomain with at least one dot.
+fn validate_group(group: &str, errs: &mut Vec<SchemaViolation>) {
+    if group.is_empty() {
+        errs.push(required("spec.group", ""));
+    } else {
+        let group_errs = is_dns1123_subdomain_characters(group);
+        if !group_errs.is_empty() {
+            errs.push(invalid(
+                "spec.group",
+                &go_quote(group),
+                &group_errs.join(","),
+            ));
+        } else if !group.contains('.') {
+            errs.push(invalid(
+                "spec.group",
+                &go_quote(group),
+                "should be a domain with at least one dot",
+            ));
+        }
+    }
+}
+
+/// `spec.versions`: each version parsed, unique names, exactly one storage version.
+fn parse_versions(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) -> Vec<CrdVersion> {
     let versions_value = spec.get("versions").cloned().unwrap_or(Value::Null);
     let raw_versions: &[Value] = match &versions_value {
         Value::Array(items) => items,
@@ -1386,7 +1400,7 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
     let versions: Vec<CrdVersion> = raw_versions
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_version(v, i, &mut errs))
+        .map(|(i, v)| parse_version(v, i, errs))
         .collect();
     let mut seen = HashSet::new();
     if !versions.iter().all(|v| seen.insert(v.name.as_str())) {
@@ -1408,31 +1422,15 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
             "must have exactly one version marked as storage version",
         ));
     }
+    versions
+}
 
-    if plural.is_empty() {
-        errs.push(required("spec.names.plural", ""));
-    }
-    if kind.is_empty() {
-        errs.push(required("spec.names.kind", ""));
-    }
-    validate_names(
-        &plural,
-        &singular,
-        &kind,
-        &list_kind,
-        &short_names,
-        &categories,
-        &mut errs,
-    );
-
+/// `spec.conversion`: only the `None` strategy (the sandbox cannot call conversion webhooks).
+fn validate_conversion(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) {
+    let empty = Map::new();
     if let Some(conversion) = spec.get("conversion").filter(|c| !c.is_null()) {
         let conversion = conversion.as_object().unwrap_or(&empty);
-        let strategy = text(
-            conversion,
-            "strategy",
-            "spec.conversion.strategy",
-            &mut errs,
-        );
+        let strategy = text(conversion, "strategy", "spec.conversion.strategy", errs);
         match strategy.as_str() {
             "" => errs.push(required("spec.conversion.strategy", "")),
             "None" => {}
@@ -1448,21 +1446,6 @@ pub fn parse_crd(crd: &Value) -> Result<CrdInfo, Vec<String>> {
             )),
         }
     }
-
-    if !errs.is_empty() {
-        return Err(errs.iter().map(ToString::to_string).collect());
-    }
-    Ok(CrdInfo {
-        group,
-        plural,
-        singular,
-        kind,
-        list_kind,
-        short_names,
-        categories,
-        namespaced: scope == "Namespaced",
-        versions,
-    })
 }
 
 /// Parses and validates `spec.versions[i]`.
@@ -1477,7 +1460,7 @@ fn parse_version(v: &Value, i: usize, errs: &mut Vec<SchemaViolation>) -> CrdVer
         }
     };
     let name = text(version, "name", &format!("{path}.name"), errs);
-    let name_errs = dns1035_label_errors(&name);
+    let name_errs = is_dns1035_label_characters(&name);
     if !name_errs.is_empty() {
         errs.push(invalid(
             &format!("{path}.name"),
@@ -1559,7 +1542,7 @@ fn validate_names(
         ("spec.names.plural", plural),
         ("spec.names.singular", singular),
     ] {
-        let label_errs = dns1035_label_errors(value);
+        let label_errs = is_dns1035_label_characters(value);
         if !value.is_empty() && !label_errs.is_empty() {
             errs.push(invalid(field, &go_quote(value), &label_errs.join(",")));
         }
@@ -1568,7 +1551,7 @@ fn validate_names(
         ("spec.names.kind", kind),
         ("spec.names.listKind", list_kind),
     ] {
-        let label_errs = dns1035_label_errors(&value.to_lowercase());
+        let label_errs = is_dns1035_label_characters(&value.to_lowercase());
         if !value.is_empty() && !label_errs.is_empty() {
             let detail = format!(
                 "may have mixed case, but should otherwise match: {}",
@@ -1582,7 +1565,7 @@ fn validate_names(
         ("spec.names.categories", categories),
     ] {
         for (i, value) in values.iter().enumerate() {
-            let label_errs = dns1035_label_errors(value);
+            let label_errs = is_dns1035_label_characters(value);
             if !label_errs.is_empty() {
                 errs.push(invalid(
                     &format!("{field}[{i}]"),
@@ -1674,45 +1657,6 @@ fn simple_json_path_error(path: &str, field: &str) -> Option<SchemaViolation> {
             "must be a simple json path starting with .",
         )
     })
-}
-
-/// `IsDNS1035Label`.
-fn dns1035_label_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    let bytes = value.as_bytes();
-    let valid = bytes.first().is_some_and(u8::is_ascii_lowercase)
-        && bytes
-            .last()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-    if !valid {
-        errs.push(DNS1035_ERROR.to_string());
-    }
-    errs
-}
-
-/// `IsDNS1123Subdomain`.
-fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push("must be no more than 253 characters".to_string());
-    }
-    let label_ok = |label: &str| {
-        let bytes = label.as_bytes();
-        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        bytes.first().is_some_and(alnum)
-            && bytes.last().is_some_and(alnum)
-            && bytes.iter().all(|b| alnum(b) || *b == b'-')
-    };
-    if !value.split('.').all(label_ok) {
-        errs.push(DNS1123_SUBDOMAIN_ERROR.to_string());
-    }
-    errs
 }
 
 /// A string field of a CRD object; a missing or null field reads as empty, another type is an error.
@@ -2120,6 +2064,15 @@ fn set_condition(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `IsDNS1035Label`'s regex error.
+    const DNS1035_ERROR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', \
+    start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', \
+    regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    /// `IsDNS1123Subdomain`'s regex error.
+    const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+    characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used \
+    for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
     /// The Widget CRD used by the conformance suite.
     fn widget_crd() -> Value {
@@ -3367,23 +3320,23 @@ mod tests {
 
     #[test]
     fn dns_names() {
-        assert!(dns1035_label_errors("v1beta1").is_empty());
-        assert!(dns1035_label_errors("my-name").is_empty());
-        assert_eq!(dns1035_label_errors("1v"), vec![DNS1035_ERROR]);
-        assert_eq!(dns1035_label_errors("a-"), vec![DNS1035_ERROR]);
-        assert_eq!(dns1035_label_errors(""), vec![DNS1035_ERROR]);
+        assert!(is_dns1035_label_characters("v1beta1").is_empty());
+        assert!(is_dns1035_label_characters("my-name").is_empty());
+        assert_eq!(is_dns1035_label_characters("1v"), vec![DNS1035_ERROR]);
+        assert_eq!(is_dns1035_label_characters("a-"), vec![DNS1035_ERROR]);
+        assert_eq!(is_dns1035_label_characters(""), vec![DNS1035_ERROR]);
         assert_eq!(
-            dns1035_label_errors(&"a".repeat(64)),
+            is_dns1035_label_characters(&"a".repeat(64)),
             vec!["must be no more than 63 characters"]
         );
-        assert!(dns1123_subdomain_errors("widgets.conf.example.com").is_empty());
-        assert!(dns1123_subdomain_errors("1.example").is_empty());
+        assert!(is_dns1123_subdomain_characters("widgets.conf.example.com").is_empty());
+        assert!(is_dns1123_subdomain_characters("1.example").is_empty());
         assert_eq!(
-            dns1123_subdomain_errors("a..b"),
+            is_dns1123_subdomain_characters("a..b"),
             vec![DNS1123_SUBDOMAIN_ERROR]
         );
         assert_eq!(
-            dns1123_subdomain_errors("-a.b"),
+            is_dns1123_subdomain_characters("-a.b"),
             vec![DNS1123_SUBDOMAIN_ERROR]
         );
     }

@@ -406,12 +406,46 @@ fn parse_timeout(p: &Params) -> ApiResult<Option<Duration>> {
     }
 }
 
+/// One request on a resource path, as parsed: the resource it names, where, and what its query
+/// and headers ask for.
+struct ResourceCall {
+    def: Arc<ResourceDef>,
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+    watch: bool,
+    params: Params,
+    headers: HeaderMap,
+    accept: Option<String>,
+    include_object: String,
+}
+
+/// Serve one request on a resource path: parse it, admit the subresource, run the verb.
 async fn resource(
     state: Arc<State>,
     rp: ResourcePath,
     p: Params,
     req: Request,
 ) -> ApiResult<Response> {
+    let call = parse_resource_call(&state, rp, p, &req)?;
+    if call.sub.as_deref() == Some("log")
+        && call.def.group_resource() == "/pods"
+        && req.method() == Method::GET
+    {
+        return pod_log(&state, &call);
+    }
+    admit_subresource(&call, req.uri().path())?;
+    dispatch_verb(state, call, req).await
+}
+
+/// Parse a resource request: look its resource up (a namespace only where the resource is
+/// namespaced) and read the `Accept` header and `includeObject`.
+fn parse_resource_call(
+    state: &State,
+    rp: ResourcePath,
+    p: Params,
+    req: &Request,
+) -> ApiResult<ResourceCall> {
     let def = state
         .registry()
         .get(&rp.group, &rp.version, &rp.resource)
@@ -428,256 +462,353 @@ async fn resource(
         .get("includeObject")
         .cloned()
         .unwrap_or_else(|| "Metadata".into());
-    let ns = rp.namespace.clone();
-    let method = req.method().clone();
-    let headers = req.headers().clone();
-    let sub = rp.subresource.as_deref();
-    if sub == Some("log") && def.group_resource() == "/pods" && method == Method::GET {
-        let name = rp.name.clone().unwrap_or_default();
-        let tail =
-            match p.get("tailLines") {
-                Some(t) => Some(t.parse::<usize>().map_err(|_| {
-                    ApiError::bad_request(format!("tailLines: invalid value {t:?}"))
-                })?),
-                None => None,
-            };
-        let text = super::logs::pod_log(
-            &state,
-            ns.as_deref().unwrap_or_default(),
-            &name,
-            p.get("container").map(String::as_str),
-            tail,
-        )?;
-        return Ok((StatusCode::OK, [("content-type", "text/plain")], text).into_response());
-    }
-    if let Some(s) = sub
-        && !(s == "status" && def.status_subresource
-            || s == "finalize" && def.group_resource() == "/namespaces")
+    Ok(ResourceCall {
+        def,
+        watch: rp.watch_prefix || param_bool(&p, "watch"),
+        ns: rp.namespace,
+        name: rp.name,
+        sub: rp.subresource,
+        params: p,
+        headers: req.headers().clone(),
+        accept,
+        include_object,
+    })
+}
+
+/// `GET pods/NAME/log`: the pod's log as plain text.
+fn pod_log(state: &Arc<State>, call: &ResourceCall) -> ApiResult<Response> {
+    let tail = match call.params.get("tailLines") {
+        Some(t) => Some(
+            t.parse::<usize>()
+                .map_err(|_| ApiError::bad_request(format!("tailLines: invalid value {t:?}")))?,
+        ),
+        None => None,
+    };
+    let text = super::logs::pod_log(
+        state,
+        call.ns.as_deref().unwrap_or_default(),
+        call.name.as_deref().unwrap_or_default(),
+        call.params.get("container").map(String::as_str),
+        tail,
+    )?;
+    Ok((StatusCode::OK, [("content-type", "text/plain")], text).into_response())
+}
+
+/// Admit only the subresources the resource serves: `status` where it has one, `finalize` on
+/// namespaces; any other is not found, as on kube-apiserver.
+fn admit_subresource(call: &ResourceCall, path: &str) -> ApiResult<()> {
+    if let Some(s) = call.sub.as_deref()
+        && !(s == "status" && call.def.status_subresource
+            || s == "finalize" && call.def.group_resource() == "/namespaces")
     {
-        return Err(ApiError::no_route(req.uri().path()));
+        return Err(ApiError::no_route(path));
     }
-    let is_watch = rp.watch_prefix || param_bool(&p, "watch");
-    match (method, rp.name.clone()) {
-        (Method::GET, None) if is_watch => {
-            let out = output::negotiate(accept.as_deref())?;
-            let filter = filter_from(&def, &p)?;
-            let rv = p.get("resourceVersion").filter(|s| !s.is_empty());
-            let send_initial = p.get("sendInitialEvents").map(|s| s == "true");
-            let start = match (rv.map(String::as_str), send_initial) {
-                (_, Some(true)) => WatchStart::InitialState,
-                (None | Some("0"), Some(false)) => WatchStart::Now,
-                (None | Some("0"), None) => WatchStart::InitialState,
-                (Some(rv), _) => {
-                    let n = rv.parse::<u64>().map_err(|_| {
-                        ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
-                    })?;
-                    WatchStart::After(n.min(state.store.rv()))
-                }
-            };
-            let bookmarks = param_bool(&p, "allowWatchBookmarks");
-            if send_initial == Some(true) && !bookmarks {
+    Ok(())
+}
+
+/// Run the request's verb: watch, list, get, create, update, patch, delete or delete a
+/// collection.
+async fn dispatch_verb(state: Arc<State>, call: ResourceCall, req: Request) -> ApiResult<Response> {
+    match (req.method().clone(), call.name.clone()) {
+        (Method::GET, None) if call.watch => watch_resource(state, call),
+        (Method::GET, None) => list_resource(&state, &call),
+        (Method::GET, Some(name)) => get_resource(&state, &call, &name),
+        (Method::POST, None) => create_or_update(&state, &call, None, req).await,
+        (Method::PUT, Some(name)) => create_or_update(&state, &call, Some(&name), req).await,
+        (Method::PATCH, Some(name)) => patch_resource(&state, &call, &name, req).await,
+        (Method::DELETE, Some(name)) => delete_resource(&state, &call, &name, req).await,
+        (Method::DELETE, None) => delete_collection(&state, &call, req).await,
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str(), &call.def.kind)),
+    }
+}
+
+/// Where a watch starts, from `resourceVersion` and `sendInitialEvents`.
+fn watch_start(state: &State, p: &Params, send_initial: Option<bool>) -> ApiResult<WatchStart> {
+    let rv = p.get("resourceVersion").filter(|s| !s.is_empty());
+    Ok(match (rv.map(String::as_str), send_initial) {
+        (_, Some(true)) => WatchStart::InitialState,
+        (None | Some("0"), Some(false)) => WatchStart::Now,
+        (None | Some("0"), None) => WatchStart::InitialState,
+        (Some(rv), _) => {
+            let n = rv
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?;
+            WatchStart::After(n.min(state.store.rv()))
+        }
+    })
+}
+
+/// `GET` a collection with `watch`: a stream of watch events.
+fn watch_resource(state: Arc<State>, call: ResourceCall) -> ApiResult<Response> {
+    let p = &call.params;
+    let out = output::negotiate(call.accept.as_deref())?;
+    let filter = filter_from(&call.def, p)?;
+    let send_initial = p.get("sendInitialEvents").map(|s| s == "true");
+    let start = watch_start(&state, p, send_initial)?;
+    let bookmarks = param_bool(p, "allowWatchBookmarks");
+    if send_initial == Some(true) && !bookmarks {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "sendInitialEvents is only supported with allowWatchBookmarks=true",
+        ));
+    }
+    let params = WatchParams {
+        start,
+        timeout: parse_timeout(p)?,
+        bookmarks,
+        initial_events_end: send_initial == Some(true),
+        output: out,
+        include_object: call.include_object,
+    };
+    Ok(watch::serve(
+        state.clone(),
+        call.def,
+        call.ns,
+        filter,
+        params,
+    ))
+}
+
+/// The `limit` of a list; like kube-apiserver an int64, and zero or less means no limit.
+fn list_limit(p: &Params) -> ApiResult<Option<usize>> {
+    match p.get("limit").filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n <= 0 => Ok(None),
+            Ok(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            Err(_) => Err(ApiError::bad_request(format!("limit: invalid value {l:?}"))),
+        },
+    }
+}
+
+/// `GET` a collection: one page of the matching objects, as a list or a Table.
+fn list_resource(state: &State, call: &ResourceCall) -> ApiResult<Response> {
+    let p = &call.params;
+    let def = &call.def;
+    let out = output::negotiate(call.accept.as_deref())?;
+    let filter = filter_from(def, p)?;
+    let limit = list_limit(p)?;
+    let after = match p.get("continue").filter(|s| !s.is_empty()) {
+        Some(c) => Some(decode_continue(c)?),
+        None => None,
+    };
+    let page = state.store.list(
+        &def.group_resource(),
+        call.ns.as_deref(),
+        after,
+        limit,
+        |s| filter.matches(s),
+    );
+    let cont = page.next_after.as_ref().map(|(a, b)| encode_continue(a, b));
+    let body = output::list(
+        def,
+        &out,
+        &call.include_object,
+        &page.items,
+        page.rv,
+        cont,
+        page.remaining,
+    )?;
+    Ok(json_resp(StatusCode::OK, body, &[]))
+}
+
+/// `GET` one object, as stored or as a Table.
+fn get_resource(state: &State, call: &ResourceCall, name: &str) -> ApiResult<Response> {
+    let def = &call.def;
+    let out = output::negotiate(call.accept.as_deref())?;
+    let k = ops::key(def, call.ns.as_deref(), name);
+    let s = state.store.get(&k.gr, &k.ns, name).ok_or_else(|| {
+        ApiError::not_found(Target {
+            group: &def.group,
+            resource: &def.plural,
+            name,
+        })
+    })?;
+    if out == Output::Json {
+        return Ok(json_resp(
+            StatusCode::OK,
+            output::served_bytes(def, &s),
+            &[],
+        ));
+    }
+    let v = ops::as_served(
+        def,
+        s.value().map_err(|e| ApiError::internal(e.to_string()))?,
+    );
+    Ok(value_resp(
+        StatusCode::OK,
+        &output::object(def, &out, &call.include_object, &v)?,
+        &[],
+    ))
+}
+
+/// `POST` a collection (create) or `PUT` an object or its subresource (replace): the object
+/// in the body.
+async fn create_or_update(
+    state: &Arc<State>,
+    call: &ResourceCall,
+    name: Option<&str>,
+    req: Request,
+) -> ApiResult<Response> {
+    let def = &call.def;
+    let ns = call.ns.as_deref();
+    let opts = write_opts(&call.params, &call.headers)?;
+    let body = read_body(state, req).await?;
+    let obj = decode_object(def, &call.headers, &body)?;
+    let (w, code) = match name {
+        None => (
+            ops::create(state, def, ns, obj, &opts)?,
+            StatusCode::CREATED,
+        ),
+        Some(name) => {
+            let sub = call.sub.as_deref();
+            let w = ops::update(state, def, ns, name, sub, obj, &opts)?;
+            (w, StatusCode::OK)
+        }
+    };
+    after_write(state, def, &w.obj);
+    Ok(value_resp(code, &w.obj, &w.warnings))
+}
+
+/// The kind of a `PATCH`, from its content type; an apply patch needs a field manager, and
+/// only an apply patch may `force`.
+fn patch_kind(p: &Params, headers: &HeaderMap) -> ApiResult<PatchKind> {
+    let mt = media_type(headers);
+    let kind = match mt.as_str() {
+        "application/merge-patch+json" => PatchKind::Merge,
+        "application/json-patch+json" => PatchKind::Json,
+        "application/strategic-merge-patch+json" => PatchKind::Strategic,
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            if p.get("fieldManager").is_none_or(String::is_empty) {
                 return Err(ApiError::new(
                     422,
                     "Invalid",
-                    "sendInitialEvents is only supported with allowWatchBookmarks=true",
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
                 ));
             }
-            let params = WatchParams {
-                start,
-                timeout: parse_timeout(&p)?,
-                bookmarks,
-                initial_events_end: send_initial == Some(true),
-                output: out,
-                include_object,
-            };
-            Ok(watch::serve(state.clone(), def, ns, filter, params))
+            PatchKind::Apply {
+                force: param_bool(p, "force"),
+            }
         }
-        (Method::GET, None) => {
-            let out = output::negotiate(accept.as_deref())?;
-            let filter = filter_from(&def, &p)?;
-            let limit = match p.get("limit").filter(|s| !s.is_empty()) {
-                None => None,
-                // Like kube-apiserver: an int64, and zero or less means no limit.
-                Some(l) => match l.parse::<i64>() {
-                    Ok(n) if n <= 0 => None,
-                    Ok(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-                    Err(_) => {
-                        return Err(ApiError::bad_request(format!("limit: invalid value {l:?}")));
-                    }
-                },
-            };
-            let after = match p.get("continue").filter(|s| !s.is_empty()) {
-                Some(c) => Some(decode_continue(c)?),
-                None => None,
-            };
-            let page = state
-                .store
-                .list(&def.group_resource(), ns.as_deref(), after, limit, |s| {
-                    filter.matches(s)
-                });
-            let cont = page.next_after.as_ref().map(|(a, b)| encode_continue(a, b));
-            let body = output::list(
-                &def,
-                &out,
-                &include_object,
-                &page.items,
-                page.rv,
-                cont,
-                page.remaining,
-            )?;
-            Ok(json_resp(StatusCode::OK, body, &[]))
+        other => {
+            return Err(ApiError::unsupported_media_type(
+                other,
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json",
+            ));
         }
-        (Method::GET, Some(name)) => {
-            let out = output::negotiate(accept.as_deref())?;
-            let k = ops::key(&def, ns.as_deref(), &name);
-            let s = state.store.get(&k.gr, &k.ns, &name).ok_or_else(|| {
-                ApiError::not_found(Target {
+    };
+    if p.contains_key("force") && !matches!(kind, PatchKind::Apply { .. }) {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "force: Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    Ok(kind)
+}
+
+/// `PATCH` an object (or its subresource); an apply patch may create it (201).
+async fn patch_resource(
+    state: &Arc<State>,
+    call: &ResourceCall,
+    name: &str,
+    req: Request,
+) -> ApiResult<Response> {
+    let def = &call.def;
+    let opts = write_opts(&call.params, &call.headers)?;
+    let kind = patch_kind(&call.params, &call.headers)?;
+    let body = read_body(state, req).await?;
+    let pv = decode(&body, matches!(kind, PatchKind::Apply { .. }))?;
+    let sub = call.sub.as_deref();
+    let w = ops::patch(state, def, call.ns.as_deref(), name, sub, kind, &pv, &opts)?;
+    after_write(state, def, &w.obj);
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(value_resp(code, &w.obj, &w.warnings))
+}
+
+/// `DELETE` an object: the object as deleted (a Status for a namespace), or the object still
+/// waiting for its finalizers.
+async fn delete_resource(
+    state: &Arc<State>,
+    call: &ResourceCall,
+    name: &str,
+    req: Request,
+) -> ApiResult<Response> {
+    let def = &call.def;
+    let p = &call.params;
+    let body = read_body(state, req).await?;
+    let opts = delete_opts(p, &body)?;
+    let k = ops::key(def, call.ns.as_deref(), name);
+    match ops::delete(state, def, &k, &opts)? {
+        Deleted::Gone(v) => {
+            after_write(state, def, &v);
+            if def.group_resource() == "/namespaces" {
+                let uid = v["metadata"]["uid"].as_str().unwrap_or_default();
+                let t = Target {
                     group: &def.group,
                     resource: &def.plural,
-                    name: &name,
-                })
-            })?;
-            if out == Output::Json {
-                return Ok(json_resp(
-                    StatusCode::OK,
-                    output::served_bytes(&def, &s),
-                    &[],
-                ));
+                    name,
+                };
+                return Ok(value_resp(StatusCode::OK, &success_status(t, uid), &[]));
             }
-            let v = ops::as_served(
-                &def,
-                s.value().map_err(|e| ApiError::internal(e.to_string()))?,
-            );
-            Ok(value_resp(
-                StatusCode::OK,
-                &output::object(&def, &out, &include_object, &v)?,
-                &[],
-            ))
+            Ok(value_resp(StatusCode::OK, &v, &[]))
         }
-        (Method::POST, None) => {
-            let opts = write_opts(&p, &headers)?;
-            let body = read_body(&state, req).await?;
-            let obj = decode_object(&def, &headers, &body)?;
-            let w = ops::create(&state, &def, ns.as_deref(), obj, &opts)?;
-            after_write(&state, &def, &w.obj);
-            Ok(value_resp(StatusCode::CREATED, &w.obj, &w.warnings))
-        }
-        (Method::PUT, Some(name)) => {
-            let opts = write_opts(&p, &headers)?;
-            let body = read_body(&state, req).await?;
-            let obj = decode_object(&def, &headers, &body)?;
-            let w = ops::update(&state, &def, ns.as_deref(), &name, sub, obj, &opts)?;
-            after_write(&state, &def, &w.obj);
-            Ok(value_resp(StatusCode::OK, &w.obj, &w.warnings))
-        }
-        (Method::PATCH, Some(name)) => {
-            let opts = write_opts(&p, &headers)?;
-            let mt = media_type(&headers);
-            let kind = match mt.as_str() {
-                "application/merge-patch+json" => PatchKind::Merge,
-                "application/json-patch+json" => PatchKind::Json,
-                "application/strategic-merge-patch+json" => PatchKind::Strategic,
-                "application/apply-patch+yaml" | "application/apply-patch+json" => {
-                    if p.get("fieldManager").is_none_or(String::is_empty) {
-                        return Err(ApiError::new(
-                            422,
-                            "Invalid",
-                            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                        ));
-                    }
-                    PatchKind::Apply {
-                        force: param_bool(&p, "force"),
-                    }
-                }
-                other => {
-                    return Err(ApiError::unsupported_media_type(
-                        other,
-                        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json",
-                    ));
-                }
-            };
-            if p.contains_key("force") && !matches!(kind, PatchKind::Apply { .. }) {
-                return Err(ApiError::new(
-                    422,
-                    "Invalid",
-                    "force: Forbidden: may not be specified for non-apply patch",
-                ));
-            }
-            let body = read_body(&state, req).await?;
-            let pv = decode(&body, matches!(kind, PatchKind::Apply { .. }))?;
-            let w = ops::patch(&state, &def, ns.as_deref(), &name, sub, kind, &pv, &opts)?;
-            after_write(&state, &def, &w.obj);
-            let code = if w.created {
-                StatusCode::CREATED
+        Deleted::Pending(v) => {
+            after_write(state, def, &v);
+            // Like kube-apiserver: 200 while finalizers are pending, 202 only when the
+            // client set the deprecated `orphanDependents: false`.
+            let orphan = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|b| b["orphanDependents"].as_bool())
+                .or_else(|| p.get("orphanDependents").map(|s| s == "true"));
+            let code = if orphan == Some(false) {
+                StatusCode::ACCEPTED
             } else {
                 StatusCode::OK
             };
-            Ok(value_resp(code, &w.obj, &w.warnings))
+            Ok(value_resp(code, &v, &[]))
         }
-        (Method::DELETE, Some(name)) => {
-            let body = read_body(&state, req).await?;
-            let opts = delete_opts(&p, &body)?;
-            let k = ops::key(&def, ns.as_deref(), &name);
-            match ops::delete(&state, &def, &k, &opts)? {
-                Deleted::Gone(v) => {
-                    after_write(&state, &def, &v);
-                    if def.group_resource() == "/namespaces" {
-                        let uid = v["metadata"]["uid"].as_str().unwrap_or_default();
-                        let t = Target {
-                            group: &def.group,
-                            resource: &def.plural,
-                            name: &name,
-                        };
-                        return Ok(value_resp(StatusCode::OK, &success_status(t, uid), &[]));
-                    }
-                    Ok(value_resp(StatusCode::OK, &v, &[]))
-                }
-                Deleted::Pending(v) => {
-                    after_write(&state, &def, &v);
-                    // Like kube-apiserver: 200 while finalizers are pending, 202 only when the
-                    // client set the deprecated `orphanDependents: false`.
-                    let orphan = serde_json::from_slice::<Value>(&body)
-                        .ok()
-                        .and_then(|b| b["orphanDependents"].as_bool())
-                        .or_else(|| p.get("orphanDependents").map(|s| s == "true"));
-                    let code = if orphan == Some(false) {
-                        StatusCode::ACCEPTED
-                    } else {
-                        StatusCode::OK
-                    };
-                    Ok(value_resp(code, &v, &[]))
-                }
-            }
-        }
-        (Method::DELETE, None) => {
-            if def.group_resource() == "/namespaces" {
-                return Err(ApiError::method_not_allowed(
-                    "deletecollection",
-                    "Namespace",
-                ));
-            }
-            let filter = filter_from(&def, &p)?;
-            let body = read_body(&state, req).await?;
-            let opts = delete_opts(&p, &body)?;
-            let page = state
-                .store
-                .list(&def.group_resource(), ns.as_deref(), None, None, |s| {
-                    filter.matches(s)
-                });
-            let mut items = Vec::new();
-            for s in &page.items {
-                match ops::delete(&state, &def, &s.key, &opts) {
-                    Ok(Deleted::Gone(v) | Deleted::Pending(v)) => items.push(v),
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            let list = json!({"kind": def.list_kind, "apiVersion": def.api_version(),
-                "metadata": {"resourceVersion": state.store.rv().to_string()}, "items": items});
-            Ok(value_resp(StatusCode::OK, &list, &[]))
-        }
-        (m, _) => Err(ApiError::method_not_allowed(m.as_str(), &def.kind)),
     }
+}
+
+/// `DELETE` a collection: delete every matching object (not namespaces, as on kube-apiserver)
+/// and return the list of what was deleted.
+async fn delete_collection(
+    state: &Arc<State>,
+    call: &ResourceCall,
+    req: Request,
+) -> ApiResult<Response> {
+    let def = &call.def;
+    if def.group_resource() == "/namespaces" {
+        return Err(ApiError::method_not_allowed(
+            "deletecollection",
+            "Namespace",
+        ));
+    }
+    let filter = filter_from(def, &call.params)?;
+    let body = read_body(state, req).await?;
+    let opts = delete_opts(&call.params, &body)?;
+    let page = state
+        .store
+        .list(&def.group_resource(), call.ns.as_deref(), None, None, |s| {
+            filter.matches(s)
+        });
+    let mut items = Vec::new();
+    for s in &page.items {
+        match ops::delete(state, def, &s.key, &opts) {
+            Ok(Deleted::Gone(v) | Deleted::Pending(v)) => items.push(v),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let list = json!({"kind": def.list_kind, "apiVersion": def.api_version(),
+        "metadata": {"resourceVersion": state.store.rv().to_string()}, "items": items});
+    Ok(value_resp(StatusCode::OK, &list, &[]))
 }
 
 /// Synchronous follow-ups of a write that the client should observe at once (CRDs get served).

@@ -481,14 +481,12 @@ fn class(s: &SyncState) -> usize {
     }
 }
 
-/// Split an event's parent string into the parent and, for MapController work items, the map
-/// key (`ns/p KEY`) or the status work (`ns/p (status)`, no key).
-fn split_parent(parent: &str) -> (&str, Option<&str>) {
-    match parent.split_once(' ') {
-        Some((p, "(status)")) => (p, None),
-        Some((p, k)) => (p, Some(k)),
-        None => (parent, None),
-    }
+/// `Kind.v1 ns/a, Kind.v1 ns/b`.
+fn id_list(ids: &[crate::engine::child::ChildId]) -> String {
+    ids.iter()
+        .map(|i| format!("{} {}", i.type_key, i.object()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parse a held-plan line (`create Pod.v1 default/x (why)`) into an action.
@@ -597,12 +595,16 @@ impl App {
         i
     }
 
-    /// The unit an event's parent string names (the parent, or one of its map keys).
-    fn unit_mut(&mut self, controller: &str, parent: &str) -> (usize, &mut Unit) {
-        let (p, key) = split_parent(parent);
-        let i = self.parent_mut(controller, p);
+    /// The unit an event names: the parent, or one of its map keys.
+    fn unit_mut(
+        &mut self,
+        controller: &str,
+        parent: &str,
+        map_key: Option<&str>,
+    ) -> (usize, &mut Unit) {
+        let i = self.parent_mut(controller, parent);
         let entry = &mut self.parents[i];
-        let unit = match key {
+        let unit = match map_key {
             Some(k) => entry.keys.entry(k.to_string()).or_default(),
             None => &mut entry.unit,
         };
@@ -638,10 +640,13 @@ impl App {
                 self.controllers[c].stopped = true;
             }
             EngineEvent::SyncStarted {
-                controller, parent, ..
+                controller,
+                parent,
+                map_key,
+                ..
             } => {
                 let before = self.class_of(controller, parent);
-                let (i, unit) = self.unit_mut(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
                 unit.state = SyncState::Syncing;
                 unit.pending.clear();
                 self.restate(i, before);
@@ -656,17 +661,17 @@ impl App {
                 request,
                 response,
                 stderr,
-                ..
+                map_key,
             } => {
                 let uid = request.as_ref().and_then(|r| {
                     let obj = r.get("parent").or_else(|| r.get("object"))?;
                     object::uid(obj).map(str::to_string)
                 });
-                let (i, _) = self.unit_mut(controller, parent);
+                let (i, _) = self.unit_mut(controller, parent, map_key.as_deref());
                 if uid.is_some() && self.parents[i].uid != uid {
                     self.parents[i].uid = uid;
                 }
-                let (_, unit) = self.unit_mut(controller, parent);
+                let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
                 if matches!(hook.as_str(), "sync" | "finalize" | "map") {
                     unit.written_since_call.clear();
                 }
@@ -686,6 +691,7 @@ impl App {
             EngineEvent::Action {
                 controller,
                 parent,
+                map_key,
                 verb,
                 resource,
                 object,
@@ -699,17 +705,16 @@ impl App {
                 if error.is_none() {
                     self.writes.push_back(now);
                 }
-                let (i, _) = self.unit_mut(controller, parent);
-                // A MapController's writes name the parent: they belong to the map key whose
-                // last call listed the object.
-                let key = self.parents[i].key_listing(resource, object);
+                let (i, _) = self.unit_mut(controller, parent, None);
+                // A MapController's writes belong to their map key; a write without one (the
+                // status) to the map key whose last call listed the object, if any.
+                let key = map_key
+                    .clone()
+                    .or_else(|| self.parents[i].key_listing(resource, object));
                 let entry = &mut self.parents[i];
                 let unit = match key {
                     Some(k) => entry.keys.entry(k).or_default(),
-                    None => match split_parent(parent).1 {
-                        Some(k) => entry.keys.entry(k.to_string()).or_default(),
-                        None => &mut entry.unit,
-                    },
+                    None => &mut entry.unit,
                 };
                 let record = ActionRecord {
                     verb: verb.to_string(),
@@ -740,11 +745,7 @@ impl App {
                 detached,
                 ..
             } => {
-                let work = match map_key {
-                    Some(k) => format!("{} {k}", split_parent(parent).0),
-                    None => parent.clone(),
-                };
-                let (_, unit) = self.unit_mut(controller, &work);
+                let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
                 unit.plan = Some(PlanRecord {
                     objects: objects
                         .iter()
@@ -767,9 +768,11 @@ impl App {
             EngineEvent::PlanHeld {
                 controller,
                 parent,
+                map_key,
                 actions,
+                ..
             } => {
-                let (i, unit) = self.unit_mut(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
                 unit.pending.extend(actions.iter().map(|a| held_action(a)));
                 let line = format!("paused: held {} write(s)", actions.len());
                 self.parents[i].push_log(line);
@@ -777,14 +780,16 @@ impl App {
             EngineEvent::SyncFinished {
                 controller,
                 parent,
+                map_key,
                 duration,
                 writes,
                 error,
                 retry_in,
+                ..
             } => {
                 let paused = self.paused;
                 let before = self.class_of(controller, parent);
-                let (i, unit) = self.unit_mut(controller, parent);
+                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
                 unit.actions = std::mem::take(&mut unit.pending);
                 unit.last_sync = Some(now);
                 unit.last_duration = Some(*duration);
@@ -811,7 +816,7 @@ impl App {
                 reason,
                 message,
             } => {
-                let i = self.parent_mut(controller, split_parent(parent).0);
+                let i = self.parent_mut(controller, parent);
                 self.parents[i].rollout = Some(format!("{reason}: {message}"));
                 self.parents[i].push_log(format!("rollout {reason}: {message}"));
             }
@@ -890,12 +895,13 @@ impl App {
                 hook,
                 changes,
                 error,
+                ..
             } => {
                 if let Some(r) = &mut self.reload {
                     r.replayed += 1;
                     r.changed += usize::from(!changes.is_empty() || error.is_some());
                 }
-                let i = self.parent_mut(controller, split_parent(parent).0);
+                let i = self.parent_mut(controller, parent);
                 let line = match error {
                     Some(e) => format!("replay of {hook}: the new hook failed: {e}"),
                     None if changes.is_empty() => format!("replay of {hook}: same answer"),
@@ -914,8 +920,33 @@ impl App {
                 message,
                 ..
             } => {
-                let i = self.parent_mut(controller, split_parent(parent).0);
+                let i = self.parent_mut(controller, parent);
                 self.parents[i].push_log(format!("hot loop: {message}"));
+            }
+            EngineEvent::Detached {
+                controller,
+                parent,
+                map_key,
+                outputs,
+            } => {
+                let i = self.parent_mut(controller, parent);
+                let line = format!("{map_key}: detached (input gone): {}", id_list(outputs));
+                self.parents[i].push_log(line);
+            }
+            EngineEvent::Tombstone {
+                controller,
+                parent,
+                map_key,
+                kept,
+                deleted,
+            } => {
+                let i = self.parent_mut(controller, parent);
+                let line = format!(
+                    "{map_key}: tombstone kept [{}], deleted [{}]",
+                    id_list(kept),
+                    id_list(deleted)
+                );
+                self.parents[i].push_log(line);
             }
             EngineEvent::Info { message, .. } => self.push_log(message.clone()),
         }
@@ -976,7 +1007,7 @@ impl App {
     /// The state class (0 other, 1 syncing, 2 failed) of the parent an event names, before
     /// the event changes it.
     fn class_of(&mut self, controller: &str, parent: &str) -> usize {
-        let i = self.parent_mut(controller, split_parent(parent).0);
+        let i = self.parent_mut(controller, parent);
         class(self.parents[i].state())
     }
 
@@ -1437,11 +1468,13 @@ mod tests {
         let mut app = App::new("ctx", false);
         let now = Instant::now();
         app.apply(&started(), now);
-        for p in ["ns/p", "ns/p key-a", "ns/p (status)"] {
+        for (k, status_only) in [(None, false), (Some("key-a"), false), (None, true)] {
             app.apply(
                 &EngineEvent::SyncStarted {
                     controller: "c".into(),
-                    parent: p.into(),
+                    parent: "ns/p".into(),
+                    map_key: k.map(str::to_string),
+                    status_only,
                     triggers: vec![],
                 },
                 now,
@@ -1454,7 +1487,9 @@ mod tests {
         app.apply(
             &EngineEvent::SyncFinished {
                 controller: "c".into(),
-                parent: "ns/p key-a".into(),
+                parent: "ns/p".into(),
+                map_key: Some("key-a".into()),
+                status_only: false,
                 duration: Duration::ZERO,
                 writes: 0,
                 error: Some("boom".into()),
@@ -1467,6 +1502,32 @@ mod tests {
         app.ui.filter = "zzz".into();
         app.filter_changed();
         assert_eq!(app.rows(), &[Row::Controller(0)]);
+    }
+
+    #[test]
+    fn detached_outputs_and_tombstone_decisions_are_parent_log_lines() {
+        let mut app = App::new("ctx", false);
+        let now = Instant::now();
+        app.apply(&started(), now);
+        let d = [crate::engine::planner::DetachedOutput {
+            id: crate::engine::child::ChildId::of(
+                "Snap.v1",
+                &serde_json::json!({"metadata": {"name": "s-a", "namespace": "ns"}}),
+            ),
+            kept: false,
+        }];
+        for e in crate::engine::events::detached_events("c", "ns/p", "key-a", &d) {
+            app.apply(&e, now);
+        }
+        assert_eq!(app.parents.len(), 1);
+        let log: Vec<&String> = app.parents[0].log.iter().collect();
+        assert_eq!(
+            log,
+            [
+                "key-a: detached (input gone): Snap.v1 ns/s-a",
+                "key-a: tombstone kept [], deleted [Snap.v1 ns/s-a]"
+            ]
+        );
     }
 
     #[test]

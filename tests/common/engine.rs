@@ -385,16 +385,26 @@ impl Running {
             .collect()
     }
 
-    /// Failed syncs so far, as `(parent, error)`.
+    /// Failed syncs so far, as `(parent, error)`; a map key sync's parent is `ns/p KEY`.
     pub fn failed_syncs(&self) -> Vec<(String, String)> {
         self.events()
             .into_iter()
             .filter_map(|e| match e {
                 EngineEvent::SyncFinished {
                     parent,
+                    map_key,
+                    status_only,
                     error: Some(err),
                     ..
-                } => Some((parent, err)),
+                } => {
+                    // Named as the human log names it: `ns/p`, `ns/p KEY`, `ns/p (status)`.
+                    let subject = kubectl_meta::engine::events::EventSubject {
+                        parent,
+                        map_key,
+                        status_only,
+                    };
+                    Some((subject.to_string(), err))
+                }
                 _ => None,
             })
             .collect()

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::sandbox::ops::{self, CRD_CLEANUP, DeleteOpts, Propagation};
+use crate::sandbox::ops::{self, CRD_CLEANUP};
 use crate::sandbox::resources::{Origin, ResourceDef};
 use crate::sandbox::schema;
 use crate::sandbox::state::{State, now_rfc3339};
@@ -111,19 +111,9 @@ fn cleanup(state: &Arc<State>, name: &str, info: &schema::CrdInfo) {
     let mut remaining = 0;
     if let Ok(def) = state.def_for_gr(&gr) {
         for obj in &page.items {
-            if obj.deleting {
-                remaining += 1;
-                continue;
-            }
-            let opts = DeleteOpts {
-                propagation: Some(Propagation::Background),
-                uid: Some(obj.uid.clone()),
-                ..Default::default()
-            };
-            match ops::delete(state, &def, &obj.key, &opts) {
-                Ok(ops::Deleted::Pending(_)) => remaining += 1,
-                Ok(ops::Deleted::Gone(_)) => {}
-                Err(e) if e.code == 404 => {}
+            match ops::delete_in_background(state, &def, obj) {
+                Ok(true) => remaining += 1,
+                Ok(false) => {}
                 Err(e) => {
                     remaining += 1;
                     tracing::warn!(crd = name, object = %obj.key.name, error = %e, "CRD cleanup could not delete");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::ops::{self, DeleteOpts, Propagation, WriteOpts};
+use crate::sandbox::ops::{self, WriteOpts};
 use crate::sandbox::state::State;
 use crate::sandbox::status::ApiResult;
 
@@ -128,20 +128,11 @@ fn drain(state: &Arc<State>, ns: &str) {
             continue;
         };
         for obj in state.store.in_namespace(&gr, ns) {
-            remaining += 1;
-            if obj.deleting {
-                continue;
-            }
-            let opts = DeleteOpts {
-                propagation: Some(Propagation::Background),
-                uid: Some(obj.uid.clone()),
-                ..Default::default()
-            };
-            match ops::delete(state, &def, &obj.key, &opts) {
-                Ok(ops::Deleted::Gone(_)) => remaining -= 1,
-                Ok(ops::Deleted::Pending(_)) => {}
-                Err(e) if e.code == 404 => remaining -= 1,
+            match ops::delete_in_background(state, &def, &obj) {
+                Ok(true) => remaining += 1,
+                Ok(false) => {}
                 Err(e) => {
+                    remaining += 1;
                     tracing::warn!(namespace = ns, object = %obj.key.name, error = %e, "namespace cleanup could not delete")
                 }
             }
