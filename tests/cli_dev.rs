@@ -658,6 +658,49 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     );
 }
 
+/// `dev --apply -f DIR --once --timeout 4` against `sb`, which must fail with 4 at the timeout:
+/// the output and stderr.
+async fn once_failing_with_4(
+    sb: &common::TestSandbox,
+    home: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::process::Output, String) {
+    let dir = dir.display().to_string();
+    let args = ["--kubeconfig", &kc(sb), "dev", "--apply", "-f", &dir];
+    let out = run(meta(
+        home,
+        &[&args[..], &["--once", "--timeout", "4"]].concat(),
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("not converged after 4s"), "{stderr}");
+    (out, stderr)
+}
+
+/// A child the API server rejects as invalid (422: a Pod without containers) is the hook's to
+/// fix: the write error is classified Invalid, so `--once` ends with 4 (not converged), not 3
+/// (cluster), naming the parent, the object and the server's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_exits_4_when_the_server_rejects_a_child_as_invalid() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    exec_hook_controller(
+        dir.path(),
+        "invalid-child",
+        "import json, sys\nreq = json.load(sys.stdin)\nname = req['parent']['metadata']['name']\nprint(json.dumps({'status': {}, 'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'containers': []}}]}))\n",
+    );
+    let (_, stderr) = once_failing_with_4(&sb, home.path(), dir.path()).await;
+    assert!(stderr.contains("invalid-child default/hello"), "{stderr}");
+    assert!(
+        stderr.contains("create Pod.v1 default/hello: ") && stderr.contains("(422 Invalid)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("spec.containers"), "{stderr}");
+    assert!(names(&sb, &pods(), "default").await.is_empty());
+}
+
 /// `--once` retries a failing sync with backoff until `--timeout`, then exits 4 naming the
 /// parent and the error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -670,24 +713,7 @@ async fn once_fails_when_a_sync_fails_and_names_the_parent() {
         "failing",
         "import sys\nsys.stdin.read()\nopen('calls', 'a').write('call\\n')\nsys.stderr.write('boom: the hook is broken\\n')\nsys.exit(3)\n",
     );
-    let out = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &dir.path().display().to_string(),
-            "--once",
-            "--timeout",
-            "4",
-        ],
-    ))
-    .await;
-    let stderr = assert_fails(&out);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert!(stderr.contains("not converged after 4s"), "{stderr}");
+    let (out, stderr) = once_failing_with_4(&sb, home.path(), dir.path()).await;
     assert!(stderr.contains("failing default/hello"), "{stderr}");
     // It retried (the hook was called more than once) and said what it was waiting for.
     let (stdout, _) = text(&out);

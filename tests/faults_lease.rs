@@ -77,7 +77,7 @@ async fn lease_taken_by_another_holder_during_an_outage_stops_writes_and_names_i
     ));
     let ctx = f.engine.engine.context();
     common::wait_for("writes held naming the holder", common::TIMEOUT, || {
-        let held = ctx.writes_held().unwrap_or_default();
+        let held = ctx.writes_held().map(|h| h.to_string()).unwrap_or_default();
         async move { held.contains("mallory@elsewhere pid 9").then_some(()) }
     })
     .await;

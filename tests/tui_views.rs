@@ -18,6 +18,7 @@ use common::engine::*;
 use common::{TIMEOUT, wait_for};
 use futures::StreamExt;
 use kubectl_meta::devloop::control::Command;
+use kubectl_meta::engine::error::WritesHeld;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
 use kubectl_meta::engine::queue::QueueStats;
 use kubectl_meta::tui::app::{App, Focus, Overlay, Tab};
@@ -272,7 +273,10 @@ async fn composite_views_from_a_real_run() {
     snapshot("small_80x24", &frame(&mut app, 80, 24));
     // An API server outage and a queue backlog in the status bar (80 columns: short labels).
     app.set_held(
-        Some("API server unreachable since 10:42:05".into()),
+        Some(WritesHeld::ApiUnreachable {
+            since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            error: "connection refused".into(),
+        }),
         Instant::now(),
     );
     app.set_queue(QueueStats {
@@ -458,7 +462,7 @@ async fn run_loop_draws_events_and_sends_commands() {
     let (keys_tx, keys_rx) = futures::channel::mpsc::unbounded::<std::io::Result<Event>>();
     let (cmd_tx, mut cmd_rx) = tokio::sync::mpsc::channel(4);
     let (frames_tx, mut frames_rx) = tokio::sync::watch::channel(0u64);
-    let (held_tx, held_rx) = tokio::sync::watch::channel(None::<String>);
+    let (held_tx, held_rx) = tokio::sync::watch::channel(None::<WritesHeld>);
     fn seven() -> QueueStats {
         QueueStats {
             ready: 7,
@@ -521,7 +525,10 @@ async fn run_loop_draws_events_and_sends_commands() {
     assert_eq!(req.command, Command::Resync { parent: None });
     drop(req);
     // The engine holds writes (API server unreachable): the status bar says so.
-    held_tx.send_replace(Some("API server unreachable since 10:42:05".into()));
+    held_tx.send_replace(Some(WritesHeld::ApiUnreachable {
+        since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        error: "connection refused".into(),
+    }));
     bus.publish(EngineEvent::Paused { paused: true });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 3))
         .await

@@ -22,6 +22,7 @@ use crate::cli::dev::{ApplyStrategyArg, ColorArg, DevArgs, OutputArg};
 use crate::devloop::control::{self, Command, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::context::{EngineContext, EngineOptions};
+use crate::engine::error::{Layer, SyncError, WritesHeld};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::execute::ApplyStrategy;
@@ -1019,7 +1020,7 @@ async fn wait_once(
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(fail(
-                Class::NotConverged,
+                once_class(&rep),
                 format!(
                     "not converged after {}s (--timeout); never converged:\n{}",
                     timeout.as_secs(),
@@ -1045,6 +1046,25 @@ async fn wait_once(
             });
             said = Some((waiting, tokio::time::Instant::now()));
         }
+    }
+}
+
+/// The exit class of a `--once` that did not converge by its deadline, decided on the typed
+/// errors (README "Exit codes"): an engine bug is [`Class::Internal`]; the API server away
+/// (writes held for it) or refusing the syncs' requests for reasons of its own (unreachable,
+/// credentials, conflicts, missing objects: [`Layer::Api`]) is [`Class::Cluster`]; failing
+/// hooks, unusable answers, objects the server rejects as invalid ([`Layer::Hook`]), bad
+/// parents, and work still pending are [`Class::NotConverged`].
+fn once_class(rep: &OnceReport) -> Class {
+    let layers: Vec<Layer> = rep.errors.iter().map(SyncError::layer).collect();
+    if layers.contains(&Layer::Internal) {
+        Class::Internal
+    } else if matches!(rep.held, Some(WritesHeld::ApiUnreachable { .. }))
+        || layers.contains(&Layer::Api)
+    {
+        Class::Cluster
+    } else {
+        Class::NotConverged
     }
 }
 
@@ -1246,4 +1266,100 @@ async fn in_cluster_controller_exists(
     };
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &info.api_resource);
     matches!(api.get_opt(def.name()).await, Ok(Some(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::HookError;
+    use crate::k8s::error::{ApiError, ApiErrorClass};
+
+    fn report(errors: Vec<SyncError>, held: Option<WritesHeld>) -> OnceReport {
+        OnceReport {
+            converged: false,
+            failed: Vec::new(),
+            pending: Vec::new(),
+            hot_loops: Vec::new(),
+            errors,
+            held,
+        }
+    }
+
+    fn write(class: ApiErrorClass) -> SyncError {
+        SyncError::Write(vec![ApiError::new(class, "m")])
+    }
+
+    #[test]
+    fn once_exit_class_comes_from_the_typed_errors() {
+        let hook = SyncError::hook(
+            "sync",
+            HookError::Request {
+                target: "http://h".into(),
+                message: "reset".into(),
+            },
+        );
+        let unreachable = WritesHeld::ApiUnreachable {
+            since: k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            error: "connection refused".into(),
+        };
+        let cases = [
+            (report(vec![], None), Class::NotConverged),
+            (report(vec![hook.clone()], None), Class::NotConverged),
+            (
+                report(vec![SyncError::answer("sync", "bad")], None),
+                Class::NotConverged,
+            ),
+            (
+                report(vec![SyncError::Parent("bad selector".into())], None),
+                Class::NotConverged,
+            ),
+            // The server rejects what the hook asked for: fix the hook.
+            (
+                report(vec![write(ApiErrorClass::Invalid)], None),
+                Class::NotConverged,
+            ),
+            (
+                report(vec![hook.clone(), write(ApiErrorClass::Forbidden)], None),
+                Class::Cluster,
+            ),
+            (
+                report(vec![write(ApiErrorClass::Unreachable)], None),
+                Class::Cluster,
+            ),
+            (
+                report(vec![write(ApiErrorClass::Conflict)], None),
+                Class::Cluster,
+            ),
+            (
+                report(vec![SyncError::Read("list failed".into())], None),
+                Class::Cluster,
+            ),
+            (
+                report(vec![hook.clone()], Some(unreachable)),
+                Class::Cluster,
+            ),
+            (
+                report(
+                    vec![],
+                    Some(WritesHeld::LeaseLost {
+                        holder: "held by bob".into(),
+                    }),
+                ),
+                Class::NotConverged,
+            ),
+            (
+                report(
+                    vec![
+                        write(ApiErrorClass::Unreachable),
+                        SyncError::Internal("bug".into()),
+                    ],
+                    None,
+                ),
+                Class::Internal,
+            ),
+        ];
+        for (rep, class) in cases {
+            assert_eq!(once_class(&rep), class, "{rep:?}");
+        }
+    }
 }

@@ -13,10 +13,13 @@ use std::fmt;
 pub enum Class {
     /// Bad flags, bad definitions or files, an unknown name: fix the command line or the input.
     Usage,
-    /// The cluster (or the sandbox) cannot be reached, or the API refused a request.
+    /// The cluster (or the sandbox) cannot be reached, or the API refused a request (also
+    /// `--once` ending on writes held for an unreachable API server, or on syncs whose API
+    /// requests failed for the server's reasons: `engine::error::Layer::Api`).
     Cluster,
-    /// `--once`: something did not converge before `--timeout` (a sync kept failing, a rollout
-    /// or a resource never came).
+    /// `--once`: something did not converge before `--timeout` (a sync kept failing on its
+    /// hook, its answer, an object rejected as invalid or its parent; a rollout or a resource
+    /// never came).
     NotConverged,
     /// Refused for safety: a non-local context without `--allow-context`, another dev loop
     /// holds the controller's lease (or took it over), an in-cluster Metacontroller runs the

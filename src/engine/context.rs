@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
+use super::error::WritesHeld;
 use super::events::{self, EngineEvent, EventBus};
 use super::execute::{ApplyStrategy, Executor};
 use super::hookapi::Version;
@@ -76,7 +77,7 @@ pub struct EngineContext {
     gate: RwLock<Option<Arc<dyn HookGate>>>,
     /// Why writes are held (`None`: allowed): the API server is unreachable or the controller
     /// Lease is not confirmed. Workers take no work while it is set.
-    held: watch::Sender<Option<String>>,
+    held: watch::Sender<Option<WritesHeld>>,
 }
 
 /// Something webhook calls must wait for before they are sent: a managed hook server that is
@@ -125,17 +126,17 @@ impl EngineContext {
     }
 
     /// Hold every write (and stop taking work) for `reason`, or allow them again with `None`.
-    pub fn hold_writes(&self, reason: Option<String>) {
+    pub fn hold_writes(&self, reason: Option<WritesHeld>) {
         self.held.send_replace(reason);
     }
 
     /// Why writes are held, if they are.
-    pub fn writes_held(&self) -> Option<String> {
+    pub fn writes_held(&self) -> Option<WritesHeld> {
         self.held.borrow().clone()
     }
 
     /// Follows whether writes are held (`None`: allowed).
-    pub fn writes_watch(&self) -> watch::Receiver<Option<String>> {
+    pub fn writes_watch(&self) -> watch::Receiver<Option<WritesHeld>> {
         self.held.subscribe()
     }
 
@@ -171,10 +172,10 @@ impl EngineContext {
                                 "API server unreachable since {}, retrying; nothing is written until the controller lease is confirmed ({error})",
                                 lease::clock(since)
                             );
-                            ctx.hold_writes(Some(format!(
-                                "API server unreachable since {}",
-                                lease::clock(since)
-                            )));
+                            ctx.hold_writes(Some(WritesHeld::ApiUnreachable {
+                                since,
+                                error: error.clone(),
+                            }));
                             ctx.bus.publish(EngineEvent::Error {
                                 controller: None,
                                 object: None,
@@ -183,8 +184,8 @@ impl EngineContext {
                         }
                     }
                     lost @ LeaseState::Lost { .. } => {
-                        let who = lost.describe_holder().unwrap_or_default();
-                        ctx.hold_writes(Some(format!("controller lease {who}")));
+                        let holder = lost.describe_holder().unwrap_or_default();
+                        ctx.hold_writes(Some(WritesHeld::LeaseLost { holder }));
                         return;
                     }
                 }

@@ -99,8 +99,8 @@ pub enum KeyState {
     Ok,
     /// Last sync wrote; a confirming sync is queued.
     Wrote,
-    /// Last sync failed with this message.
-    Failed(String),
+    /// Last sync failed with this error.
+    Failed(SyncError),
     /// Waiting for a 429 retry.
     RateLimited,
     /// A rollout is waiting for children.
@@ -138,7 +138,7 @@ pub async fn run_workers<R: Reconciler>(
     bus: EventBus,
     tracker: Arc<Tracker>,
     stop: CancellationToken,
-    held: watch::Receiver<Option<String>>,
+    held: watch::Receiver<Option<super::error::WritesHeld>>,
 ) {
     let mut handles = Vec::new();
     for _ in 0..workers.max(1) {
@@ -209,7 +209,7 @@ async fn sync_one<R: Reconciler>(
                     d
                 }
                 None => {
-                    tracker.record(key_s.clone(), KeyState::Failed(f.to_string()));
+                    tracker.record(key_s.clone(), KeyState::Failed(f.clone()));
                     q.add_rate_limited(key.clone(), Trigger::Retry)
                 }
             };

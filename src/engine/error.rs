@@ -3,9 +3,14 @@
 //! is away. Each variant knows how the controller loop treats it ([`SyncError::backoff`]): the
 //! loop, the TUI and `--once` decide on the variant, never on the message text.
 
+use std::fmt;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::hooks::HookError;
+use crate::k8s::error::{ApiError, ApiErrorClass};
+use crate::k8s::lease;
 
 /// Delay used when a hook answered 429 without a usable `Retry-After`.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_millis(500);
@@ -39,16 +44,55 @@ pub enum SyncError {
     /// Reading from the API server failed (related objects, revisions).
     #[error("{0}")]
     Read(String),
-    /// One or more API writes failed (each message names the object and the server's answer).
-    #[error("{}", .0.join("; "))]
-    Write(Vec<String>),
+    /// One or more API writes failed (each classified; each message names the object and the
+    /// server's answer).
+    #[error("{}", join(.0))]
+    Write(Vec<ApiError>),
     /// Nothing was written because writes are held (API server unreachable, controller lease
-    /// unconfirmed); the sync runs again once they are released.
+    /// lost); the sync runs again once they are released.
     #[error("not written: {0}")]
-    Held(String),
+    Held(WritesHeld),
     /// An engine invariant broke (a bug): reported, retried with backoff.
     #[error("internal: {0}")]
     Internal(String),
+}
+
+/// The messages of `errors`, joined with `; `.
+fn join(errors: &[ApiError]) -> String {
+    errors
+        .iter()
+        .map(|e| e.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why every write is held (and workers take no work) until it is released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WritesHeld {
+    /// The API server cannot be reached: the controller lease is not confirmed since `since`.
+    ApiUnreachable {
+        /// When the first failing lease renewal happened.
+        since: Timestamp,
+        /// The last renewal's failure.
+        error: String,
+    },
+    /// Another dev loop holds the controller lease (`holder`: `held by bob@desk pid 7 since
+    /// 10:42:05`).
+    LeaseLost {
+        /// Who holds it, as [`lease::LeaseState::describe_holder`] says.
+        holder: String,
+    },
+}
+
+impl fmt::Display for WritesHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WritesHeld::ApiUnreachable { since, .. } => {
+                write!(f, "API server unreachable since {}", lease::clock(*since))
+            }
+            WritesHeld::LeaseLost { holder } => write!(f, "controller lease {holder}"),
+        }
+    }
 }
 
 /// How the controller loop schedules the next attempt after a [`SyncError`].
@@ -67,7 +111,8 @@ pub enum Layer {
     Hook,
     /// The parent object's definition: fix the parent.
     Parent,
-    /// The API server (reads, writes, or unreachable).
+    /// The API server: unreachable, refusing the credentials, or refusing a write for a
+    /// reason that is not the object's content (a conflict, a missing object).
     Api,
     /// The engine itself.
     Internal,
@@ -119,8 +164,35 @@ impl SyncError {
         match self {
             SyncError::Hook { .. } | SyncError::Answer { .. } => Layer::Hook,
             SyncError::Parent(_) => Layer::Parent,
+            // Every write refused as invalid: the objects the hook asked for need fixing.
+            SyncError::Write(errors)
+                if !errors.is_empty()
+                    && errors.iter().all(|e| e.class == ApiErrorClass::Invalid) =>
+            {
+                Layer::Hook
+            }
             SyncError::Read(_) | SyncError::Write(_) | SyncError::Held(_) => Layer::Api,
             SyncError::Internal(_) => Layer::Internal,
+        }
+    }
+
+    /// Whether it says the API server cannot be reached (writes held for it, or a write
+    /// that could not reach it): shown like an outage, not like a refused write.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            SyncError::Held(WritesHeld::ApiUnreachable { .. }) => true,
+            SyncError::Write(errors) => {
+                errors.iter().any(|e| e.class == ApiErrorClass::Unreachable)
+            }
+            _ => false,
+        }
+    }
+
+    /// The classes of the failed API writes (empty for other errors).
+    pub fn api_classes(&self) -> Vec<ApiErrorClass> {
+        match self {
+            SyncError::Write(errors) => errors.iter().map(|e| e.class).collect(),
+            _ => Vec::new(),
         }
     }
 }
@@ -172,11 +244,85 @@ mod tests {
                 }
             )
         );
+        let write = |classes: &[ApiErrorClass]| {
+            SyncError::Write(
+                classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| ApiError::new(*c, format!("e{i}")))
+                    .collect(),
+            )
+        };
         assert_eq!(
-            SyncError::Write(vec!["a".into(), "b".into()]).to_string(),
-            "a; b"
+            write(&[ApiErrorClass::Conflict, ApiErrorClass::Other]).to_string(),
+            "e0; e1"
         );
-        assert_eq!(SyncError::Held("x".into()).layer(), Layer::Api);
         assert_eq!(SyncError::Parent("bad".into()).layer(), Layer::Parent);
+        assert_eq!(SyncError::Internal("bug".into()).layer(), Layer::Internal);
+        assert_eq!(SyncError::Read("r".into()).layer(), Layer::Api);
+        assert_eq!(
+            SyncError::answer("sync", "bad children").layer(),
+            Layer::Hook
+        );
+    }
+
+    #[test]
+    fn write_errors_name_their_layer_by_class() {
+        let write = |classes: &[ApiErrorClass]| {
+            SyncError::Write(classes.iter().map(|c| ApiError::new(*c, "m")).collect())
+        };
+        use ApiErrorClass::*;
+        // Invalid objects are the hook's to fix; the rest is the API server's side.
+        assert_eq!(write(&[Invalid]).layer(), Layer::Hook);
+        assert_eq!(write(&[Invalid, Invalid]).layer(), Layer::Hook);
+        assert_eq!(write(&[Invalid, Forbidden]).layer(), Layer::Api);
+        for c in [
+            Conflict,
+            Forbidden,
+            Unauthorized,
+            NotFound,
+            Unreachable,
+            Other,
+        ] {
+            assert_eq!(write(&[c]).layer(), Layer::Api, "{c:?}");
+            // Writes are retried with the key's backoff, whatever their class.
+            assert_eq!(write(&[c]).backoff(), Backoff::Exponential, "{c:?}");
+            assert!(write(&[c]).is_failure());
+        }
+        assert!(write(&[Conflict, Unreachable]).is_unreachable());
+        assert!(!write(&[Conflict, Invalid]).is_unreachable());
+        assert_eq!(
+            write(&[Conflict, Invalid]).api_classes(),
+            vec![Conflict, Invalid]
+        );
+    }
+
+    #[test]
+    fn writes_held_say_why_as_before_and_are_typed() {
+        let since = Timestamp::from_second(1_700_000_000).unwrap();
+        let held = WritesHeld::ApiUnreachable {
+            since,
+            error: "connection refused".into(),
+        };
+        assert_eq!(
+            held.to_string(),
+            format!("API server unreachable since {}", lease::clock(since))
+        );
+        let e = SyncError::Held(held);
+        assert_eq!(e.layer(), Layer::Api);
+        assert!(e.is_unreachable());
+        assert!(
+            e.to_string()
+                .starts_with("not written: API server unreachable since ")
+        );
+        let lost = SyncError::Held(WritesHeld::LeaseLost {
+            holder: "held by bob@desk pid 7".into(),
+        });
+        assert_eq!(
+            lost.to_string(),
+            "not written: controller lease held by bob@desk pid 7"
+        );
+        assert!(!lost.is_unreachable());
+        assert_eq!(lost.layer(), Layer::Api);
     }
 }

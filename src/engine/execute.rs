@@ -15,9 +15,10 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use super::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
-use super::plan::{ChildId, FinalizerChange, Plan};
+use super::plan::{ChildId, Create, Delete, FinalizerChange, Plan, Update};
 use super::rollout::RevisionWrite;
 use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::error::{ApiError, ApiErrorClass};
 use crate::k8s::object::{self, ObjectKey};
 
 pub use crate::k8s::{FIELD_MANAGER, kube_error_message};
@@ -66,8 +67,8 @@ pub struct ExecReport {
     pub child_noops: usize,
     /// Children whose update went through (written or a no-op), for the hot-loop guard.
     pub updated: Vec<ChildId>,
-    /// Failed writes, as messages naming the object.
-    pub errors: Vec<String>,
+    /// Failed writes, classified, with messages naming the object.
+    pub errors: Vec<ApiError>,
     /// Writes to wait for in the caches.
     pub expectations: Vec<Expectation>,
     /// The status written, when it was.
@@ -135,8 +136,32 @@ fn api_for(client: &kube::Client, info: &ResourceInfo, ns: Option<&str>) -> Api<
     }
 }
 
-fn to_dynamic(v: &Value) -> Result<DynamicObject, String> {
-    serde_json::from_value(v.clone()).map_err(|e| format!("cannot encode object: {e}"))
+fn to_dynamic(v: &Value) -> Result<DynamicObject, ApiError> {
+    serde_json::from_value(v.clone())
+        .map_err(|e| ApiError::new(ApiErrorClass::Other, format!("cannot encode object: {e}")))
+}
+
+/// The parent as the executor's parent writes see it: each write moves its resourceVersion,
+/// and the status write starts from the parent with the labels/annotations written.
+struct ParentWrites<'a> {
+    key: ObjectKey,
+    type_key: String,
+    api: Api<DynamicObject>,
+    rv: Option<String>,
+    obj: std::borrow::Cow<'a, Value>,
+}
+
+impl<'a> ParentWrites<'a> {
+    fn new(exec: &Executor, t: &Target<'a>) -> Self {
+        let key = ObjectKey::of(t.parent).unwrap_or_else(|| ObjectKey::new(None, ""));
+        ParentWrites {
+            api: api_for(&exec.client, t.parent_info, key.namespace.as_deref()),
+            type_key: t.parent_info.key(),
+            rv: object::resource_version(t.parent).map(str::to_string),
+            obj: std::borrow::Cow::Borrowed(t.parent),
+            key,
+        }
+    }
 }
 
 fn is_not_found(e: &kube::Error) -> bool {
@@ -180,6 +205,17 @@ impl Executor {
         });
     }
 
+    /// Publish a successful write to a child.
+    fn publish_child(
+        &self,
+        t: &Target<'_>,
+        verb: ActionVerb,
+        id: &ChildId,
+        detail: Option<String>,
+    ) {
+        self.publish(t, verb, &id.type_key, id.object(), detail, None);
+    }
+
     /// Execute `plan` in `mode` (see the module docs for the order). Only
     /// [`ExecMode::Apply`] writes or publishes anything.
     pub async fn execute(&self, t: &Target<'_>, plan: &Plan, mode: ExecMode) -> ExecReport {
@@ -210,270 +246,43 @@ impl Executor {
         }
     }
 
+    /// Carry `plan` out, step by step in the order of the module docs.
     async fn run(&self, t: &Target<'_>, plan: &Plan) -> ExecReport {
         let mut report = ExecReport::default();
-        let parent_key = ObjectKey::of(t.parent).unwrap_or_else(|| ObjectKey::new(None, ""));
-        let parent_type = t.parent_info.key();
-        let parent_api = api_for(&self.client, t.parent_info, parent_key.namespace.as_deref());
-        // The parent's resourceVersion moves with each parent write we make.
-        let mut parent_rv = object::resource_version(t.parent).map(str::to_string);
-        // The parent as the status write starts from: with the labels/annotations written.
-        let mut parent_obj = std::borrow::Cow::Borrowed(t.parent);
-
+        let mut parent = ParentWrites::new(self, t);
         if let Some(meta) = &plan.metadata {
-            let r = parent_api
-                .patch(
-                    &parent_key.name,
-                    &self.patch_params(),
-                    &Patch::Merge(&meta.merge_patch(parent_rv.as_deref())),
-                )
-                .await
-                .map_err(|e| kube_error_message(&e));
-            if let Ok(written) = &r
-                && let Ok(v) = serde_json::to_value(written)
-            {
-                parent_obj = std::borrow::Cow::Owned(v);
-            }
-            self.record_parent(
-                t,
-                &mut report,
-                (ActionVerb::Update, Some("labels/annotations")),
-                r,
-                &parent_type,
-                &parent_key,
-                &mut parent_rv,
-            );
+            self.write_metadata(t, &mut report, &mut parent, meta).await;
         }
-
         if plan.finalizer == Some(FinalizerChange::Add) {
             let mut finalizers: Vec<String> = object::finalizers(t.parent)
                 .into_iter()
                 .map(str::to_string)
                 .collect();
             finalizers.push(t.finalizer.to_string());
-            let r = self
-                .patch_parent_finalizers(&parent_api, &parent_key, parent_rv.as_deref(), finalizers)
-                .await;
-            self.record_parent(
+            self.write_finalizers(
                 t,
                 &mut report,
-                (ActionVerb::AddFinalizer, None),
-                r,
-                &parent_type,
-                &parent_key,
-                &mut parent_rv,
-            );
+                &mut parent,
+                ActionVerb::AddFinalizer,
+                finalizers,
+            )
+            .await;
         }
-
-        // resourceVersions of the objects adopted now: an update planned for an adopted child
-        // must be sent with it (the planned object carries the one from before the adoption).
-        let mut adopted_rv: BTreeMap<ChildId, String> = BTreeMap::new();
-        if !plan.adopt.is_empty() {
-            match self
-                .recheck_parent(&parent_api, t.parent, &parent_key)
-                .await
-            {
-                Ok(()) => {
-                    for edit in &plan.adopt {
-                        if let Some(rv) = self
-                            .owner_edit(t, &mut report, ActionVerb::Adopt, edit)
-                            .await
-                        {
-                            adopted_rv.insert(edit.id.clone(), rv);
-                        }
-                    }
-                }
-                Err(msg) => {
-                    for edit in &plan.adopt {
-                        self.publish(
-                            t,
-                            ActionVerb::Adopt,
-                            &edit.id.type_key,
-                            edit.id.object(),
-                            None,
-                            Some(msg.clone()),
-                        );
-                    }
-                    report.errors.push(msg);
-                }
-            }
-        }
+        let adopted_rv = self.adopt(t, &mut report, &parent, plan).await;
         for edit in &plan.release {
             let _ = self
                 .owner_edit(t, &mut report, ActionVerb::Release, edit)
                 .await;
         }
         for d in &plan.delete {
-            let Some(info) = t.types.get(&d.id.type_key) else {
-                continue;
-            };
-            let api = api_for(&self.client, info, d.id.key.namespace.as_deref());
-            let dp = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..self.delete_params(&d.uid)
-            };
-            let detail = Some(match d.reason {
-                super::plan::DeleteReason::NotDesired => "not desired".to_string(),
-                super::plan::DeleteReason::Recreate => {
-                    format!("recreate: {}", super::plan::summarize_changes(&d.changes))
-                }
-            });
-            match api.delete(&d.id.key.name, &dp).await {
-                Ok(_) => {
-                    report.writes += 1;
-                    let key = d.id.object_key();
-                    // An adoption earlier in this plan expected a change to show up; the object
-                    // is gone now, so only its absence can be waited for.
-                    report.expectations.retain(|e| {
-                        !matches!(e, Expectation::Changed { type_key, key: k, .. }
-                            if *type_key == d.id.type_key && *k == key)
-                    });
-                    report.expectations.push(Expectation::Gone {
-                        type_key: d.id.type_key.clone(),
-                        key,
-                    });
-                    self.publish(
-                        t,
-                        ActionVerb::Delete,
-                        &d.id.type_key,
-                        d.id.object(),
-                        detail,
-                        None,
-                    );
-                }
-                Err(e) if is_not_found(&e) => {
-                    self.publish(
-                        t,
-                        ActionVerb::Delete,
-                        &d.id.type_key,
-                        d.id.object(),
-                        Some("already gone".into()),
-                        None,
-                    );
-                }
-                Err(e) => self.fail(t, &mut report, ActionVerb::Delete, &d.id, &e),
-            }
+            self.delete_child(t, &mut report, d).await;
         }
         for c in &plan.create {
-            let Some(info) = t.types.get(&c.id.type_key) else {
-                continue;
-            };
-            let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
-            let result = match self.strategy {
-                ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
-                    Ok(obj) => api.create(&self.post_params(), &obj).await.map_err(Some),
-                    Err(m) => {
-                        report.errors.push(m);
-                        Err(None)
-                    }
-                },
-                ApplyStrategy::ServerSide => api
-                    .patch(
-                        &c.id.key.name,
-                        &self.apply_params(),
-                        &Patch::Apply(&c.object),
-                    )
-                    .await
-                    .map_err(Some),
-            };
-            match result {
-                Ok(_) => {
-                    report.writes += 1;
-                    report.expectations.push(Expectation::Changed {
-                        type_key: c.id.type_key.clone(),
-                        key: c.id.object_key(),
-                        previous: None,
-                    });
-                    self.publish(
-                        t,
-                        ActionVerb::Create,
-                        &c.id.type_key,
-                        c.id.object(),
-                        None,
-                        None,
-                    );
-                }
-                Err(Some(e)) => self.fail(t, &mut report, ActionVerb::Create, &c.id, &e),
-                Err(None) => {}
-            }
+            self.create_child(t, &mut report, c).await;
         }
         for u in &plan.update {
-            let Some(info) = t.types.get(&u.id.type_key) else {
-                continue;
-            };
-            let api = api_for(&self.client, info, u.id.key.namespace.as_deref());
-            let mut sent = std::borrow::Cow::Borrowed(&u.object);
-            if let Some(rv) = adopted_rv.get(&u.id) {
-                sent.to_mut()["metadata"]["resourceVersion"] = json!(rv);
-            }
-            let previous = object::resource_version(&sent).map(str::to_string);
-            let result = match self.strategy {
-                ApplyStrategy::ClientSide => match to_dynamic(&sent) {
-                    Ok(obj) => api
-                        .replace(&u.id.key.name, &self.post_params(), &obj)
-                        .await
-                        .map(|o| o.metadata.resource_version)
-                        .map_err(Some),
-                    Err(m) => {
-                        report.errors.push(m);
-                        Err(None)
-                    }
-                },
-                ApplyStrategy::ServerSide => {
-                    let mut desired = super::apply::for_create(&u.desired);
-                    desired["metadata"]["ownerReferences"] = u.object["metadata"]
-                        .get("ownerReferences")
-                        .cloned()
-                        .unwrap_or(json!([]));
-                    api.patch(
-                        &u.id.key.name,
-                        &self.apply_params(),
-                        &Patch::Apply(&desired),
-                    )
-                    .await
-                    .map(|o| o.metadata.resource_version)
-                    .map_err(Some)
-                }
-            };
-            match result {
-                Ok(rv) if rv.is_some() && rv == previous => {
-                    // The server kept the object as it was (it normalizes or rewrites what we
-                    // sent): nothing changed, no watch event will come.
-                    report.noops += 1;
-                    report.child_noops += 1;
-                    report.updated.push(u.id.clone());
-                    self.publish(
-                        t,
-                        ActionVerb::NoOp,
-                        &u.id.type_key,
-                        u.id.object(),
-                        Some(format!(
-                            "update of {} left the object unchanged (same resourceVersion)",
-                            super::plan::summarize_changes(&u.changes)
-                        )),
-                        None,
-                    );
-                }
-                Ok(_) => {
-                    report.writes += 1;
-                    report.updated.push(u.id.clone());
-                    report.expectations.push(Expectation::Changed {
-                        type_key: u.id.type_key.clone(),
-                        key: u.id.object_key(),
-                        previous,
-                    });
-                    self.publish(
-                        t,
-                        ActionVerb::Update,
-                        &u.id.type_key,
-                        u.id.object(),
-                        Some(super::plan::summarize_changes(&u.changes)),
-                        None,
-                    );
-                }
-                Err(Some(e)) => self.fail(t, &mut report, ActionVerb::Update, &u.id, &e),
-                Err(None) => {}
-            }
+            self.update_child(t, &mut report, u, adopted_rv.get(&u.id))
+                .await;
         }
         if let Some(info) = t.revisions {
             for w in &plan.revisions {
@@ -481,34 +290,7 @@ impl Executor {
             }
         }
         if let Some(status) = &plan.status {
-            let mut obj = parent_obj.into_owned();
-            obj["status"] = status.clone();
-            if let Some(rv) = &parent_rv {
-                obj["metadata"]["resourceVersion"] = json!(rv);
-            }
-            let r = match to_dynamic(&obj) {
-                Ok(d) if t.parent_info.has_status => parent_api
-                    .replace_status(&parent_key.name, &self.post_params(), &d)
-                    .await
-                    .map_err(|e| kube_error_message(&e)),
-                Ok(d) => parent_api
-                    .replace(&parent_key.name, &self.post_params(), &d)
-                    .await
-                    .map_err(|e| kube_error_message(&e)),
-                Err(m) => Err(m),
-            };
-            if r.is_ok() {
-                report.status_written = Some(status.clone());
-            }
-            self.record_parent(
-                t,
-                &mut report,
-                (ActionVerb::Status, None),
-                r,
-                &parent_type,
-                &parent_key,
-                &mut parent_rv,
-            );
+            self.write_status(t, &mut report, &mut parent, status).await;
         }
         if plan.finalizer == Some(FinalizerChange::Remove) {
             let finalizers: Vec<String> = object::finalizers(t.parent)
@@ -516,20 +298,298 @@ impl Executor {
                 .filter(|f| *f != t.finalizer)
                 .map(str::to_string)
                 .collect();
-            let r = self
-                .patch_parent_finalizers(&parent_api, &parent_key, parent_rv.as_deref(), finalizers)
-                .await;
-            self.record_parent(
+            self.write_finalizers(
                 t,
                 &mut report,
-                (ActionVerb::RemoveFinalizer, None),
-                r,
-                &parent_type,
-                &parent_key,
-                &mut parent_rv,
-            );
+                &mut parent,
+                ActionVerb::RemoveFinalizer,
+                finalizers,
+            )
+            .await;
         }
         report
+    }
+
+    /// The parent's labels and annotations (merge patch); the status write starts from the
+    /// parent as written here.
+    async fn write_metadata(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        parent: &mut ParentWrites<'_>,
+        meta: &super::plan::MetadataPatch,
+    ) {
+        let r = parent
+            .api
+            .patch(
+                &parent.key.name,
+                &self.patch_params(),
+                &Patch::Merge(&meta.merge_patch(parent.rv.as_deref())),
+            )
+            .await
+            .map_err(|e| ApiError::from_kube(&e));
+        if let Ok(written) = &r
+            && let Ok(v) = serde_json::to_value(written)
+        {
+            parent.obj = std::borrow::Cow::Owned(v);
+        }
+        self.record_parent(
+            t,
+            report,
+            (ActionVerb::Update, Some("labels/annotations")),
+            r,
+            parent,
+        );
+    }
+
+    /// Set the parent's finalizers (adding or removing ours).
+    async fn write_finalizers(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        parent: &mut ParentWrites<'_>,
+        verb: ActionVerb,
+        finalizers: Vec<String>,
+    ) {
+        let r = self
+            .patch_parent_finalizers(&parent.api, &parent.key, parent.rv.as_deref(), finalizers)
+            .await;
+        self.record_parent(t, report, (verb, None), r, parent);
+    }
+
+    /// Adoptions, after re-reading the parent. Returns the resourceVersions of the objects
+    /// adopted now: an update planned for an adopted child must be sent with it (the planned
+    /// object carries the one from before the adoption).
+    async fn adopt(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        parent: &ParentWrites<'_>,
+        plan: &Plan,
+    ) -> BTreeMap<ChildId, String> {
+        let mut adopted_rv = BTreeMap::new();
+        if plan.adopt.is_empty() {
+            return adopted_rv;
+        }
+        match self
+            .recheck_parent(&parent.api, t.parent, &parent.key)
+            .await
+        {
+            Ok(()) => {
+                for edit in &plan.adopt {
+                    if let Some(rv) = self.owner_edit(t, report, ActionVerb::Adopt, edit).await {
+                        adopted_rv.insert(edit.id.clone(), rv);
+                    }
+                }
+            }
+            Err(e) => {
+                for edit in &plan.adopt {
+                    self.publish(
+                        t,
+                        ActionVerb::Adopt,
+                        &edit.id.type_key,
+                        edit.id.object(),
+                        None,
+                        Some(e.message.clone()),
+                    );
+                }
+                report.errors.push(e);
+            }
+        }
+        adopted_rv
+    }
+
+    /// Delete a child (uid precondition, background propagation); one already gone is fine.
+    async fn delete_child(&self, t: &Target<'_>, report: &mut ExecReport, d: &Delete) {
+        let Some(info) = t.types.get(&d.id.type_key) else {
+            return;
+        };
+        let api = api_for(&self.client, info, d.id.key.namespace.as_deref());
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..self.delete_params(&d.uid)
+        };
+        let detail = Some(match d.reason {
+            super::plan::DeleteReason::NotDesired => "not desired".to_string(),
+            super::plan::DeleteReason::Recreate => {
+                format!("recreate: {}", super::plan::summarize_changes(&d.changes))
+            }
+        });
+        match api.delete(&d.id.key.name, &dp).await {
+            Ok(_) => {
+                report.writes += 1;
+                let key = d.id.object_key();
+                // An adoption earlier in this plan expected a change to show up; the object
+                // is gone now, so only its absence can be waited for.
+                report.expectations.retain(|e| {
+                    !matches!(e, Expectation::Changed { type_key, key: k, .. }
+                        if *type_key == d.id.type_key && *k == key)
+                });
+                report.expectations.push(Expectation::Gone {
+                    type_key: d.id.type_key.clone(),
+                    key,
+                });
+                self.publish_child(t, ActionVerb::Delete, &d.id, detail);
+            }
+            Err(e) if is_not_found(&e) => {
+                self.publish_child(t, ActionVerb::Delete, &d.id, Some("already gone".into()));
+            }
+            Err(e) => self.fail(t, report, ActionVerb::Delete, &d.id, &e),
+        }
+    }
+
+    /// Create a child (POST, or a server-side apply).
+    async fn create_child(&self, t: &Target<'_>, report: &mut ExecReport, c: &Create) {
+        let Some(info) = t.types.get(&c.id.type_key) else {
+            return;
+        };
+        let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
+        let result = match self.strategy {
+            ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
+                Ok(obj) => api.create(&self.post_params(), &obj).await.map_err(Some),
+                Err(m) => {
+                    report.errors.push(m);
+                    Err(None)
+                }
+            },
+            ApplyStrategy::ServerSide => api
+                .patch(
+                    &c.id.key.name,
+                    &self.apply_params(),
+                    &Patch::Apply(&c.object),
+                )
+                .await
+                .map_err(Some),
+        };
+        match result {
+            Ok(_) => {
+                report.writes += 1;
+                report.expectations.push(Expectation::Changed {
+                    type_key: c.id.type_key.clone(),
+                    key: c.id.object_key(),
+                    previous: None,
+                });
+                self.publish_child(t, ActionVerb::Create, &c.id, None);
+            }
+            Err(Some(e)) => self.fail(t, report, ActionVerb::Create, &c.id, &e),
+            Err(None) => {}
+        }
+    }
+
+    /// Update a child (PUT with the merged object, or a server-side apply); `adopted_rv` is
+    /// its resourceVersion when it was adopted in this plan.
+    async fn update_child(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        u: &Update,
+        adopted_rv: Option<&String>,
+    ) {
+        let Some(info) = t.types.get(&u.id.type_key) else {
+            return;
+        };
+        let api = api_for(&self.client, info, u.id.key.namespace.as_deref());
+        let mut sent = std::borrow::Cow::Borrowed(&u.object);
+        if let Some(rv) = adopted_rv {
+            sent.to_mut()["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let previous = object::resource_version(&sent).map(str::to_string);
+        let result = match self.strategy {
+            ApplyStrategy::ClientSide => match to_dynamic(&sent) {
+                Ok(obj) => api
+                    .replace(&u.id.key.name, &self.post_params(), &obj)
+                    .await
+                    .map(|o| o.metadata.resource_version)
+                    .map_err(Some),
+                Err(m) => {
+                    report.errors.push(m);
+                    Err(None)
+                }
+            },
+            ApplyStrategy::ServerSide => {
+                let mut desired = super::apply::for_create(&u.desired);
+                desired["metadata"]["ownerReferences"] = u.object["metadata"]
+                    .get("ownerReferences")
+                    .cloned()
+                    .unwrap_or(json!([]));
+                api.patch(
+                    &u.id.key.name,
+                    &self.apply_params(),
+                    &Patch::Apply(&desired),
+                )
+                .await
+                .map(|o| o.metadata.resource_version)
+                .map_err(Some)
+            }
+        };
+        match result {
+            Ok(rv) if rv.is_some() && rv == previous => {
+                // The server kept the object as it was (it normalizes or rewrites what we
+                // sent): nothing changed, no watch event will come.
+                report.noops += 1;
+                report.child_noops += 1;
+                report.updated.push(u.id.clone());
+                self.publish_child(
+                    t,
+                    ActionVerb::NoOp,
+                    &u.id,
+                    Some(format!(
+                        "update of {} left the object unchanged (same resourceVersion)",
+                        super::plan::summarize_changes(&u.changes)
+                    )),
+                );
+            }
+            Ok(_) => {
+                report.writes += 1;
+                report.updated.push(u.id.clone());
+                report.expectations.push(Expectation::Changed {
+                    type_key: u.id.type_key.clone(),
+                    key: u.id.object_key(),
+                    previous,
+                });
+                self.publish_child(
+                    t,
+                    ActionVerb::Update,
+                    &u.id,
+                    Some(super::plan::summarize_changes(&u.changes)),
+                );
+            }
+            Err(Some(e)) => self.fail(t, report, ActionVerb::Update, &u.id, &e),
+            Err(None) => {}
+        }
+    }
+
+    /// The parent's status (the status subresource when the resource has one), written on
+    /// the parent as the labels/annotations write left it.
+    async fn write_status(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        parent: &mut ParentWrites<'_>,
+        status: &Value,
+    ) {
+        let mut obj = parent.obj.clone().into_owned();
+        obj["status"] = status.clone();
+        if let Some(rv) = &parent.rv {
+            obj["metadata"]["resourceVersion"] = json!(rv);
+        }
+        let r = match to_dynamic(&obj) {
+            Ok(d) if t.parent_info.has_status => parent
+                .api
+                .replace_status(&parent.key.name, &self.post_params(), &d)
+                .await
+                .map_err(|e| ApiError::from_kube(&e)),
+            Ok(d) => parent
+                .api
+                .replace(&parent.key.name, &self.post_params(), &d)
+                .await
+                .map_err(|e| ApiError::from_kube(&e)),
+            Err(e) => Err(e),
+        };
+        if r.is_ok() {
+            report.status_written = Some(status.clone());
+        }
+        self.record_parent(t, report, (ActionVerb::Status, None), r, parent);
     }
 
     fn post_params(&self) -> PostParams {
@@ -565,21 +625,22 @@ impl Executor {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Account for a write to the parent: a no-op, a write (its new resourceVersion), or a
+    /// failure.
     fn record_parent(
         &self,
         t: &Target<'_>,
         report: &mut ExecReport,
         (verb, detail): (ActionVerb, Option<&str>),
-        result: Result<DynamicObject, String>,
-        parent_type: &str,
-        parent_key: &ObjectKey,
-        parent_rv: &mut Option<String>,
+        result: Result<DynamicObject, ApiError>,
+        parent: &mut ParentWrites<'_>,
     ) {
+        let parent_type = parent.type_key.as_str();
+        let parent_key = &parent.key;
         match result {
             Ok(obj)
                 if obj.metadata.resource_version.is_some()
-                    && obj.metadata.resource_version == *parent_rv =>
+                    && obj.metadata.resource_version == parent.rv =>
             {
                 report.noops += 1;
                 let what = detail
@@ -598,8 +659,8 @@ impl Executor {
             }
             Ok(obj) => {
                 report.writes += 1;
-                let previous = parent_rv.clone();
-                *parent_rv = obj.metadata.resource_version.clone();
+                let previous = parent.rv.clone();
+                parent.rv = obj.metadata.resource_version.clone();
                 report.expectations.push(Expectation::Changed {
                     type_key: parent_type.to_string(),
                     key: parent_key.clone(),
@@ -608,19 +669,19 @@ impl Executor {
                 let detail = detail.map(str::to_string);
                 self.publish(t, verb, parent_type, parent_key.to_string(), detail, None);
             }
-            Err(m) => {
+            Err(e) => {
                 let what = detail.map(|d| format!(" {d} of")).unwrap_or_default();
-                let msg = format!("{verb}{what} {parent_type} {parent_key}: {m}");
-                let detail = detail.map(str::to_string);
                 self.publish(
                     t,
                     verb,
                     parent_type,
                     parent_key.to_string(),
-                    detail,
-                    Some(m),
+                    detail.map(str::to_string),
+                    Some(e.message.clone()),
                 );
-                report.errors.push(msg);
+                report
+                    .errors
+                    .push(e.context(format!("{verb}{what} {parent_type} {parent_key}")));
             }
         }
     }
@@ -633,9 +694,16 @@ impl Executor {
         id: &ChildId,
         e: &kube::Error,
     ) {
-        let m = kube_error_message(e);
-        self.publish(t, verb, &id.type_key, id.object(), None, Some(m.clone()));
-        report.errors.push(format!("{verb} {id}: {m}"));
+        let e = ApiError::from_kube(e);
+        self.publish(
+            t,
+            verb,
+            &id.type_key,
+            id.object(),
+            None,
+            Some(e.message.clone()),
+        );
+        report.errors.push(e.context(format!("{verb} {id}")));
     }
 
     async fn patch_parent_finalizers(
@@ -644,14 +712,14 @@ impl Executor {
         key: &ObjectKey,
         rv: Option<&str>,
         finalizers: Vec<String>,
-    ) -> Result<DynamicObject, String> {
+    ) -> Result<DynamicObject, ApiError> {
         let mut patch = json!({"metadata": {"finalizers": finalizers}});
         if let Some(rv) = rv {
             patch["metadata"]["resourceVersion"] = json!(rv);
         }
         api.patch(&key.name, &self.patch_params(), &Patch::Merge(&patch))
             .await
-            .map_err(|e| kube_error_message(&e))
+            .map_err(|e| ApiError::from_kube(&e))
     }
 
     /// Re-read the parent before adopting: it must still exist with the same uid and not be
@@ -661,20 +729,22 @@ impl Executor {
         api: &Api<DynamicObject>,
         parent: &Value,
         key: &ObjectKey,
-    ) -> Result<(), String> {
+    ) -> Result<(), ApiError> {
         let fresh = api.get_opt(&key.name).await.map_err(|e| {
-            format!(
-                "cannot re-read parent {key} before adoption: {}",
-                kube_error_message(&e)
-            )
+            ApiError::from_kube(&e).context(format!("cannot re-read parent {key} before adoption"))
         })?;
+        // The parent changed since the cache showed it: the next sync sees the fresh state.
+        let stale = |m: String| Err(ApiError::new(ApiErrorClass::Conflict, m));
         match fresh {
-            None => Err(format!("parent {key} is gone; not adopting")),
-            Some(p) if p.metadata.uid.as_deref() != object::uid(parent) => Err(format!(
+            None => Err(ApiError::new(
+                ApiErrorClass::NotFound,
+                format!("parent {key} is gone; not adopting"),
+            )),
+            Some(p) if p.metadata.uid.as_deref() != object::uid(parent) => stale(format!(
                 "parent {key} was recreated (uid changed); not adopting"
             )),
             Some(p) if p.metadata.deletion_timestamp.is_some() => {
-                Err(format!("parent {key} is being deleted; not adopting"))
+                stale(format!("parent {key} is being deleted; not adopting"))
             }
             Some(_) => Ok(()),
         }
@@ -708,7 +778,7 @@ impl Executor {
                     key: edit.id.object_key(),
                     previous: Some(edit.resource_version.clone()),
                 });
-                self.publish(t, verb, &edit.id.type_key, edit.id.object(), None, None);
+                self.publish_child(t, verb, &edit.id, None);
                 obj.metadata.resource_version
             }
             Err(e) => {
@@ -735,7 +805,7 @@ impl Executor {
                         .create(&self.post_params(), &d)
                         .await
                         .map(|_| ())
-                        .map_err(|e| kube_error_message(&e)),
+                        .map_err(|e| ApiError::from_kube(&e)),
                     Err(m) => Err(m),
                 };
                 (key, r, None)
@@ -748,7 +818,7 @@ impl Executor {
                         .replace(&key.name, &self.post_params(), &d)
                         .await
                         .map(|_| ())
-                        .map_err(|e| kube_error_message(&e)),
+                        .map_err(|e| ApiError::from_kube(&e)),
                     Err(m) => Err(m),
                 };
                 (key, r, object::resource_version(object).map(str::to_string))
@@ -763,7 +833,7 @@ impl Executor {
                 let r = match api.delete(name, &self.delete_params(uid)).await {
                     Ok(_) => Ok(()),
                     Err(e) if is_not_found(&e) => Ok(()),
-                    Err(e) => Err(kube_error_message(&e)),
+                    Err(e) => Err(ApiError::from_kube(&e)),
                 };
                 report.expectations.push(Expectation::Gone {
                     type_key: type_key.clone(),
@@ -791,16 +861,16 @@ impl Executor {
                     None,
                 );
             }
-            Err(m) => {
+            Err(e) => {
                 self.publish(
                     t,
                     ActionVerb::Revision,
                     &type_key,
                     key.to_string(),
                     None,
-                    Some(m.clone()),
+                    Some(e.message.clone()),
                 );
-                report.errors.push(format!("revision {key}: {m}"));
+                report.errors.push(e.context(format!("revision {key}")));
             }
         }
     }

@@ -44,7 +44,7 @@ pub mod context;
 pub(crate) mod controller;
 pub(crate) mod decorator;
 pub(crate) mod decorator_rule;
-pub(crate) mod error;
+pub mod error;
 pub mod events;
 pub mod execute;
 pub mod hookapi;

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::EngineContext;
 use super::controller::{ControllerHandle, Exchange, KeyState, Tracker};
+use super::error::{SyncError, WritesHeld};
 use super::events::{EngineEvent, Trigger};
 use crate::spec::ControllerDef;
 
@@ -53,6 +54,11 @@ pub struct OnceReport {
     /// Parents held by the hot-loop guard (also listed in `failed`): (controller, parent,
     /// message). Retrying does not end a hot loop; a hook change or a resync does.
     pub hot_loops: Vec<(String, String, String)>,
+    /// The typed errors of the failed syncs in `failed` (not of the controllers that could
+    /// not start, nor of hot loops): what `--once` decides its exit code on.
+    pub errors: Vec<SyncError>,
+    /// Why writes were held, if they were.
+    pub held: Option<WritesHeld>,
 }
 
 /// The running engine.
@@ -246,11 +252,14 @@ impl Engine {
             failed: Vec::new(),
             pending: Vec::new(),
             hot_loops: Vec::new(),
+            errors: Vec::new(),
+            held: None,
         };
         if let Some(why) = self.ctx.writes_held() {
             rep.converged = false;
             rep.pending
                 .push(("(all controllers)".into(), format!("writes held: {why}")));
+            rep.held = Some(why);
         }
         for r in &self.running {
             if let Some(msg) = r.failed.lock().ok().and_then(|f| f.clone()) {
@@ -276,7 +285,10 @@ impl Engine {
             for (key, state) in r.tracker.snapshot() {
                 match state {
                     KeyState::Ok => {}
-                    KeyState::Failed(m) => rep.failed.push((r.name.clone(), key, m)),
+                    KeyState::Failed(e) => {
+                        rep.failed.push((r.name.clone(), key, e.to_string()));
+                        rep.errors.push(e);
+                    }
                     KeyState::HotLoop(m) => {
                         rep.hot_loops.push((r.name.clone(), key.clone(), m.clone()));
                         rep.failed.push((r.name.clone(), key, m));

@@ -1,6 +1,7 @@
 //! Kubernetes building blocks shared by the sandbox server and the controller engine.
 //!
 //! - [`client`]: connecting from a kubeconfig, the pinned context, the write guard.
+//! - [`error`]: API errors classified by what fixes them (conflict, invalid, refused, unreachable).
 //! - [`discovery`]: resource rules (`apiVersion` + plural) to kinds and scopes.
 //! - [`informer`]: shared list+watch caches with owner, orphan, namespace and label indexes.
 //! - [`lease`]: one dev loop per controller.
@@ -24,6 +25,7 @@ pub fn kube_error_message(e: &kube::Error) -> String {
 
 pub mod client;
 pub(crate) mod discovery;
+pub mod error;
 pub(crate) mod informer;
 pub mod lease;
 pub(crate) mod manifests;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::engine::apply::FieldChange;
+use crate::engine::error::WritesHeld;
 use crate::engine::events::{ActionVerb, EngineEvent};
 use crate::engine::hookapi;
 use crate::engine::queue::QueueStats;
@@ -459,9 +460,9 @@ pub struct App {
     pub kube_events: EventIndex,
     /// The work queues' figures as last read.
     pub queue: QueueStats,
-    /// Why writes are held (API server unreachable, lease unconfirmed), since when (as the UI
+    /// Why writes are held (API server unreachable, lease lost), since when (as the UI
     /// learned it).
-    pub held: Option<(Instant, String)>,
+    pub held: Option<(Instant, WritesHeld)>,
     controller_index: HashMap<String, usize>,
     parent_index: HashMap<(String, String), usize>,
     rows: Vec<Row>,
@@ -970,7 +971,7 @@ impl App {
     }
 
     /// Why writes are held now (`None`: they are not), learned at `now`.
-    pub fn set_held(&mut self, reason: Option<String>, now: Instant) {
+    pub fn set_held(&mut self, reason: Option<WritesHeld>, now: Instant) {
         match (reason, &self.held) {
             (None, None) => return,
             (None, Some(_)) => self.held = None,

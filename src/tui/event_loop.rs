@@ -20,6 +20,7 @@ use super::input::{self, Intent};
 use super::kube_events::KubeEvent;
 use super::ui;
 use crate::devloop::control::{Command, Request};
+use crate::engine::error::WritesHeld;
 use crate::engine::events::EngineEvent;
 use crate::engine::queue::QueueStats;
 
@@ -47,7 +48,7 @@ pub enum LoopError {
 pub struct Feeds {
     /// Why writes are held (`None`: they are not): the engine's
     /// [`writes_watch`](crate::engine::context::EngineContext::writes_watch).
-    pub held: Option<watch::Receiver<Option<String>>>,
+    pub held: Option<watch::Receiver<Option<WritesHeld>>>,
     /// Kubernetes Events ([`super::kube_events::watch`]).
     pub kube_events: Option<mpsc::Receiver<KubeEvent>>,
     /// Reads the work queues' depth (on the render tick).
@@ -63,7 +64,7 @@ async fn next_kube_event(rx: &mut Option<mpsc::Receiver<KubeEvent>>) -> Option<K
 }
 
 /// Resolves when the held reason changed (false: the sender is gone), never without a watch.
-async fn held_changed(rx: &mut Option<watch::Receiver<Option<String>>>) -> bool {
+async fn held_changed(rx: &mut Option<watch::Receiver<Option<WritesHeld>>>) -> bool {
     match rx {
         Some(r) => r.changed().await.is_ok(),
         None => std::future::pending().await,

@@ -18,6 +18,7 @@ use ratatui::widgets::Paragraph;
 
 use super::app::{App, Focus};
 use super::theme::{self, Theme};
+use crate::engine::error::WritesHeld;
 
 /// The first line, with long labels (`wide`) or short ones.
 fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
@@ -46,10 +47,9 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
     if let Some((since, why)) = &app.held {
         l1.push(sep());
         let age = theme::age(now.saturating_duration_since(*since), mask);
-        let text = if why.starts_with("API server unreachable") {
-            format!("API: unreachable {age}")
-        } else {
-            format!("writes held: {why}")
+        let text = match why {
+            WritesHeld::ApiUnreachable { .. } => format!("API: unreachable {age}"),
+            WritesHeld::LeaseLost { .. } => format!("writes held: {why}"),
         };
         l1.push(Span::styled(
             text,
