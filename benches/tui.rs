@@ -115,6 +115,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
         duration: Duration::from_millis(9),
         writes: 3,
         error: None,
+        error_layer: None,
         retry_in: None,
     });
     out

@@ -34,7 +34,11 @@ async fn events_of(name: &str) -> Vec<Value> {
         "json",
     ];
     let out = run(meta(home.path(), &args)).await;
-    let stdout = assert_ok(&out);
+    valid_lines(name, &assert_ok(&out))
+}
+
+/// Every line of `stdout` as JSON that validates against the schema.
+fn valid_lines(name: &str, stdout: &str) -> Vec<Value> {
     let schema = schema();
     let mut events = Vec::new();
     for line in stdout.lines() {
@@ -47,6 +51,55 @@ async fn events_of(name: &str) -> Vec<Value> {
     }
     assert!(!events.is_empty(), "{name}: no events");
     events
+}
+
+/// A failing sync's `syncFinished` carries the error and the layer it comes from: a hook that
+/// exits non-zero and a child the API server rejects as invalid are both the hook's to fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_syncs_name_the_layer_of_their_error() {
+    let cases = [
+        ("exit-3", "import sys\nsys.stdin.read()\nsys.exit(3)\n"),
+        (
+            "invalid-child",
+            "import json, sys\nreq = json.load(sys.stdin)\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'x'}, 'spec': {'containers': []}}]}))\n",
+        ),
+    ];
+    for (name, script) in cases {
+        let sb = common::start().await;
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = tempfile::tempdir().expect("tempdir");
+        exec_hook_controller(dir.path(), name, script);
+        let (kc, d) = (kc(&sb), dir.path().display().to_string());
+        let args = [
+            "--kubeconfig",
+            &kc,
+            "dev",
+            "--apply",
+            "-f",
+            &d,
+            "--once",
+            "--timeout",
+            "3",
+            "-o",
+            "json",
+        ];
+        let out = run(meta(home.path(), &args)).await;
+        let stderr = assert_fails(&out);
+        assert_eq!(out.status.code(), Some(4), "{name}: {stderr}");
+        let ev = valid_lines(name, &String::from_utf8_lossy(&out.stdout));
+        assert!(
+            has(&ev, |e| e["event"] == "syncFinished"
+                && e["error"].is_string()
+                && e["errorLayer"] == "hook"),
+            "{name}: no failed syncFinished with errorLayer hook: {ev:?}"
+        );
+        assert!(
+            !has(&ev, |e| e["event"] == "syncFinished"
+                && e["error"].is_null()
+                && !e["errorLayer"].is_null()),
+            "{name}: errorLayer without an error"
+        );
+    }
 }
 
 fn has(events: &[Value], f: impl Fn(&Value) -> bool) -> bool {

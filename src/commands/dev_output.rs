@@ -479,6 +479,7 @@ impl<W: Write> Printer<W> {
             writes,
             error,
             retry_in,
+            ..
         } = event
         else {
             return Ok(());
@@ -1129,6 +1130,7 @@ mod tests {
             duration: Duration::from_millis(42),
             writes,
             error: error.map(str::to_string),
+            error_layer: error.map(|_| crate::engine::error::Layer::Hook),
             retry_in: error.map(|_| 1.0),
         }
     }

@@ -250,6 +250,7 @@ async fn sync_one<R: Reconciler>(
         duration: start.elapsed(),
         writes: out.writes,
         error: out.error.as_ref().map(ToString::to_string),
+        error_layer: out.error.as_ref().map(SyncError::layer),
         retry_in,
     });
     q.done(key);

@@ -105,7 +105,8 @@ pub enum Backoff {
 }
 
 /// Which layer a [`SyncError`] comes from, as users see it (TUI, `--once` summary, exit code).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Layer {
     /// The hook (call or answer): fix the hook.
     Hook,

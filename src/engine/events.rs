@@ -304,6 +304,10 @@ pub enum EngineEvent {
         writes: usize,
         /// The error, when the sync failed.
         error: Option<String>,
+        /// Which layer the error comes from (fix the hook, the parent, or wait for the API
+        /// server), when the sync failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_layer: Option<super::error::Layer>,
         /// When the sync will be retried, if it will.
         #[serde(rename = "retryInSeconds")]
         retry_in: Option<f64>,

@@ -1493,6 +1493,7 @@ mod tests {
                 duration: Duration::ZERO,
                 writes: 0,
                 error: Some("boom".into()),
+                error_layer: Some(crate::engine::error::Layer::Hook),
                 retry_in: Some(2.0),
             },
             now,
