@@ -19,22 +19,27 @@ fn schema() -> Value {
 /// Run `dev --apply -f examples/<name> --once -o json` on a fresh sandbox; every stdout line
 /// must validate. Returns the events.
 async fn events_of(name: &str) -> Vec<Value> {
+    let out = dev_once_json(&example(name), &[]).await;
+    valid_lines(name, &assert_ok(&out))
+}
+
+/// `dev --apply -f <dir> --once -o json <extra>` on a fresh sandbox.
+async fn dev_once_json(dir: &str, extra: &[&str]) -> std::process::Output {
     let sb = common::start().await;
     let home = tempfile::tempdir().expect("tempdir");
-    let (kc, ex) = (kc(&sb), example(name));
+    let kc = kc(&sb);
     let args = [
         "--kubeconfig",
         &kc,
         "dev",
         "--apply",
         "-f",
-        &ex,
+        dir,
         "--once",
         "-o",
         "json",
     ];
-    let out = run(meta(home.path(), &args)).await;
-    valid_lines(name, &assert_ok(&out))
+    run(meta(home.path(), &[&args[..], extra].concat())).await
 }
 
 /// Every line of `stdout` as JSON that validates against the schema.
@@ -65,25 +70,10 @@ async fn failed_syncs_name_the_layer_of_their_error() {
         ),
     ];
     for (name, script) in cases {
-        let sb = common::start().await;
-        let home = tempfile::tempdir().expect("tempdir");
         let dir = tempfile::tempdir().expect("tempdir");
         exec_hook_controller(dir.path(), name, script);
-        let (kc, d) = (kc(&sb), dir.path().display().to_string());
-        let args = [
-            "--kubeconfig",
-            &kc,
-            "dev",
-            "--apply",
-            "-f",
-            &d,
-            "--once",
-            "--timeout",
-            "3",
-            "-o",
-            "json",
-        ];
-        let out = run(meta(home.path(), &args)).await;
+        let d = dir.path().display().to_string();
+        let out = dev_once_json(&d, &["--timeout", "3"]).await;
         let stderr = assert_fails(&out);
         assert_eq!(out.status.code(), Some(4), "{name}: {stderr}");
         let ev = valid_lines(name, &String::from_utf8_lossy(&out.stdout));
