@@ -93,6 +93,16 @@ fn create_second_parent(sb: &TestSandbox) {
     common::ok_stdout(&out);
 }
 
+/// `dev --apply -f <hw> <extra>` against `sb` in the background, once it created the Pod of
+/// the sample parent.
+async fn hello_dev(sb: &TestSandbox, home: &Path, hw: &Path, extra: &[&str]) -> Background {
+    let (kc, hw) = (kc(sb), hw.display().to_string());
+    let args = ["--kubeconfig", &kc, "dev", "--apply", "-f", &hw];
+    let dev = Background::start(meta(home, &[&args[..], extra].concat()));
+    dev.wait_output("create    Pod.v1 default/hello").await;
+    dev
+}
+
 /// Wait until `parent` had a sync that changed nothing (its state settled, so its last
 /// exchange is with the current hook).
 async fn wait_settled(dev: &Background, parent: &str) {
@@ -281,20 +291,7 @@ async fn exec_hook_edit_resyncs_without_a_restart_and_rapid_saves_reload_once() 
     let home = tempfile::tempdir().unwrap();
     let ex = examples_copy();
     let hw = ex.path().join("hello-world");
-    let dev = Background::start(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &hw.display().to_string(),
-            "--debounce",
-            "400",
-        ],
-    ));
-    dev.wait_output("create    Pod.v1 default/hello").await;
+    let dev = hello_dev(&sb, home.path(), &hw, &["--debounce", "400"]).await;
     create_second_parent(&sb);
     wait_greetings(
         &sb,
@@ -343,20 +340,7 @@ async fn the_replay_compares_with_answers_from_before_the_edit_even_when_a_sync_
     let hw = ex.path().join("hello-world");
     // A long debounce: the parent edit below is synced by the edited exec hook before the
     // reload (and its replay) happens.
-    let dev = Background::start(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &hw.display().to_string(),
-            "--debounce",
-            "3000",
-        ],
-    ));
-    dev.wait_output("create    Pod.v1 default/hello").await;
+    let dev = hello_dev(&sb, home.path(), &hw, &["--debounce", "3000"]).await;
     wait_settled(&dev, "default/hello").await;
 
     edit(&hw.join("hook.py"), "\"Hello, %s!\"", "\"Ahoy, %s!\"");
@@ -383,18 +367,7 @@ async fn a_bad_definition_edit_is_refused_and_the_old_one_keeps_running() {
     let home = tempfile::tempdir().unwrap();
     let ex = examples_copy();
     let hw = ex.path().join("hello-world");
-    let dev = Background::start(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &hw.display().to_string(),
-        ],
-    ));
-    dev.wait_output("create    Pod.v1 default/hello").await;
+    let dev = hello_dev(&sb, home.path(), &hw, &[]).await;
 
     let ctl = hw.join("10-controller.yaml");
     edit(&ctl, "method: Recreate", "method: Sometimes");
@@ -428,19 +401,7 @@ async fn resync_pause_and_resume_reach_the_running_loop() {
     let home = tempfile::tempdir().unwrap();
     let ex = examples_copy();
     let hw = ex.path().join("hello-world");
-    let dev = Background::start(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &hw.display().to_string(),
-            "--no-watch",
-        ],
-    ));
-    dev.wait_output("create    Pod.v1 default/hello").await;
+    let dev = hello_dev(&sb, home.path(), &hw, &["--no-watch"]).await;
     wait_greetings(&sb, &[("hello", "Hello, World!")]).await;
 
     let out = run(meta(home.path(), &["dev", "--resync", "default/hello"])).await;
