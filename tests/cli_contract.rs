@@ -501,6 +501,25 @@ async fn readme_flag_tables_match_help() {
     }
 }
 
+/// `dev` on the hello-world webhook example with `server` as its managed hook server on `port`.
+fn webhook_dev(home: &Path, sb: &common::TestSandbox, port: u16, server: &str) -> Background {
+    Background::start(meta(
+        home,
+        &[
+            "dev",
+            "--kubeconfig",
+            &kc(sb),
+            "-f",
+            &example("hello-world/webhook"),
+            "--hook-base-url",
+            &format!("http://127.0.0.1:{port}"),
+            "--hook-server",
+            server,
+            "--no-watch",
+        ],
+    ))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_says_what_it_does_and_a_second_ctrl_c_exits_at_once() {
     let sb = common::start().await;
@@ -536,27 +555,63 @@ async fn shutdown_says_what_it_does_and_a_second_ctrl_c_exits_at_once() {
     )
     .unwrap();
     let port = common::free_port();
-    let dev = Background::start(meta(
+    let dev = webhook_dev(
         home.path(),
-        &[
-            "dev",
-            "--kubeconfig",
-            &kc(&sb),
-            "-f",
-            &example("hello-world/webhook"),
-            "--hook-base-url",
-            &format!("http://127.0.0.1:{port}"),
-            "--hook-server",
-            &format!("python3 {} --port {port}", wrapper.display()),
-            "--no-watch",
-        ],
-    ));
+        &sb,
+        port,
+        &format!("python3 {} --port {port}", wrapper.display()),
+    );
     dev.wait_output("server    ready (pid").await;
     dev.sigint();
     dev.wait_errors("Ctrl-C again to exit at once").await;
     let (status, stderr) = dev.interrupt_status().await;
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("exiting at once"), "{stderr}");
+}
+
+/// A Ctrl-C while the engine starts (here: a hook server that never gets ready) is not lost and
+/// does not kill the process mid-way: dev says where it was, stops the hook server, releases the
+/// Lease it took and exits 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_start_up_stops_the_hook_server_and_releases_the_lease() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dev = webhook_dev(
+        home.path(),
+        &sb,
+        common::free_port(),
+        "python3 -u -c 'import os, time; print(\"booting\", os.getpid()); time.sleep(120)'",
+    );
+    dev.wait_output("booting ").await;
+    let pid: i32 = dev
+        .output()
+        .split("booting ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .expect("the hook server's pid");
+    let lease_ar = ar("coordination.k8s.io", "Lease", "leases");
+    assert_eq!(names(&sb, &lease_ar, "default").await.len(), 1);
+
+    let (status, stderr) = dev.interrupt_status().await;
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted while starting the controllers"),
+        "{stderr}"
+    );
+    assert!(
+        names(&sb, &lease_ar, "default").await.is_empty(),
+        "the Lease is released"
+    );
+    // Killed as dev exits; init reaps it soon after (signal 0 only asks whether it exists).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hook server (pid {pid}) outlived dev"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

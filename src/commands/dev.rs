@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::exit::{Class, Classify, fail, tag};
+use super::interrupts::{Interrupts, Received};
 use kube::api::{Api, DynamicObject};
 
 use super::dev_output::{self, OutputFormat, Printer};
@@ -53,6 +54,17 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// waits on (a hung API server during start-up included).
 pub const ONCE_MARGIN: Duration = Duration::from_secs(5);
 
+/// How a run ends from outside: its `--once` deadline, the signals, and what it is doing (to
+/// say where it was when one of them came).
+struct Ending {
+    /// With `--once`: when the run gives up.
+    deadline: Option<tokio::time::Instant>,
+    /// Ctrl-C and SIGTERM since the start.
+    interrupts: Interrupts,
+    /// The current step.
+    phase: Phase,
+}
+
 /// What a `--once` run is doing, to say where it was when the deadline passed.
 #[derive(Clone, Default)]
 struct Phase(Arc<std::sync::Mutex<&'static str>>);
@@ -74,6 +86,10 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
     if let Some(command) = control_command(&args) {
         return send_control(command).await;
     }
+    // Caught from here on: a Ctrl-C at any point is seen (and said), never lost.
+    let interrupts = Interrupts::install()
+        .context("installing the Ctrl-C and SIGTERM handlers")
+        .class(Class::Internal)?;
     // 0. Every flag is checked before anything starts (sandbox, connection, informers).
     validate(&args).class(Class::Usage)?;
     let server = hook_server_config(&args).class(Class::Usage)?;
@@ -144,18 +160,15 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         .await
         .class(Class::Usage)
     };
-    let phase = Phase::default();
+    let ending = Ending {
+        deadline,
+        interrupts,
+        phase: Phase::default(),
+    };
+    let phase = &ending.phase;
     let result = match conn {
         Ok(conn) => {
-            let work = run_connected(
-                &args,
-                global.verbose,
-                loaded,
-                &conn,
-                server,
-                deadline,
-                &phase,
-            );
+            let work = run_connected(&args, global.verbose, loaded, &conn, server, &ending);
             match deadline {
                 None => work.await,
                 Some(d) => match tokio::time::timeout_at(d + ONCE_MARGIN, work).await {
@@ -394,15 +407,83 @@ async fn start_sandbox(args: &DevArgs) -> Result<(Sandbox, SandboxKubeconfig)> {
 async fn run_connected(
     args: &DevArgs,
     verbose: u8,
-    mut loaded: spec::Loaded,
+    loaded: spec::Loaded,
     conn: &Connection,
     server: Option<(ServerConfig, String)>,
-    deadline: Option<tokio::time::Instant>,
-    phase: &Phase,
+    ending: &Ending,
 ) -> Result<()> {
-    let ctxinfo = &conn.context;
+    let (phase, interrupts) = (&ending.phase, &ending.interrupts);
+    // Steps 3-5 write nothing but the Leases at their end: an interrupt abandons them.
+    let mut prepared = tokio::select! {
+        p = prepare(args, loaded, conn, phase) => p?,
+        r = interrupts.first() => return Err(interrupted_while(r, phase)),
+    };
+    // Steps 6-7 hold the Leases: an interrupt or a failure releases them.
+    let launched = tokio::select! {
+        l = launch(args, verbose, conn, &mut prepared, server, phase) => l,
+        r = interrupts.first() => Err(interrupted_while(r, phase)),
+    };
+    let leases = prepared.leases;
+    let Launched {
+        mut dev,
+        mut log,
+        bus,
+    } = match launched {
+        Ok(l) => l,
+        Err(e) => {
+            release_leases(leases).await;
+            return Err(e);
+        }
+    };
+
+    // Commands: keyboard (on a terminal), signals, the control socket.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let tui = log
+        .tui_events
+        .take()
+        .map(|events| spawn_tui(args, conn, &dev, events, tx.clone(), log.color));
+    let control_server = if args.once {
+        None
+    } else {
+        spawn_command_sources(&bus, tui.is_some(), tx.clone())?
+    };
+    drop(tx);
+
+    let outcome = wait_until_done(args, &mut dev, rx, &bus, ending, tui.as_ref(), &leases).await?;
+    // Restore the terminal before anything else is printed.
+    let ui_outcome = match tui {
+        Some(t) => t
+            .finish()
+            .await
+            .map_err(|e| anyhow!("the terminal UI failed: {e}")),
+        None => Ok(()),
+    };
+    exit_on_second_interrupt(interrupts);
+    let quiet = args.once && outcome.is_ok();
+    phase.set("stopping");
+    stop(args, quiet, control_server, dev, log.log, leases).await;
+    outcome.and(ui_outcome)
+}
+
+/// What steps 3-5 found and took.
+struct Prepared {
+    loaded: spec::Loaded,
+    discovery: Discovery,
+    selector: Option<ControllerSelector>,
+    endpoints: Vec<endpoint::ResolvedController>,
+    leases: Vec<lease::LeaseGuard>,
+}
+
+/// Steps 3-5: the write guard, the cluster's definitions and in-cluster controllers, the
+/// webhooks' references, then one Lease per controller.
+async fn prepare(
+    args: &DevArgs,
+    mut loaded: spec::Loaded,
+    conn: &Connection,
+    phase: &Phase,
+) -> Result<Prepared> {
     phase.set("checking the cluster (discovery, in-cluster controllers)");
-    eprintln!("{} (pinned for this session)", ctxinfo.describe());
+    eprintln!("{} (pinned for this session)", conn.context.describe());
     // 3. Write guard.
     check_write_guard(args, conn)?;
     check_reachable(conn).await?;
@@ -424,11 +505,42 @@ async fn run_connected(
     // 5. One dev loop per controller: a Lease each.
     phase.set("taking the controller lease");
     let leases = take_leases(args, conn, &loaded).await?;
+    Ok(Prepared {
+        loaded,
+        discovery,
+        selector,
+        endpoints,
+        leases,
+    })
+}
 
+/// The event log, and what the TUI (if any) will read.
+struct LogOutput {
+    log: EventLog,
+    tui_events: Option<tokio::sync::broadcast::Receiver<EngineEvent>>,
+    color: bool,
+}
+
+/// What steps 6-7 started.
+struct Launched {
+    dev: DevLoop,
+    log: LogOutput,
+    bus: EventBus,
+}
+
+/// Steps 6-7: `--apply` manifests, then the event log and the engine (hook server included).
+async fn launch(
+    args: &DevArgs,
+    verbose: u8,
+    conn: &Connection,
+    prepared: &mut Prepared,
+    server: Option<(ServerConfig, String)>,
+    phase: &Phase,
+) -> Result<Launched> {
     // 6. --apply manifests: what is missing, or everything with --overwrite.
     phase.set("applying manifests (--apply)");
-    if args.apply && !loaded.others.is_empty() {
-        apply_manifests(args, conn, &discovery, &loaded).await?;
+    if args.apply && !prepared.loaded.others.is_empty() {
+        apply_manifests(args, conn, &prepared.discovery, &prepared.loaded).await?;
     }
 
     // 7. Engine and event log.
@@ -438,38 +550,41 @@ async fn run_connected(
     // The TUI subscribes now, before the engine starts, to see the controllers start.
     let tui_events = use_tui(args).then(|| bus.subscribe());
     let log = spawn_event_log(args, verbose, color, &bus, tui_events.is_some());
-    let ctx = engine_context(args, conn, bus, &endpoints, &leases)?;
-    let cfg = dev_loop_config(args, server, selector);
-    let mut dev = DevLoop::start(Engine::new(ctx), loaded.controllers, cfg)
+    let ctx = engine_context(args, conn, bus, &prepared.endpoints, &prepared.leases)?;
+    let cfg = dev_loop_config(args, server, prepared.selector.take());
+    let controllers = std::mem::take(&mut prepared.loaded.controllers);
+    let dev = DevLoop::start(Engine::new(ctx), controllers, cfg)
         .await
         .class(Class::Usage)?;
     let bus = dev.engine().context().bus.clone();
+    Ok(Launched {
+        dev,
+        log: LogOutput {
+            log,
+            tui_events,
+            color,
+        },
+        bus,
+    })
+}
 
-    // Commands: keyboard (on a terminal), signals, the control socket.
-    let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let tui = tui_events.map(|events| spawn_tui(args, conn, &dev, events, tx.clone(), color));
-    let control_server = if args.once {
-        None
-    } else {
-        spawn_command_sources(&bus, tui.is_some(), tx.clone())?
-    };
-    drop(tx);
+/// The error for a signal that came before the engine ran.
+fn interrupted_while(r: Received, phase: &Phase) -> anyhow::Error {
+    fail(
+        Class::Interrupted,
+        format!("{} while {}", r.verb(), phase.get()),
+    )
+}
 
-    let outcome =
-        wait_until_done(args, &mut dev, rx, &bus, deadline, tui.as_ref(), &leases).await?;
-    // Restore the terminal before anything else is printed.
-    let ui_outcome = match tui {
-        Some(t) => t
-            .finish()
-            .await
-            .map_err(|e| anyhow!("the terminal UI failed: {e}")),
-        None => Ok(()),
+/// Release the Leases taken before a start that did not complete, within [`STOP_GRACE`] (they
+/// expire on their own after that).
+async fn release_leases(leases: Vec<lease::LeaseGuard>) {
+    let release = async {
+        for l in leases {
+            l.release().await;
+        }
     };
-    exit_on_second_interrupt();
-    let quiet = args.once && outcome.is_ok();
-    phase.set("stopping");
-    stop(args, quiet, control_server, dev, log, leases).await;
-    outcome.and(ui_outcome)
+    let _ = tokio::time::timeout(STOP_GRACE, release).await;
 }
 
 /// Step 3: refuse to write to a context the write guard protects, unless the user confirms on
@@ -820,10 +935,11 @@ async fn wait_until_done(
     dev: &mut DevLoop,
     rx: tokio::sync::mpsc::Receiver<control::Request>,
     bus: &EventBus,
-    deadline: Option<tokio::time::Instant>,
+    ending: &Ending,
     tui: Option<&Tui>,
     leases: &[lease::LeaseGuard],
 ) -> Result<Result<()>> {
+    let (deadline, interrupts) = (ending.deadline, &ending.interrupts);
     let mut lost: Vec<_> = leases.iter().map(|l| l.lost()).collect();
     let lease_lost = async move {
         let waits = lost.iter_mut().map(|rx| {
@@ -833,8 +949,6 @@ async fn wait_until_done(
         });
         futures::future::select_all(waits).await;
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
     if args.once {
         let timeout = Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT));
         return Ok(tokio::select! {
@@ -844,8 +958,7 @@ async fn wait_until_done(
                 deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout),
                 timeout,
             ) => r,
-            _ = tokio::signal::ctrl_c() => Err(fail(Class::Interrupted, "interrupted")),
-            _ = term.recv() => Err(fail(Class::Interrupted, "terminated")),
+            r = interrupts.first() => Err(fail(Class::Interrupted, r.verb())),
             () = lease_lost => Err(fail(
                 Class::Refused,
                 format!("lost the controller lease: {}; stopping", lost_reason(leases)),
@@ -863,8 +976,7 @@ async fn wait_until_done(
         };
         tokio::select! {
             () = quit => {}
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            _ = interrupts.first() => {}
             () = lease_lost => { let _ = lost_tx.send(()); }
         }
     };
@@ -882,24 +994,10 @@ async fn wait_until_done(
     }
 }
 
-/// While stopping, let a second Ctrl-C (or SIGTERM) exit at once, saying what is left behind.
-fn exit_on_second_interrupt() {
-    tokio::spawn(async {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let again = async {
-            match term.as_mut() {
-                Some(t) => {
-                    tokio::select! {
-                        _ = tokio::signal::ctrl_c() => {}
-                        _ = t.recv() => {}
-                    }
-                }
-                None => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        };
+/// While stopping, let the next Ctrl-C (or SIGTERM) exit at once, saying what is left behind.
+fn exit_on_second_interrupt(interrupts: &Interrupts) {
+    let again = interrupts.next();
+    tokio::spawn(async move {
         again.await;
         eprintln!(
             "stopping: interrupted again, exiting at once (the hook server and Leases may be left behind; a Lease expires on its own)"

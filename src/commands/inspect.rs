@@ -9,7 +9,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 
 use super::dev_output;
 use super::exit::{self, Class};
+use super::interrupts::Interrupts;
 use crate::cli::inspect::{ColorArg, InspectArgs, InspectOutput};
 use crate::inspect::api::ApiType;
 use crate::inspect::render_tree::{self, TreeStyle};
@@ -206,6 +207,22 @@ async fn watch(
     args: &InspectArgs,
     color: bool,
 ) -> Result<()> {
+    // Ctrl-C ends the watch at any point, a slow read of the graph included.
+    let interrupts = Interrupts::install().context("installing the Ctrl-C handler")?;
+    tokio::select! {
+        r = watch_until_error(fetcher, catalog, req, args, color) => r,
+        _ = interrupts.first() => Ok(()),
+    }
+}
+
+/// Redraw on every change until the object is gone for good (an error).
+async fn watch_until_error(
+    fetcher: &Fetcher,
+    catalog: &Catalog,
+    req: &InspectRequest,
+    args: &InspectArgs,
+    color: bool,
+) -> Result<()> {
     let redraw = std::io::stdout().is_terminal()
         && matches!(args.output, InspectOutput::Tree | InspectOutput::Wide);
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
@@ -235,9 +252,8 @@ async fn watch(
             Err(e) if watching.is_empty() => return Err(e.into()),
             Err(e) => eprintln!("error: {e}"),
         }
-        tokio::select! {
-            got = rx.recv() => if got.is_none() { break },
-            _ = tokio::signal::ctrl_c() => break,
+        if rx.recv().await.is_none() {
+            break;
         }
         // Coalesce a burst of events into one redraw.
         loop {

@@ -6,6 +6,7 @@ pub mod dev_output;
 pub mod dryrun;
 pub mod exit;
 pub mod inspect;
+pub mod interrupts;
 pub mod sandbox;
 pub mod version;
 

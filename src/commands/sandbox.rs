@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::interrupts::Interrupts;
 use crate::cli::sandbox::SandboxArgs;
 use crate::sandbox::{Sandbox, SandboxConfig, Storage, Tunables};
 
@@ -51,6 +52,8 @@ pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
 /// Run until interrupted.
 pub async fn run(args: SandboxArgs) -> Result<()> {
     let cfg = config(&args)?;
+    // Caught before "listening" is printed: a Ctrl-C right after it still shuts down cleanly.
+    let interrupts = Interrupts::install().context("installing the Ctrl-C and SIGTERM handlers")?;
     if !cfg.listen.ip().is_loopback() {
         tracing::warn!(
             "listening on {} which is not loopback: anyone who can reach it and has the token can use the sandbox",
@@ -71,11 +74,8 @@ pub async fn run(args: SandboxArgs) -> Result<()> {
         bound.addr()
     );
     let mut sandbox = bound.serve();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
     tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-        _ = term.recv() => {}
+        _ = interrupts.first() => {}
         r = sandbox.wait() => return r.context("the sandbox server stopped"),
     }
     eprintln!("shutting down");
