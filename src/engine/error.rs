@@ -119,6 +119,18 @@ pub enum Layer {
     Internal,
 }
 
+impl Layer {
+    /// How a viewer names it: "hook", "parent", "API", "internal".
+    pub fn label(self) -> &'static str {
+        match self {
+            Layer::Hook => "hook",
+            Layer::Parent => "parent",
+            Layer::Api => "API",
+            Layer::Internal => "internal",
+        }
+    }
+}
+
 impl SyncError {
     /// A failed hook call.
     pub fn hook(hook: impl Into<String>, source: HookError) -> Self {

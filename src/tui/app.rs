@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::engine::apply::FieldChange;
-use crate::engine::error::WritesHeld;
+use crate::engine::error::{Layer, WritesHeld};
 use crate::engine::events::{ActionVerb, EngineEvent};
 use crate::engine::hookapi;
 use crate::engine::queue::QueueStats;
@@ -169,6 +169,8 @@ pub struct Unit {
     pub writes: usize,
     /// The last sync's error.
     pub error: Option<String>,
+    /// Where that error comes from (the hook, the parent, the API server, the engine).
+    pub error_layer: Option<Layer>,
     /// The last call of each hook, by hook name.
     pub calls: BTreeMap<String, HookRecord>,
     /// The writes (or held plan) of the last finished sync.
@@ -225,6 +227,7 @@ impl Default for Unit {
             last_duration: None,
             writes: 0,
             error: None,
+            error_layer: None,
             calls: BTreeMap::new(),
             actions: Vec::new(),
             pending: Vec::new(),
@@ -784,6 +787,7 @@ impl App {
                 duration,
                 writes,
                 error,
+                error_layer,
                 retry_in,
                 ..
             } => {
@@ -795,6 +799,7 @@ impl App {
                 unit.last_duration = Some(*duration);
                 unit.writes = *writes;
                 unit.error.clone_from(error);
+                unit.error_layer = *error_layer;
                 unit.state = if error.is_some() {
                     SyncState::Failed {
                         retry_at: retry_in.map(|s| now + Duration::from_secs_f64(s.max(0.0))),
@@ -807,7 +812,8 @@ impl App {
                 self.restate(i, before);
                 if let Some(e) = error {
                     self.errors += 1;
-                    self.parents[i].push_log(format!("sync of {parent} failed: {e}"));
+                    let heading = error_heading(*error_layer);
+                    self.parents[i].push_log(format!("sync of {parent} failed: {heading}: {e}"));
                 }
             }
             EngineEvent::Rollout {
@@ -1448,6 +1454,14 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
         });
     }
     out
+}
+
+/// "hook error", "API error", ... for a sync error from that layer; "error" when not known.
+pub(crate) fn error_heading(layer: Option<Layer>) -> String {
+    match layer {
+        Some(l) => format!("{} error", l.label()),
+        None => "error".to_string(),
+    }
 }
 
 #[cfg(test)]

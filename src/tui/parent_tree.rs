@@ -82,7 +82,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, items: &[TreeItem], now: I
     }
     lines.push(Line::from(head));
     if let Some(e) = &p.unit.error {
-        lines.push(Line::from(Span::styled(format!("error: {e}"), t.err())));
+        let heading = super::app::error_heading(p.unit.error_layer);
+        lines.push(Line::from(Span::styled(format!("{heading}: {e}"), t.err())));
     }
     if let Some(r) = &p.rollout {
         lines.push(Line::from(Span::styled(format!("rollout {r}"), t.warn())));
