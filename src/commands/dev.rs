@@ -66,8 +66,14 @@ struct Ending {
 }
 
 /// What a `--once` run is doing, to say where it was when the deadline passed.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Phase(Arc<std::sync::Mutex<&'static str>>);
+
+impl Default for Phase {
+    fn default() -> Self {
+        Phase(Arc::new(std::sync::Mutex::new("starting")))
+    }
+}
 
 impl Phase {
     fn set(&self, what: &'static str) {

@@ -30,7 +30,8 @@ pub enum Class {
     Control,
     /// Anything else: the local environment (runtime, signals, data directory) or a bug.
     Internal,
-    /// Interrupted by Ctrl-C or SIGTERM before `--once` finished (128 + SIGINT).
+    /// Interrupted by Ctrl-C or SIGTERM before `--once` finished or while `dev` was starting,
+    /// or a second time while stopping (128 + SIGINT).
     Interrupted,
 }
 
