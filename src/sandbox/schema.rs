@@ -1956,27 +1956,45 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         .cloned()
         .unwrap_or_default();
     let status = crd.get("status").and_then(Value::as_object);
+    let conflict = names_conflict.map(|clash| (clash, conflict_reason(&names, clash)));
 
+    let mut out = Map::new();
+    let conditions = naming_conditions(status, conflict, now);
+    out.insert("conditions".to_string(), Value::Array(conditions));
+    let accepted = accepted_names(&names, status, conflict.map(|(_, reason)| reason));
+    out.insert("acceptedNames".to_string(), Value::Object(accepted));
+    let stored = stored_versions(status, &defaulted);
+    out.insert("storedVersions".to_string(), Value::Array(stored));
+    Value::Object(out)
+}
+
+/// The `NamesAccepted` reason for requested name `clash` (plural, singular, a short name,
+/// kind or listKind in `names`) being in use elsewhere.
+fn conflict_reason(names: &Map<String, Value>, clash: &str) -> &'static str {
     let name_of = |key: &str| names.get(key).and_then(Value::as_str).unwrap_or("");
-    let conflict = names_conflict.map(|clash| {
-        let short_names = names.get("shortNames").and_then(Value::as_array);
-        let reason = if clash == name_of("plural") {
-            "PluralConflict"
-        } else if clash == name_of("singular") {
-            "SingularConflict"
-        } else if short_names.is_some_and(|s| s.iter().any(|n| n.as_str() == Some(clash))) {
-            "ShortNamesConflict"
-        } else if clash == name_of("kind") {
-            "KindConflict"
-        } else if clash == name_of("listKind") {
-            "ListKindConflict"
-        } else {
-            "PluralConflict"
-        };
-        (clash, reason)
-    });
+    let short_names = names.get("shortNames").and_then(Value::as_array);
+    if clash == name_of("plural") {
+        "PluralConflict"
+    } else if clash == name_of("singular") {
+        "SingularConflict"
+    } else if short_names.is_some_and(|s| s.iter().any(|n| n.as_str() == Some(clash))) {
+        "ShortNamesConflict"
+    } else if clash == name_of("kind") {
+        "KindConflict"
+    } else if clash == name_of("listKind") {
+        "ListKindConflict"
+    } else {
+        "PluralConflict"
+    }
+}
 
-    // acceptedNames keeps the previously accepted value of a conflicting name.
+/// `acceptedNames`: the requested `names`, except that the name in conflict (`conflict` is
+/// its reason) keeps its previously accepted value.
+fn accepted_names(
+    names: &Map<String, Value>,
+    status: Option<&Map<String, Value>>,
+    conflict: Option<&str>,
+) -> Map<String, Value> {
     let previous = status
         .and_then(|s| s.get("acceptedNames"))
         .and_then(Value::as_object);
@@ -1989,10 +2007,10 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         ("listKind", "ListKindConflict"),
         ("categories", ""),
     ] {
-        let source = if conflict.is_some_and(|(_, r)| r == reason) {
+        let source = if conflict == Some(reason) {
             previous
         } else {
-            Some(&names)
+            Some(names)
         };
         let value = source
             .and_then(|s| s.get(key))
@@ -2008,7 +2026,17 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
             None => {}
         }
     }
+    accepted
+}
 
+/// The existing conditions with `NamesAccepted` and `Established` set: both true without a
+/// conflict; with one (`(name, reason)`), names not accepted and, unless it already was, not
+/// established.
+fn naming_conditions(
+    status: Option<&Map<String, Value>>,
+    conflict: Option<(&str, &str)>,
+    now: &str,
+) -> Vec<Value> {
     let mut conditions: Vec<Value> = status
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
@@ -2018,48 +2046,40 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         c.get("type").and_then(Value::as_str) == Some("Established")
             && c.get("status").and_then(Value::as_str) == Some("True")
     });
-    match conflict {
-        None => {
-            set_condition(
-                &mut conditions,
-                "NamesAccepted",
-                "True",
-                "NoConflicts",
-                "no conflicts found",
-                now,
-            );
-            set_condition(
-                &mut conditions,
+    let message = conflict
+        .map(|(clash, _)| format!("{} is already in use", go_quote(clash)))
+        .unwrap_or_default();
+    let updates = match conflict {
+        None => vec![
+            ("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+            (
                 "Established",
                 "True",
                 "InitialNamesAccepted",
                 "the initial names have been accepted",
-                now,
-            );
-        }
-        Some((clash, reason)) => {
-            let message = format!("{} is already in use", go_quote(clash));
-            set_condition(
-                &mut conditions,
-                "NamesAccepted",
-                "False",
-                reason,
-                &message,
-                now,
-            );
+            ),
+        ],
+        Some((_, reason)) => {
+            let mut updates = vec![("NamesAccepted", "False", reason, message.as_str())];
             if !established_before {
-                set_condition(
-                    &mut conditions,
+                updates.push((
                     "Established",
                     "False",
                     "NotAccepted",
                     "not all names are accepted",
-                    now,
-                );
+                ));
             }
+            updates
         }
+    };
+    for (kind, status, reason, message) in updates {
+        set_condition(&mut conditions, kind, status, reason, message, now);
     }
+    conditions
+}
 
+/// `storedVersions`: the existing list plus the storage version of the (defaulted) CRD.
+fn stored_versions(status: Option<&Map<String, Value>>, defaulted: &Value) -> Vec<Value> {
     let mut stored: Vec<Value> = status
         .and_then(|s| s.get("storedVersions"))
         .and_then(Value::as_array)
@@ -2077,12 +2097,7 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
             stored.push(version);
         }
     }
-
-    let mut out = Map::new();
-    out.insert("conditions".to_string(), Value::Array(conditions));
-    out.insert("acceptedNames".to_string(), Value::Object(accepted));
-    out.insert("storedVersions".to_string(), Value::Array(stored));
-    Value::Object(out)
+    stored
 }
 
 /// `SetCRDCondition`: updates the condition of that type in place (keeping its `lastTransitionTime` unless its
