@@ -359,13 +359,60 @@ async fn build_from(
         ..Graph::default()
     };
     let mut types: HashMap<String, ApiType> = HashMap::new();
-    types.insert(g.target.clone(), ty.clone());
+    types.insert(g.target.clone(), ty);
     g.nodes.insert(
         g.target.clone(),
         Node::new(g.target.clone(), target, true, Relation::Inspected),
     );
 
-    // 1. Up: the owner chain, level by level, by GET.
+    // 1. Up: the owner chain, then the roots shown.
+    trace_owners(fetcher, catalog, req, &mut g, &mut types).await;
+    set_roots(&mut g, req.direction);
+
+    // 2. Down: list the types that matter, metadata only.
+    let mut objects: Vec<(ApiType, Value)> = Vec::new();
+    if req.direction != Direction::Up {
+        objects = list_down(fetcher, catalog, &known.defs, req.all_types, &mut g, &types).await;
+        descend(&mut g, &mut types, &objects, req);
+    }
+
+    // 3. Controller knowledge.
+    apply_controllers(fetcher, catalog, &known.defs, &mut g, &mut types, &objects).await;
+
+    // 4. Full objects for the rows that show a status.
+    fetch_statuses(fetcher, &mut g, &types).await;
+    g.edges.sort();
+    Ok(g)
+}
+
+/// An owner to read: its type, namespace (None: cluster-scoped) and name.
+type OwnerAsk = (ApiType, Option<String>, String);
+
+/// An owner read, by its type's full name, namespace and name.
+type OwnerKey = (String, Option<String>, String);
+
+/// An ownerReference to resolve: the dependent's node id, the reference, the owner's type
+/// (None: not served).
+type OwnerLink = (String, object::OwnerRef, Option<ApiType>);
+
+/// What one level of owner GETs answered.
+#[derive(Default)]
+struct OwnerAnswers {
+    /// Owners read.
+    found: HashMap<OwnerKey, Value>,
+    /// Owners that could not be read.
+    failed: HashMap<OwnerKey, RequestError>,
+}
+
+/// Up: the owner chain from the target, level by level (one round of parallel GETs per
+/// level), at most `--depth` levels (none when tracing down only).
+async fn trace_owners(
+    fetcher: &Fetcher,
+    catalog: &Catalog,
+    req: &InspectRequest,
+    g: &mut Graph,
+    types: &mut HashMap<String, ApiType>,
+) {
     let up_levels = match req.direction {
         Direction::Down => 0,
         _ => req.depth.unwrap_or(usize::MAX),
@@ -374,104 +421,146 @@ async fn build_from(
     let mut level = 0;
     while !frontier.is_empty() && level < up_levels {
         level += 1;
-        let mut asks = Vec::new();
-        let mut pending: Vec<(String, object::OwnerRef, Option<ApiType>)> = Vec::new();
-        for id in &frontier {
-            let obj = &g.nodes[id].object;
-            let child_ns = object::namespace(obj).map(str::to_string);
-            for r in object::owner_refs(obj) {
-                let owner_ty = catalog.by_kind(&r.api_version, &r.kind).cloned();
-                if !g.nodes.contains_key(&r.uid)
-                    && !pending.iter().any(|(_, p, _)| p.uid == r.uid)
-                    && let Some(t) = &owner_ty
-                {
-                    asks.push((
-                        t.clone(),
-                        child_ns.clone().filter(|_| t.namespaced),
-                        r.name.clone(),
-                    ));
-                }
-                pending.push((id.clone(), r, owner_ty));
-            }
-        }
-        let answers = fetcher.get_many(asks.clone()).await;
-        let mut found: HashMap<(String, Option<String>, String), Value> = HashMap::new();
-        let mut failed: HashMap<(String, Option<String>, String), RequestError> = HashMap::new();
-        for ((t, ns, name), answer) in asks.into_iter().zip(answers) {
-            match answer {
-                Ok(Some(obj)) => {
-                    found.insert((t.full_name(), ns, name), obj);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    failed.insert((t.full_name(), ns, name), e);
-                }
-            }
-        }
-        let mut next = Vec::new();
-        for (child, r, owner_ty) in pending {
-            let kind = if r.controller {
-                EdgeKind::Controller
-            } else {
-                EdgeKind::Owner
-            };
-            if g.nodes.contains_key(&r.uid) {
-                g.add_edge(&r.uid, &child, kind);
-                continue;
-            }
-            let child_ns = g.nodes[&child].namespace.clone();
-            let key = owner_ty.as_ref().map(|t| {
-                (
-                    t.full_name(),
+        let (asks, links) = owner_asks(catalog, g, &frontier);
+        let answers = fetch_owners(fetcher, asks).await;
+        frontier = link_owners(g, types, links, &answers);
+    }
+}
+
+/// The ownerReferences of the `frontier` nodes, and the owners to read for them (each owner
+/// not in the graph yet and of a served type, once).
+fn owner_asks(
+    catalog: &Catalog,
+    g: &Graph,
+    frontier: &[String],
+) -> (Vec<OwnerAsk>, Vec<OwnerLink>) {
+    let mut asks = Vec::new();
+    let mut links: Vec<OwnerLink> = Vec::new();
+    for id in frontier {
+        let obj = &g.nodes[id].object;
+        let child_ns = object::namespace(obj).map(str::to_string);
+        for r in object::owner_refs(obj) {
+            let owner_ty = catalog.by_kind(&r.api_version, &r.kind).cloned();
+            if !g.nodes.contains_key(&r.uid)
+                && !links.iter().any(|(_, p, _)| p.uid == r.uid)
+                && let Some(t) = &owner_ty
+            {
+                asks.push((
+                    t.clone(),
                     child_ns.clone().filter(|_| t.namespaced),
                     r.name.clone(),
-                )
-            });
-            let obj = key.as_ref().and_then(|k| {
-                found
-                    .get(k)
-                    .filter(|o| object::uid(o) == Some(r.uid.as_str()))
-                    .cloned()
-            });
-            let error = key.as_ref().and_then(|k| failed.get(k));
-            match (obj, owner_ty) {
-                (Some(obj), Some(t)) => {
-                    let id = node_id(&obj);
-                    types.insert(id.clone(), t);
-                    g.nodes.insert(
-                        id.clone(),
-                        Node::new(id.clone(), obj, true, Relation::Owner),
-                    );
-                    g.add_edge(&id, &child, kind);
-                    next.push(id);
-                }
-                (_, owner_ty) => {
-                    let id = format!("missing:{}", r.uid);
-                    let mut n = Node::new(
-                        id.clone(),
-                        serde_json::json!({"apiVersion": r.api_version, "kind": r.kind,
-                            "metadata": {"name": r.name, "uid": r.uid,
-                                "namespace": child_ns.clone().filter(|_| owner_ty.as_ref().is_none_or(|t| t.namespaced))}}),
-                        false,
-                        Relation::Owner,
-                    );
-                    n.missing = Some(match (&owner_ty, error) {
-                        (None, _) => format!("type {}/{} is not served", r.api_version, r.kind),
-                        (Some(_), Some(e)) if e.code == 403 => {
-                            format!("cannot read the owner (forbidden: {})", e.message)
-                        }
-                        (Some(_), Some(e)) => format!("cannot read the owner: {}", e.message),
-                        (Some(_), None) => {
-                            "owner not found (deleted, garbage collection pending?)".to_string()
-                        }
-                    });
-                    g.nodes.insert(id.clone(), n);
-                    g.add_edge(&id, &child, kind);
-                }
+                ));
+            }
+            links.push((id.clone(), r, owner_ty));
+        }
+    }
+    (asks, links)
+}
+
+/// Read the owners asked, in parallel.
+async fn fetch_owners(fetcher: &Fetcher, asks: Vec<OwnerAsk>) -> OwnerAnswers {
+    let answers = fetcher.get_many(asks.clone()).await;
+    let mut out = OwnerAnswers::default();
+    for ((t, ns, name), answer) in asks.into_iter().zip(answers) {
+        match answer {
+            Ok(Some(obj)) => {
+                out.found.insert((t.full_name(), ns, name), obj);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                out.failed.insert((t.full_name(), ns, name), e);
             }
         }
-        frontier = next;
     }
+    out
+}
+
+/// Add the owners read (or a `missing:` node for those that could not be) and their edges;
+/// the ids of the owners added, the next level's frontier.
+fn link_owners(
+    g: &mut Graph,
+    types: &mut HashMap<String, ApiType>,
+    links: Vec<OwnerLink>,
+    answers: &OwnerAnswers,
+) -> Vec<String> {
+    let mut next = Vec::new();
+    for (child, r, owner_ty) in links {
+        let kind = if r.controller {
+            EdgeKind::Controller
+        } else {
+            EdgeKind::Owner
+        };
+        if g.nodes.contains_key(&r.uid) {
+            g.add_edge(&r.uid, &child, kind);
+            continue;
+        }
+        let child_ns = g.nodes[&child].namespace.clone();
+        let key = owner_ty.as_ref().map(|t| {
+            (
+                t.full_name(),
+                child_ns.clone().filter(|_| t.namespaced),
+                r.name.clone(),
+            )
+        });
+        let obj = key.as_ref().and_then(|k| {
+            answers
+                .found
+                .get(k)
+                .filter(|o| object::uid(o) == Some(r.uid.as_str()))
+                .cloned()
+        });
+        let error = key.as_ref().and_then(|k| answers.failed.get(k));
+        match (obj, owner_ty) {
+            (Some(obj), Some(t)) => {
+                let id = node_id(&obj);
+                types.insert(id.clone(), t);
+                g.nodes.insert(
+                    id.clone(),
+                    Node::new(id.clone(), obj, true, Relation::Owner),
+                );
+                g.add_edge(&id, &child, kind);
+                next.push(id);
+            }
+            (_, owner_ty) => {
+                let n = missing_owner(&r, child_ns, owner_ty.as_ref(), error);
+                let id = n.id.clone();
+                g.nodes.insert(id.clone(), n);
+                g.add_edge(&id, &child, kind);
+            }
+        }
+    }
+    next
+}
+
+/// The `missing:<uid>` node of an owner that could not be read, saying why.
+fn missing_owner(
+    r: &object::OwnerRef,
+    child_ns: Option<String>,
+    owner_ty: Option<&ApiType>,
+    error: Option<&RequestError>,
+) -> Node {
+    let mut n = Node::new(
+        format!("missing:{}", r.uid),
+        serde_json::json!({"apiVersion": r.api_version, "kind": r.kind,
+            "metadata": {"name": r.name, "uid": r.uid,
+                "namespace": child_ns.filter(|_| owner_ty.is_none_or(|t| t.namespaced))}}),
+        false,
+        Relation::Owner,
+    );
+    n.missing = Some(match (owner_ty, error) {
+        (None, _) => format!("type {}/{} is not served", r.api_version, r.kind),
+        (Some(_), Some(e)) if e.code == 403 => {
+            format!("cannot read the owner (forbidden: {})", e.message)
+        }
+        (Some(_), Some(e)) => format!("cannot read the owner: {}", e.message),
+        (Some(_), None) => "owner not found (deleted, garbage collection pending?)".to_string(),
+    });
+    n
+}
+
+/// The roots shown: the tops of the owner chains from the target (the target itself when
+/// tracing down only).
+fn set_roots(g: &mut Graph, direction: Direction) {
     let path = g.path();
     g.roots = path
         .iter()
@@ -479,60 +568,61 @@ async fn build_from(
         .cloned()
         .collect();
     g.roots.sort();
-    if req.direction == Direction::Down {
+    if direction == Direction::Down {
         g.roots = vec![g.target.clone()];
     }
+}
 
-    // 2. Governing controllers of the objects on the path.
-    let mut path_types: Vec<ApiType> = path
+/// Down: list the types that matter (metadata only), in the target's namespace unless a
+/// root is cluster-scoped; the types that cannot be listed are noted as skipped. The objects
+/// listed.
+async fn list_down(
+    fetcher: &Fetcher,
+    catalog: &Catalog,
+    defs: &[ControllerDef],
+    all_types: bool,
+    g: &mut Graph,
+    types: &HashMap<String, ApiType>,
+) -> Vec<(ApiType, Value)> {
+    let (to_list, all) = types_to_list(catalog, defs, g, types, all_types);
+    g.listed_all_types = all;
+    let cluster_wide = g
+        .roots
         .iter()
-        .filter_map(|id| types.get(id).cloned())
+        .any(|r| types.get(r).is_some_and(|t| !t.namespaced) || g.nodes[r].namespace.is_none());
+    let scope = if cluster_wide {
+        None
+    } else {
+        g.nodes[&g.target].namespace.clone()
+    };
+    let asks: Vec<(ApiType, Option<String>)> = to_list
+        .into_iter()
+        .map(|t| {
+            let ns = scope.clone().filter(|_| t.namespaced);
+            (t, ns)
+        })
         .collect();
-    path_types.dedup();
-
-    // 3. Down: list the types that matter, metadata only.
-    let mut objects: Vec<(ApiType, Value)> = Vec::new();
-    if req.direction != Direction::Up {
-        let (to_list, all) = types_to_list(catalog, &known.defs, &g, &types, req.all_types);
-        g.listed_all_types = all;
-        let cluster_wide = g
-            .roots
-            .iter()
-            .any(|r| types.get(r).is_some_and(|t| !t.namespaced) || g.nodes[r].namespace.is_none());
-        let scope = if cluster_wide {
-            None
-        } else {
-            g.nodes[&g.target].namespace.clone()
-        };
-        let asks: Vec<(ApiType, Option<String>)> = to_list
-            .into_iter()
-            .map(|t| {
-                let ns = scope.clone().filter(|_| t.namespaced);
-                (t, ns)
-            })
-            .collect();
-        g.listed = asks.clone();
-        for (t, listed) in fetcher.list_many(asks.clone(), false).await {
-            match listed {
-                Listed::Items(items) => objects.extend(items.into_iter().map(|o| (t.clone(), o))),
-                Listed::Forbidden(reason) => g.skipped.push(Skipped {
-                    type_name: t.full_name(),
-                    namespace: asks
-                        .iter()
-                        .find(|(a, _)| a.resource == t.resource)
-                        .and_then(|(_, ns)| ns.clone()),
-                    reason,
-                }),
-                Listed::Gone => {}
-            }
+    g.listed = asks.clone();
+    let mut objects = Vec::new();
+    for (t, listed) in fetcher.list_many(asks.clone(), false).await {
+        match listed {
+            Listed::Items(items) => objects.extend(items.into_iter().map(|o| (t.clone(), o))),
+            Listed::Forbidden(reason) => g.skipped.push(Skipped {
+                type_name: t.full_name(),
+                namespace: asks
+                    .iter()
+                    .find(|(a, _)| a.resource == t.resource)
+                    .and_then(|(_, ns)| ns.clone()),
+                reason,
+            }),
+            Listed::Gone => {}
         }
-        descend(&mut g, &mut types, &objects, req);
     }
+    objects
+}
 
-    // 4. Controller knowledge.
-    apply_controllers(fetcher, catalog, &known.defs, &mut g, &mut types, &objects).await;
-
-    // 5. Full objects for the rows that show a status.
+/// Full objects for the rows that show a status (those read as metadata only).
+async fn fetch_statuses(fetcher: &Fetcher, g: &mut Graph, types: &HashMap<String, ApiType>) {
     let want: Vec<String> = g
         .nodes
         .values()
@@ -540,9 +630,7 @@ async fn build_from(
         .filter(|n| types.get(&n.id).is_some_and(|t| t.has_status))
         .map(|n| n.id.clone())
         .collect();
-    fetch_full(fetcher, &mut g, &types, &want).await;
-    g.edges.sort();
-    Ok(g)
+    fetch_full(fetcher, g, types, &want).await;
 }
 
 /// Replace the metadata of `ids` with their full objects (parallel GETs).

@@ -99,6 +99,73 @@ pub fn apply(
     subresource: Option<&str>,
     now: &str,
 ) -> Result<Value, ApplyError> {
+    let config = applied_config(live, applied, subresource)?;
+    let old = live
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let api_version = api_version_of(&old)
+        .or_else(|| api_version_of(&config))
+        .unwrap_or_default();
+    let config_set = owned_fields(&config, false);
+    let mut entries = decode_entries(&old);
+    if live.is_some() && entries.is_empty() {
+        entries.push(Entry::new(
+            BEFORE_FIRST_APPLY,
+            UPDATE,
+            None,
+            api_version.clone(),
+            now,
+            owned_fields(&old, true),
+        ));
+    }
+
+    let mut merged = old.clone();
+    merge(&mut merged, &config, "");
+    let own = entries
+        .iter()
+        .position(|e| e.is(manager, APPLY, subresource));
+    if let Some(own) = own {
+        let mut keep = config_set.clone();
+        for (i, entry) in entries.iter().enumerate() {
+            if i != own {
+                keep.union(&entry.fields);
+            }
+        }
+        prune(&mut merged, &entries[own].fields, Some(&keep), "");
+    }
+
+    let (changed, removed) = diff(&old, &merged);
+    let conflicts = apply_conflicts(&entries, own, &changed, manager, &old, &api_version);
+    if !conflicts.is_empty() && !force {
+        return Err(ApplyError::Conflict { conflicts });
+    }
+    take_over(&mut entries, own, &changed, &removed, manager);
+    let object_changed = merged != old;
+    record_apply(
+        &mut entries,
+        manager,
+        subresource,
+        config_set,
+        api_version,
+        object_changed,
+        now,
+    );
+    write_entries(&mut merged, entries);
+    if manager == KUBECTL && subresource.is_none() {
+        sync_last_applied(&mut merged, applied);
+    }
+    Ok(merged)
+}
+
+/// The part of `applied` that is applied, without nulls: only `status` for the status
+/// subresource (of an existing object), else everything but `status` and the server-set
+/// metadata. Refuses what kube-apiserver refuses.
+fn applied_config(
+    live: Option<&Value>,
+    applied: &Value,
+    subresource: Option<&str>,
+) -> Result<Value, ApplyError> {
     if !applied.is_object() {
         return Err(ApplyError::Invalid(
             "the applied configuration must be an object".to_string(),
@@ -132,53 +199,30 @@ pub fn apply(
             }
         }
     }
+    Ok(config)
+}
 
-    let old = live
-        .filter(|v| v.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let api_version = api_version_of(&old)
-        .or_else(|| api_version_of(&config))
-        .unwrap_or_default();
-    let mut config_set = FieldSet::default();
-    collect(&config, "", &mut Vec::new(), &mut config_set, false);
-    strip_server_fields(&mut config_set);
+/// The fields of `value` a manager can own (see [`collect`] for `every_node`).
+fn owned_fields(value: &Value, every_node: bool) -> FieldSet {
+    let mut set = FieldSet::default();
+    collect(value, "", &mut Vec::new(), &mut set, every_node);
+    strip_server_fields(&mut set);
+    set
+}
 
-    let mut entries = decode_entries(&old);
-    if live.is_some() && entries.is_empty() {
-        let mut owned = FieldSet::default();
-        collect(&old, "", &mut Vec::new(), &mut owned, true);
-        strip_server_fields(&mut owned);
-        entries.push(Entry {
-            manager: BEFORE_FIRST_APPLY.to_string(),
-            operation: UPDATE.to_string(),
-            api_version: api_version.clone(),
-            time: Some(now.to_string()),
-            subresource: None,
-            fields: owned,
-        });
-    }
-
-    let mut merged = old.clone();
-    merge(&mut merged, &config, "");
-    let own = entries
-        .iter()
-        .position(|e| e.is(manager, APPLY, subresource));
-    if let Some(own) = own {
-        let mut keep = config_set.clone();
-        for (i, entry) in entries.iter().enumerate() {
-            if i != own {
-                keep.union(&entry.fields);
-            }
-        }
-        prune(&mut merged, &entries[own].fields, Some(&keep), "");
-    }
-
-    let (changed, removed) = diff(&old, &merged);
-    // `kubectl apply --server-side` takes over, without conflicts, the fields the last client-side
-    // apply set that still have the values it set.
+/// The fields other managers own (all but entry `own`) that this apply changes. `kubectl
+/// apply --server-side` takes over, without conflicts, the fields the last client-side apply
+/// set that still have the values it set.
+fn apply_conflicts(
+    entries: &[Entry],
+    own: Option<usize>,
+    changed: &FieldSet,
+    manager: &str,
+    old: &Value,
+    api_version: &str,
+) -> Vec<Conflict> {
     let upgradable = (manager == KUBECTL)
-        .then(|| fields_from_last_applied(&old, &api_version))
+        .then(|| fields_from_last_applied(old, api_version))
         .flatten()
         .unwrap_or_default();
     let mut conflicts = Vec::new();
@@ -188,7 +232,7 @@ pub fn apply(
         }
         for path in entry
             .fields
-            .intersection(&changed)
+            .intersection(changed)
             .difference(&upgradable)
             .member_paths()
         {
@@ -199,46 +243,61 @@ pub fn apply(
             });
         }
     }
-    if !conflicts.is_empty() && !force {
-        return Err(ApplyError::Conflict { conflicts });
-    }
+    conflicts
+}
+
+/// The other managers lose the fields this apply changed or removed; for `kubectl`, the
+/// client-side appliers (owners of the last-applied annotation) lose their entries.
+fn take_over(
+    entries: &mut Vec<Entry>,
+    own: Option<usize>,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    manager: &str,
+) {
     for (i, entry) in entries.iter_mut().enumerate() {
         if Some(i) != own {
-            entry.fields = entry.fields.difference(&changed).difference(&removed);
+            entry.fields = entry.fields.difference(changed).difference(removed);
         }
     }
     if manager == KUBECTL {
-        // ...and the client-side appliers (owners of the last-applied annotation) lose their entries.
         let annotation = ["f:metadata", "f:annotations", &format!("f:{LAST_APPLIED}")];
         entries.retain(|e| e.manager == KUBECTL || !e.fields.has(&annotation));
     }
+}
+
+/// The manager's Apply entry now owns `fields` (its time moves only when the object changed
+/// or it had none); a new entry when it had none.
+fn record_apply(
+    entries: &mut Vec<Entry>,
+    manager: &str,
+    subresource: Option<&str>,
+    fields: FieldSet,
+    api_version: String,
+    object_changed: bool,
+    now: &str,
+) {
     let own = entries
         .iter()
         .position(|e| e.is(manager, APPLY, subresource));
-    let object_changed = merged != old;
     match own {
         Some(own) => {
             let entry = &mut entries[own];
-            entry.fields = config_set;
+            entry.fields = fields;
             entry.api_version = api_version;
             if object_changed || entry.time.is_none() {
                 entry.time = Some(now.to_string());
             }
         }
-        None => entries.push(Entry {
-            manager: manager.to_string(),
-            operation: APPLY.to_string(),
+        None => entries.push(Entry::new(
+            manager,
+            APPLY,
+            subresource,
             api_version,
-            time: Some(now.to_string()),
-            subresource: subresource.map(str::to_string),
-            fields: config_set,
-        }),
+            now,
+            fields,
+        )),
     }
-    write_entries(&mut merged, entries);
-    if manager == KUBECTL && subresource.is_none() {
-        sync_last_applied(&mut merged, applied);
-    }
-    Ok(merged)
 }
 
 /// The fields of `live`'s last-applied annotation (written by client-side apply at
@@ -363,14 +422,14 @@ pub fn record_update(
                 entry.api_version = api_version;
                 entry.time = Some(now.to_string());
             }
-            None => entries.push(Entry {
-                manager: manager.to_string(),
-                operation: UPDATE.to_string(),
+            None => entries.push(Entry::new(
+                manager,
+                UPDATE,
+                subresource,
                 api_version,
-                time: Some(now.to_string()),
-                subresource: subresource.map(str::to_string),
-                fields: changed,
-            }),
+                now,
+                changed,
+            )),
         }
     }
     write_entries(new, entries);
@@ -964,6 +1023,25 @@ struct Entry {
 }
 
 impl Entry {
+    /// An entry of `manager` for `operation` on `subresource`, written at `now`.
+    fn new(
+        manager: &str,
+        operation: &str,
+        subresource: Option<&str>,
+        api_version: String,
+        now: &str,
+        fields: FieldSet,
+    ) -> Entry {
+        Entry {
+            manager: manager.to_string(),
+            operation: operation.to_string(),
+            api_version,
+            time: Some(now.to_string()),
+            subresource: subresource.map(str::to_string),
+            fields,
+        }
+    }
+
     fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
         self.manager == manager
             && self.operation == operation

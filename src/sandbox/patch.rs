@@ -225,6 +225,34 @@ fn merge_list(
     };
 
     let server_order = original.clone();
+    let items = list_directives(field, key, original, patch)?;
+    merge_list_items(key, original, &items)?;
+    let order: Vec<Option<Value>> = match order {
+        Some(order) => checked_order(field, key, order, patch, &items)?,
+        None => items.iter().map(|item| identity(key, item)).collect(),
+    };
+    let server_order: Vec<Option<Value>> = server_order.iter().map(|v| identity(key, v)).collect();
+    sort_like_server(key, original, &order, &server_order);
+    Ok(())
+}
+
+/// What identifies an item of a list merged by `key`: its merge key's value, or the value
+/// itself in a set.
+fn identity(key: ListKey, value: &Value) -> Option<Value> {
+    match key {
+        ListKey::Field(name) => value.get(name).cloned(),
+        ListKey::PrimitiveSet => Some(value.clone()),
+    }
+}
+
+/// Applies the `$patch` directives of the patch items of list `field` to `original` (delete
+/// an item, replace the whole list); the items to merge.
+fn list_directives<'a>(
+    field: &str,
+    key: ListKey,
+    original: &mut Vec<Value>,
+    patch: &'a [Value],
+) -> Result<Vec<&'a Value>, PatchError> {
     let mut items: Vec<&Value> = Vec::new();
     let mut replace = false;
     for item in patch {
@@ -253,10 +281,19 @@ fn merge_list(
     if replace {
         original.clear();
     }
+    Ok(items)
+}
 
+/// Merges `items` into `original`: a set gains the new values once; an item of a keyed list
+/// is merged into the item with its key, or appended.
+fn merge_list_items(
+    key: ListKey,
+    original: &mut Vec<Value>,
+    items: &[&Value],
+) -> Result<(), PatchError> {
     match key {
         ListKey::PrimitiveSet => {
-            for item in &items {
+            for item in items {
                 original.push(fresh("", item)?);
             }
             let mut unique: Vec<Value> = Vec::with_capacity(original.len());
@@ -268,7 +305,7 @@ fn merge_list(
             *original = unique;
         }
         ListKey::Field(name) => {
-            for item in &items {
+            for item in items {
                 let value = merge_key_value(item, name)?;
                 let existing = original
                     .iter_mut()
@@ -282,43 +319,53 @@ fn merge_list(
             }
         }
     }
+    Ok(())
+}
 
-    let identity = |value: &Value| -> Option<Value> {
-        match key {
-            ListKey::Field(name) => value.get(name).cloned(),
-            ListKey::PrimitiveSet => Some(value.clone()),
+/// The identities of `$setElementOrder/field`, which must list the patch items in their
+/// order (kube-apiserver's error otherwise).
+fn checked_order(
+    field: &str,
+    key: ListKey,
+    order: &[Value],
+    patch: &[Value],
+    items: &[&Value],
+) -> Result<Vec<Option<Value>>, PatchError> {
+    let order: Vec<Option<Value>> = order.iter().map(|v| identity(key, v)).collect();
+    let mut remaining = order.iter();
+    for item in items {
+        let id = identity(key, item);
+        if !remaining.any(|o| *o == id) {
+            return Err(PatchError::StrategicMerge(format!(
+                "The order in patch list:\n{}\n doesn't match {SET_ELEMENT_ORDER}{field} list:\n{}\n",
+                Value::Array(patch.to_vec()),
+                Value::Array(
+                    order
+                        .iter()
+                        .map(|o| o.clone().unwrap_or(Value::Null))
+                        .collect()
+                ),
+            )));
         }
-    };
-    let order: Vec<Option<Value>> = match order {
-        Some(order) => {
-            let order: Vec<Option<Value>> = order.iter().map(identity).collect();
-            let mut remaining = order.iter();
-            for item in &items {
-                let id = identity(item);
-                if !remaining.any(|o| *o == id) {
-                    return Err(PatchError::StrategicMerge(format!(
-                        "The order in patch list:\n{}\n doesn't match {SET_ELEMENT_ORDER}{field} list:\n{}\n",
-                        Value::Array(patch.to_vec()),
-                        Value::Array(
-                            order
-                                .iter()
-                                .map(|o| o.clone().unwrap_or(Value::Null))
-                                .collect()
-                        ),
-                    )));
-                }
-            }
-            order
-        }
-        None => items.iter().map(|item| identity(item)).collect(),
-    };
-    let server_order: Vec<Option<Value>> = server_order.iter().map(identity).collect();
+    }
+    Ok(order)
+}
+
+/// Orders the merged list like kube-apiserver: the patched items (those in `order`) in that
+/// order, merged with the server-only items by their place in `server_order` (the original
+/// list).
+fn sort_like_server(
+    key: ListKey,
+    original: &mut Vec<Value>,
+    order: &[Option<Value>],
+    server_order: &[Option<Value>],
+) {
     let position = |list: &[Option<Value>], id: &Option<Value>| list.iter().position(|o| o == id);
 
     let (mut patched, server_only): (Vec<Value>, Vec<Value>) = std::mem::take(original)
         .into_iter()
-        .partition(|item| position(&order, &identity(item)).is_some());
-    patched.sort_by_key(|item| position(&order, &identity(item)));
+        .partition(|item| position(order, &identity(key, item)).is_some());
+    patched.sort_by_key(|item| position(order, &identity(key, item)));
 
     // kube-apiserver's mergeSortedSlice: a server-only item goes first only when both items were
     // in the original list and it came first there; otherwise the patched item does.
@@ -331,8 +378,8 @@ fn merge_list(
             (None, Some(_)) => false,
             (Some(s), Some(p)) => {
                 match (
-                    position(&server_order, &identity(s)),
-                    position(&server_order, &identity(p)),
+                    position(server_order, &identity(key, s)),
+                    position(server_order, &identity(key, p)),
                 ) {
                     (Some(si), Some(pi)) => si < pi,
                     _ => false,
@@ -346,7 +393,6 @@ fn merge_list(
         };
         original.extend(next);
     }
-    Ok(())
 }
 
 /// A patch value for a field the target lacks: merged into an empty value, so that nulls and

@@ -842,44 +842,86 @@ impl SchemaParser {
         } else {
             s.declared_type.into_iter().collect()
         };
-        match obj.get("x-kubernetes-preserve-unknown-fields") {
-            None | Some(Value::Null) => {}
-            Some(Value::Bool(true)) => s.preserve_unknown = true,
-            Some(Value::Bool(false)) => self.errs.push(invalid(
-                &format!("{path}.x-kubernetes-preserve-unknown-fields"),
-                "false",
-                "must be true or undefined",
-            )),
-            Some(other) => self.errs.push(invalid(
-                &format!("{path}.x-kubernetes-preserve-unknown-fields"),
-                &go_value(other),
-                "must be a boolean",
-            )),
-        }
-        if let Some(default) = obj.get("default").filter(|d| !d.is_null()) {
-            match no_default {
-                Some(reason) => self.errs.push(forbidden(
-                    &format!("{path}.default"),
-                    &format!("must not be set {reason}"),
-                )),
-                None => s.default = Some(default.clone()),
-            }
-        }
-        match obj.get("enum") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(values)) => s.enum_values = Some(values.clone()),
-            Some(other) => self.errs.push(invalid(
-                &format!("{path}.enum"),
-                &go_value(other),
-                "must be an array",
-            )),
-        }
+        s.preserve_unknown = self.preserve_unknown(obj, path);
+        s.default = self.default_value(obj, path, no_default);
+        s.enum_values = self.enum_values(obj, path);
         self.unsupported_keywords(obj, path);
 
+        s.properties = self.properties(obj, path, level, no_default);
+        s.items = self.items(obj, path, no_default);
+        s.additional = self.additional(obj, &s, path, level, no_default);
+        self.structural_invariants(obj, &s, path, level);
+        s
+    }
+
+    /// `path.key` holds a value of the wrong kind (`must` says which): reported, and taken as
+    /// not set.
+    fn wrong_kind<T: Default>(&mut self, path: &str, key: &str, v: &Value, must: &str) -> T {
+        self.errs
+            .push(invalid(&format!("{path}.{key}"), &go_value(v), must));
+        T::default()
+    }
+
+    /// `x-kubernetes-preserve-unknown-fields`: true or undefined.
+    fn preserve_unknown(&mut self, obj: &Map<String, Value>, path: &str) -> bool {
+        const KEY: &str = "x-kubernetes-preserve-unknown-fields";
+        match obj.get(KEY) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(true)) => true,
+            Some(Value::Bool(false)) => {
+                self.errs.push(invalid(
+                    &format!("{path}.{KEY}"),
+                    "false",
+                    "must be true or undefined",
+                ));
+                false
+            }
+            Some(other) => self.wrong_kind(path, KEY, other, "must be a boolean"),
+        }
+    }
+
+    /// `default`, unless forbidden here (`no_default` says why).
+    fn default_value(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        no_default: Option<&str>,
+    ) -> Option<Value> {
+        let default = obj.get("default").filter(|d| !d.is_null())?;
+        match no_default {
+            Some(reason) => {
+                self.errs.push(forbidden(
+                    &format!("{path}.default"),
+                    &format!("must not be set {reason}"),
+                ));
+                None
+            }
+            None => Some(default.clone()),
+        }
+    }
+
+    /// `enum`: an array.
+    fn enum_values(&mut self, obj: &Map<String, Value>, path: &str) -> Option<Vec<Value>> {
+        match obj.get("enum") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(values)) => Some(values.clone()),
+            Some(other) => self.wrong_kind(path, "enum", other, "must be an array"),
+        }
+    }
+
+    /// `properties`, each a node (`default:` forbidden in the root's metadata fields).
+    fn properties(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        level: Level,
+        no_default: Option<&str>,
+    ) -> Vec<(String, Schema)> {
         match obj.get("properties") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(props)) => {
-                for (name, prop) in props {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Object(props)) => props
+                .iter()
+                .map(|(name, prop)| {
                     let top_level_meta = format!("in top-level {name}");
                     let prop_no_default = if level == Level::Root && is_meta(name) {
                         Some(top_level_meta.as_str())
@@ -888,61 +930,73 @@ impl SchemaParser {
                     };
                     let prop_path = format!("{path}.properties[{name}]");
                     let schema = self.node(prop, &prop_path, Level::Field, prop_no_default);
-                    s.properties.push((name.clone(), schema));
-                }
-            }
-            Some(other) => self.errs.push(invalid(
-                &format!("{path}.properties"),
-                &go_value(other),
-                "must be an object",
-            )),
+                    (name.clone(), schema)
+                })
+                .collect(),
+            Some(other) => self.wrong_kind(path, "properties", other, "must be an object"),
         }
+    }
+
+    /// `items`: one node (not an array of them).
+    fn items(
+        &mut self,
+        obj: &Map<String, Value>,
+        path: &str,
+        no_default: Option<&str>,
+    ) -> Option<Box<Schema>> {
+        let items_path = format!("{path}.items");
         match obj.get("items") {
-            None | Some(Value::Null) => {}
-            Some(items @ Value::Object(_)) => {
-                s.items = Some(Box::new(self.node(
-                    items,
-                    &format!("{path}.items"),
-                    Level::Item,
-                    no_default,
-                )));
-            }
+            None | Some(Value::Null) => None,
+            Some(items @ Value::Object(_)) => Some(Box::new(self.node(
+                items,
+                &items_path,
+                Level::Item,
+                no_default,
+            ))),
             Some(Value::Array(_)) => {
-                self.errs.push(forbidden(
-                    &format!("{path}.items"),
-                    "items must be a schema object and not an array",
-                ));
+                let detail = "items must be a schema object and not an array";
+                self.errs.push(forbidden(&items_path, detail));
+                None
             }
-            Some(other) => self.errs.push(invalid(
-                &format!("{path}.items"),
-                &go_value(other),
-                "must be an object",
-            )),
+            Some(other) => self.wrong_kind(path, "items", other, "must be an object"),
         }
+    }
+
+    /// `additionalProperties`: a boolean or a node; not beside `properties` (unless true), at
+    /// the root, or in an embedded resource (`s`, the node so far, says which).
+    fn additional(
+        &mut self,
+        obj: &Map<String, Value>,
+        s: &Schema,
+        path: &str,
+        level: Level,
+        no_default: Option<&str>,
+    ) -> Additional {
         let additional_path = format!("{path}.additionalProperties");
-        match obj.get("additionalProperties") {
-            None | Some(Value::Null) => {}
-            Some(Value::Bool(true)) => s.additional = Additional::Any,
-            Some(Value::Bool(false)) => s.additional = Additional::Never,
+        let additional = match obj.get("additionalProperties") {
+            None | Some(Value::Null) => Additional::Absent,
+            Some(Value::Bool(true)) => Additional::Any,
+            Some(Value::Bool(false)) => Additional::Never,
             Some(schema @ Value::Object(_)) => {
                 let schema = self.node(schema, &additional_path, Level::Field, no_default);
-                s.additional = Additional::Schema(Box::new(schema));
+                Additional::Schema(Box::new(schema))
             }
-            Some(other) => self.errs.push(invalid(
-                &additional_path,
-                &go_value(other),
+            Some(other) => self.wrong_kind(
+                path,
+                "additionalProperties",
+                other,
                 "must be a boolean or an object",
-            )),
-        }
+            ),
+        };
         if !s.properties.is_empty()
-            && matches!(s.additional, Additional::Never | Additional::Schema(_))
+            && matches!(additional, Additional::Never | Additional::Schema(_))
         {
             self.errs.push(forbidden(
                 &additional_path,
                 "additionalProperties and properties are mutual exclusive",
             ));
         }
-        if !matches!(s.additional, Additional::Absent) {
+        if !matches!(additional, Additional::Absent) {
             if level == Level::Root {
                 self.errs
                     .push(forbidden(&additional_path, "must not be used at the root"));
@@ -954,8 +1008,7 @@ impl SchemaParser {
                 ));
             }
         }
-        self.structural_invariants(obj, &s, path, level);
-        s
+        additional
     }
 
     /// `validateStructuralInvariants` and the node checks of `ValidateCustomResourceDefinitionOpenAPISchema`.
@@ -1903,27 +1956,45 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         .cloned()
         .unwrap_or_default();
     let status = crd.get("status").and_then(Value::as_object);
+    let conflict = names_conflict.map(|clash| (clash, conflict_reason(&names, clash)));
 
+    let mut out = Map::new();
+    let conditions = naming_conditions(status, conflict, now);
+    out.insert("conditions".to_string(), Value::Array(conditions));
+    let accepted = accepted_names(&names, status, conflict.map(|(_, reason)| reason));
+    out.insert("acceptedNames".to_string(), Value::Object(accepted));
+    let stored = stored_versions(status, &defaulted);
+    out.insert("storedVersions".to_string(), Value::Array(stored));
+    Value::Object(out)
+}
+
+/// The `NamesAccepted` reason for requested name `clash` (plural, singular, a short name,
+/// kind or listKind in `names`) being in use elsewhere.
+fn conflict_reason(names: &Map<String, Value>, clash: &str) -> &'static str {
     let name_of = |key: &str| names.get(key).and_then(Value::as_str).unwrap_or("");
-    let conflict = names_conflict.map(|clash| {
-        let short_names = names.get("shortNames").and_then(Value::as_array);
-        let reason = if clash == name_of("plural") {
-            "PluralConflict"
-        } else if clash == name_of("singular") {
-            "SingularConflict"
-        } else if short_names.is_some_and(|s| s.iter().any(|n| n.as_str() == Some(clash))) {
-            "ShortNamesConflict"
-        } else if clash == name_of("kind") {
-            "KindConflict"
-        } else if clash == name_of("listKind") {
-            "ListKindConflict"
-        } else {
-            "PluralConflict"
-        };
-        (clash, reason)
-    });
+    let short_names = names.get("shortNames").and_then(Value::as_array);
+    if clash == name_of("plural") {
+        "PluralConflict"
+    } else if clash == name_of("singular") {
+        "SingularConflict"
+    } else if short_names.is_some_and(|s| s.iter().any(|n| n.as_str() == Some(clash))) {
+        "ShortNamesConflict"
+    } else if clash == name_of("kind") {
+        "KindConflict"
+    } else if clash == name_of("listKind") {
+        "ListKindConflict"
+    } else {
+        "PluralConflict"
+    }
+}
 
-    // acceptedNames keeps the previously accepted value of a conflicting name.
+/// `acceptedNames`: the requested `names`, except that the name in conflict (`conflict` is
+/// its reason) keeps its previously accepted value.
+fn accepted_names(
+    names: &Map<String, Value>,
+    status: Option<&Map<String, Value>>,
+    conflict: Option<&str>,
+) -> Map<String, Value> {
     let previous = status
         .and_then(|s| s.get("acceptedNames"))
         .and_then(Value::as_object);
@@ -1936,10 +2007,10 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         ("listKind", "ListKindConflict"),
         ("categories", ""),
     ] {
-        let source = if conflict.is_some_and(|(_, r)| r == reason) {
+        let source = if conflict == Some(reason) {
             previous
         } else {
-            Some(&names)
+            Some(names)
         };
         let value = source
             .and_then(|s| s.get(key))
@@ -1955,7 +2026,17 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
             None => {}
         }
     }
+    accepted
+}
 
+/// The existing conditions with `NamesAccepted` and `Established` set: both true without a
+/// conflict; with one (`(name, reason)`), names not accepted and, unless it already was, not
+/// established.
+fn naming_conditions(
+    status: Option<&Map<String, Value>>,
+    conflict: Option<(&str, &str)>,
+    now: &str,
+) -> Vec<Value> {
     let mut conditions: Vec<Value> = status
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
@@ -1965,48 +2046,40 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
         c.get("type").and_then(Value::as_str) == Some("Established")
             && c.get("status").and_then(Value::as_str) == Some("True")
     });
-    match conflict {
-        None => {
-            set_condition(
-                &mut conditions,
-                "NamesAccepted",
-                "True",
-                "NoConflicts",
-                "no conflicts found",
-                now,
-            );
-            set_condition(
-                &mut conditions,
+    let message = conflict
+        .map(|(clash, _)| format!("{} is already in use", go_quote(clash)))
+        .unwrap_or_default();
+    let updates = match conflict {
+        None => vec![
+            ("NamesAccepted", "True", "NoConflicts", "no conflicts found"),
+            (
                 "Established",
                 "True",
                 "InitialNamesAccepted",
                 "the initial names have been accepted",
-                now,
-            );
-        }
-        Some((clash, reason)) => {
-            let message = format!("{} is already in use", go_quote(clash));
-            set_condition(
-                &mut conditions,
-                "NamesAccepted",
-                "False",
-                reason,
-                &message,
-                now,
-            );
+            ),
+        ],
+        Some((_, reason)) => {
+            let mut updates = vec![("NamesAccepted", "False", reason, message.as_str())];
             if !established_before {
-                set_condition(
-                    &mut conditions,
+                updates.push((
                     "Established",
                     "False",
                     "NotAccepted",
                     "not all names are accepted",
-                    now,
-                );
+                ));
             }
+            updates
         }
+    };
+    for (kind, status, reason, message) in updates {
+        set_condition(&mut conditions, kind, status, reason, message, now);
     }
+    conditions
+}
 
+/// `storedVersions`: the existing list plus the storage version of the (defaulted) CRD.
+fn stored_versions(status: Option<&Map<String, Value>>, defaulted: &Value) -> Vec<Value> {
     let mut stored: Vec<Value> = status
         .and_then(|s| s.get("storedVersions"))
         .and_then(Value::as_array)
@@ -2024,12 +2097,7 @@ pub fn crd_status(crd: &Value, now: &str, names_conflict: Option<&str>) -> Value
             stored.push(version);
         }
     }
-
-    let mut out = Map::new();
-    out.insert("conditions".to_string(), Value::Array(conditions));
-    out.insert("acceptedNames".to_string(), Value::Object(accepted));
-    out.insert("storedVersions".to_string(), Value::Array(stored));
-    Value::Object(out)
+    stored
 }
 
 /// `SetCRDCondition`: updates the condition of that type in place (keeping its `lastTransitionTime` unless its

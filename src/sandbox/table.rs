@@ -506,103 +506,32 @@ fn service_row(o: &Value, now: i64) -> Row {
 /// Port of kube-apiserver's `printPod`.
 fn pod_row(pod: &Value, now: i64) -> Row {
     let init_specs = a(pod, &["spec", "initContainers"]);
-    let is_sidecar = |c: &Value| s(c, &["restartPolicy"]) == "Always";
-    let restartable = |name: &str| {
-        init_specs
-            .iter()
-            .any(|c| s(c, &["name"]) == name && is_sidecar(c))
-    };
     let total =
         a(pod, &["spec", "containers"]).len() + init_specs.iter().filter(|c| is_sidecar(c)).count();
     let conditions = a(pod, &["status", "conditions"]);
-    let condition_true = |ty: &str| condition_is_true(conditions, ty);
 
     let phase = s(pod, &["status", "phase"]);
-    let mut reason = or(s(pod, &["status", "reason"]), phase).to_string();
+    let mut tally = PodTally {
+        reason: or(s(pod, &["status", "reason"]), phase).to_string(),
+        ..PodTally::default()
+    };
     if conditions
         .iter()
         .any(|c| s(c, &["type"]) == "PodScheduled" && s(c, &["reason"]) == "SchedulingGated")
     {
-        reason = "SchedulingGated".to_string();
+        tally.reason = "SchedulingGated".to_string();
     }
-
-    let mut ready = 0;
-    let mut restarts: i64 = 0;
-    let mut last_restart: Option<i64> = None;
-    let mut sidecar_restarts: i64 = 0;
-    let mut sidecar_last_restart: Option<i64> = None;
-    let mut initializing = false;
-    for (i, c) in a(pod, &["status", "initContainerStatuses"])
-        .iter()
-        .enumerate()
-    {
-        let count = int(c, &["restartCount"]);
-        let finished = timestamp(at(c, &["lastState", "terminated", "finishedAt"]));
-        restarts = restarts.saturating_add(count);
-        last_restart = last_restart.max(finished);
-        let sidecar = restartable(s(c, &["name"]));
-        if sidecar {
-            sidecar_restarts = sidecar_restarts.saturating_add(count);
-            sidecar_last_restart = sidecar_last_restart.max(finished);
-        }
-        let terminated = at(c, &["state", "terminated"]);
-        let waiting_reason = s(c, &["state", "waiting", "reason"]);
-        if terminated.is_some_and(|t| int(t, &["exitCode"]) == 0) {
-            continue;
-        }
-        if sidecar && flag(c, &["started"]) {
-            if flag(c, &["ready"]) {
-                ready += 1;
-            }
-            continue;
-        }
-        reason = if let Some(t) = terminated {
-            match (s(t, &["reason"]), int(t, &["signal"])) {
-                ("", 0) => format!("Init:ExitCode:{}", int(t, &["exitCode"])),
-                ("", sig) => format!("Init:Signal:{sig}"),
-                (r, _) => format!("Init:{r}"),
-            }
-        } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
-            format!("Init:{waiting_reason}")
-        } else {
-            format!("Init:{i}/{}", init_specs.len())
-        };
-        initializing = true;
-        break;
+    tally.init_containers(pod, init_specs);
+    if !tally.initializing || condition_is_true(conditions, "Initialized") {
+        tally.containers(pod, conditions);
     }
-
-    if !initializing || condition_true("Initialized") {
-        restarts = sidecar_restarts;
-        last_restart = sidecar_last_restart;
-        let mut has_running = false;
-        for c in a(pod, &["status", "containerStatuses"]).iter().rev() {
-            restarts = restarts.saturating_add(int(c, &["restartCount"]));
-            last_restart =
-                last_restart.max(timestamp(at(c, &["lastState", "terminated", "finishedAt"])));
-            let waiting_reason = s(c, &["state", "waiting", "reason"]);
-            let terminated = at(c, &["state", "terminated"]);
-            if !waiting_reason.is_empty() {
-                reason = waiting_reason.to_string();
-            } else if let Some(t) = terminated {
-                reason = match (s(t, &["reason"]), int(t, &["signal"])) {
-                    ("", 0) => format!("ExitCode:{}", int(t, &["exitCode"])),
-                    ("", sig) => format!("Signal:{sig}"),
-                    (r, _) => r.to_string(),
-                };
-            } else if flag(c, &["ready"]) && at(c, &["state", "running"]).is_some() {
-                has_running = true;
-                ready += 1;
-            }
-        }
-        if reason == "Completed" && has_running {
-            reason = if condition_true("Ready") {
-                "Running"
-            } else {
-                "NotReady"
-            }
-            .to_string();
-        }
-    }
+    let PodTally {
+        mut reason,
+        ready,
+        restarts,
+        last_restart,
+        ..
+    } = tally;
 
     let deleting = at(pod, &["metadata", "deletionTimestamp"]).is_some();
     if deleting && s(pod, &["status", "reason"]) == "NodeLost" {
@@ -619,16 +548,6 @@ fn pod_row(pod: &Value, now: i64) -> Row {
         .first()
         .map(|p| s(p, &["ip"]))
         .unwrap_or_else(|| s(pod, &["status", "podIP"]));
-    let gates = a(pod, &["spec", "readinessGates"]);
-    let gates = if gates.is_empty() {
-        "<none>".to_string()
-    } else {
-        let ok = gates
-            .iter()
-            .filter(|g| condition_true(s(g, &["conditionType"])))
-            .count();
-        format!("{ok}/{}", gates.len())
-    };
     let mut row = Row::new(vec![
         name(pod),
         format!("{ready}/{total}").into(),
@@ -638,7 +557,7 @@ fn pod_row(pod: &Value, now: i64) -> Row {
         or(ip, "<none>").into(),
         or(s(pod, &["spec", "nodeName"]), "<none>").into(),
         or(s(pod, &["status", "nominatedNodeName"]), "<none>").into(),
-        gates.into(),
+        readiness_gates(pod, conditions).into(),
     ]);
     let completed = |reason: &str, message: &str| {
         vec![json!({"type": "Completed", "status": "True", "reason": reason, "message": message})]
@@ -649,6 +568,130 @@ fn pod_row(pod: &Value, now: i64) -> Row {
         _ => Vec::new(),
     };
     row
+}
+
+/// An init container that keeps running beside the app containers (a sidecar).
+fn is_sidecar(c: &Value) -> bool {
+    s(c, &["restartPolicy"]) == "Always"
+}
+
+/// What `printPod` tallies over a pod's container statuses.
+#[derive(Default)]
+struct PodTally {
+    /// The STATUS column.
+    reason: String,
+    /// Ready containers.
+    ready: usize,
+    /// Restarts of the containers counted.
+    restarts: i64,
+    /// When the last of those restarts ended.
+    last_restart: Option<i64>,
+    /// Restarts of the sidecars.
+    sidecar_restarts: i64,
+    /// When the last of those ended.
+    sidecar_last_restart: Option<i64>,
+    /// An init container has not finished: the reason says `Init:...`.
+    initializing: bool,
+}
+
+impl PodTally {
+    /// The init containers in order: their restarts (the sidecars' also apart), the started
+    /// sidecars that are ready, and the first one not done, which sets `Init:...` and stops.
+    fn init_containers(&mut self, pod: &Value, init_specs: &[Value]) {
+        let restartable = |name: &str| {
+            init_specs
+                .iter()
+                .any(|c| s(c, &["name"]) == name && is_sidecar(c))
+        };
+        for (i, c) in a(pod, &["status", "initContainerStatuses"])
+            .iter()
+            .enumerate()
+        {
+            let count = int(c, &["restartCount"]);
+            let finished = timestamp(at(c, &["lastState", "terminated", "finishedAt"]));
+            self.restarts = self.restarts.saturating_add(count);
+            self.last_restart = self.last_restart.max(finished);
+            let sidecar = restartable(s(c, &["name"]));
+            if sidecar {
+                self.sidecar_restarts = self.sidecar_restarts.saturating_add(count);
+                self.sidecar_last_restart = self.sidecar_last_restart.max(finished);
+            }
+            let terminated = at(c, &["state", "terminated"]);
+            let waiting_reason = s(c, &["state", "waiting", "reason"]);
+            if terminated.is_some_and(|t| int(t, &["exitCode"]) == 0) {
+                continue;
+            }
+            if sidecar && flag(c, &["started"]) {
+                if flag(c, &["ready"]) {
+                    self.ready += 1;
+                }
+                continue;
+            }
+            self.reason = if let Some(t) = terminated {
+                match (s(t, &["reason"]), int(t, &["signal"])) {
+                    ("", 0) => format!("Init:ExitCode:{}", int(t, &["exitCode"])),
+                    ("", sig) => format!("Init:Signal:{sig}"),
+                    (r, _) => format!("Init:{r}"),
+                }
+            } else if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" {
+                format!("Init:{waiting_reason}")
+            } else {
+                format!("Init:{i}/{}", init_specs.len())
+            };
+            self.initializing = true;
+            break;
+        }
+    }
+
+    /// The app containers (last first): restarts counted from the sidecars' on, the running
+    /// ready ones, and the reason of a waiting or terminated one.
+    fn containers(&mut self, pod: &Value, conditions: &[Value]) {
+        self.restarts = self.sidecar_restarts;
+        self.last_restart = self.sidecar_last_restart;
+        let mut has_running = false;
+        for c in a(pod, &["status", "containerStatuses"]).iter().rev() {
+            self.restarts = self.restarts.saturating_add(int(c, &["restartCount"]));
+            self.last_restart = self
+                .last_restart
+                .max(timestamp(at(c, &["lastState", "terminated", "finishedAt"])));
+            let waiting_reason = s(c, &["state", "waiting", "reason"]);
+            let terminated = at(c, &["state", "terminated"]);
+            if !waiting_reason.is_empty() {
+                self.reason = waiting_reason.to_string();
+            } else if let Some(t) = terminated {
+                self.reason = match (s(t, &["reason"]), int(t, &["signal"])) {
+                    ("", 0) => format!("ExitCode:{}", int(t, &["exitCode"])),
+                    ("", sig) => format!("Signal:{sig}"),
+                    (r, _) => r.to_string(),
+                };
+            } else if flag(c, &["ready"]) && at(c, &["state", "running"]).is_some() {
+                has_running = true;
+                self.ready += 1;
+            }
+        }
+        if self.reason == "Completed" && has_running {
+            self.reason = if condition_is_true(conditions, "Ready") {
+                "Running"
+            } else {
+                "NotReady"
+            }
+            .to_string();
+        }
+    }
+}
+
+/// The READINESS GATES column: `met/all`, `<none>` without gates.
+fn readiness_gates(pod: &Value, conditions: &[Value]) -> String {
+    let gates = a(pod, &["spec", "readinessGates"]);
+    if gates.is_empty() {
+        "<none>".to_string()
+    } else {
+        let ok = gates
+            .iter()
+            .filter(|g| condition_is_true(conditions, s(g, &["conditionType"])))
+            .count();
+        format!("{ok}/{}", gates.len())
+    }
 }
 
 /// The pre-`storageClassName` annotation, still honoured by `kubectl get pvc`.

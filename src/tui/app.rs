@@ -631,13 +631,7 @@ impl App {
                 controller,
                 parent_resource,
                 ..
-            } => {
-                let c = self.controller_mut(controller);
-                let entry = &mut self.controllers[c];
-                entry.kind.clone_from(controller_kind);
-                entry.parent_resource.clone_from(parent_resource);
-                entry.stopped = false;
-            }
+            } => self.on_controller_started(controller, controller_kind, parent_resource),
             EngineEvent::ControllerStopped { controller } => {
                 let c = self.controller_mut(controller);
                 self.controllers[c].stopped = true;
@@ -647,175 +641,12 @@ impl App {
                 parent,
                 map_key,
                 ..
-            } => {
-                let before = self.class_of(controller, parent);
-                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-                unit.state = SyncState::Syncing;
-                unit.pending.clear();
-                self.restate(i, before);
-            }
-            EngineEvent::HookCalled {
-                controller,
-                parent,
-                hook,
-                status,
-                latency,
-                error,
-                request,
-                response,
-                stderr,
-                map_key,
-            } => {
-                let uid = request.as_ref().and_then(|r| {
-                    let obj = r.get("parent").or_else(|| r.get("object"))?;
-                    object::uid(obj).map(str::to_string)
-                });
-                let (i, _) = self.unit_mut(controller, parent, map_key.as_deref());
-                if uid.is_some() && self.parents[i].uid != uid {
-                    self.parents[i].uid = uid;
-                }
-                let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-                if matches!(hook.as_str(), "sync" | "finalize" | "map") {
-                    unit.written_since_call.clear();
-                }
-                unit.calls.insert(
-                    hook.clone(),
-                    HookRecord {
-                        hook: hook.clone(),
-                        status: *status,
-                        latency: *latency,
-                        error: error.clone(),
-                        request: request.clone(),
-                        response: response.clone(),
-                        stderr: stderr.clone(),
-                    },
-                );
-            }
-            EngineEvent::Action {
-                controller,
-                parent,
-                map_key,
-                verb,
-                resource,
-                object,
-                detail,
-                error,
-            } => {
-                if *verb == ActionVerb::ApplyDocument || parent.is_empty() {
-                    self.push_log(format!("applied {resource} {object}"));
-                    return;
-                }
-                if error.is_none() {
-                    self.writes.push_back(now);
-                }
-                let (i, _) = self.unit_mut(controller, parent, None);
-                // A MapController's writes belong to their map key; a write without one (the
-                // status) to the map key whose last call listed the object, if any.
-                let key = map_key
-                    .clone()
-                    .or_else(|| self.parents[i].key_listing(resource, object));
-                let entry = &mut self.parents[i];
-                let unit = match key {
-                    Some(k) => entry.keys.entry(k).or_default(),
-                    None => &mut entry.unit,
-                };
-                let record = ActionRecord {
-                    verb: verb.to_string(),
-                    resource: resource.clone(),
-                    object: object.clone(),
-                    detail: detail.clone(),
-                    error: error.clone(),
-                    held: false,
-                };
-                if error.is_none() {
-                    if unit.written_since_call.len() == LOG_LINES {
-                        unit.written_since_call.remove(0);
-                    }
-                    unit.written_since_call.push(record.clone());
-                }
-                unit.pending.push(record);
-                let line = match error {
-                    Some(e) => format!("{verb} {resource} {object} failed: {e}"),
-                    None => format!("{verb} {resource} {object}"),
-                };
-                self.parents[i].push_log(line);
-            }
-            EngineEvent::Planned {
-                controller,
-                parent,
-                map_key,
-                objects,
-                detached,
-                ..
-            } => {
-                let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-                unit.plan = Some(PlanRecord {
-                    objects: objects
-                        .iter()
-                        .map(|o| {
-                            (
-                                (o.id.type_key.clone(), o.id.key.name.clone()),
-                                PlanMark {
-                                    marker: o.action.marker(),
-                                    reason: o.reason.clone(),
-                                },
-                            )
-                        })
-                        .collect(),
-                    detached: detached
-                        .iter()
-                        .map(|d| ((d.id.type_key.clone(), d.id.key.name.clone()), d.kept))
-                        .collect(),
-                });
-            }
-            EngineEvent::PlanHeld {
-                controller,
-                parent,
-                map_key,
-                actions,
-                ..
-            } => {
-                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-                unit.pending.extend(actions.iter().map(|a| held_action(a)));
-                let line = format!("paused: held {} write(s)", actions.len());
-                self.parents[i].push_log(line);
-            }
-            EngineEvent::SyncFinished {
-                controller,
-                parent,
-                map_key,
-                duration,
-                writes,
-                error,
-                error_layer,
-                retry_in,
-                ..
-            } => {
-                let paused = self.paused;
-                let before = self.class_of(controller, parent);
-                let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-                unit.actions = std::mem::take(&mut unit.pending);
-                unit.last_sync = Some(now);
-                unit.last_duration = Some(*duration);
-                unit.writes = *writes;
-                unit.error.clone_from(error);
-                unit.error_layer = *error_layer;
-                unit.state = if error.is_some() {
-                    SyncState::Failed {
-                        retry_at: retry_in.map(|s| now + Duration::from_secs_f64(s.max(0.0))),
-                    }
-                } else if paused && unit.actions.iter().any(|a| a.held) {
-                    SyncState::Held
-                } else {
-                    SyncState::InSync
-                };
-                self.restate(i, before);
-                if let Some(e) = error {
-                    self.errors += 1;
-                    let heading = error_heading(*error_layer);
-                    self.parents[i].push_log(format!("sync of {parent} failed: {heading}: {e}"));
-                }
-            }
+            } => self.on_sync_started(controller, parent, map_key.as_deref()),
+            EngineEvent::HookCalled { .. } => self.on_hook_called(event),
+            EngineEvent::Action { .. } => self.on_action(event, now),
+            EngineEvent::Planned { .. } => self.on_planned(event),
+            EngineEvent::PlanHeld { .. } => self.on_plan_held(event),
+            EngineEvent::SyncFinished { .. } => self.on_sync_finished(event, now),
             EngineEvent::Rollout {
                 controller,
                 parent,
@@ -830,19 +661,7 @@ impl App {
                 controller,
                 object,
                 message,
-            } => {
-                self.errors += 1;
-                let line = format!("error: {message}");
-                match (controller, object) {
-                    (Some(c), Some(o))
-                        if self.parent_index.contains_key(&(c.clone(), o.clone())) =>
-                    {
-                        let i = self.parent_mut(c, o);
-                        self.parents[i].push_log(line);
-                    }
-                    _ => self.push_log(line),
-                }
-            }
+            } => self.on_error(controller.as_deref(), object.as_deref(), message),
             EngineEvent::Paused { paused } => {
                 self.paused = *paused;
                 self.push_log(
@@ -858,104 +677,363 @@ impl App {
                 state,
                 pid,
                 message,
-            } => {
-                let s = self.server.get_or_insert_with(ServerInfo::default);
-                if state == "restarting" {
-                    s.restarts += 1;
-                }
-                s.state.clone_from(state);
-                s.pid = *pid;
-                s.message.clone_from(message);
-                let line = format!("hook server {state}: {message}");
-                self.push_log(line);
-            }
+            } => self.on_hook_server(state, *pid, message),
             EngineEvent::HookServerOutput { stream, line } => {
                 if self.server_output.len() == SERVER_LINES {
                     self.server_output.pop_front();
                 }
                 self.server_output.push_back(format!("{stream}: {line}"));
             }
-            EngineEvent::Reload {
-                what,
-                paths,
-                message,
-                error,
-            } => {
-                self.reload = Some(ReloadInfo {
-                    what: what.clone(),
-                    paths: paths.clone(),
-                    at: now,
-                    changed: 0,
-                    replayed: 0,
-                    error: error.clone(),
-                });
-                let line = match error {
-                    Some(e) => format!("reload of {what} refused: {e}"),
-                    None => format!("reloaded {what}: {message}"),
-                };
-                self.push_log(line);
+            EngineEvent::Reload { .. } => self.on_reload(event, now),
+            EngineEvent::Replay { .. } => self.on_replay(event),
+            EngineEvent::HotLoop { .. }
+            | EngineEvent::Detached { .. }
+            | EngineEvent::Tombstone { .. } => self.on_parent_notice(event),
+            EngineEvent::Info { message, .. } => self.push_log(message.clone()),
+        }
+    }
+
+    /// A controller (re)started: its kind and parent type, no longer stopped.
+    fn on_controller_started(&mut self, controller: &str, kind: &str, parent_resource: &str) {
+        let c = self.controller_mut(controller);
+        let entry = &mut self.controllers[c];
+        kind.clone_into(&mut entry.kind);
+        parent_resource.clone_into(&mut entry.parent_resource);
+        entry.stopped = false;
+    }
+
+    /// A sync of a parent (or map key) began: syncing, its pending writes cleared.
+    fn on_sync_started(&mut self, controller: &str, parent: &str, map_key: Option<&str>) {
+        let before = self.class_of(controller, parent);
+        let (i, unit) = self.unit_mut(controller, parent, map_key);
+        unit.state = SyncState::Syncing;
+        unit.pending.clear();
+        self.restate(i, before);
+    }
+
+    /// A hook call: kept as the unit's last call of that hook; the parent's uid learned from
+    /// its request.
+    fn on_hook_called(&mut self, event: &EngineEvent) {
+        let EngineEvent::HookCalled {
+            controller,
+            parent,
+            hook,
+            status,
+            latency,
+            error,
+            request,
+            response,
+            stderr,
+            map_key,
+        } = event
+        else {
+            return;
+        };
+        let uid = request.as_ref().and_then(|r| {
+            let obj = r.get("parent").or_else(|| r.get("object"))?;
+            object::uid(obj).map(str::to_string)
+        });
+        let (i, _) = self.unit_mut(controller, parent, map_key.as_deref());
+        if uid.is_some() && self.parents[i].uid != uid {
+            self.parents[i].uid = uid;
+        }
+        let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
+        if matches!(hook.as_str(), "sync" | "finalize" | "map") {
+            unit.written_since_call.clear();
+        }
+        unit.calls.insert(
+            hook.clone(),
+            HookRecord {
+                hook: hook.clone(),
+                status: *status,
+                latency: *latency,
+                error: error.clone(),
+                request: request.clone(),
+                response: response.clone(),
+                stderr: stderr.clone(),
+            },
+        );
+    }
+
+    /// A write: counted, pending on its unit until the sync finishes, and logged; a document
+    /// applied outside any parent goes to the global log only.
+    fn on_action(&mut self, event: &EngineEvent, now: Instant) {
+        let EngineEvent::Action {
+            controller,
+            parent,
+            map_key,
+            verb,
+            resource,
+            object,
+            detail,
+            error,
+        } = event
+        else {
+            return;
+        };
+        if *verb == ActionVerb::ApplyDocument || parent.is_empty() {
+            self.push_log(format!("applied {resource} {object}"));
+            return;
+        }
+        if error.is_none() {
+            self.writes.push_back(now);
+        }
+        let (i, _) = self.unit_mut(controller, parent, None);
+        // A MapController's writes belong to their map key; a write without one (the
+        // status) to the map key whose last call listed the object, if any.
+        let key = map_key
+            .clone()
+            .or_else(|| self.parents[i].key_listing(resource, object));
+        let entry = &mut self.parents[i];
+        let unit = match key {
+            Some(k) => entry.keys.entry(k).or_default(),
+            None => &mut entry.unit,
+        };
+        let record = ActionRecord {
+            verb: verb.to_string(),
+            resource: resource.clone(),
+            object: object.clone(),
+            detail: detail.clone(),
+            error: error.clone(),
+            held: false,
+        };
+        if error.is_none() {
+            if unit.written_since_call.len() == LOG_LINES {
+                unit.written_since_call.remove(0);
             }
-            EngineEvent::Replay {
-                controller,
-                parent,
-                hook,
-                changes,
-                error,
-                ..
-            } => {
-                if let Some(r) = &mut self.reload {
-                    r.replayed += 1;
-                    r.changed += usize::from(!changes.is_empty() || error.is_some());
-                }
-                let i = self.parent_mut(controller, parent);
-                let line = match error {
-                    Some(e) => format!("replay of {hook}: the new hook failed: {e}"),
-                    None if changes.is_empty() => format!("replay of {hook}: same answer"),
-                    None => format!("replay of {hook}: {} field(s) changed", changes.len()),
-                };
-                self.parents[i].replay = Some(ReplayRecord {
-                    hook: hook.clone(),
-                    changes: changes.clone(),
-                    error: error.clone(),
-                });
+            unit.written_since_call.push(record.clone());
+        }
+        unit.pending.push(record);
+        let line = match error {
+            Some(e) => format!("{verb} {resource} {object} failed: {e}"),
+            None => format!("{verb} {resource} {object}"),
+        };
+        self.parents[i].push_log(line);
+    }
+
+    /// A sync's per-object plan: the tree's markers and the detached outputs' fate.
+    fn on_planned(&mut self, event: &EngineEvent) {
+        let EngineEvent::Planned {
+            controller,
+            parent,
+            map_key,
+            objects,
+            detached,
+            ..
+        } = event
+        else {
+            return;
+        };
+        let (_, unit) = self.unit_mut(controller, parent, map_key.as_deref());
+        unit.plan = Some(PlanRecord {
+            objects: objects
+                .iter()
+                .map(|o| {
+                    (
+                        (o.id.type_key.clone(), o.id.key.name.clone()),
+                        PlanMark {
+                            marker: o.action.marker(),
+                            reason: o.reason.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            detached: detached
+                .iter()
+                .map(|d| ((d.id.type_key.clone(), d.id.key.name.clone()), d.kept))
+                .collect(),
+        });
+    }
+
+    /// Writes paused: the plan's writes are pending as held actions.
+    fn on_plan_held(&mut self, event: &EngineEvent) {
+        let EngineEvent::PlanHeld {
+            controller,
+            parent,
+            map_key,
+            actions,
+            ..
+        } = event
+        else {
+            return;
+        };
+        let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
+        unit.pending.extend(actions.iter().map(|a| held_action(a)));
+        let line = format!("paused: held {} write(s)", actions.len());
+        self.parents[i].push_log(line);
+    }
+
+    /// A sync ended: its writes become the unit's last, its state in sync, failed (with the
+    /// retry time and the error's layer) or held.
+    fn on_sync_finished(&mut self, event: &EngineEvent, now: Instant) {
+        let EngineEvent::SyncFinished {
+            controller,
+            parent,
+            map_key,
+            duration,
+            writes,
+            error,
+            error_layer,
+            retry_in,
+            ..
+        } = event
+        else {
+            return;
+        };
+        let paused = self.paused;
+        let before = self.class_of(controller, parent);
+        let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
+        unit.actions = std::mem::take(&mut unit.pending);
+        unit.last_sync = Some(now);
+        unit.last_duration = Some(*duration);
+        unit.writes = *writes;
+        unit.error.clone_from(error);
+        unit.error_layer = *error_layer;
+        unit.state = if error.is_some() {
+            SyncState::Failed {
+                retry_at: retry_in.map(|s| now + Duration::from_secs_f64(s.max(0.0))),
+            }
+        } else if paused && unit.actions.iter().any(|a| a.held) {
+            SyncState::Held
+        } else {
+            SyncState::InSync
+        };
+        self.restate(i, before);
+        if let Some(e) = error {
+            self.errors += 1;
+            let heading = error_heading(*error_layer);
+            self.parents[i].push_log(format!("sync of {parent} failed: {heading}: {e}"));
+        }
+    }
+
+    /// An engine error: counted, logged on its parent when it names a known one, else
+    /// globally.
+    fn on_error(&mut self, controller: Option<&str>, object: Option<&str>, message: &str) {
+        self.errors += 1;
+        let line = format!("error: {message}");
+        match (controller, object) {
+            (Some(c), Some(o))
+                if self
+                    .parent_index
+                    .contains_key(&(c.to_string(), o.to_string())) =>
+            {
+                let i = self.parent_mut(c, o);
                 self.parents[i].push_log(line);
             }
+            _ => self.push_log(line),
+        }
+    }
+
+    /// The managed hook server changed state (a restart is counted).
+    fn on_hook_server(&mut self, state: &str, pid: Option<u32>, message: &str) {
+        let s = self.server.get_or_insert_with(ServerInfo::default);
+        if state == "restarting" {
+            s.restarts += 1;
+        }
+        state.clone_into(&mut s.state);
+        s.pid = pid;
+        message.clone_into(&mut s.message);
+        let line = format!("hook server {state}: {message}");
+        self.push_log(line);
+    }
+
+    /// A reload (or a refused one): the new last reload, its replay counts at zero.
+    fn on_reload(&mut self, event: &EngineEvent, now: Instant) {
+        let EngineEvent::Reload {
+            what,
+            paths,
+            message,
+            error,
+        } = event
+        else {
+            return;
+        };
+        self.reload = Some(ReloadInfo {
+            what: what.clone(),
+            paths: paths.clone(),
+            at: now,
+            changed: 0,
+            replayed: 0,
+            error: error.clone(),
+        });
+        let line = match error {
+            Some(e) => format!("reload of {what} refused: {e}"),
+            None => format!("reloaded {what}: {message}"),
+        };
+        self.push_log(line);
+    }
+
+    /// A parent's request replayed against a reloaded hook: counted on the reload, kept as
+    /// the parent's last replay.
+    fn on_replay(&mut self, event: &EngineEvent) {
+        let EngineEvent::Replay {
+            controller,
+            parent,
+            hook,
+            changes,
+            error,
+            ..
+        } = event
+        else {
+            return;
+        };
+        if let Some(r) = &mut self.reload {
+            r.replayed += 1;
+            r.changed += usize::from(!changes.is_empty() || error.is_some());
+        }
+        let i = self.parent_mut(controller, parent);
+        let line = match error {
+            Some(e) => format!("replay of {hook}: the new hook failed: {e}"),
+            None if changes.is_empty() => format!("replay of {hook}: same answer"),
+            None => format!("replay of {hook}: {} field(s) changed", changes.len()),
+        };
+        self.parents[i].replay = Some(ReplayRecord {
+            hook: hook.clone(),
+            changes: changes.clone(),
+            error: error.clone(),
+        });
+        self.parents[i].push_log(line);
+    }
+
+    /// A hot loop, a MapController's detached outputs or tombstone decision: a line of the
+    /// parent's log.
+    fn on_parent_notice(&mut self, event: &EngineEvent) {
+        let (controller, parent, line) = match event {
             EngineEvent::HotLoop {
                 controller,
                 parent,
                 message,
                 ..
-            } => {
-                let i = self.parent_mut(controller, parent);
-                self.parents[i].push_log(format!("hot loop: {message}"));
-            }
+            } => (controller, parent, format!("hot loop: {message}")),
             EngineEvent::Detached {
                 controller,
                 parent,
                 map_key,
                 outputs,
-            } => {
-                let i = self.parent_mut(controller, parent);
-                let line = format!("{map_key}: detached (input gone): {}", id_list(outputs));
-                self.parents[i].push_log(line);
-            }
+            } => (
+                controller,
+                parent,
+                format!("{map_key}: detached (input gone): {}", id_list(outputs)),
+            ),
             EngineEvent::Tombstone {
                 controller,
                 parent,
                 map_key,
                 kept,
                 deleted,
-            } => {
-                let i = self.parent_mut(controller, parent);
-                let line = format!(
+            } => (
+                controller,
+                parent,
+                format!(
                     "{map_key}: tombstone kept [{}], deleted [{}]",
                     id_list(kept),
                     id_list(deleted)
-                );
-                self.parents[i].push_log(line);
-            }
-            EngineEvent::Info { message, .. } => self.push_log(message.clone()),
-        }
+                ),
+            ),
+            _ => return,
+        };
+        let i = self.parent_mut(controller, parent);
+        self.parents[i].push_log(line);
     }
 
     /// Fold in a Kubernetes Event (from the Events watch).
@@ -1284,7 +1362,8 @@ fn merged_map(v: Option<&Value>) -> Option<String> {
     )
 }
 
-/// The tree of parent `p` (of a controller of `kind`): see the module header of `tree.rs`.
+/// The tree of parent `p` (of a controller of `kind`): see the module header of
+/// `parent_tree.rs`.
 pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
     let mut out = Vec::new();
     let call = p.unit.main_call();
@@ -1293,11 +1372,7 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
     match kind {
         "DecoratorController" => {
             let target = request.and_then(|r| r.get("object"));
-            out.push(TreeItem {
-                label: format!("target {}", target.map_or_else(|| p.key.clone(), kind_name)),
-                live: target.cloned(),
-                ..TreeItem::default()
-            });
+            out.push(root_item("target", target, &p.key));
             out.push(TreeItem::heading(1, "attachments"));
             children_items(
                 &mut out,
@@ -1308,122 +1383,12 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
                 false,
             );
             out.push(TreeItem::heading(1, "merges"));
-            for (what, v) in [
-                ("labels", merged_map(response.and_then(|r| r.get("labels")))),
-                (
-                    "annotations",
-                    merged_map(response.and_then(|r| r.get("annotations"))),
-                ),
-                (
-                    "status",
-                    response
-                        .and_then(|r| r.get("status"))
-                        .filter(|s| !s.is_null())
-                        .map(Value::to_string),
-                ),
-            ] {
-                if let Some(v) = v {
-                    out.push(TreeItem::heading(2, format!("{what}: {v}")));
-                }
-            }
+            merge_items(&mut out, response.map(Arc::as_ref));
         }
-        "MapController" => {
-            let parent_obj = p
-                .keys
-                .values()
-                .find_map(|u| u.main_call()?.request.as_ref()?.get("parent").cloned());
-            out.push(TreeItem {
-                label: format!(
-                    "parent {}",
-                    parent_obj.as_ref().map_or_else(|| p.key.clone(), kind_name)
-                ),
-                live: parent_obj,
-                ..TreeItem::default()
-            });
-            for (k, u) in &p.keys {
-                let glyph = match u.state {
-                    SyncState::Failed { .. } => " (failed)",
-                    SyncState::Syncing => " (syncing)",
-                    SyncState::Held => " (held)",
-                    _ => "",
-                };
-                let first = out.len();
-                out.push(TreeItem::heading(1, format!("key {k}{glyph}")));
-                if let Some(c) = u.calls.get("map") {
-                    let input = c.request.as_ref().and_then(|r| r.get("input"));
-                    if let Some(i) = input.filter(|i| !i.is_null()) {
-                        out.push(TreeItem {
-                            depth: 2,
-                            label: format!("input {}", kind_name(i)),
-                            live: Some(i.clone()),
-                            ..TreeItem::default()
-                        });
-                    }
-                    children_items(
-                        &mut out,
-                        2,
-                        u,
-                        c.request.as_ref().and_then(|r| r.get("outputs")),
-                        c.response.as_ref().and_then(|r| r.get("outputs")),
-                        false,
-                    );
-                }
-                if let Some(t) = u.calls.get("tombstone") {
-                    out.push(TreeItem::heading(2, "detached outputs"));
-                    let kept = t
-                        .response
-                        .as_ref()
-                        .and_then(|r| r.get("outputs"))
-                        .and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|o| object::name(o).map(str::to_string))
-                                .collect::<Vec<_>>()
-                        })
-                        .unwrap_or_default();
-                    for (ty, objs) in
-                        observed_by_type(t.request.as_ref().and_then(|r| r.get("outputs")))
-                    {
-                        for (n, o) in objs {
-                            let keep = u
-                                .plan
-                                .as_ref()
-                                .and_then(|p| p.detached.get(&(ty.clone(), n.clone())))
-                                .copied()
-                                .unwrap_or_else(|| kept.contains(&n));
-                            out.push(TreeItem {
-                                depth: 3,
-                                marker: Some(if keep { '=' } else { '-' }),
-                                label: format!("{ty} {n}"),
-                                note: Some(
-                                    if keep {
-                                        "kept by the tombstone hook"
-                                    } else {
-                                        "tombstone: to be deleted"
-                                    }
-                                    .into(),
-                                ),
-                                live: Some(o),
-                                ..TreeItem::default()
-                            });
-                        }
-                    }
-                }
-                for it in &mut out[first..] {
-                    it.key = Some(k.clone());
-                }
-            }
-        }
+        "MapController" => map_items(&mut out, p),
         _ => {
             let parent_obj = request.and_then(|r| r.get("parent"));
-            out.push(TreeItem {
-                label: format!(
-                    "parent {}",
-                    parent_obj.map_or_else(|| p.key.clone(), kind_name)
-                ),
-                live: parent_obj.cloned(),
-                ..TreeItem::default()
-            });
+            out.push(root_item("parent", parent_obj, &p.key));
             let waiting = p
                 .rollout
                 .as_deref()
@@ -1438,8 +1403,136 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
             );
         }
     }
-    // Writes to the parent itself (status, finalizer, metadata).
-    for a in p.unit.actions.iter().filter(|a| {
+    parent_write_items(&mut out, &p.unit);
+    out
+}
+
+/// The tree's first line: `noun Kind namespace/name` of `obj` (`noun key` when unknown).
+fn root_item(noun: &str, obj: Option<&Value>, key: &str) -> TreeItem {
+    TreeItem {
+        label: format!("{noun} {}", obj.map_or_else(|| key.to_string(), kind_name)),
+        live: obj.cloned(),
+        ..TreeItem::default()
+    }
+}
+
+/// What a DecoratorController's hook merges into its target: labels, annotations, status.
+fn merge_items(out: &mut Vec<TreeItem>, response: Option<&Value>) {
+    for (what, v) in [
+        ("labels", merged_map(response.and_then(|r| r.get("labels")))),
+        (
+            "annotations",
+            merged_map(response.and_then(|r| r.get("annotations"))),
+        ),
+        (
+            "status",
+            response
+                .and_then(|r| r.get("status"))
+                .filter(|s| !s.is_null())
+                .map(Value::to_string),
+        ),
+    ] {
+        if let Some(v) = v {
+            out.push(TreeItem::heading(2, format!("{what}: {v}")));
+        }
+    }
+}
+
+/// A MapController's parent, then each map key's lines (tagged with the key).
+fn map_items(out: &mut Vec<TreeItem>, p: &Parent) {
+    let parent_obj = p
+        .keys
+        .values()
+        .find_map(|u| u.main_call()?.request.as_ref()?.get("parent").cloned());
+    out.push(root_item("parent", parent_obj.as_ref(), &p.key));
+    for (k, u) in &p.keys {
+        let first = out.len();
+        map_key_items(out, k, u);
+        for it in &mut out[first..] {
+            it.key = Some(k.clone());
+        }
+    }
+}
+
+/// One map key: its heading (with its state), the input and outputs of its last map call,
+/// and the detached outputs of its last tombstone call.
+fn map_key_items(out: &mut Vec<TreeItem>, k: &str, u: &Unit) {
+    let glyph = match u.state {
+        SyncState::Failed { .. } => " (failed)",
+        SyncState::Syncing => " (syncing)",
+        SyncState::Held => " (held)",
+        _ => "",
+    };
+    out.push(TreeItem::heading(1, format!("key {k}{glyph}")));
+    if let Some(c) = u.calls.get("map") {
+        let input = c.request.as_ref().and_then(|r| r.get("input"));
+        if let Some(i) = input.filter(|i| !i.is_null()) {
+            out.push(TreeItem {
+                depth: 2,
+                label: format!("input {}", kind_name(i)),
+                live: Some(i.clone()),
+                ..TreeItem::default()
+            });
+        }
+        children_items(
+            out,
+            2,
+            u,
+            c.request.as_ref().and_then(|r| r.get("outputs")),
+            c.response.as_ref().and_then(|r| r.get("outputs")),
+            false,
+        );
+    }
+    if let Some(t) = u.calls.get("tombstone") {
+        out.push(TreeItem::heading(2, "detached outputs"));
+        detached_items(out, u, t);
+    }
+}
+
+/// The outputs a tombstone call was asked about, each kept or to be deleted: as the plan
+/// says, else as the hook answered.
+fn detached_items(out: &mut Vec<TreeItem>, u: &Unit, t: &HookRecord) {
+    let kept = t
+        .response
+        .as_ref()
+        .and_then(|r| r.get("outputs"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| object::name(o).map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for (ty, objs) in observed_by_type(t.request.as_ref().and_then(|r| r.get("outputs"))) {
+        for (n, o) in objs {
+            let keep = u
+                .plan
+                .as_ref()
+                .and_then(|p| p.detached.get(&(ty.clone(), n.clone())))
+                .copied()
+                .unwrap_or_else(|| kept.contains(&n));
+            out.push(TreeItem {
+                depth: 3,
+                marker: Some(if keep { '=' } else { '-' }),
+                label: format!("{ty} {n}"),
+                note: Some(
+                    if keep {
+                        "kept by the tombstone hook"
+                    } else {
+                        "tombstone: to be deleted"
+                    }
+                    .into(),
+                ),
+                live: Some(o),
+                ..TreeItem::default()
+            });
+        }
+    }
+}
+
+/// Writes to the parent itself (status, finalizer, metadata).
+fn parent_write_items(out: &mut Vec<TreeItem>, unit: &Unit) {
+    for a in unit.actions.iter().filter(|a| {
         matches!(
             a.verb.as_str(),
             "status" | "add-finalizer" | "remove-finalizer" | "metadata"
@@ -1453,7 +1546,6 @@ pub fn tree(kind: &str, p: &Parent) -> Vec<TreeItem> {
             ..TreeItem::default()
         });
     }
-    out
 }
 
 /// "hook error", "API error", ... for a sync error from that layer; "error" when not known.

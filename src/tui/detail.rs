@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Tabs, Wrap};
 use serde_json::Value;
 
-use super::app::{App, Focus, HookRecord, Tab, TreeItem};
+use super::app::{App, Focus, HookRecord, Parent, Tab, TreeItem};
 use super::theme::{self, Theme};
 
 /// Pretty JSON as colored lines (keys, strings, numbers, literals).
@@ -124,6 +124,7 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
     let Some(pi) = app.selected() else {
         return vec![Line::from(Span::styled("no parent selected", t.dim()))];
     };
+    let app = &*app;
     let p = &app.parents[pi];
     // A line under a map key shows that key's call; else the parent's, else the first key's.
     let call = item
@@ -132,132 +133,145 @@ fn content(app: &mut App, item: Option<&TreeItem>) -> Vec<Line<'static>> {
         .and_then(|u| u.main_call())
         .or_else(|| p.unit.main_call())
         .or_else(|| p.keys.values().find_map(|u| u.main_call()));
-    let none = || vec![Line::from(Span::styled("no hook call yet", t.dim()))];
     match app.ui.tab {
-        Tab::Request | Tab::Response => {
-            let Some(c) = call else { return none() };
-            let mut out = vec![call_header(c, t, mask)];
-            let body = if app.ui.tab == Tab::Request {
-                c.request.as_deref()
-            } else {
-                c.response.as_deref()
-            };
-            match body {
-                Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),
-                Some(Value::Object(m)) if m.contains_key("controller") => {
-                    // The controller definition is the same in every request: last, not first.
-                    let mut m = m.clone();
-                    if let Some(c) = m.shift_remove("controller") {
-                        m.insert("controller".into(), c);
-                    }
-                    out.extend(json_lines(&Value::Object(m), t));
-                }
-                Some(v) => out.extend(json_lines(v, t)),
-                None => out.push(Line::from(Span::styled("(no body)", t.dim()))),
+        Tab::Request | Tab::Response => match call {
+            Some(c) => call_lines(c, app.ui.tab == Tab::Request, t, mask),
+            None => vec![Line::from(Span::styled("no hook call yet", t.dim()))],
+        },
+        Tab::Diff => diff_tab(p, item, t),
+        Tab::Output => output_tab(app, call, t),
+        Tab::Events => events_tab(app, p, t, mask),
+    }
+}
+
+/// The Request (`request`) or Response tab: the call's outcome, then its body (a request's
+/// controller definition last).
+fn call_lines(c: &HookRecord, request: bool, t: Theme, mask: bool) -> Vec<Line<'static>> {
+    let mut out = vec![call_header(c, t, mask)];
+    let body = if request {
+        c.request.as_deref()
+    } else {
+        c.response.as_deref()
+    };
+    match body {
+        Some(Value::String(s)) => out.extend(s.lines().map(|l| Line::from(l.to_string()))),
+        Some(Value::Object(m)) if m.contains_key("controller") => {
+            // The controller definition is the same in every request: last, not first.
+            let mut m = m.clone();
+            if let Some(c) = m.shift_remove("controller") {
+                m.insert("controller".into(), c);
             }
-            out
+            out.extend(json_lines(&Value::Object(m), t));
         }
-        Tab::Diff => {
-            let mut out = match item {
-                Some(it) if !it.heading => diff_lines(it, t),
-                _ => vec![Line::from(Span::styled(
-                    "select an object in the tree for its diff",
-                    t.dim(),
-                ))],
-            };
-            out.push(Line::from(""));
-            match &p.replay {
-                None => out.push(Line::from(Span::styled(
-                    "no replay yet (reload a hook, or ctrl-r)",
-                    t.dim(),
-                ))),
-                Some(r) => {
-                    out.push(Line::from(Span::styled(
-                        format!("replay of the {} hook after the last reload:", r.hook),
-                        t.bold(),
-                    )));
-                    if let Some(e) = &r.error {
-                        out.push(Line::from(Span::styled(format!("  failed: {e}"), t.err())));
-                    } else if r.changes.is_empty() {
-                        out.push(Line::from("  same answer"));
-                    }
-                    for c in &r.changes {
-                        let show = |v: &Option<Value>| {
-                            v.as_ref().map_or("(none)".into(), Value::to_string)
-                        };
-                        out.push(Line::from(vec![
-                            Span::raw(format!("  {}: ", c.path)),
-                            Span::styled(show(&c.old), t.err()),
-                            Span::raw(" → "),
-                            Span::styled(show(&c.new), t.ok()),
-                        ]));
-                    }
-                }
+        Some(v) => out.extend(json_lines(v, t)),
+        None => out.push(Line::from(Span::styled("(no body)", t.dim()))),
+    }
+    out
+}
+
+/// The Diff tab: the selected object's diff, then the parent's last replay.
+fn diff_tab(p: &Parent, item: Option<&TreeItem>, t: Theme) -> Vec<Line<'static>> {
+    let mut out = match item {
+        Some(it) if !it.heading => diff_lines(it, t),
+        _ => vec![Line::from(Span::styled(
+            "select an object in the tree for its diff",
+            t.dim(),
+        ))],
+    };
+    out.push(Line::from(""));
+    match &p.replay {
+        None => out.push(Line::from(Span::styled(
+            "no replay yet (reload a hook, or ctrl-r)",
+            t.dim(),
+        ))),
+        Some(r) => {
+            out.push(Line::from(Span::styled(
+                format!("replay of the {} hook after the last reload:", r.hook),
+                t.bold(),
+            )));
+            if let Some(e) = &r.error {
+                out.push(Line::from(Span::styled(format!("  failed: {e}"), t.err())));
+            } else if r.changes.is_empty() {
+                out.push(Line::from("  same answer"));
             }
-            out
-        }
-        Tab::Output => {
-            let mut out = Vec::new();
-            match call.and_then(|c| c.stderr.as_ref()) {
-                Some(s) => {
-                    out.push(Line::from(Span::styled(
-                        "exec hook stderr (last call):",
-                        t.bold(),
-                    )));
-                    out.extend(s.lines().map(|l| Line::from(l.to_string())));
-                }
-                None => out.push(Line::from(Span::styled(
-                    "exec hook stderr: (none)",
-                    t.dim(),
-                ))),
-            }
-            if app.server.is_some() || !app.server_output.is_empty() {
-                out.push(Line::from(Span::styled("hook server output:", t.bold())));
-                out.extend(app.server_output.iter().map(|l| Line::from(l.clone())));
-            }
-            out
-        }
-        Tab::Events => {
-            let mut out = vec![Line::from(Span::styled("Kubernetes events:", t.bold()))];
-            let now = jiff::Timestamp::now();
-            let before = out.len();
-            for e in p.uid.iter().flat_map(|u| app.kube_events.of(u)) {
-                let age = e
-                    .last
-                    .as_deref()
-                    .and_then(|l| l.parse::<jiff::Timestamp>().ok())
-                    .and_then(|l| now.duration_since(l).try_into().ok())
-                    .map_or_else(|| "-".to_string(), |d| theme::age(d, mask));
-                let count = if e.count > 1 {
-                    format!(" x{}", e.count)
-                } else {
-                    String::new()
-                };
+            for c in &r.changes {
+                let show = |v: &Option<Value>| v.as_ref().map_or("(none)".into(), Value::to_string);
                 out.push(Line::from(vec![
-                    Span::styled(
-                        format!("{} {}", e.kind, e.reason),
-                        if e.kind == "Warning" { t.err() } else { t.ok() },
-                    ),
-                    Span::styled(format!("{count} {age} ago {}: ", e.source), t.dim()),
-                    Span::raw(e.message.clone()),
+                    Span::raw(format!("  {}: ", c.path)),
+                    Span::styled(show(&c.old), t.err()),
+                    Span::raw(" → "),
+                    Span::styled(show(&c.new), t.ok()),
                 ]));
             }
-            if out.len() == before {
-                out.push(Line::from(Span::styled("none", t.dim())));
-            }
-            out.push(Line::from(Span::styled("this parent (engine):", t.bold())));
-            out.extend(p.log.iter().map(|l| Line::from(l.clone())));
-            if p.log.is_empty() {
-                out.push(Line::from(Span::styled(
-                    "no events for this parent yet",
-                    t.dim(),
-                )));
-            }
-            out.push(Line::from(Span::styled("engine:", t.bold())));
-            out.extend(app.log.iter().rev().take(50).map(|l| Line::from(l.clone())));
-            out
         }
     }
+    out
+}
+
+/// The Hook output tab: the call's exec hook stderr, then the managed server's output.
+fn output_tab(app: &App, call: Option<&HookRecord>, t: Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    match call.and_then(|c| c.stderr.as_ref()) {
+        Some(s) => {
+            out.push(Line::from(Span::styled(
+                "exec hook stderr (last call):",
+                t.bold(),
+            )));
+            out.extend(s.lines().map(|l| Line::from(l.to_string())));
+        }
+        None => out.push(Line::from(Span::styled(
+            "exec hook stderr: (none)",
+            t.dim(),
+        ))),
+    }
+    if app.server.is_some() || !app.server_output.is_empty() {
+        out.push(Line::from(Span::styled("hook server output:", t.bold())));
+        out.extend(app.server_output.iter().map(|l| Line::from(l.clone())));
+    }
+    out
+}
+
+/// The Events tab: the parent's Kubernetes Events, the engine's events about it, then the
+/// engine's latest global notices.
+fn events_tab(app: &App, p: &Parent, t: Theme, mask: bool) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(Span::styled("Kubernetes events:", t.bold()))];
+    let now = jiff::Timestamp::now();
+    let before = out.len();
+    for e in p.uid.iter().flat_map(|u| app.kube_events.of(u)) {
+        let age = e
+            .last
+            .as_deref()
+            .and_then(|l| l.parse::<jiff::Timestamp>().ok())
+            .and_then(|l| now.duration_since(l).try_into().ok())
+            .map_or_else(|| "-".to_string(), |d| theme::age(d, mask));
+        let count = if e.count > 1 {
+            format!(" x{}", e.count)
+        } else {
+            String::new()
+        };
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("{} {}", e.kind, e.reason),
+                if e.kind == "Warning" { t.err() } else { t.ok() },
+            ),
+            Span::styled(format!("{count} {age} ago {}: ", e.source), t.dim()),
+            Span::raw(e.message.clone()),
+        ]));
+    }
+    if out.len() == before {
+        out.push(Line::from(Span::styled("none", t.dim())));
+    }
+    out.push(Line::from(Span::styled("this parent (engine):", t.bold())));
+    out.extend(p.log.iter().map(|l| Line::from(l.clone())));
+    if p.log.is_empty() {
+        out.push(Line::from(Span::styled(
+            "no events for this parent yet",
+            t.dim(),
+        )));
+    }
+    out.push(Line::from(Span::styled("engine:", t.bold())));
+    out.extend(app.log.iter().rev().take(50).map(|l| Line::from(l.clone())));
+    out
 }
 
 /// Draw the detail tabs into `area`; `item` is the selected tree line.
