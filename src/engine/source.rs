@@ -1,0 +1,230 @@
+//! Where a controller's sync steps read objects ([`Source`]) and how a controller gets the
+//! source of a resource ([`Reader`]): the shared informers' caches (`dev`: kept current by
+//! watches whose events the routers turn into work) or lists read once ([`Snapshot`], the
+//! `dryrun`: no watch, nothing written). The kinds observe, ask their hooks and plan through
+//! these, so `dev` and `dryrun` run the same steps on either.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use tokio_util::sync::CancellationToken;
+
+use super::context::EngineContext;
+use super::shared::{Caller, StartError, resolve_all, wait_caches};
+use super::snapshot::{Listed, LiveError, LiveReader};
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::informer::{Informer, InformerError};
+use crate::k8s::object::ObjectKey;
+use crate::k8s::selector::LabelSelector;
+use crate::spec::Controller;
+
+/// The objects of one resource, as a sync step reads them.
+#[derive(Clone)]
+pub enum Source {
+    /// A shared informer's cache (`dev`).
+    Watched(Arc<Informer>),
+    /// A list read once (`dryrun`).
+    Listed(Arc<Listed>),
+}
+
+impl Source {
+    /// The object at `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        match self {
+            Source::Watched(i) => i.get(key),
+            Source::Listed(l) => l.get(key),
+        }
+    }
+
+    /// Objects in `namespace` (every one with `None`).
+    pub fn list(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        match self {
+            Source::Watched(i) => i.list(namespace),
+            Source::Listed(l) => l.list(namespace),
+        }
+    }
+
+    /// Objects whose ControllerRef points at `uid`.
+    pub fn controlled_by(&self, uid: &str) -> Vec<Arc<Value>> {
+        match self {
+            Source::Watched(i) => i.controlled_by(uid),
+            Source::Listed(l) => l.controlled_by(uid),
+        }
+    }
+
+    /// Objects without a ControllerRef in `namespace` that `selector` matches.
+    pub fn orphans(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<Value>> {
+        match self {
+            Source::Watched(i) => i.orphans(namespace, selector),
+            Source::Listed(l) => l.orphans(namespace, selector),
+        }
+    }
+
+    /// Objects in `namespace` that `selector` matches.
+    pub fn select(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<Value>> {
+        match self {
+            Source::Watched(i) => i.select(namespace, selector),
+            Source::Listed(l) => l.select(namespace, selector),
+        }
+    }
+
+    /// The informer behind it (for routing its events, waiting for writes to show), if any.
+    pub fn informer(&self) -> Option<&Arc<Informer>> {
+        match self {
+            Source::Watched(i) => Some(i),
+            Source::Listed(_) => None,
+        }
+    }
+
+    /// Wait until it can be read (an informer's first list; a list read once is ready).
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), InformerError> {
+        match self {
+            Source::Watched(i) => i.wait_synced(timeout).await,
+            Source::Listed(_) => Ok(()),
+        }
+    }
+}
+
+/// How a controller gets the [`Source`] of a resource.
+#[derive(Clone)]
+pub enum Reader {
+    /// The engine's shared informers (`dev`).
+    Informers,
+    /// Lists read once (`dryrun`).
+    Snapshot(Arc<LiveReader>),
+}
+
+impl Reader {
+    /// The source of `info`: its shared informer, or its list read once.
+    pub async fn source(
+        &self,
+        ctx: &EngineContext,
+        info: &ResourceInfo,
+    ) -> Result<Source, LiveError> {
+        match self {
+            Reader::Informers => Ok(Source::watched(ctx, info)),
+            Reader::Snapshot(live) => live.read(info).await.map(Source::Listed),
+        }
+    }
+}
+
+impl Source {
+    /// The shared informer of `info`.
+    pub fn watched(ctx: &EngineContext, info: &ResourceInfo) -> Self {
+        Source::Watched(ctx.informers.informer(&info.api_resource, info.namespaced))
+    }
+}
+
+impl Reader {
+    /// The hook caller of a controller reading through this: a dry run keeps every exchange.
+    pub fn caller(&self, kind: &'static str, controller: &str) -> Caller {
+        match self {
+            Reader::Informers => Caller::new(kind, controller),
+            Reader::Snapshot(_) => Caller::recording(kind, controller),
+        }
+    }
+}
+
+/// The resources a definition names, `(apiVersion, resource)`.
+pub type Wanted = Vec<(String, String)>;
+
+/// A controller kind built from its definition on its resolved resources: watched (`dev`,
+/// [`watched`]) or read once (`dryrun`, [`snapshot`]).
+pub trait Built: Sized {
+    /// The definition's spec.
+    type Spec;
+    /// What the definition gives before its resources are read (hooks, selectors, rules).
+    type Prepared;
+
+    /// Check the definition and name its resources, `(apiVersion, resource)`, in the order
+    /// [`Built::build`] takes them.
+    fn prepare(
+        def: &Controller<Self::Spec>,
+        ctx: &EngineContext,
+    ) -> Result<(Self::Prepared, Wanted), StartError>;
+    /// The controller on its resolved resources, reading related ones through `reader`.
+    fn build(
+        def: Controller<Self::Spec>,
+        ctx: Arc<EngineContext>,
+        prepared: Self::Prepared,
+        resolved: Vec<(ResourceInfo, Source)>,
+        reader: Reader,
+    ) -> Result<Self, StartError>;
+    /// Every source it reads.
+    fn sources(&self) -> Vec<&Source>;
+}
+
+/// Build a controller on its resources' shared informers, resolving them first (a missing one
+/// is reported and retried until it exists or `stop` fires); [`wait_all`] waits for them.
+pub async fn watched<K: Built>(
+    def: Controller<K::Spec>,
+    ctx: Arc<EngineContext>,
+    stop: &CancellationToken,
+) -> Result<K, StartError> {
+    let (prepared, wanted) = K::prepare(&def, &ctx)?;
+    let infos = resolve_all(&ctx, &def.name, &wanted, stop).await?;
+    let resolved = infos
+        .into_iter()
+        .map(|i| {
+            let s = Source::watched(&ctx, &i);
+            (i, s)
+        })
+        .collect();
+    K::build(def, ctx, prepared, resolved, Reader::Informers)
+}
+
+/// Build a controller on lists read once (no retry: a resource the cluster does not serve
+/// is an error).
+pub async fn snapshot<K: Built>(
+    def: Controller<K::Spec>,
+    ctx: Arc<EngineContext>,
+    live: &Arc<LiveReader>,
+) -> Result<K, SnapshotError> {
+    let (prepared, wanted) = K::prepare(&def, &ctx)?;
+    let resolved = read_once(live, &wanted).await?;
+    Ok(K::build(
+        def,
+        ctx,
+        prepared,
+        resolved,
+        Reader::Snapshot(Arc::clone(live)),
+    )?)
+}
+
+/// Wait until the informers behind `sources` have listed (see [`wait_caches`]).
+pub async fn wait_all(
+    ctx: &EngineContext,
+    controller: &str,
+    sources: Vec<&Source>,
+    stop: &CancellationToken,
+) -> Result<(), StartError> {
+    let informers: Vec<&Arc<Informer>> = sources.into_iter().filter_map(Source::informer).collect();
+    wait_caches(ctx, controller, &informers, stop).await
+}
+
+/// Why a controller could not be read from a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Reading live state failed.
+    #[error(transparent)]
+    Live(#[from] LiveError),
+    /// The definition cannot be run (hooks, selectors, scopes).
+    #[error(transparent)]
+    Config(#[from] StartError),
+}
+
+/// Resolve `(apiVersion, resource)` pairs and list each once.
+async fn read_once(
+    live: &LiveReader,
+    wanted: &[(String, String)],
+) -> Result<Vec<(ResourceInfo, Source)>, LiveError> {
+    let mut out = Vec::with_capacity(wanted.len());
+    for (api_version, resource) in wanted {
+        let info = live.resolve(api_version, resource).await?;
+        let listed = live.read(&info).await?;
+        out.push((info, Source::Listed(listed)));
+    }
+    Ok(out)
+}
