@@ -28,7 +28,7 @@ use super::rollout_plan;
 pub use super::shared::StartError;
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
 use super::snapshot::LiveReader;
-use super::source::{self, Built, Reader, SnapshotError, Source, Wanted};
+use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -95,15 +95,10 @@ impl Built for Composite {
         let name = &def.name;
         let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
         let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
-        let mut wanted = vec![(
-            def.spec.parent_resource.api_version.clone(),
-            def.spec.parent_resource.resource.clone(),
-        )];
-        wanted.extend(
-            def.spec
-                .child_resources
-                .iter()
-                .map(|c| (c.api_version.clone(), c.resource.clone())),
+        let children = def.spec.child_resources.iter();
+        let wanted = source::parent_first(
+            &def.spec.parent_resource,
+            children.map(|c| (&c.api_version, &c.resource)),
         );
         let rolling = def
             .spec
@@ -124,15 +119,12 @@ impl Built for Composite {
         def: Controller<CompositeControllerSpec>,
         ctx: Arc<EngineContext>,
         prepared: Prepared,
-        resolved: Vec<(ResourceInfo, Source)>,
+        resolved: Vec<Bound>,
         reader: Reader,
     ) -> Result<Self, StartError> {
         let name = def.name.clone();
         let cfg = |message: String| StartError::config(&name, message);
-        let mut resolved = resolved.into_iter();
-        let Some((parent, parent_source)) = resolved.next() else {
-            return Err(cfg("internal: the parent resource was not resolved".into()));
-        };
+        let ((parent, parent_source), resolved) = source::split_parent(&name, resolved)?;
         let mut children = Vec::new();
         let mut types = BTreeMap::new();
         for (rule, (info, source)) in def.spec.child_resources.iter().zip(resolved) {

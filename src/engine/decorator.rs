@@ -32,7 +32,7 @@ use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory};
-use super::source::{self, Built, Reader, Source, Wanted};
+use super::source::{self, Bound, Built, Reader, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -174,7 +174,7 @@ impl Built for Decorator {
         def: Controller<DecoratorControllerSpec>,
         ctx: Arc<EngineContext>,
         prepared: Prepared,
-        resolved: Vec<(ResourceInfo, Source)>,
+        resolved: Vec<Bound>,
         reader: Reader,
     ) -> Result<Self, StartError> {
         let name = def.name.clone();

@@ -37,7 +37,7 @@ use super::queue::{Backoff, WorkQueue};
 use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::shared::{self, StartError, strip_volatile};
 use super::snapshot::LiveReader;
-use super::source::{self, Built, Reader, SnapshotError, Source, Wanted};
+use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -185,22 +185,11 @@ impl Built for MapCtl {
             .ok_or_else(|| StartError::config(name, "hooks.map is required"))?;
         let tombstone_hook = hook("tombstone", &def.spec.hooks.tombstone)?;
         let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
-        let mut wanted = vec![(
-            def.spec.parent_resource.api_version.clone(),
-            def.spec.parent_resource.resource.clone(),
-        )];
-        wanted.extend(
-            def.spec
-                .input_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.resource.clone())),
-        );
-        wanted.extend(
-            def.spec
-                .output_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.resource.clone())),
-        );
+        let inputs = def.spec.input_resources.iter();
+        let inputs = inputs.map(|r| (&r.api_version, &r.resource));
+        let outputs = def.spec.output_resources.iter();
+        let outputs = outputs.map(|r| (&r.api_version, &r.resource));
+        let wanted = source::parent_first(&def.spec.parent_resource, inputs.chain(outputs));
         let prepared = Prepared {
             map_hook,
             tombstone_hook,
@@ -215,15 +204,12 @@ impl Built for MapCtl {
         def: Controller<MapControllerSpec>,
         ctx: Arc<EngineContext>,
         prepared: Prepared,
-        resolved: Vec<(ResourceInfo, Source)>,
+        resolved: Vec<Bound>,
         reader: Reader,
     ) -> Result<Self, StartError> {
         let name = def.name.clone();
         let cfg = |message: String| StartError::config(&name, message);
-        let mut resolved = resolved.into_iter();
-        let Some((parent, parent_source)) = resolved.next() else {
-            return Err(cfg("internal: the parent resource was not resolved".into()));
-        };
+        let ((parent, parent_source), mut resolved) = source::split_parent(&name, resolved)?;
         let mut inputs = Vec::new();
         for (info, source) in resolved.by_ref().take(def.spec.input_resources.len()) {
             if parent.namespaced && !info.namespaced {

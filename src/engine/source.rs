@@ -18,7 +18,7 @@ use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerError};
 use crate::k8s::object::ObjectKey;
 use crate::k8s::selector::LabelSelector;
-use crate::spec::Controller;
+use crate::spec::{Controller, ParentResourceRule};
 
 /// The objects of one resource, as a sync step reads them.
 #[derive(Clone)]
@@ -127,8 +127,37 @@ impl Reader {
     }
 }
 
+/// A resolved resource with its source.
+pub type Bound = (ResourceInfo, Source);
+
 /// The resources a definition names, `(apiVersion, resource)`.
 pub type Wanted = Vec<(String, String)>;
+
+/// What a definition with a parent resource names: the parent first, then `rest`.
+pub fn parent_first<'a>(
+    parent: &'a ParentResourceRule,
+    rest: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Wanted {
+    std::iter::once((&parent.api_version, &parent.resource))
+        .chain(rest)
+        .map(|(a, r)| (a.clone(), r.clone()))
+        .collect()
+}
+
+/// The parent's resolved resource (the first), and the others.
+pub fn split_parent(
+    controller: &str,
+    resolved: Vec<Bound>,
+) -> Result<(Bound, std::vec::IntoIter<Bound>), StartError> {
+    let mut rest = resolved.into_iter();
+    match rest.next() {
+        Some(parent) => Ok((parent, rest)),
+        None => Err(StartError::config(
+            controller,
+            "internal: the parent resource was not resolved",
+        )),
+    }
+}
 
 /// A controller kind built from its definition on its resolved resources: watched (`dev`,
 /// [`watched`]) or read once (`dryrun`, [`snapshot`]).
@@ -149,7 +178,7 @@ pub trait Built: Sized {
         def: Controller<Self::Spec>,
         ctx: Arc<EngineContext>,
         prepared: Self::Prepared,
-        resolved: Vec<(ResourceInfo, Source)>,
+        resolved: Vec<Bound>,
         reader: Reader,
     ) -> Result<Self, StartError>;
     /// Every source it reads.
@@ -219,7 +248,7 @@ pub enum SnapshotError {
 async fn read_once(
     live: &LiveReader,
     wanted: &[(String, String)],
-) -> Result<Vec<(ResourceInfo, Source)>, LiveError> {
+) -> Result<Vec<Bound>, LiveError> {
     let mut out = Vec::with_capacity(wanted.len());
     for (api_version, resource) in wanted {
         let info = live.resolve(api_version, resource).await?;
