@@ -194,9 +194,7 @@ impl Planned {
         }
         true
     }
-}
 
-impl Planned {
     /// Run the sync of `key` up to its plan: the plan with the hook calls it made (`shape`
     /// adds what the kind shows of what was observed), or the failure, under the parent name
     /// `failed_as`. Returns the failure's message.

@@ -6,6 +6,8 @@
 //! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
 //! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
 //! -> pure plan; the skeleton executes it and waits until the caches show the writes.
+//! [`Composite::snapshot`] builds the same controller on lists read once (the dry run plans
+//! with it: [`super::reconcile::plan_only`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -8,7 +8,8 @@
 //! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
 //! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
 //! merge, attachment writes, status (only when the hook gives one) and finalizer -> execute
-//! -> wait until the caches show the writes.
+//! -> wait until the caches show the writes. The dry run builds the same controller on lists
+//! read once ([`super::source::snapshot`]).
 //!
 //! A target is in scope when one of the definition's `resources` rules for its resource
 //! matches both its labels (`labelSelector`) and its annotations (`annotationSelector`), or

@@ -15,6 +15,9 @@
 //! then treats its outputs as detached); outputs by owner uid and the map-key label index. There
 //! is no finalize hook: deleting a parent deletes its outputs through the garbage collector
 //! (they carry the parent's ControllerRef), `kubectl delete --cascade=orphan` keeps them.
+//!
+//! [`MapCtl::snapshot`] builds the same controller on lists read once: the dry run plans each
+//! key with it ([`super::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;

@@ -24,7 +24,7 @@
 //!    (MapController fingerprints), and [`shared::finish_sync`] reports a failure once, as a
 //!    `SyncError` Event on the parent.
 //!
-//! [`plan_only`] runs steps 1 to 5 alone (nothing published, nothing carried out): the
+//! [`plan_only`] runs steps 1 to 5 alone (no `Planned` event, nothing carried out): the
 //! dry run plans through it, on a kind built on live state read once
 //! ([`super::source::Source`]).
 //!
@@ -256,7 +256,8 @@ pub struct Decision<S: SyncKind> {
     pub plan: SyncPlan,
 }
 
-/// Steps 1 to 5 of a sync of `key`, nothing published, nothing carried out (the dry run): the plan, or `None` when a sync would have nothing to do.
+/// Steps 1 to 5 of a sync of `key`, no `Planned` event, nothing carried out (the dry run):
+/// the plan, or `None` when a sync would have nothing to do.
 pub async fn plan_only<S: SyncKind>(
     kind: &S,
     key: &S::Key,
