@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::cli::*;
-use common::engine::{GROUP, HookServer, Reply, core_ar, install_crd, parent_ar, sync_fn};
+use common::engine::{
+    GROUP, HookServer, Reply, core_ar, install_crd, parent_ar, related_seen, sync_fn,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -28,6 +30,18 @@ async fn create(sb: &common::TestSandbox, ar: &ApiResource, obj: Value) -> Value
             .expect("create"),
     )
     .expect("json")
+}
+
+/// Install the test CRD of `kind` and create parent `default/<name>` with `spec`.
+async fn new_parent(sb: &common::TestSandbox, kind: &str, name: &str, spec: Value) -> Value {
+    install_crd(&sb.client, kind, true).await;
+    create(
+        sb,
+        &parent_ar(kind),
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": kind,
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .await
 }
 
 fn owner(parent: &Value) -> Value {
@@ -761,15 +775,8 @@ async fn selector_plans_only_the_matching_controller_definitions() {
 async fn rolling_update_shows_the_order_and_the_next_child() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    install_crd(&sb.client, "Roll", true).await;
-    create(
-        &sb,
-        &parent_ar("Roll"),
-        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Roll",
-            "metadata": {"name": "r", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "r"}}, "value": "v1"}}),
-    )
-    .await;
+    let spec = json!({"selector": {"matchLabels": {"app": "r"}}, "value": "v1"});
+    new_parent(&sb, "Roll", "r", spec).await;
     // Three ConfigMaps, listed in reverse name order (the rollout goes in hook order).
     let hooks = HookServer::start(sync_fn(|req| {
         let value = req["parent"]["spec"]["value"].as_str().unwrap_or("");
@@ -843,15 +850,8 @@ async fn rolling_update_shows_the_order_and_the_next_child() {
 async fn customize_related_objects_reach_the_sync_request_as_in_dev() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    install_crd(&sb.client, "Thing", true).await;
-    create(
-        &sb,
-        &parent_ar("Thing"),
-        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Thing",
-            "metadata": {"name": "p", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "a"}}, "role": "web"}}),
-    )
-    .await;
+    let spec = json!({"selector": {"matchLabels": {"app": "a"}}, "role": "web"});
+    new_parent(&sb, "Thing", "p", spec).await;
     let cms = core_ar("ConfigMap", "configmaps");
     for (name, labels, k) in [
         ("rel-web", json!({"role": "web"}), "one"),
@@ -870,16 +870,8 @@ async fn customize_related_objects_reach_the_sync_request_as_in_dev() {
                  "labelSelector": {"matchLabels": {"role": p["spec"]["role"]}}},
                 {"apiVersion": "v1", "resource": "configmaps", "names": ["named-1"]}]});
         }
-        let mut seen: Vec<String> = req["related"]["ConfigMap.v1"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, o)| format!("{k}={}", o["data"]["k"].as_str().unwrap_or("")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        seen.sort();
-        json!({"children": [cm("p-copy", json!({"app": "a"}), json!({"seen": seen.join(",")}), Value::Null)]})
+        let seen = json!({"seen": related_seen(req)});
+        json!({"children": [cm("p-copy", json!({"app": "a"}), seen, Value::Null)]})
     };
     let hooks = HookServer::start(Arc::new(move |hook, req| Reply::json(answer(hook, req)))).await;
     let def = common::engine::composite(
