@@ -292,7 +292,8 @@ impl Composer<'_> {
         def: &Controller<CompositeControllerSpec>,
         sel: &Selection,
     ) -> Result<Planned, ComposeError> {
-        let kind = Composite::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
+        let kind: Composite =
+            source::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
         let unrevised = kind.rolling_without_revisions();
         let mut planned = Planned::default();
         for (key, parent) in kind.keyed_parents() {
@@ -343,7 +344,7 @@ impl Composer<'_> {
         sel: &Selection,
     ) -> Result<Planned, ComposeError> {
         let name = &def.name;
-        let kind = MapCtl::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
+        let kind: MapCtl = source::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
         let mut planned = Planned::default();
         let mut key_found = sel.key.is_none();
         for parent in kind.parents_in_scope() {

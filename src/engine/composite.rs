@@ -1,13 +1,13 @@
 //! CompositeController: one parent resource, its children, Metacontroller's semantics.
 //!
-//! [`Composite::start`] resolves the definition's resources (waiting for ones that do not exist
+//! [`launch`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
 //! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
 //! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
 //! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
 //! -> pure plan; the skeleton executes it and waits until the caches show the writes.
-//! [`Composite::snapshot`] builds the same controller on lists read once (the dry run plans
-//! with it: [`super::reconcile::plan_only`]).
+//! [`super::source::snapshot`] builds the same controller on lists read once (the dry run
+//! plans with it: [`super::reconcile::plan_only`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,7 +47,7 @@ struct ChildSlot {
     checks: Vec<StatusConditionCheck>,
 }
 
-/// A running CompositeController (or one read once, for a dry run: [`Composite::snapshot`]).
+/// A running CompositeController (or one on lists read once, for a dry run).
 pub struct Composite {
     name: String,
     def: Controller<CompositeControllerSpec>,
@@ -179,45 +179,34 @@ impl Built for Composite {
         all.extend(self.revisions.iter().map(|(_, s)| s));
         all
     }
-}
 
-impl Composite {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
-        def: Controller<CompositeControllerSpec>,
-        ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
-        let mut comp: Self = source::watched(def, ctx, stop).await?;
-        if comp.rolling {
-            let info = ensure_revision_resource(&comp.ctx, &comp.name, stop).await?;
-            let source = Source::watched(&comp.ctx, &info);
-            comp.revisions = Some((info, source));
+    /// Rolling updates: make sure ControllerRevisions are served (installing their CRD) and
+    /// watch them.
+    async fn watching(&mut self, stop: &CancellationToken) -> Result<(), StartError> {
+        if self.rolling {
+            let info = ensure_revision_resource(&self.ctx, &self.name, stop).await?;
+            let source = Source::watched(&self.ctx, &info);
+            self.revisions = Some((info, source));
         }
-        source::wait_all(&comp.ctx, &comp.name, comp.sources(), stop).await?;
-        Ok(Arc::new(comp))
+        Ok(())
     }
 
-    /// The controller on live state read once (a dry run): nothing watched, nothing
-    /// installed; a cluster that does not serve ControllerRevisions has no rollout started.
-    pub async fn snapshot(
-        def: Controller<CompositeControllerSpec>,
-        ctx: Arc<EngineContext>,
-        live: &Arc<LiveReader>,
-    ) -> Result<Self, SnapshotError> {
-        let mut comp: Self = source::snapshot(def, ctx, live).await?;
-        if comp.rolling
+    /// Rolling updates: the ControllerRevisions read once, when served (nothing installed: a
+    /// cluster that does not serve them has no rollout started).
+    async fn snapshotted(&mut self, live: &Arc<LiveReader>) -> Result<(), SnapshotError> {
+        if self.rolling
             && let Ok(info) = live
                 .resolve(rollout::REVISION_API_VERSION, rollout::REVISION_RESOURCE)
                 .await
         {
             let listed = live.read(&info).await?;
-            comp.revisions = Some((info, Source::Listed(listed)));
+            self.revisions = Some((info, Source::Listed(listed)));
         }
-        Ok(comp)
+        Ok(())
     }
+}
 
+impl Composite {
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
         let mut parents = self.parent_source.list(ns);
@@ -785,6 +774,6 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
+    let comp: Arc<Composite> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

@@ -1,7 +1,7 @@
 //! DecoratorController: decorates existing objects (targets) of one or more resources with
 //! labels, annotations, status and attachments, with Metacontroller's semantics.
 //!
-//! [`Decorator::start`] resolves the target and attachment resources (waiting for ones that do
+//! [`launch`] resolves the target and attachment resources (waiting for ones that do
 //! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
 //! shared controller loop. One sync of one target runs the shared skeleton of
 //! [`super::reconcile`] with this kind's steps: find its attachments (controlled by the
@@ -91,7 +91,7 @@ impl super::events::EventKey for TargetKey {
     }
 }
 
-/// A running DecoratorController (or one read once, for a dry run: [`Decorator::snapshot`]).
+/// A running DecoratorController (or one on lists read once, for a dry run).
 pub struct Decorator {
     name: String,
     def: Controller<DecoratorControllerSpec>,
@@ -239,18 +239,6 @@ impl Built for Decorator {
 }
 
 impl Decorator {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
-        def: Controller<DecoratorControllerSpec>,
-        ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
-        let dec: Self = source::watched(def, ctx, stop).await?;
-        source::wait_all(&dec.ctx, &dec.name, dec.sources(), stop).await?;
-        Ok(Arc::new(dec))
-    }
-
     /// The target resources, `Kind.apiVersion`, comma-separated.
     pub fn target_resources(&self) -> String {
         self.targets
@@ -649,6 +637,6 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let dec = Decorator::start(def, Arc::clone(&ctx), &stop).await?;
+    let dec: Arc<Decorator> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(dec, ctx, stop, tracker))
 }

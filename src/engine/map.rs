@@ -16,8 +16,8 @@
 //! is no finalize hook: deleting a parent deletes its outputs through the garbage collector
 //! (they carry the parent's ControllerRef), `kubectl delete --cascade=orphan` keeps them.
 //!
-//! [`MapCtl::snapshot`] builds the same controller on lists read once: the dry run plans each
-//! key with it ([`super::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
+//! [`super::source::snapshot`] builds the same controller on lists read once: the dry run
+//! plans each key with it ([`super::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -134,7 +134,7 @@ struct State {
     parents: HashMap<ObjectKey, ParentState>,
 }
 
-/// A running MapController (or one read once, for a dry run: [`MapCtl::snapshot`]).
+/// A running MapController (or one on lists read once, for a dry run).
 pub struct MapCtl {
     name: String,
     def: Controller<MapControllerSpec>,
@@ -263,35 +263,17 @@ impl Built for MapCtl {
         all.extend(self.outputs.iter().map(|s| &s.source));
         all
     }
+
+    /// Index the inputs by map key from the lists (dev indexes them as its routers start).
+    async fn snapshotted(&mut self, _live: &Arc<LiveReader>) -> Result<(), SnapshotError> {
+        for i in 0..self.inputs.len() {
+            self.reindex_inputs(i);
+        }
+        Ok(())
+    }
 }
 
 impl MapCtl {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
-        def: Controller<MapControllerSpec>,
-        ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
-        let ctl: Self = source::watched(def, ctx, stop).await?;
-        source::wait_all(&ctl.ctx, &ctl.name, ctl.sources(), stop).await?;
-        Ok(Arc::new(ctl))
-    }
-
-    /// The controller on live state read once (a dry run): nothing watched; its inputs are
-    /// indexed by map key from the lists.
-    pub async fn snapshot(
-        def: Controller<MapControllerSpec>,
-        ctx: Arc<EngineContext>,
-        live: &Arc<LiveReader>,
-    ) -> Result<Self, SnapshotError> {
-        let ctl: Self = source::snapshot(def, ctx, live).await?;
-        for i in 0..ctl.inputs.len() {
-            ctl.reindex_inputs(i);
-        }
-        Ok(ctl)
-    }
-
     /// The parents in scope (`-n`, `parentResource.labelSelector`).
     pub fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
@@ -1237,7 +1219,7 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let ctl = MapCtl::start(def, Arc::clone(&ctx), &stop).await?;
+    let ctl: Arc<MapCtl> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(ctl, ctx, stop, tracker))
 }
 

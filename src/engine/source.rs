@@ -4,6 +4,7 @@
 //! `dryrun`: no watch, nothing written). The kinds observe, ask their hooks and plan through
 //! these, so `dev` and `dryrun` run the same steps on either.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -161,7 +162,7 @@ pub fn split_parent(
 
 /// A controller kind built from its definition on its resolved resources: watched (`dev`,
 /// [`watched`]) or read once (`dryrun`, [`snapshot`]).
-pub trait Built: Sized {
+pub trait Built: Sized + Send {
     /// The definition's spec.
     type Spec;
     /// What the definition gives before its resources are read (hooks, selectors, rules).
@@ -183,17 +184,35 @@ pub trait Built: Sized {
     ) -> Result<Self, StartError>;
     /// Every source it reads.
     fn sources(&self) -> Vec<&Source>;
+    /// Built on shared informers, before their first lists are waited for (by default
+    /// nothing).
+    fn watching(
+        &mut self,
+        stop: &CancellationToken,
+    ) -> impl Future<Output = Result<(), StartError>> + Send {
+        let _ = stop;
+        async { Ok(()) }
+    }
+    /// Built on lists read once (by default nothing).
+    fn snapshotted(
+        &mut self,
+        live: &Arc<LiveReader>,
+    ) -> impl Future<Output = Result<(), SnapshotError>> + Send {
+        let _ = live;
+        async { Ok(()) }
+    }
 }
 
 /// Build a controller on its resources' shared informers, resolving them first (a missing one
-/// is reported and retried until it exists or `stop` fires); [`wait_all`] waits for them.
+/// is reported and retried until it exists or `stop` fires), and wait for their first lists.
 pub async fn watched<K: Built>(
     def: Controller<K::Spec>,
     ctx: Arc<EngineContext>,
     stop: &CancellationToken,
-) -> Result<K, StartError> {
+) -> Result<Arc<K>, StartError> {
+    let name = def.name.clone();
     let (prepared, wanted) = K::prepare(&def, &ctx)?;
-    let infos = resolve_all(&ctx, &def.name, &wanted, stop).await?;
+    let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
     let resolved = infos
         .into_iter()
         .map(|i| {
@@ -201,7 +220,15 @@ pub async fn watched<K: Built>(
             (i, s)
         })
         .collect();
-    K::build(def, ctx, prepared, resolved, Reader::Informers)
+    let mut kind = K::build(def, Arc::clone(&ctx), prepared, resolved, Reader::Informers)?;
+    kind.watching(stop).await?;
+    let informers: Vec<&Arc<Informer>> = kind
+        .sources()
+        .into_iter()
+        .filter_map(Source::informer)
+        .collect();
+    wait_caches(&ctx, &name, &informers, stop).await?;
+    Ok(Arc::new(kind))
 }
 
 /// Build a controller on lists read once (no retry: a resource the cluster does not serve
@@ -213,24 +240,10 @@ pub async fn snapshot<K: Built>(
 ) -> Result<K, SnapshotError> {
     let (prepared, wanted) = K::prepare(&def, &ctx)?;
     let resolved = read_once(live, &wanted).await?;
-    Ok(K::build(
-        def,
-        ctx,
-        prepared,
-        resolved,
-        Reader::Snapshot(Arc::clone(live)),
-    )?)
-}
-
-/// Wait until the informers behind `sources` have listed (see [`wait_caches`]).
-pub async fn wait_all(
-    ctx: &EngineContext,
-    controller: &str,
-    sources: Vec<&Source>,
-    stop: &CancellationToken,
-) -> Result<(), StartError> {
-    let informers: Vec<&Arc<Informer>> = sources.into_iter().filter_map(Source::informer).collect();
-    wait_caches(ctx, controller, &informers, stop).await
+    let reader = Reader::Snapshot(Arc::clone(live));
+    let mut kind = K::build(def, ctx, prepared, resolved, reader)?;
+    kind.snapshotted(live).await?;
+    Ok(kind)
 }
 
 /// Why a controller could not be read from a snapshot.
