@@ -6,9 +6,12 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use common::cli::*;
-use common::engine::{GROUP, HookServer, core_ar, install_crd, parent_ar, sync_fn};
+use common::engine::{
+    GROUP, HookServer, Reply, core_ar, install_crd, parent_ar, related_seen, sync_fn,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
@@ -27,6 +30,18 @@ async fn create(sb: &common::TestSandbox, ar: &ApiResource, obj: Value) -> Value
             .expect("create"),
     )
     .expect("json")
+}
+
+/// Install the test CRD of `kind` and create parent `default/<name>` with `spec`.
+async fn new_parent(sb: &common::TestSandbox, kind: &str, name: &str, spec: Value) -> Value {
+    install_crd(&sb.client, kind, true).await;
+    create(
+        sb,
+        &parent_ar(kind),
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": kind,
+            "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+    )
+    .await
 }
 
 fn owner(parent: &Value) -> Value {
@@ -760,15 +775,8 @@ async fn selector_plans_only_the_matching_controller_definitions() {
 async fn rolling_update_shows_the_order_and_the_next_child() {
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
-    install_crd(&sb.client, "Roll", true).await;
-    create(
-        &sb,
-        &parent_ar("Roll"),
-        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Roll",
-            "metadata": {"name": "r", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "r"}}, "value": "v1"}}),
-    )
-    .await;
+    let spec = json!({"selector": {"matchLabels": {"app": "r"}}, "value": "v1"});
+    new_parent(&sb, "Roll", "r", spec).await;
     // Three ConfigMaps, listed in reverse name order (the rollout goes in hook order).
     let hooks = HookServer::start(sync_fn(|req| {
         let value = req["parent"]["spec"]["value"].as_str().unwrap_or("");
@@ -835,5 +843,64 @@ async fn rolling_update_shows_the_order_and_the_next_child() {
         ),
         "{out}"
     );
+    assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customize_related_objects_reach_the_sync_request_as_in_dev() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let spec = json!({"selector": {"matchLabels": {"app": "a"}}, "role": "web"});
+    new_parent(&sb, "Thing", "p", spec).await;
+    let cms = core_ar("ConfigMap", "configmaps");
+    for (name, labels, k) in [
+        ("rel-web", json!({"role": "web"}), "one"),
+        ("rel-db", json!({"role": "db"}), "two"),
+        ("named-1", json!({}), "three"),
+    ] {
+        create(&sb, &cms, cm(name, labels, json!({"k": k}), json!([]))).await;
+    }
+    // customize: ConfigMaps labelled role=<spec.role>, plus named-1 by name; sync: one child
+    // listing `key=data.k` of every related object it was shown.
+    let answer = |hook: &str, req: &Value| {
+        let p = &req["parent"];
+        if hook == "customize" {
+            return json!({"relatedResources": [
+                {"apiVersion": "v1", "resource": "configmaps",
+                 "labelSelector": {"matchLabels": {"role": p["spec"]["role"]}}},
+                {"apiVersion": "v1", "resource": "configmaps", "names": ["named-1"]}]});
+        }
+        let seen = json!({"seen": related_seen(req)});
+        json!({"children": [cm("p-copy", json!({"app": "a"}), seen, Value::Null)]})
+    };
+    let hooks = HookServer::start(Arc::new(move |hook, req| Reply::json(answer(hook, req)))).await;
+    let def = common::engine::composite(
+        "things",
+        "Thing",
+        json!([{"apiVersion": "v1", "resource": "configmaps"}]),
+        json!({"sync": {"webhook": {"url": hooks.url("sync")}},
+            "customize": {"webhook": {"url": hooks.url("customize")}}}),
+    );
+    let file = write_def(home.path(), &def);
+    let before = global_rv(&sb).await;
+    // --against the same definition: every exchange (customize included) is sent again.
+    let (code, out, err) = dryrun(&sb, home.path(), &["-f", &file, "--against", &file]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("+ create ConfigMap default/p-copy"), "{out}");
+    assert!(
+        out.contains("named-1=three") && out.contains("rel-web=one"),
+        "the related objects reach the sync request: {out}"
+    );
+    assert!(!out.contains("rel-db=two"), "not related: {out}");
+    assert!(
+        err.contains("--against things default/p: customize hook answers the same"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--against things default/p: sync hook answers the same"),
+        "{err}"
+    );
+    // Once for the plan, once for --against.
+    assert_eq!(hooks.calls_of("customize").len(), 2);
     assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
 }

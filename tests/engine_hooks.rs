@@ -597,17 +597,8 @@ fn related_hooks(hook: &str, req: &Value) -> Reply {
         ]}));
     }
     let name = p["metadata"]["name"].as_str().unwrap();
-    let mut seen: Vec<String> = req["related"]["ConfigMap.v1"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, o)| format!("{k}={}", o["data"]["k"].as_str().unwrap_or("")))
-                .collect()
-        })
-        .unwrap_or_default();
-    seen.sort();
     let mut child = labelled(&format!("{name}-copy"), name, "x");
-    child["data"]["seen"] = json!(seen.join(","));
+    child["data"]["seen"] = json!(related_seen(req));
     Reply::json(json!({"children": [child]}))
 }
 

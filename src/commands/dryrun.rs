@@ -14,12 +14,12 @@ use super::exit::{Class, Classify, fail};
 use crate::cli::dev::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
-use crate::dryrun::live::LiveReader;
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
 use crate::dryrun::server;
 use crate::engine::context::{EngineContext, EngineOptions};
 use crate::engine::events::EventBus;
 use crate::engine::shared::{self, Caller};
+use crate::engine::snapshot::LiveReader;
 use crate::k8s::client;
 use crate::k8s::discovery::Discovery;
 use crate::spec::{self, ControllerDef, ControllerSelector};
@@ -99,11 +99,12 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
     // own documents standing in for objects not created yet, as `dev --apply` would create them.
     let endpoints = super::dev::resolve_endpoints(&loaded, &conn, true, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
+        .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
     for resolved in &endpoints {
         ctx.hooks.set_endpoints(resolved);
     }
-    let live = LiveReader::new(conn.client.clone(), args.cluster.namespace.clone());
+    let live = std::sync::Arc::new(LiveReader::new(conn.client.clone()));
     let composer = Composer {
         ctx: &ctx,
         live: &live,

@@ -1,11 +1,9 @@
 //! `kubectl meta dryrun`: what one sync of each parent would do, as a diff, writing nothing.
 //!
-//! - [`live`]: live state read once (one list per resource; no informers, no watches, no
-//!   Lease).
-//! - [`compose`]: claims, customize and sync/finalize hook calls with the real requests, and
-//!   the engine's pure planning pieces, giving the engine's typed [`crate::engine::plan::Plan`]
-//!   per parent (per target, per map key); rolling updates through the engine's
-//!   [`crate::engine::rollout_plan`], from ControllerRevisions read once.
+//! - [`compose`]: each selected parent (target, map key) planned by the engine's own
+//!   controller kinds built on live state read once ([`crate::engine::snapshot`]), through the
+//!   reconcile skeleton's steps up to the plan: the same observe, hook requests, answer
+//!   decoding and pure planning as `dev`, giving the typed plan `dev` would carry out.
 //! - [`server`]: `--server`, the server-side dry run (`dryRun=All`) of creates and updates.
 //! - [`render`]: entries per object, noise stripping, Secret masking, the unified YAML diff,
 //!   the summary line and the JSON document.
@@ -14,6 +12,5 @@
 //! which the API server never persists.
 
 pub(crate) mod compose;
-pub(crate) mod live;
 pub(crate) mod render;
 pub(crate) mod server;

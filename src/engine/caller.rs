@@ -1,6 +1,9 @@
 //! Hook calls made for a sync ([`Caller::call`]: a failed call becomes a [`SyncError`], a
 //! 429 a retry after Retry-After) and replays of the last exchanges to a reloaded hook
-//! ([`Caller::replay`]).
+//! ([`Caller::replay`]). A recording caller ([`Caller::recording`], the dry run) keeps every
+//! exchange it made, for showing and comparing them.
+
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -17,7 +20,12 @@ pub struct Caller {
     pub kind: &'static str,
     /// The definition's name.
     pub controller: String,
+    /// Recording: every answered call as (hook, request, answer), in call order.
+    transcript: Option<Arc<Mutex<Vec<Called>>>>,
 }
+
+/// One answered hook call: the hook's name, the request and the answer.
+pub type Called = (String, Value, Value);
 
 impl Caller {
     /// The caller for controller `controller` of kind `kind`.
@@ -25,7 +33,24 @@ impl Caller {
         Caller {
             kind,
             controller: controller.to_string(),
+            transcript: None,
         }
+    }
+
+    /// A caller that also keeps every answered call ([`Caller::take_transcript`]).
+    pub fn recording(kind: &'static str, controller: &str) -> Self {
+        Caller {
+            transcript: Some(Arc::default()),
+            ..Caller::new(kind, controller)
+        }
+    }
+
+    /// The calls answered since the last take, in call order (none when not recording).
+    pub fn take_transcript(&self) -> Vec<Called> {
+        self.transcript
+            .as_ref()
+            .and_then(|t| t.lock().ok().map(|mut t| std::mem::take(&mut *t)))
+            .unwrap_or_default()
     }
 
     /// The call record of hook `hook` for `key` (a parent, target or map key).
@@ -51,7 +76,11 @@ impl Caller {
         body: &Value,
     ) -> Result<Value, SyncError> {
         let call = call_hook(ctx, spec, self.info(hook, key), body).await;
-        call.result.map_err(|e| SyncError::hook(hook, e))
+        let answer = call.result.map_err(|e| SyncError::hook(hook, e))?;
+        if let Some(Ok(mut t)) = self.transcript.as_ref().map(|t| t.lock()) {
+            t.push((hook.to_string(), body.clone(), answer.clone()));
+        }
+        Ok(answer)
     }
 
     /// Send each exchange's request again (to a reloaded hook), `--workers` at a time, and

@@ -1,11 +1,13 @@
 //! CompositeController: one parent resource, its children, Metacontroller's semantics.
 //!
-//! [`Composite::start`] resolves the definition's resources (waiting for ones that do not exist
+//! [`launch`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
 //! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
 //! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
 //! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
 //! -> pure plan; the skeleton executes it and waits until the caches show the writes.
+//! [`super::source::snapshot`] builds the same controller on lists read once (the dry run
+//! plans with it: [`super::reconcile::plan_only`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,8 +27,10 @@ use super::queue::{Backoff, WorkQueue};
 use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use super::rollout;
 use super::rollout_plan;
+pub use super::shared::StartError;
 use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
-pub use super::shared::{StartError, resolve_all};
+use super::snapshot::LiveReader;
+use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -36,28 +40,34 @@ use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
 /// The controller kind, as shown in events and hook call logs.
 const KIND: &str = "CompositeController";
 
-/// A declared child resource with its cache.
+/// A declared child resource with its source.
 struct ChildSlot {
-    informer: Arc<Informer>,
+    source: Source,
     ty: ChildType,
     checks: Vec<StatusConditionCheck>,
 }
 
-/// A running CompositeController.
+/// A running CompositeController (or one on lists read once, for a dry run).
 pub struct Composite {
     name: String,
     def: Controller<CompositeControllerSpec>,
     ctx: Arc<EngineContext>,
     parent: ResourceInfo,
-    parent_informer: Arc<Informer>,
+    parent_source: Source,
     parent_selector: Option<LabelSelector>,
     children: Vec<ChildSlot>,
     types: BTreeMap<String, ResourceInfo>,
-    revisions: Option<(ResourceInfo, Arc<Informer>)>,
+    /// A child type updates in rolling steps.
+    rolling: bool,
+    /// The ControllerRevisions (rolling updates; a dry run on a cluster that does not serve
+    /// them has none).
+    revisions: Option<(ResourceInfo, Source)>,
     hooks: SyncHooks,
     finalizer: String,
     queue: WorkQueue<ObjectKey, Trigger>,
     caller: Caller,
+    /// Where related objects are read.
+    reader: Reader,
     /// Uid routing, last status written, last exchange per parent.
     memory: SyncMemory<ObjectKey>,
     /// Customize answers and related-object routing per parent.
@@ -68,52 +78,69 @@ fn type_key(info: &ResourceInfo) -> String {
     info.key()
 }
 
-impl Composite {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
-        def: Controller<CompositeControllerSpec>,
-        ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
-        let name = def.name.clone();
-        let cfg = |message: String| StartError::config(&name, message);
-        let hooks = SyncHooks::resolve(&ctx, &name, def.base_dir(), &def.spec.hooks)?;
-        let parent_selector = shared::parent_selector(&name, &def.spec.parent_resource)?;
+/// What a definition gives before its resources are read: its hooks, its parent selector and
+/// whether a child type updates in rolling steps.
+pub struct Prepared {
+    hooks: SyncHooks,
+    parent_selector: Option<LabelSelector>,
+    rolling: bool,
+}
 
-        // Resolve every resource; a missing one is reported and retried until it appears.
-        let mut wanted = vec![(
-            def.spec.parent_resource.api_version.clone(),
-            def.spec.parent_resource.resource.clone(),
-        )];
-        wanted.extend(
-            def.spec
-                .child_resources
-                .iter()
-                .map(|c| (c.api_version.clone(), c.resource.clone())),
+impl Built for Composite {
+    type Spec = CompositeControllerSpec;
+    type Prepared = Prepared;
+
+    fn prepare(
+        def: &Controller<CompositeControllerSpec>,
+        ctx: &EngineContext,
+    ) -> Result<(Prepared, Wanted), StartError> {
+        let name = &def.name;
+        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
+        let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
+        let children = def.spec.child_resources.iter();
+        let wanted = source::parent_first(
+            &def.spec.parent_resource,
+            children.map(|c| (&c.api_version, &c.resource)),
         );
         let rolling = def
             .spec
             .child_resources
             .iter()
             .any(|c| c.method().is_rolling());
-        let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
-        let parent = infos[0].clone();
+        let prepared = Prepared {
+            hooks,
+            parent_selector,
+            rolling,
+        };
+        Ok((prepared, wanted))
+    }
+
+    /// The controller on its resolved resources (parent first, then the children, as
+    /// `prepare` names them); its revisions are set by the caller.
+    fn build(
+        def: Controller<CompositeControllerSpec>,
+        ctx: Arc<EngineContext>,
+        prepared: Prepared,
+        resolved: Vec<Bound>,
+        reader: Reader,
+    ) -> Result<Self, StartError> {
+        let name = def.name.clone();
+        let cfg = |message: String| StartError::config(&name, message);
+        let ((parent, parent_source), resolved) = source::split_parent(&name, resolved)?;
         let mut children = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, info) in def.spec.child_resources.iter().zip(infos[1..].iter()) {
+        for (rule, (info, source)) in def.spec.child_resources.iter().zip(resolved) {
             if parent.namespaced && !info.namespaced {
                 return Err(cfg(format!(
                     "child resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped children",
-                    type_key(info),
+                    type_key(&info),
                     type_key(&parent)
                 )));
             }
-            let informer = ctx.informers.informer(&info.api_resource, info.namespaced);
-            let ty = shared::child_type(info, rule.method());
-            types.insert(ty.key.clone(), info.clone());
+            let ty = shared::child_type(&info, rule.method());
+            types.insert(ty.key.clone(), info);
             children.push(ChildSlot {
-                informer,
+                source,
                 ty,
                 checks: rule
                     .update_strategy
@@ -123,47 +150,66 @@ impl Composite {
                     .unwrap_or_default(),
             });
         }
-        let revisions = if rolling {
-            let info = ensure_revision_resource(&ctx, &name, stop).await?;
-            let inf = ctx.informers.informer(&info.api_resource, info.namespaced);
-            Some((info, inf))
-        } else {
-            None
-        };
-        let parent_informer = ctx
-            .informers
-            .informer(&parent.api_resource, parent.namespaced);
-        // Wait for every cache.
-        let mut all: Vec<&Arc<Informer>> = vec![&parent_informer];
-        all.extend(children.iter().map(|c| &c.informer));
-        if let Some((_, i)) = &revisions {
-            all.push(i);
-        }
-        shared::wait_caches(&ctx, &name, &all, stop).await?;
         let finalizer = format!("metacontroller.io/compositecontroller-{name}");
         let queue = WorkQueue::new(Backoff::default());
-        Ok(Arc::new(Composite {
-            caller: Caller::new(KIND, &name),
+        Ok(Composite {
+            caller: reader.caller(KIND, &name),
             related: RelatedCache::for_queue(&queue),
             name,
             def,
             queue,
             ctx,
             parent,
-            parent_informer,
-            parent_selector,
+            parent_source,
+            parent_selector: prepared.parent_selector,
             children,
             types,
-            revisions,
-            hooks,
+            rolling: prepared.rolling,
+            revisions: None,
+            hooks: prepared.hooks,
             finalizer,
+            reader,
             memory: SyncMemory::default(),
-        }))
+        })
     }
 
+    fn sources(&self) -> Vec<&Source> {
+        let mut all = vec![&self.parent_source];
+        all.extend(self.children.iter().map(|c| &c.source));
+        all.extend(self.revisions.iter().map(|(_, s)| s));
+        all
+    }
+
+    /// Rolling updates: make sure ControllerRevisions are served (installing their CRD) and
+    /// watch them.
+    async fn watching(&mut self, stop: &CancellationToken) -> Result<(), StartError> {
+        if self.rolling {
+            let info = ensure_revision_resource(&self.ctx, &self.name, stop).await?;
+            let source = Source::watched(&self.ctx, &info);
+            self.revisions = Some((info, source));
+        }
+        Ok(())
+    }
+
+    /// Rolling updates: the ControllerRevisions read once, when served (nothing installed: a
+    /// cluster that does not serve them has no rollout started).
+    async fn snapshotted(&mut self, live: &Arc<LiveReader>) -> Result<(), SnapshotError> {
+        if self.rolling
+            && let Ok(info) = live
+                .resolve(rollout::REVISION_API_VERSION, rollout::REVISION_RESOURCE)
+                .await
+        {
+            let listed = live.read(&info).await?;
+            self.revisions = Some((info, Source::Listed(listed)));
+        }
+        Ok(())
+    }
+}
+
+impl Composite {
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
-        let mut parents = self.parent_informer.list(ns);
+        let mut parents = self.parent_source.list(ns);
         parents.retain(|p| self.in_scope(p));
         parents
     }
@@ -186,7 +232,7 @@ impl Composite {
     }
 
     /// The parents in scope with their keys.
-    fn keyed_parents(&self) -> impl Iterator<Item = (ObjectKey, Arc<Value>)> {
+    pub fn keyed_parents(&self) -> impl Iterator<Item = (ObjectKey, Arc<Value>)> {
         self.parents_in_scope()
             .into_iter()
             .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
@@ -195,34 +241,47 @@ impl Composite {
     /// The cache of a resource this controller reads (parent, children, revisions).
     fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
         if type_key == self.parent.key() {
-            return Some(&self.parent_informer);
+            return self.parent_source.informer();
         }
-        self.child_informer(type_key).or_else(|| {
-            self.revisions
-                .as_ref()
-                .filter(|(i, _)| i.key() == type_key)
-                .map(|(_, inf)| inf)
-        })
+        self.child_source(type_key)
+            .or_else(|| {
+                self.revisions
+                    .as_ref()
+                    .filter(|(i, _)| i.key() == type_key)
+                    .map(|(_, s)| s)
+            })
+            .and_then(Source::informer)
     }
 
-    /// The cache of a declared child resource.
-    fn child_informer(&self, type_key: &str) -> Option<&Arc<Informer>> {
+    /// The source of a declared child resource.
+    fn child_source(&self, type_key: &str) -> Option<&Source> {
         self.children
             .iter()
             .find(|s| s.ty.key == type_key)
-            .map(|s| &s.informer)
+            .map(|s| &s.source)
+    }
+
+    /// A rolling update would run without ControllerRevisions (a dry run on a cluster that
+    /// does not serve them: no rollout has started).
+    pub fn rolling_without_revisions(&self) -> bool {
+        self.rolling && self.revisions.is_none()
     }
 
     /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
     pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
-        let me = Arc::clone(self);
-        let rx = self.parent_informer.subscribe();
-        tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
-            me.route_parent(ev)
-        }));
-        for slot in &self.children {
+        if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
-            let rx = slot.informer.subscribe();
+            let rx = parents.subscribe();
+            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+                me.route_parent(ev)
+            }));
+        }
+        for slot in &self.children {
+            let Some(informer) = slot.source.informer() else {
+                continue;
+            };
+            let me = Arc::clone(self);
+            let rx = informer.subscribe();
             let resource = slot.ty.key.clone();
             tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
                 for action in shared::child_event(&resource, ev) {
@@ -279,7 +338,7 @@ impl Composite {
             None
         };
         let labels = object::labels(orphan);
-        for p in self.parent_informer.list(ns) {
+        for p in self.parent_source.list(ns) {
             if !self.in_scope(&p) {
                 continue;
             }
@@ -306,6 +365,13 @@ pub struct Observed {
     claimed: planner::Claimed,
 }
 
+impl Observed {
+    /// The parent is being finalized (deleted, or no longer selected).
+    pub fn finalizing(&self) -> bool {
+        self.finalizing
+    }
+}
+
 /// The sync or finalize hook's answer: the response, the desired children (each from the
 /// revision that claims it during a rolling update) and the rollout decision.
 pub struct Decided {
@@ -329,7 +395,7 @@ impl SyncKind for Composite {
     }
 
     fn parent(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.parent_informer.get(key)
+        self.parent_source.get(key)
     }
 
     /// Sync mode, related objects (customize hook), children claimed by the selector.
@@ -350,6 +416,7 @@ impl SyncKind for Composite {
         let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
         let customize = self.hooks.customize(
             &self.ctx,
+            &self.reader,
             &self.caller,
             &self.def.raw,
             self.parent.namespaced,
@@ -371,8 +438,8 @@ impl SyncKind for Composite {
             &selector,
             self.children.iter().map(|slot| planner::Candidates {
                 type_key: &slot.ty.key,
-                owned: slot.informer.controlled_by(&uid),
-                orphans: slot.informer.orphans(scope_ns, &selector),
+                owned: slot.source.controlled_by(&uid),
+                orphans: slot.source.orphans(scope_ns, &selector),
             }),
         );
         Ok(Some(Observed {
@@ -422,7 +489,7 @@ impl SyncKind for Composite {
         .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
         let clashes = planner::foreign_clashes(
             &desired,
-            |id| self.child_informer(&id.type_key)?.get(&id.object_key()),
+            |id| self.child_source(&id.type_key)?.get(&id.object_key()),
             |o| planner::controlled_by_other(o, &seen.uid),
         );
         if !clashes.is_empty() {
@@ -432,9 +499,7 @@ impl SyncKind for Composite {
             )));
         }
         let mut rollout_decision = None;
-        if let Some((rev_info, _)) = &self.revisions
-            && !seen.finalizing
-        {
+        if self.rolling && !seen.finalizing {
             let (decision, d) = self
                 .rollout(
                     spec,
@@ -444,7 +509,6 @@ impl SyncKind for Composite {
                     &seen.related,
                     &seen.selector,
                     desired,
-                    rev_info,
                 )
                 .await?;
             desired = d;
@@ -532,10 +596,10 @@ impl Composite {
         hookapi::composite_request(&self.def.raw, parent, children, related, finalizing)
     }
 
-    /// Rolling updates: read the parent's revisions, call the hook for every old revision that
-    /// still claims children, and step the rollout ([`rollout_plan`], pure): the desired
-    /// children (each from the revision that claims it) and the decision (state, claims,
-    /// revision writes).
+    /// Rolling updates: read the parent's revisions (none when they are not served), call the
+    /// hook for every old revision that still claims children, and step the rollout
+    /// ([`rollout_plan`], pure): the desired children (each from the revision that claims it)
+    /// and the decision (state, claims, revision writes).
     #[allow(clippy::too_many_arguments)]
     async fn rollout(
         &self,
@@ -546,16 +610,12 @@ impl Composite {
         related: &[(String, Vec<Arc<Value>>)],
         selector: &LabelSelector,
         latest_desired: Vec<(ChildId, Value)>,
-        rev_info: &ResourceInfo,
     ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
-        let _ = rev_info;
-        let Some((_, rev_informer)) = &self.revisions else {
-            return Err(SyncError::Internal("no revision cache".into()));
-        };
         let uid = object::uid(parent).unwrap_or_default();
-        let stored = rev_informer
-            .controlled_by(uid)
-            .into_iter()
+        let stored = self
+            .revisions
+            .iter()
+            .flat_map(|(_, s)| s.controlled_by(uid))
             .map(rollout::revision_from_object)
             .collect();
         let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
@@ -714,6 +774,6 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let comp = Composite::start(def, Arc::clone(&ctx), &stop).await?;
+    let comp: Arc<Composite> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

@@ -1,14 +1,15 @@
 //! DecoratorController: decorates existing objects (targets) of one or more resources with
 //! labels, annotations, status and attachments, with Metacontroller's semantics.
 //!
-//! [`Decorator::start`] resolves the target and attachment resources (waiting for ones that do
+//! [`launch`] resolves the target and attachment resources (waiting for ones that do
 //! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
 //! shared controller loop. One sync of one target runs the shared skeleton of
 //! [`super::reconcile`] with this kind's steps: find its attachments (controlled by the
 //! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
 //! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
 //! merge, attachment writes, status (only when the hook gives one) and finalizer -> execute
-//! -> wait until the caches show the writes.
+//! -> wait until the caches show the writes. The dry run builds the same controller on lists
+//! read once ([`super::source::snapshot`]).
 //!
 //! A target is in scope when one of the definition's `resources` rules for its resource
 //! matches both its labels (`labelSelector`) and its annotations (`annotationSelector`), or
@@ -31,9 +32,8 @@ use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use super::shared::{
-    self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory, resolve_all,
-};
+use super::shared::{self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory};
+use super::source::{self, Bound, Built, Reader, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -50,13 +50,13 @@ const KIND: &str = "DecoratorController";
 /// A target resource (several `resources` rules on one resource share one slot).
 struct TargetSlot {
     info: ResourceInfo,
-    informer: Arc<Informer>,
+    source: Source,
     rules: Vec<TargetRule>,
 }
 
-/// A declared attachment resource with its cache.
+/// A declared attachment resource with its source.
 struct AttachmentSlot {
-    informer: Arc<Informer>,
+    source: Source,
     ty: ChildType,
 }
 
@@ -91,7 +91,7 @@ impl super::events::EventKey for TargetKey {
     }
 }
 
-/// A running DecoratorController.
+/// A running DecoratorController (or one on lists read once, for a dry run).
 pub struct Decorator {
     name: String,
     def: Controller<DecoratorControllerSpec>,
@@ -103,23 +103,31 @@ pub struct Decorator {
     finalizer: String,
     queue: WorkQueue<TargetKey, Trigger>,
     caller: Caller,
+    /// Where related objects are read.
+    reader: Reader,
     /// Uid routing, last status written, last exchange per target.
     memory: SyncMemory<TargetKey>,
     /// Customize answers and related-object routing per target.
     related: RelatedCache<TargetKey>,
 }
 
-impl Decorator {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
-        def: Controller<DecoratorControllerSpec>,
-        ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
-        let name = def.name.clone();
-        let cfg = |message: String| StartError::config(&name, message);
-        let hooks = SyncHooks::resolve(&ctx, &name, def.base_dir(), &def.spec.hooks)?;
+/// What a definition gives before its resources are read: its hooks and its target rules.
+pub struct Prepared {
+    hooks: SyncHooks,
+    rules: Vec<TargetRule>,
+}
+
+impl Built for Decorator {
+    type Spec = DecoratorControllerSpec;
+    type Prepared = Prepared;
+
+    fn prepare(
+        def: &Controller<DecoratorControllerSpec>,
+        ctx: &EngineContext,
+    ) -> Result<(Prepared, Wanted), StartError> {
+        let name = &def.name;
+        let cfg = |message: String| StartError::config(name, message);
+        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
         if def.spec.resources.is_empty() {
             return Err(cfg(
                 "spec.resources needs at least one target resource".into()
@@ -146,7 +154,6 @@ impl Decorator {
             .map(|(i, r)| TargetRule::from_spec(i, r))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| cfg(e.to_string()))?;
-
         let mut wanted: Vec<(String, String)> = def
             .spec
             .resources
@@ -159,22 +166,37 @@ impl Decorator {
                 .iter()
                 .map(|c| (c.api_version.clone(), c.resource.clone())),
         );
-        let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
-        let n_targets = def.spec.resources.len();
+        Ok((Prepared { hooks, rules }, wanted))
+    }
+
+    /// The controller on its resolved resources (targets, then attachments, as
+    /// `prepare` names them).
+    fn build(
+        def: Controller<DecoratorControllerSpec>,
+        ctx: Arc<EngineContext>,
+        prepared: Prepared,
+        resolved: Vec<Bound>,
+        reader: Reader,
+    ) -> Result<Self, StartError> {
+        let name = def.name.clone();
+        let cfg = |message: String| StartError::config(&name, message);
+        let mut resolved = resolved.into_iter();
+        // The first resources are the targets (one per rule; rules on one resource share a
+        // slot), then the attachments.
         let mut targets: Vec<TargetSlot> = Vec::new();
-        for (rule, info) in rules.into_iter().zip(infos[..n_targets].iter()) {
+        for (rule, (info, source)) in prepared.rules.into_iter().zip(resolved.by_ref()) {
             match targets.iter_mut().find(|t| t.info.key() == info.key()) {
                 Some(t) => t.rules.push(rule),
                 None => targets.push(TargetSlot {
-                    informer: ctx.informers.informer(&info.api_resource, info.namespaced),
-                    info: info.clone(),
+                    source,
+                    info,
                     rules: vec![rule],
                 }),
             }
         }
         let mut attachments = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, info) in def.spec.attachments.iter().zip(infos[n_targets..].iter()) {
+        for (rule, (info, source)) in def.spec.attachments.iter().zip(resolved) {
             if let Some(t) = targets
                 .iter()
                 .find(|t| t.info.namespaced && !info.namespaced)
@@ -185,20 +207,14 @@ impl Decorator {
                     t.info.key()
                 )));
             }
-            let ty = shared::child_type(info, rule.method());
-            types.insert(ty.key.clone(), info.clone());
-            attachments.push(AttachmentSlot {
-                informer: ctx.informers.informer(&info.api_resource, info.namespaced),
-                ty,
-            });
+            let ty = shared::child_type(&info, rule.method());
+            types.insert(ty.key.clone(), info);
+            attachments.push(AttachmentSlot { source, ty });
         }
-        let mut all: Vec<&Arc<Informer>> = targets.iter().map(|t| &t.informer).collect();
-        all.extend(attachments.iter().map(|a| &a.informer));
-        shared::wait_caches(&ctx, &name, &all, stop).await?;
         let finalizer = format!("metacontroller.io/decoratorcontroller-{name}");
         let queue = WorkQueue::new(Backoff::default());
-        Ok(Arc::new(Decorator {
-            caller: Caller::new(KIND, &name),
+        Ok(Decorator {
+            caller: reader.caller(KIND, &name),
             related: RelatedCache::for_queue(&queue),
             name,
             def,
@@ -206,13 +222,23 @@ impl Decorator {
             targets,
             attachments,
             types,
-            hooks,
+            hooks: prepared.hooks,
             finalizer,
             queue,
+            reader,
             memory: SyncMemory::default(),
-        }))
+        })
     }
 
+    fn sources(&self) -> Vec<&Source> {
+        let targets = self.targets.iter().map(|t| &t.source);
+        targets
+            .chain(self.attachments.iter().map(|a| &a.source))
+            .collect()
+    }
+}
+
+impl Decorator {
     /// The target resources, `Kind.apiVersion`, comma-separated.
     pub fn target_resources(&self) -> String {
         self.targets
@@ -248,7 +274,7 @@ impl Decorator {
         let mut out = Vec::new();
         for (i, t) in self.targets.iter().enumerate() {
             for o in t
-                .informer
+                .source
                 .list(shared::scope_namespace(&self.ctx, t.info.namespaced))
             {
                 if self.in_scope(i, &o) {
@@ -265,7 +291,7 @@ impl Decorator {
     }
 
     /// The targets in scope with their keys.
-    fn keyed_targets(&self) -> impl Iterator<Item = (TargetKey, Arc<Value>)> {
+    pub fn keyed_targets(&self) -> impl Iterator<Item = (TargetKey, Arc<Value>)> {
         self.targets_in_scope()
             .into_iter()
             .filter_map(|(slot, o)| self.key_of(slot, &o).map(|k| (k, o)))
@@ -276,30 +302,37 @@ impl Decorator {
         self.targets
             .iter()
             .find(|t| t.info.key() == type_key)
-            .map(|t| &t.informer)
-            .or_else(|| self.attachment_informer(type_key))
+            .map(|t| &t.source)
+            .or_else(|| self.attachment_source(type_key))
+            .and_then(Source::informer)
     }
 
-    /// The cache of a declared attachment resource.
-    fn attachment_informer(&self, type_key: &str) -> Option<&Arc<Informer>> {
+    /// The source of a declared attachment resource.
+    fn attachment_source(&self, type_key: &str) -> Option<&Source> {
         self.attachments
             .iter()
             .find(|a| a.ty.key == type_key)
-            .map(|a| &a.informer)
+            .map(|a| &a.source)
     }
 
     /// Spawn the event routers (targets, attachments, resync timer). They end with `stop`.
     pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         for (i, t) in self.targets.iter().enumerate() {
+            let Some(informer) = t.source.informer() else {
+                continue;
+            };
             let me = Arc::clone(self);
-            let rx = t.informer.subscribe();
+            let rx = informer.subscribe();
             tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
                 me.route_target(i, ev)
             }));
         }
         for a in &self.attachments {
+            let Some(informer) = a.source.informer() else {
+                continue;
+            };
             let me = Arc::clone(self);
-            let rx = a.informer.subscribe();
+            let rx = informer.subscribe();
             let resource = a.ty.key.clone();
             tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
                 for action in shared::child_event(&resource, ev) {
@@ -351,6 +384,13 @@ pub struct Observed {
     attachments: BTreeMap<String, Vec<Arc<Value>>>,
 }
 
+impl Observed {
+    /// The target is being finalized (deleted, or no longer selected).
+    pub fn finalizing(&self) -> bool {
+        self.finalizing
+    }
+}
+
 /// The sync or finalize hook's answer with its desired attachments (annotated as ours).
 pub struct Decided {
     resp: hookapi::DecoratorResponse,
@@ -372,7 +412,7 @@ impl SyncKind for Decorator {
     }
 
     fn parent(&self, key: &TargetKey) -> Option<Arc<Value>> {
-        let target = self.targets.get(key.slot)?.informer.get(&key.key)?;
+        let target = self.targets.get(key.slot)?.source.get(&key.key)?;
         self.memory.remember_uid(&target, key);
         Some(target)
     }
@@ -390,9 +430,13 @@ impl SyncKind for Decorator {
             return Ok(None);
         };
         let namespaced = self.targets[key.slot].info.namespaced;
-        let customize = self
-            .hooks
-            .customize(&self.ctx, &self.caller, &self.def.raw, namespaced);
+        let customize = self.hooks.customize(
+            &self.ctx,
+            &self.reader,
+            &self.caller,
+            &self.def.raw,
+            namespaced,
+        );
         let related = self
             .related
             .related(&customize, target, key, cx.stop)
@@ -406,7 +450,7 @@ impl SyncKind for Decorator {
             .iter()
             .map(|a| {
                 let owned: Vec<Arc<Value>> = a
-                    .informer
+                    .source
                     .controlled_by(&uid)
                     .into_iter()
                     .filter(|o| self.is_attachment(o))
@@ -466,10 +510,7 @@ impl SyncKind for Decorator {
         }
         let clashes = planner::foreign_clashes(
             &desired,
-            |id| {
-                self.attachment_informer(&id.type_key)?
-                    .get(&id.object_key())
-            },
+            |id| self.attachment_source(&id.type_key)?.get(&id.object_key()),
             |o| self.not_an_attachment(o, &seen.uid),
         );
         if !clashes.is_empty() {
@@ -596,6 +637,6 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let dec = Decorator::start(def, Arc::clone(&ctx), &stop).await?;
+    let dec: Arc<Decorator> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(dec, ctx, stop, tracker))
 }

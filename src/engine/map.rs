@@ -15,6 +15,9 @@
 //! then treats its outputs as detached); outputs by owner uid and the map-key label index. There
 //! is no finalize hook: deleting a parent deletes its outputs through the garbage collector
 //! (they carry the parent's ControllerRef), `kubectl delete --cascade=orphan` keeps them.
+//!
+//! [`super::source::snapshot`] builds the same controller on lists read once: the dry run
+//! plans each key with it ([`super::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -35,7 +38,9 @@ use super::plan::{ChildId, ChildType};
 use super::planner;
 use super::queue::{Backoff, WorkQueue};
 use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use super::shared::{self, StartError, resolve_all, strip_volatile};
+use super::shared::{self, StartError, strip_volatile};
+use super::snapshot::LiveReader;
+use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -95,16 +100,16 @@ type Observed = BTreeMap<String, Vec<Arc<Value>>>;
 /// Orphans carrying a key's label, with their output type: to adopt.
 type Orphans = Vec<(String, Arc<Value>)>;
 
-/// A declared input resource with its cache.
+/// A declared input resource with its source.
 struct InputSlot {
     info: ResourceInfo,
-    informer: Arc<Informer>,
+    source: Source,
 }
 
-/// A declared output resource with its cache.
+/// A declared output resource with its source.
 struct OutputSlot {
     info: ResourceInfo,
-    informer: Arc<Informer>,
+    source: Source,
     ty: ChildType,
 }
 
@@ -129,13 +134,13 @@ struct State {
     parents: HashMap<ObjectKey, ParentState>,
 }
 
-/// A running MapController.
+/// A running MapController (or one on lists read once, for a dry run).
 pub struct MapCtl {
     name: String,
     def: Controller<MapControllerSpec>,
     ctx: Arc<EngineContext>,
     parent: ResourceInfo,
-    parent_informer: Arc<Informer>,
+    parent_source: Source,
     parent_selector: Option<LabelSelector>,
     inputs: Vec<InputSlot>,
     outputs: Vec<OutputSlot>,
@@ -150,6 +155,13 @@ pub struct MapCtl {
     state: Mutex<State>,
 }
 
+/// What a definition gives before its resources are read: its hooks and its parent selector.
+pub struct Prepared {
+    map_hook: HookSpec,
+    tombstone_hook: Option<HookSpec>,
+    parent_selector: Option<LabelSelector>,
+}
+
 /// Did these triggers ask for the hook to be called again even if nothing changed?
 fn forced(triggers: &[Trigger]) -> bool {
     triggers.iter().any(|t| {
@@ -160,49 +172,49 @@ fn forced(triggers: &[Trigger]) -> bool {
     })
 }
 
-impl MapCtl {
-    /// Resolve resources (retrying until they exist), start informers and build the
-    /// controller. Returns when it is ready to run.
-    pub async fn start(
+impl Built for MapCtl {
+    type Spec = MapControllerSpec;
+    type Prepared = Prepared;
+
+    fn prepare(
+        def: &Controller<MapControllerSpec>,
+        ctx: &EngineContext,
+    ) -> Result<(Prepared, Wanted), StartError> {
+        let name = &def.name;
+        let hook = |n: &str, h: &Option<crate::spec::Hook>| {
+            shared::resolve_hook(ctx, name, def.base_dir(), n, h.as_ref())
+        };
+        let map_hook = hook("map", &def.spec.hooks.map)?
+            .ok_or_else(|| StartError::config(name, "hooks.map is required"))?;
+        let tombstone_hook = hook("tombstone", &def.spec.hooks.tombstone)?;
+        let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
+        let inputs = def.spec.input_resources.iter();
+        let inputs = inputs.map(|r| (&r.api_version, &r.resource));
+        let outputs = def.spec.output_resources.iter();
+        let outputs = outputs.map(|r| (&r.api_version, &r.resource));
+        let wanted = source::parent_first(&def.spec.parent_resource, inputs.chain(outputs));
+        let prepared = Prepared {
+            map_hook,
+            tombstone_hook,
+            parent_selector,
+        };
+        Ok((prepared, wanted))
+    }
+
+    /// The controller on its resolved resources (parent, inputs, outputs, as
+    /// `prepare` names them).
+    fn build(
         def: Controller<MapControllerSpec>,
         ctx: Arc<EngineContext>,
-        stop: &CancellationToken,
-    ) -> Result<Arc<Self>, StartError> {
+        prepared: Prepared,
+        resolved: Vec<Bound>,
+        reader: Reader,
+    ) -> Result<Self, StartError> {
         let name = def.name.clone();
-        let cfg = |message: String| StartError::Config {
-            controller: name.clone(),
-            message,
-        };
-        let base_dir = def.base_dir().map(std::path::Path::to_path_buf);
-        let hook = |n: &str, h: &Option<crate::spec::Hook>| {
-            shared::resolve_hook(&ctx, &name, base_dir.as_deref(), n, h.as_ref())
-        };
-        let map_hook =
-            hook("map", &def.spec.hooks.map)?.ok_or_else(|| cfg("hooks.map is required".into()))?;
-        let tombstone_hook = hook("tombstone", &def.spec.hooks.tombstone)?;
-        let parent_selector = shared::parent_selector(&name, &def.spec.parent_resource)?;
-
-        let mut wanted = vec![(
-            def.spec.parent_resource.api_version.clone(),
-            def.spec.parent_resource.resource.clone(),
-        )];
-        wanted.extend(
-            def.spec
-                .input_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.resource.clone())),
-        );
-        wanted.extend(
-            def.spec
-                .output_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.resource.clone())),
-        );
-        let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
-        let parent = infos[0].clone();
-        let n_in = def.spec.input_resources.len();
+        let cfg = |message: String| StartError::config(&name, message);
+        let ((parent, parent_source), mut resolved) = source::split_parent(&name, resolved)?;
         let mut inputs = Vec::new();
-        for info in &infos[1..=n_in] {
+        for (info, source) in resolved.by_ref().take(def.spec.input_resources.len()) {
             if parent.namespaced && !info.namespaced {
                 return Err(cfg(format!(
                     "input resource {} is cluster-scoped but the parent {} is namespaced: a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent",
@@ -210,14 +222,11 @@ impl MapCtl {
                     parent.key()
                 )));
             }
-            inputs.push(InputSlot {
-                informer: ctx.informers.informer(&info.api_resource, info.namespaced),
-                info: info.clone(),
-            });
+            inputs.push(InputSlot { source, info });
         }
         let mut outputs = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, info) in def.spec.output_resources.iter().zip(&infos[1 + n_in..]) {
+        for (rule, (info, source)) in def.spec.output_resources.iter().zip(resolved) {
             if parent.namespaced && !info.namespaced {
                 return Err(cfg(format!(
                     "output resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped outputs",
@@ -225,43 +234,50 @@ impl MapCtl {
                     parent.key()
                 )));
             }
-            let ty = shared::child_type(info, rule.method());
+            let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info.clone());
-            outputs.push(OutputSlot {
-                informer: ctx.informers.informer(&info.api_resource, info.namespaced),
-                info: info.clone(),
-                ty,
-            });
+            outputs.push(OutputSlot { source, info, ty });
         }
-        let parent_informer = ctx
-            .informers
-            .informer(&parent.api_resource, parent.namespaced);
-        let mut all: Vec<&Arc<Informer>> = vec![&parent_informer];
-        all.extend(inputs.iter().map(|s| &s.informer));
-        all.extend(outputs.iter().map(|s| &s.informer));
-        shared::wait_caches(&ctx, &name, &all, stop).await?;
-        Ok(Arc::new(MapCtl {
-            caller: shared::Caller::new(KIND, &name),
+        Ok(MapCtl {
+            caller: reader.caller(KIND, &name),
             memory: shared::SyncMemory::default(),
             name,
             def,
             queue: WorkQueue::new(Backoff::default()),
             ctx,
             parent,
-            parent_informer,
-            parent_selector,
+            parent_source,
+            parent_selector: prepared.parent_selector,
             inputs,
             outputs,
             types,
-            map_hook,
-            tombstone_hook,
+            map_hook: prepared.map_hook,
+            tombstone_hook: prepared.tombstone_hook,
             state: Mutex::new(State::default()),
-        }))
+        })
     }
 
-    fn parents_in_scope(&self) -> Vec<Arc<Value>> {
+    fn sources(&self) -> Vec<&Source> {
+        let mut all = vec![&self.parent_source];
+        all.extend(self.inputs.iter().map(|s| &s.source));
+        all.extend(self.outputs.iter().map(|s| &s.source));
+        all
+    }
+
+    /// Index the inputs by map key from the lists (dev indexes them as its routers start).
+    async fn snapshotted(&mut self, _live: &Arc<LiveReader>) -> Result<(), SnapshotError> {
+        for i in 0..self.inputs.len() {
+            self.reindex_inputs(i);
+        }
+        Ok(())
+    }
+}
+
+impl MapCtl {
+    /// The parents in scope (`-n`, `parentResource.labelSelector`).
+    pub fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
-        let mut parents = self.parent_informer.list(ns);
+        let mut parents = self.parent_source.list(ns);
         parents.retain(|p| self.in_scope(p));
         parents
     }
@@ -305,7 +321,7 @@ impl MapCtl {
         let mut counts = Vec::new();
         for slot in &self.inputs {
             let mut n = 0;
-            for o in slot.informer.select(ns, selector) {
+            for o in slot.source.select(ns, selector) {
                 if self.selects(parent, selector, &o) {
                     keys.insert(map_plan::map_key(&o));
                     n += 1;
@@ -333,7 +349,7 @@ impl MapCtl {
 
     /// Index every cached input by map key (start-up, relist).
     fn reindex_inputs(&self, slot: usize) {
-        let objs = self.inputs[slot].informer.list(None);
+        let objs = self.inputs[slot].source.list(None);
         if let Ok(mut st) = self.state.lock() {
             st.inputs.retain(|_, (s, _)| *s != slot);
             for o in objs {
@@ -346,22 +362,30 @@ impl MapCtl {
 
     /// Spawn the event routers (parents, inputs, outputs, resync timer). They end with `stop`.
     pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
-        let me = Arc::clone(self);
-        let rx = self.parent_informer.subscribe();
-        tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
-            me.on_parent_event(ev)
-        }));
-        for i in 0..self.inputs.len() {
+        if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
-            let rx = self.inputs[i].informer.subscribe();
+            let rx = parents.subscribe();
+            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+                me.on_parent_event(ev)
+            }));
+        }
+        for i in 0..self.inputs.len() {
+            let Some(informer) = self.inputs[i].source.informer() else {
+                continue;
+            };
+            let me = Arc::clone(self);
+            let rx = informer.subscribe();
             tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
                 me.on_input_event(i, ev)
             }));
             self.reindex_inputs(i);
         }
         for i in 0..self.outputs.len() {
+            let Some(informer) = self.outputs[i].source.informer() else {
+                continue;
+            };
             let me = Arc::clone(self);
-            let rx = self.outputs[i].informer.subscribe();
+            let rx = informer.subscribe();
             tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
                 me.on_output_event(i, ev)
             }));
@@ -465,11 +489,11 @@ impl MapCtl {
         let Some(obj) = new.or(old) else { return };
         let candidates = if self.parent.namespaced {
             match object::namespace(obj) {
-                Some(ns) => self.parent_informer.list(Some(ns)),
+                Some(ns) => self.parent_source.list(Some(ns)),
                 None => return,
             }
         } else {
-            self.parent_informer.list(None)
+            self.parent_source.list(None)
         };
         let mk: Arc<str> = Arc::from(map_plan::map_key(obj));
         for p in candidates {
@@ -542,7 +566,7 @@ impl MapCtl {
                     .ok()
                     .and_then(|s| s.inputs.get(k).cloned());
                 if let Some((slot, key)) = input
-                    && let Some(obj) = self.inputs[slot].informer.get(&key)
+                    && let Some(obj) = self.inputs[slot].source.get(&key)
                 {
                     self.enqueue_input(None, Some(&obj), &trigger);
                 }
@@ -561,9 +585,7 @@ impl MapCtl {
         let with_parent = |f| {
             (
                 f,
-                self.parent_informer
-                    .get(work.parent())
-                    .map(|p| (*p).clone()),
+                self.parent_source.get(work.parent()).map(|p| (*p).clone()),
             )
         };
         shared::finish_sync(&self.ctx, result.map_err(with_parent)).await
@@ -583,7 +605,7 @@ impl MapCtl {
     /// The parent, when it exists, is not being deleted (the garbage collector deletes its
     /// outputs) and is in scope.
     fn live_parent(&self, pk: &ObjectKey) -> Option<Arc<Value>> {
-        let parent = self.parent_informer.get(pk)?;
+        let parent = self.parent_source.get(pk)?;
         if object::is_deleting(&parent) || !self.in_scope(&parent) {
             return None;
         }
@@ -613,15 +635,7 @@ impl MapCtl {
                 return Err(SyncError::Parent(e));
             }
         };
-        let (mut keys, _) = self.live_keys(&parent, &selector);
-        let uid = object::uid(&parent).unwrap_or_default();
-        for slot in &self.outputs {
-            for o in slot.informer.controlled_by(uid) {
-                if let Some(k) = object::label(&o, MAP_KEY_LABEL) {
-                    keys.insert(k.to_string());
-                }
-            }
-        }
+        let keys = self.keys(&parent, &selector);
         self.with_parent_state(pk, |ps| {
             ps.fingerprints.retain(|k, _| keys.contains(k));
             ps.failures.retain(|k, _| keys.contains(k));
@@ -636,6 +650,21 @@ impl MapCtl {
         self.queue
             .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
         Ok(SyncOutcome::default())
+    }
+
+    /// Every key of a parent: the inputs it selects and the keys of its outputs (detached ones
+    /// included).
+    pub fn keys(&self, parent: &Value, selector: &LabelSelector) -> HashSet<String> {
+        let (mut keys, _) = self.live_keys(parent, selector);
+        let uid = object::uid(parent).unwrap_or_default();
+        for slot in &self.outputs {
+            for o in slot.source.controlled_by(uid) {
+                if let Some(k) = object::label(&o, MAP_KEY_LABEL) {
+                    keys.insert(k.to_string());
+                }
+            }
+        }
+        keys
     }
 
     /// The outputs of one key: those this parent controls and carry the key's label, plus
@@ -655,7 +684,7 @@ impl MapCtl {
         let mut orphans = Vec::new();
         for slot in &self.outputs {
             let mut mine = Vec::new();
-            for o in slot.informer.select(ns, &sel) {
+            for o in slot.source.select(ns, &sel) {
                 match object::controller_ref(&o) {
                     Some(r) if r.uid == uid => mine.push(o),
                     None if adopt && !object::is_deleting(&o) => {
@@ -744,12 +773,6 @@ impl MapCtl {
         let Some(parent) = self.live_parent(pk) else {
             return Ok(SyncOutcome::default());
         };
-        let uid = object::uid(&parent).unwrap_or_default();
-        let selector = planner::map_input_selector(&parent);
-        let (live, counts) = match &selector {
-            Ok(s) => self.live_keys(&parent, s),
-            Err(_) => (HashSet::new(), vec![0; self.inputs.len()]),
-        };
         let (failures, parent_error) = self
             .state
             .lock()
@@ -760,7 +783,32 @@ impl MapCtl {
                     .map(|ps| (ps.failures.clone(), ps.error.clone()))
             })
             .unwrap_or_default();
-        let parent_error = selector.err().or(parent_error);
+        let plan = self.status_plan(&parent, &failures, parent_error.as_deref());
+        if plan.writes.status.is_none() {
+            return Ok(SyncOutcome::default());
+        }
+        let mut outcome = SyncOutcome::default();
+        reconcile::carry_out(self, &MapWork::Status(pk.clone()), &parent, &plan)
+            .await?
+            .fill(&mut outcome);
+        Ok(outcome)
+    }
+
+    /// The plan of a parent's engine-owned status (counts and `Synced`), from its inputs and
+    /// outputs, its failing keys (`failures`, by key) and an error of its own.
+    pub fn status_plan(
+        &self,
+        parent: &Value,
+        failures: &BTreeMap<String, String>,
+        parent_error: Option<&str>,
+    ) -> planner::SyncPlan {
+        let uid = object::uid(parent).unwrap_or_default();
+        let selector = planner::map_input_selector(parent);
+        let (live, counts) = match &selector {
+            Ok(s) => self.live_keys(parent, s),
+            Err(_) => (HashSet::new(), vec![0; self.inputs.len()]),
+        };
+        let parent_error = selector.err().or(parent_error.map(str::to_string));
         let input = StatusInput {
             inputs: self
                 .inputs
@@ -774,25 +822,17 @@ impl MapCtl {
                 .map(|s| {
                     (
                         s.info.api_resource.plural.clone(),
-                        s.informer.controlled_by(uid),
+                        s.source.controlled_by(uid),
                     )
                 })
                 .collect(),
             live_keys: &live,
-            failures: &failures,
+            failures,
             parent_error: parent_error.as_deref(),
         };
         let now = jiff::Timestamp::now().to_string();
         let (status, synced) = map_plan::aggregate_status(&input, &now);
-        let plan = planner::plan_map_status(&parent, &status, synced);
-        if plan.writes.status.is_none() {
-            return Ok(SyncOutcome::default());
-        }
-        let mut outcome = SyncOutcome::default();
-        reconcile::carry_out(self, &MapWork::Status(pk.clone()), &parent, &plan)
-            .await?
-            .fill(&mut outcome);
-        Ok(outcome)
+        planner::plan_map_status(parent, &status, synced)
     }
 
     /// The key sync's head: parent (without status) and input.
@@ -825,6 +865,13 @@ pub struct KeySeen {
     shown: Observed,
     /// Hash of the parent (without status) and the input.
     head: u64,
+}
+
+impl KeySeen {
+    /// The key's input, when the parent selects it (`None`: detached).
+    pub fn input(&self) -> Option<&Arc<Value>> {
+        self.input.as_ref()
+    }
 }
 
 /// The map or tombstone hook's answer.
@@ -888,7 +935,7 @@ impl SyncKind for MapCtl {
             .lock()
             .ok()
             .and_then(|s| s.inputs.get(&**mk).cloned())
-            .and_then(|(slot, key)| self.inputs[slot].informer.get(&key))
+            .and_then(|(slot, key)| self.inputs[slot].source.get(&key))
             .filter(|o| map_plan::map_key(o) == **mk && self.selects(parent, &selector, o));
         let (outputs, orphans) = self.outputs_of(parent, mk, input.is_some())?;
         let head = Self::head(parent, input.as_deref());
@@ -989,7 +1036,7 @@ impl SyncKind for MapCtl {
         map_plan::tag_outputs(&mut desired, &seen.mk, &map_plan::input_ref(input));
         map_plan::check_clashes(&desired, &seen.uid, &seen.mk, |id| {
             let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
-            slot.informer.get(&id.object_key())
+            slot.source.get(&id.object_key())
         })
         .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
         Ok(Decided::Map { desired, resync })
@@ -1059,12 +1106,12 @@ impl SyncKind for MapCtl {
 
     fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
         if type_key == self.parent.key() {
-            return Some(&self.parent_informer);
+            return self.parent_source.informer();
         }
         self.outputs
             .iter()
             .find(|s| s.ty.key == type_key)
-            .map(|s| &s.informer)
+            .and_then(|s| s.source.informer())
     }
 
     /// Remember the key's fingerprint (outputs read again after writes) or its failure.
@@ -1172,7 +1219,7 @@ pub async fn launch(
     stop: CancellationToken,
     tracker: Arc<Tracker>,
 ) -> Result<shared::Launched, StartError> {
-    let ctl = MapCtl::start(def, Arc::clone(&ctx), &stop).await?;
+    let ctl: Arc<MapCtl> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(ctl, ctx, stop, tracker))
 }
 

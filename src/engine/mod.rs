@@ -24,6 +24,8 @@
 //! - [`rollout`]: rolling updates, revisions and status checks; [`rollout_plan`]: the pure
 //!   rollout decision (stored revisions + hook answers -> [`planner::RolloutDecision`]).
 //! - [`related`]: customize-hook related resources.
+//! - [`source`]: where the kinds' sync steps read objects: the informers' caches (`dev`) or
+//!   lists read once ([`snapshot`], `dryrun`), so both observe, ask hooks and plan alike.
 //! - [`replay`]: comparing a reloaded hook's answer to the previous one.
 //! - [`hookapi`]: the hook wire format (request maps, v1/v2 response decoding).
 //! - [`execute`]: carries a plan out against the API server.
@@ -67,3 +69,5 @@ pub(crate) mod routing;
 pub mod runtime;
 pub(crate) mod server_view;
 pub(crate) mod shared;
+pub(crate) mod snapshot;
+pub(crate) mod source;

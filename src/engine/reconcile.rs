@@ -24,6 +24,10 @@
 //!    (MapController fingerprints), and [`shared::finish_sync`] reports a failure once, as a
 //!    `SyncError` Event on the parent.
 //!
+//! [`plan_only`] runs steps 1 to 5 alone (no `Planned` event, nothing carried out): the
+//! dry run plans through it, on a kind built on live state read once
+//! ([`super::source::Source`]).
+//!
 //! [`Running`] is the rest of what the kinds share: one adapter that is both the
 //! [`ControllerHandle`] the runtime drives and the [`Reconciler`] the worker loop drives, and
 //! [`launch`] starts a kind with it ([`KindController`] says what a kind offers for that).
@@ -163,16 +167,28 @@ pub async fn run<S: SyncKind>(
     key: &S::Key,
     cx: SyncCx<'_>,
 ) -> Result<SyncOutcome, Failed> {
-    let Some(parent) = kind.parent(key) else {
-        return Ok(SyncOutcome::default());
-    };
-    let with_parent = |f: SyncError| (f, Some((*parent).clone()));
-    let Some(seen) = kind.observe(key, &parent, cx).await.map_err(with_parent)? else {
+    let Some((parent, seen)) = observed(kind, key, cx).await? else {
         return Ok(SyncOutcome::default());
     };
     let result = steps(kind, key, &parent, &seen).await;
     kind.settle(key, &parent, &seen, result)
-        .map_err(with_parent)
+        .map_err(|f| (f, Some((*parent).clone())))
+}
+
+/// Steps 1 and 2: the parent and what was observed of it (`None`: nothing to do).
+async fn observed<S: SyncKind>(
+    kind: &S,
+    key: &S::Key,
+    cx: SyncCx<'_>,
+) -> Result<Option<(Arc<Value>, S::Seen)>, Failed> {
+    let Some(parent) = kind.parent(key) else {
+        return Ok(None);
+    };
+    match kind.observe(key, &parent, cx).await {
+        Ok(Some(seen)) => Ok(Some((parent, seen))),
+        Ok(None) => Ok(None),
+        Err(f) => Err((f, Some((*parent).clone()))),
+    }
 }
 
 /// Steps 3 to 8 on an observed parent.
@@ -183,23 +199,7 @@ async fn steps<S: SyncKind>(
     seen: &S::Seen,
 ) -> Result<SyncOutcome, SyncError> {
     let ctx = kind.parts().ctx;
-    let answer = match kind.hook(parent, seen) {
-        Some(HookCall {
-            name,
-            spec,
-            request,
-        }) => {
-            let body = kind
-                .parts()
-                .caller
-                .call(ctx, name, spec, key, &request)
-                .await?;
-            kind.record(key, name, request, body.clone());
-            Some(kind.desired(key, parent, seen, (name, spec), &body).await?)
-        }
-        None => None,
-    };
-    let plan = kind.plan(key, parent, seen, answer.as_ref());
+    let plan = decide(kind, key, parent, seen).await?;
     let parent_shown = kind.event_parent(key);
     ctx.bus
         .publish(plan.event(kind.parts().name, &parent_shown));
@@ -217,6 +217,59 @@ async fn steps<S: SyncKind>(
         .await?
         .fill(&mut outcome);
     Ok(outcome)
+}
+
+/// Steps 3 to 5 on an observed parent: the hook call (recorded), its answer as desired
+/// objects, the pure plan.
+async fn decide<S: SyncKind>(
+    kind: &S,
+    key: &S::Key,
+    parent: &Value,
+    seen: &S::Seen,
+) -> Result<SyncPlan, SyncError> {
+    let answer = match kind.hook(parent, seen) {
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        }) => {
+            let parts = kind.parts();
+            let body = parts
+                .caller
+                .call(parts.ctx, name, spec, key, &request)
+                .await?;
+            kind.record(key, name, request, body.clone());
+            Some(kind.desired(key, parent, seen, (name, spec), &body).await?)
+        }
+        None => None,
+    };
+    Ok(kind.plan(key, parent, seen, answer.as_ref()))
+}
+
+/// What [`plan_only`] found for a key: the parent as read, what was observed, the plan.
+pub struct Decision<S: SyncKind> {
+    /// The parent (target).
+    pub parent: Arc<Value>,
+    /// What the observe step found.
+    pub seen: S::Seen,
+    /// The plan a sync would carry out.
+    pub plan: SyncPlan,
+}
+
+/// Steps 1 to 5 of a sync of `key`, no `Planned` event, nothing carried out (the dry run):
+/// the plan, or `None` when a sync would have nothing to do.
+pub async fn plan_only<S: SyncKind>(
+    kind: &S,
+    key: &S::Key,
+    cx: SyncCx<'_>,
+) -> Result<Option<Decision<S>>, Failed> {
+    let Some((parent, seen)) = observed(kind, key, cx).await? else {
+        return Ok(None);
+    };
+    match decide(kind, key, &parent, &seen).await {
+        Ok(plan) => Ok(Some(Decision { parent, seen, plan })),
+        Err(f) => Err((f, Some((*parent).clone()))),
+    }
 }
 
 /// Carry `plan` out for `key` ([`shared::carry_out`] on the kind's target and caches).

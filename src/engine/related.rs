@@ -1,9 +1,10 @@
 //! Related resources (customize hook): resolving `relatedResources` rules and matching objects.
 //!
 //! A rule names a resource and narrows it by namespace, namespace selector, label selector or
-//! names. [`ResolvedRule`] binds a rule to its informer so the controller can both list the
-//! matching objects for a hook request and test single objects when routing watch events
-//! (old and new versions both, so a relation that ends still reaches its parent).
+//! names. [`ResolvedRule`] binds a rule to its [`Source`] (an informer in `dev`, a list read
+//! once in `dryrun`) so the controller can both list the matching objects for a hook request
+//! and test single objects when routing watch events (old and new versions both, so a
+//! relation that ends still reaches its parent).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,26 +13,26 @@ use serde_json::Value;
 
 use super::context::EngineContext;
 use super::hookapi::{RelatedRule, Version};
+use super::source::{Reader, Source};
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::Informer;
 use crate::k8s::object::{self, ObjectKey};
 use crate::k8s::selector::LabelSelector;
 
-/// A related-resources rule bound to its cache.
+/// A related-resources rule bound to its source.
 #[derive(Clone)]
 pub struct ResolvedRule {
     /// The resource.
     pub info: ResourceInfo,
-    /// Its shared informer.
-    pub informer: Arc<Informer>,
+    /// Where its objects are read.
+    pub source: Source,
     /// Only this namespace (from the rule, or the parent's for v1 hooks of namespaced parents).
     pub namespace: Option<String>,
     /// Only these names.
     pub names: Option<BTreeSet<String>>,
     /// Label selector (everything when absent).
     pub labels: LabelSelector,
-    /// Namespace selector, with the namespaces cache it needs.
-    pub namespaces: Option<(LabelSelector, Arc<Informer>)>,
+    /// Namespace selector, with the namespaces it needs.
+    pub namespaces: Option<(LabelSelector, Source)>,
 }
 
 impl ResolvedRule {
@@ -75,11 +76,11 @@ impl ResolvedRule {
             // Names in a known namespace (or of a cluster-scoped resource): direct lookups.
             Some(names) if !self.info.namespaced || ns.is_some() => names
                 .iter()
-                .filter_map(|n| self.informer.get(&ObjectKey::new(ns, n)))
+                .filter_map(|n| self.source.get(&ObjectKey::new(ns, n)))
                 .filter(|o| self.matches(o))
                 .collect(),
             _ => self
-                .informer
+                .source
                 .select(ns, &self.labels)
                 .into_iter()
                 .filter(|o| self.matches(o))
@@ -90,9 +91,10 @@ impl ResolvedRule {
     }
 }
 
-/// Resolve a customize rule for a parent.
+/// Resolve a customize rule for a parent, its objects read through `reader`.
 pub async fn resolve(
     ctx: &EngineContext,
+    reader: &Reader,
     rule: &RelatedRule,
     parent: &Value,
     parent_namespaced: bool,
@@ -103,7 +105,7 @@ pub async fn resolve(
         .resolve(&rule.api_version, &rule.resource)
         .await
         .map_err(|e| e.to_string())?;
-    let informer = ctx.informers.informer(&info.api_resource, info.namespaced);
+    let source = reader.source(ctx, &info).await.map_err(|e| e.to_string())?;
     let labels = match &rule.label_selector {
         Some(s) => LabelSelector::from_label_selector(s)
             .map_err(|e| format!("relatedResources labelSelector: {e}"))?,
@@ -118,11 +120,15 @@ pub async fn resolve(
                 .resolve("v1", "namespaces")
                 .await
                 .map_err(|e| e.to_string())?;
-            let inf = ctx.informers.informer(&nsinfo.api_resource, false);
-            inf.wait_synced(ctx.options.sync_timeout)
+            let namespaces = reader
+                .source(ctx, &nsinfo)
                 .await
                 .map_err(|e| e.to_string())?;
-            Some((sel, inf))
+            namespaces
+                .wait_synced(ctx.options.sync_timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            Some((sel, namespaces))
         }
         None => None,
     };
@@ -134,7 +140,7 @@ pub async fn resolve(
     };
     Ok(ResolvedRule {
         info,
-        informer,
+        source,
         namespace,
         names: rule
             .names

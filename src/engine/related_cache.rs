@@ -15,6 +15,7 @@ use super::events::{EventKey, Trigger};
 use super::hookapi::{self, Version};
 use super::queue::WorkQueue;
 use super::related::{self, ResolvedRule};
+use super::source::Reader;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
@@ -24,6 +25,8 @@ use super::shared::*;
 pub struct Customize<'a> {
     /// The engine.
     pub ctx: &'a EngineContext,
+    /// Where related objects are read.
+    pub reader: &'a Reader,
     /// Who calls.
     pub caller: &'a Caller,
     /// The customize hook (`None`: no related objects).
@@ -133,10 +136,16 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
                     .map_err(|e| fail(e.to_string()))?;
                 let mut resolved = Vec::new();
                 for r in &rules {
-                    let rr =
-                        related::resolve(c.ctx, r, parent, c.parent_namespaced, c.sync_version)
-                            .await
-                            .map_err(|m| fail(format!("customize hook: {m}")))?;
+                    let rr = related::resolve(
+                        c.ctx,
+                        c.reader,
+                        r,
+                        parent,
+                        c.parent_namespaced,
+                        c.sync_version,
+                    )
+                    .await
+                    .map_err(|m| fail(format!("customize hook: {m}")))?;
                     resolved.push(rr);
                 }
                 for rr in &resolved {
@@ -166,7 +175,7 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
         };
         let mut out = Vec::new();
         for r in rules {
-            r.informer
+            r.source
                 .wait_synced(c.ctx.options.sync_timeout)
                 .await
                 .map_err(|e| SyncError::Read(e.to_string()))?;
@@ -176,8 +185,12 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
         Ok(out)
     }
 
-    /// Start routing events of a related resource (once per resource).
+    /// Start routing events of a related resource (once per resource; a list read once has
+    /// none).
     fn watch(&self, rule: &ResolvedRule, stop: &CancellationToken) {
+        let Some(informer) = rule.source.informer() else {
+            return;
+        };
         let resource = rule.info.key();
         let first = self
             .state
@@ -189,7 +202,7 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> RelatedCache<K> {
         }
         let state = Arc::clone(&self.state);
         let enqueue = Arc::clone(&self.enqueue);
-        let rx = rule.informer.subscribe();
+        let rx = informer.subscribe();
         tokio::spawn(for_each_event(rx, stop.clone(), move |ev| {
             let objs: Vec<Arc<Value>> = match ev {
                 InformerEvent::Added(o) | InformerEvent::Deleted(o) => vec![o],

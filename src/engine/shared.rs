@@ -212,12 +212,14 @@ impl SyncHooks {
     pub fn customize<'a>(
         &'a self,
         ctx: &'a EngineContext,
+        reader: &'a super::source::Reader,
         caller: &'a Caller,
         definition: &'a Value,
         parent_namespaced: bool,
     ) -> Customize<'a> {
         Customize {
             ctx,
+            reader,
             caller,
             hook: self.customize.as_ref(),
             definition,

@@ -198,6 +198,20 @@ pub fn always(v: Value) -> Handler {
     Arc::new(move |_, _| Reply::json(v.clone()))
 }
 
+/// `key=data.k` of every related ConfigMap a sync request shows, sorted, comma-separated.
+pub fn related_seen(req: &Value) -> String {
+    let mut seen: Vec<String> = req["related"]["ConfigMap.v1"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, o)| format!("{k}={}", o["data"]["k"].as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    seen.sort();
+    seen.join(",")
+}
+
 /// A handler from a sync function: request -> response JSON (200).
 pub fn sync_fn(f: impl Fn(&Value) -> Value + Send + Sync + 'static) -> Handler {
     Arc::new(move |_, req| Reply::json(f(req)))

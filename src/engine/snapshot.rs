@@ -1,6 +1,7 @@
-//! Live state for a dry run, read once: one list per resource (no informers, no watches, no
+//! Live state read once, for a dry run: one list per resource (no informers, no watches, no
 //! Lease), kept as a snapshot with the look-ups the planning needs (by key, by controller uid,
-//! orphans, label selection), the same questions the engine asks its informers.
+//! orphans, label selection), the same questions the engine asks its informers
+//! ([`super::source::Source`] answers them from either).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,8 +39,6 @@ pub enum LiveError {
 /// Every object of one resource (in one namespace, or all), as listed once.
 #[derive(Debug, Clone)]
 pub struct Listed {
-    /// The resource.
-    pub info: ResourceInfo,
     objects: BTreeMap<ObjectKey, Arc<Value>>,
 }
 
@@ -88,27 +87,19 @@ impl Listed {
 pub struct LiveReader {
     client: kube::Client,
     discovery: Discovery,
-    /// `-n`: parents are planned in this namespace only.
-    namespace: Option<String>,
     cache: tokio::sync::Mutex<BTreeMap<(String, String), Arc<Listed>>>,
     lists: std::sync::atomic::AtomicUsize,
 }
 
 impl LiveReader {
-    /// A reader on `client`; `namespace` is the `-n` scope of parents.
-    pub fn new(client: kube::Client, namespace: Option<String>) -> Self {
+    /// A reader on `client`.
+    pub fn new(client: kube::Client) -> Self {
         LiveReader {
             discovery: Discovery::new(client.clone()),
             client,
-            namespace,
             cache: tokio::sync::Mutex::new(BTreeMap::new()),
             lists: std::sync::atomic::AtomicUsize::new(0),
         }
-    }
-
-    /// The `-n` namespace, if any.
-    pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
     }
 
     /// Resolve `apiVersion` + plural (or kind) through discovery.
@@ -138,7 +129,8 @@ impl LiveReader {
             return Ok(Arc::clone(l));
         }
         // Every namespace, as the engine's informers: `-n` narrows the parents only (children,
-        // related objects and inputs may live elsewhere for cluster-scoped parents).
+        // related objects and inputs may live elsewhere for cluster-scoped parents); the
+        // controllers apply it (`EngineOptions::namespace`).
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &info.api_resource);
         self.lists
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -147,7 +139,7 @@ impl LiveReader {
             .await
             .map_err(|e| LiveError::List {
                 resource: info.key(),
-                message: crate::engine::execute::kube_error_message(&e),
+                message: super::execute::kube_error_message(&e),
             })?;
         let mut objects = BTreeMap::new();
         for item in list.items {
@@ -164,10 +156,7 @@ impl LiveReader {
                 objects.insert(k, Arc::new(v));
             }
         }
-        let listed = Arc::new(Listed {
-            info: info.clone(),
-            objects,
-        });
+        let listed = Arc::new(Listed { objects });
         cache.insert(id, Arc::clone(&listed));
         Ok(listed)
     }
