@@ -1407,6 +1407,14 @@ async fn a_new_cluster_has_the_kubernetes_service_and_root_ca_in_every_namespace
         slice["ports"],
         json!([{"name": "https", "port": port, "protocol": "TCP"}])
     );
+    // The Node is up with its status posted before the first request is served: nothing of the
+    // bootstrap is written after a client's first read (a "nothing was written" check relies on
+    // it).
+    let node = raw(c, "GET", "/api/v1/nodes/sandbox-node", None).await;
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"));
+    assert_eq!(ready.map(|c| &c["status"]), Some(&json!("True")), "{node}");
 
     // A new namespace gets both; deleted ones come back; a changed CA bundle is put back.
     raw(

@@ -327,7 +327,7 @@ impl Bound {
     /// Start accepting requests and running controllers.
     pub fn serve(self) -> Sandbox {
         let state = self.state.clone();
-        let controllers = tokio::spawn(controllers::run(state.clone()));
+        let controllers = tokio::spawn(controllers::run(controllers::bootstrap(state.clone())));
         let shutdown = state.shutdown.clone();
         let faults = faults::FaultInjector::default();
         let app = server::router(state.clone()).layer(axum::middleware::from_fn_with_state(

@@ -25,7 +25,8 @@ pub mod statefulset;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::state::State;
 use super::store::{Event, EventKind, Stored};
@@ -111,12 +112,44 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
     gc::check(state, obj);
 }
 
-/// Run every controller until the sandbox shuts down.
-pub async fn run(state: Arc<State>) {
+/// Most change events [`bootstrap`] handles itself before the loop takes over (a bound, in
+/// case a controller kept writing).
+const BOOTSTRAP_EVENTS: usize = 10_000;
+
+/// The controllers after their start-up work, ready to follow the change feed.
+pub struct Started {
+    state: Arc<State>,
+    kubelet: kubelet::Kubelet,
+    rx: broadcast::Receiver<Arc<Event>>,
+}
+
+/// Do the start-up work now, before the server accepts a request: the default Node, a full
+/// pass (each namespace's `default` ServiceAccount and `kube-root-ca.crt`, the `kubernetes`
+/// Service, whatever a persisted state calls for) and the changes that pass itself made. A
+/// client's first request then sees a cluster that is up, and nothing the bootstrap does is
+/// written after it (a test comparing resourceVersions would otherwise race it).
+pub fn bootstrap(state: Arc<State>) -> Started {
     let kubelet = kubelet::Kubelet::default();
     let mut rx = state.store.subscribe();
     node::ensure_default(&state);
     full_pass(&state, &kubelet);
+    for _ in 0..BOOTSTRAP_EVENTS {
+        match rx.try_recv() {
+            Ok(ev) => handle(&state, &kubelet, &ev),
+            Err(TryRecvError::Lagged(_)) => full_pass(&state, &kubelet),
+            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+        }
+    }
+    Started { state, kubelet, rx }
+}
+
+/// Run every controller until the sandbox shuts down.
+pub async fn run(started: Started) {
+    let Started {
+        state,
+        kubelet,
+        mut rx,
+    } = started;
     let mut tick = tokio::time::interval(RESYNC);
     tick.tick().await;
     loop {
