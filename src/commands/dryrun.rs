@@ -33,13 +33,57 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         .map(ControllerSelector::parse)
         .transpose()
         .class(Class::Usage)?;
+    let (mut loaded, against) = load_definitions(&args, selector.as_ref())?;
+    let cluster = &args.cluster;
+    let conn = client::connect(
+        cluster.kubeconfig.as_deref(),
+        cluster.context.as_deref(),
+        cluster.namespace.as_deref(),
+    )
+    .await
+    .class(Class::Usage)?;
+    eprintln!(
+        "{} (read only: nothing is written)",
+        conn.context.describe()
+    );
+    super::dev::check_reachable(&conn).await?;
+    add_from_cluster(&args, &conn, selector.as_ref(), &mut loaded).await?;
+    if loaded.controllers.is_empty() {
+        return Err(fail(
+            Class::Usage,
+            "no controller definitions found in the given files",
+        ));
+    }
+
+    let ctx = hook_context(&args, &conn, &loaded).await?;
+    let (mut shown, failures) = plan_all(&args, &ctx, &conn, &loaded).await?;
+    if let Some(other) = &against {
+        compare_answers(&ctx, &loaded.controllers, other, &shown).await;
+    }
+    if args.server {
+        check_on_server(&conn, &mut shown).await;
+    }
+    print(&args, &shown, &failures)?;
+    fail_on_failures(&shown, &failures)?;
+    let mut summary = Summary::default();
+    for sh in &shown {
+        summary.add(&sh.entries);
+    }
+    Ok(u8::from(summary.changes()))
+}
+
+/// The definitions of the given files (filtered by `-l`), and those of `--against`.
+fn load_definitions(
+    args: &DryrunArgs,
+    selector: Option<&ControllerSelector>,
+) -> Result<(spec::Loaded, Option<Vec<ControllerDef>>)> {
     let mut loaded = if args.files.is_empty() {
         spec::Loaded::default()
     } else {
         spec::load_paths_with(&args.files, args.recursive).class(Class::Usage)?
     };
     // -l: only the definitions whose labels match (also those read with --from-cluster).
-    if let Some(sel) = &selector {
+    if let Some(sel) = selector {
         loaded.controllers = super::dev::select_controllers(
             sel,
             std::mem::take(&mut loaded.controllers),
@@ -55,60 +99,68 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         ),
         None => None,
     };
-    let cluster = &args.cluster;
-    let conn = client::connect(
-        cluster.kubeconfig.as_deref(),
-        cluster.context.as_deref(),
-        cluster.namespace.as_deref(),
-    )
-    .await
-    .class(Class::Usage)?;
-    eprintln!(
-        "{} (read only: nothing is written)",
-        conn.context.describe()
-    );
-    super::dev::check_reachable(&conn).await?;
-    if !args.from_cluster.is_empty() {
-        let discovery = Discovery::new(conn.client.clone());
-        let mut read = Vec::new();
-        for name in &args.from_cluster {
-            let def = super::dev::read_from_cluster(&conn.client, &discovery, name)
-                .await
-                .class(Class::Usage)?;
-            read.push(def);
-        }
-        if let Some(sel) = &selector {
-            read = super::dev::select_controllers(sel, read, !loaded.controllers.is_empty())
-                .class(Class::Usage)?;
-        }
-        loaded.controllers.extend(read);
-    }
-    if loaded.controllers.is_empty() {
-        return Err(fail(
-            Class::Usage,
-            "no controller definitions found in the given files",
-        ));
-    }
+    Ok((loaded, against))
+}
 
+/// `--from-cluster`: add the named definitions read from the cluster (filtered by `-l`).
+async fn add_from_cluster(
+    args: &DryrunArgs,
+    conn: &client::Connection,
+    selector: Option<&ControllerSelector>,
+    loaded: &mut spec::Loaded,
+) -> Result<()> {
+    if args.from_cluster.is_empty() {
+        return Ok(());
+    }
+    let discovery = Discovery::new(conn.client.clone());
+    let mut read = Vec::new();
+    for name in &args.from_cluster {
+        let def = super::dev::read_from_cluster(&conn.client, &discovery, name)
+            .await
+            .class(Class::Usage)?;
+        read.push(def);
+    }
+    if let Some(sel) = selector {
+        read = super::dev::select_controllers(sel, read, !loaded.controllers.is_empty())
+            .class(Class::Usage)?;
+    }
+    loaded.controllers.extend(read);
+    Ok(())
+}
+
+/// The engine context the hooks are called through: options from the flags, and the secured
+/// webhooks' Secrets and ConfigMaps (read, never shown), with the files' own documents
+/// standing in for objects not created yet, as `dev --apply` would create them.
+async fn hook_context(
+    args: &DryrunArgs,
+    conn: &client::Connection,
+    loaded: &spec::Loaded,
+) -> Result<std::sync::Arc<EngineContext>> {
     let options = EngineOptions {
         hook_base_url: args.hook_base_url.clone(),
         namespace: args.cluster.namespace.clone(),
         ..EngineOptions::default()
     };
-    // Secured webhooks: their Secrets and ConfigMaps are read (never shown), with the files'
-    // own documents standing in for objects not created yet, as `dev --apply` would create them.
-    let endpoints = super::dev::resolve_endpoints(&loaded, &conn, true, false).await?;
+    let endpoints = super::dev::resolve_endpoints(loaded, conn, true, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
     for resolved in &endpoints {
         ctx.hooks.set_endpoints(resolved);
     }
+    Ok(ctx)
+}
+
+/// Plan every selected parent of every controller on live state read once; a PARENT given
+/// that no controller selects is a usage error.
+async fn plan_all(
+    args: &DryrunArgs,
+    ctx: &std::sync::Arc<EngineContext>,
+    conn: &client::Connection,
+    loaded: &spec::Loaded,
+) -> Result<(Vec<Shown>, Vec<ParentFailure>)> {
     let live = std::sync::Arc::new(LiveReader::new(conn.client.clone()));
-    let composer = Composer {
-        ctx: &ctx,
-        live: &live,
-    };
+    let composer = Composer { ctx, live: &live };
     let selection = Selection {
         parents: args.parents.clone(),
         key: args.key.clone(),
@@ -128,18 +180,18 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         failures.extend(planned.failures);
         shown.extend(planned.plans.into_iter().map(Shown::new));
     }
-    let missing: Vec<&String> = args
+    let missing: Vec<&str> = args
         .parents
         .iter()
         .filter(|p| !matched.contains(*p))
+        .map(String::as_str)
         .collect();
     if !missing.is_empty() {
-        let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         return Err(fail(
             Class::Usage,
             format!(
                 "no parent named {} is selected by the given controller(s){}",
-                names.join(", "),
+                missing.join(", "),
                 args.cluster
                     .namespace
                     .as_ref()
@@ -148,31 +200,33 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
             ),
         ));
     }
+    Ok((shown, failures))
+}
 
-    if let Some(other) = &against {
-        compare_answers(&ctx, &loaded.controllers, other, &shown).await;
-    }
-    if args.server {
-        for sh in &mut shown {
-            for e in &mut sh.entries {
-                if !matches!(e.action, Action::Create | Action::Update) {
-                    continue;
-                }
-                let info = sh.plan.types.get(&e.type_key).cloned();
-                if let Some(info) = info {
-                    server::check(&conn.client, &info, e).await;
-                    if let Some(ServerCheck::Fallback { message }) = &e.server {
-                        eprintln!(
-                            "warning: {} {}: server-side dry run unavailable ({message}); showing the local result",
-                            e.action.header(),
-                            e.title()
-                        );
-                    }
-                }
+/// `--server`: dry-run each create and update on the API server (saying when it cannot).
+async fn check_on_server(conn: &client::Connection, shown: &mut [Shown]) {
+    for sh in shown {
+        for e in &mut sh.entries {
+            if !matches!(e.action, Action::Create | Action::Update) {
+                continue;
+            }
+            let Some(info) = sh.plan.types.get(&e.type_key).cloned() else {
+                continue;
+            };
+            server::check(&conn.client, &info, e).await;
+            if let Some(ServerCheck::Fallback { message }) = &e.server {
+                eprintln!(
+                    "warning: {} {}: server-side dry run unavailable ({message}); showing the local result",
+                    e.action.header(),
+                    e.title()
+                );
             }
         }
     }
+}
 
+/// Print the plans (diffs, or `-o json`) on stdout.
+fn print(args: &DryrunArgs, shown: &[Shown], failures: &[ParentFailure]) -> Result<()> {
     let color = match args.color {
         ColorArg::Always => true,
         ColorArg::Never => false,
@@ -186,51 +240,48 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         color: color && args.output == DryrunOutput::Human,
     };
     let text = match args.output {
-        DryrunOutput::Human => render::human(&shown, &failures, &opts),
+        DryrunOutput::Human => render::human(shown, failures, &opts),
         DryrunOutput::Json => {
-            let doc = render::json_doc(&shown, &failures, &opts);
+            let doc = render::json_doc(shown, failures, &opts);
             let mut s = serde_json::to_string_pretty(&doc).class(Class::Internal)?;
             s.push('\n');
             s
         }
     };
-    super::write_stdout(text.as_bytes())?;
+    super::write_stdout(text.as_bytes())
+}
 
-    let rejected: Vec<String> = shown
-        .iter()
-        .flat_map(|sh| {
-            sh.entries.iter().filter_map(move |e| match &e.server {
-                Some(ServerCheck::Rejected { message }) => Some(format!(
-                    "  {} {}: {} {}: {message}",
-                    sh.plan.controller,
-                    sh.plan.parent_name(),
-                    e.action.header(),
-                    e.title()
-                )),
-                _ => None,
-            })
+/// The error for syncs that would fail: a hook or planning failure, or a write the API server
+/// rejected in its dry run.
+fn fail_on_failures(shown: &[Shown], failures: &[ParentFailure]) -> Result<()> {
+    let rejected = shown.iter().flat_map(|sh| {
+        sh.entries.iter().filter_map(move |e| match &e.server {
+            Some(ServerCheck::Rejected { message }) => Some(format!(
+                "  {} {}: {} {}: {message}",
+                sh.plan.controller,
+                sh.plan.parent_name(),
+                e.action.header(),
+                e.title()
+            )),
+            _ => None,
         })
+    });
+    let lines: Vec<String> = failures
+        .iter()
+        .map(|f| format!("  {} {}: {}", f.controller, f.parent, f.message))
+        .chain(rejected)
         .collect();
-    if !failures.is_empty() || !rejected.is_empty() {
-        let mut lines: Vec<String> = failures
-            .iter()
-            .map(|f| format!("  {} {}: {}", f.controller, f.parent, f.message))
-            .collect();
-        lines.extend(rejected);
-        return Err(fail(
-            Class::NotConverged,
-            format!(
-                "{} sync(s) would fail (nothing was written):\n{}",
-                lines.len(),
-                lines.join("\n")
-            ),
-        ));
+    if lines.is_empty() {
+        return Ok(());
     }
-    let mut summary = Summary::default();
-    for sh in &shown {
-        summary.add(&sh.entries);
-    }
-    Ok(u8::from(summary.changes()))
+    Err(fail(
+        Class::NotConverged,
+        format!(
+            "{} sync(s) would fail (nothing was written):\n{}",
+            lines.len(),
+            lines.join("\n")
+        ),
+    ))
 }
 
 /// Check every flag and path that can be checked without a cluster.
