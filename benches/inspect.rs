@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use common::{arg, client_for};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
+use kube_sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::inspect::api::Listed;
 use kubectl_meta::inspect::{Catalog, ControllerSource, Direction, Fetcher, InspectRequest, graph};
 use kubectl_meta::k8s::object;
-use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
 struct Measure {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kubectl_meta::sandbox::{Sandbox, SandboxConfig, Storage};
+use kube_sandbox::{Sandbox, SandboxConfig, Storage};
 use serde_json::{Value, json};
 
 mod common;

@@ -14,7 +14,9 @@
 //! - [`dryrun`]: `kubectl meta dryrun`: what a sync would do, read once, planned, rendered.
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
-//! - [`sandbox`]: the embedded Kubernetes-compatible API server (`kubectl meta sandbox`).
+//!
+//! The API server behind `kubectl meta sandbox` and `dev --sandbox` is the `kube-sandbox` crate;
+//! selectors, quantities and name rules are the `kube-apimachinery` crate.
 
 pub mod cli;
 pub mod commands;
@@ -24,6 +26,5 @@ pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
-pub mod sandbox;
 pub mod spec;
 pub mod tui;

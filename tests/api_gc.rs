@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Client, Resource, ResourceExt};
-use kubectl_meta::sandbox::SandboxConfig;
+use kube_sandbox::SandboxConfig;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 

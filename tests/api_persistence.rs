@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
-use kubectl_meta::sandbox::persist::PersistError;
-use kubectl_meta::sandbox::{Sandbox, SandboxConfig, SandboxError, Storage};
+use kube_sandbox::persist::PersistError;
+use kube_sandbox::{Sandbox, SandboxConfig, SandboxError, Storage};
 use serde_json::json;
 
 fn dir_config(dir: &Path) -> SandboxConfig {

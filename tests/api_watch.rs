@@ -16,7 +16,7 @@ use kube::api::{
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, reflector};
-use kubectl_meta::sandbox::SandboxConfig;
+use kube_sandbox::SandboxConfig;
 use serde_json::json;
 
 use common::TIMEOUT;

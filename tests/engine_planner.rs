@@ -8,12 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use common::engine::*;
+use kube_apimachinery::selector::LabelSelector;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
 use kubectl_meta::engine::hookapi::{self, Version};
 use kubectl_meta::engine::plan::ChildType;
 use kubectl_meta::engine::planner::{self, ObjectAction};
 use kubectl_meta::k8s::object;
-use kubectl_meta::k8s::selector::LabelSelector;
 use kubectl_meta::spec::UpdateMethod;
 use serde_json::{Value, json};
 

@@ -39,7 +39,7 @@ async fn pod_images(api: &Api<DynamicObject>) -> BTreeMap<String, (String, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_killed_mid_rollout_continues_it_after_a_restart() {
-    let mut cfg = kubectl_meta::sandbox::SandboxConfig::ephemeral();
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
     // Slow readiness, so the rollout is still going when dev is killed.
     cfg.tunables.kubelet_delay = Some(Duration::from_secs(3));
     let sb = common::start_with(cfg).await;

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::faults::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube_sandbox::faults::Fault;
 use kubectl_meta::engine::events::EngineEvent;
 use kubectl_meta::k8s::lease::{LeaseState, lease_name};
-use kubectl_meta::sandbox::faults::Fault;
 use serde_json::json;
 
 /// Make the Lease look held by `holder`, renewed `ago` ago for `duration_s` seconds, with a

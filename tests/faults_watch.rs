@@ -5,7 +5,7 @@
 mod common;
 
 use common::faults::*;
-use kubectl_meta::sandbox::faults::Fault;
+use kube_sandbox::faults::Fault;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

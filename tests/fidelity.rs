@@ -16,7 +16,7 @@ async fn sandbox_stores_what_kube_apiserver_stores() {
     );
     // The reference objects come from a kube-apiserver without scheduler or kubelet: compare
     // with a sandbox without them too (no Node, so no pod is bound to one).
-    let mut cfg = kubectl_meta::sandbox::SandboxConfig::ephemeral();
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;
     let t = common::start_with(cfg).await;
     let kubeconfig = t.kubeconfig();

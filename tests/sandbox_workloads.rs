@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use kubectl_meta::sandbox::SandboxConfig;
+use kube_sandbox::SandboxConfig;
 use serde_json::{Value, json};
 
 use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};

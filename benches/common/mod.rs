@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
-use kubectl_meta::sandbox::Sandbox;
+use kube_sandbox::Sandbox;
 use serde_json::json;
 
 /// Group of the bench CRDs.

@@ -33,9 +33,9 @@ use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::{lease, manifests};
-use crate::sandbox::{Sandbox, SandboxConfig, Storage};
 use crate::spec::{self, ControllerDef, ControllerSelector, Source};
 use crate::tui::Tui;
+use kube_sandbox::{Sandbox, SandboxConfig, Storage};
 
 /// Lease duration of a dev session.
 const LEASE_DURATION: Duration = Duration::from_secs(15);

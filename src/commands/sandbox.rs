@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::interrupts::Interrupts;
 use crate::cli::sandbox::SandboxArgs;
-use crate::sandbox::{Sandbox, SandboxConfig, Storage, Tunables};
+use kube_sandbox::{Sandbox, SandboxConfig, Storage, Tunables};
 
 /// The per-user data directory of kubectl-meta (`$XDG_DATA_HOME/kubectl-meta`, else `~/.local/share/kubectl-meta`).
 pub fn data_dir() -> Result<PathBuf> {

@@ -44,7 +44,7 @@ use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
 use super::server_view::{self, Seg};
-use crate::k8s::quantity;
+use kube_apimachinery::quantity;
 
 /// The annotation holding the last applied desired state (compact JSON), shared with Metacontroller.
 pub const LAST_APPLIED: &str = "metacontroller.k8s.io/last-applied-configuration";

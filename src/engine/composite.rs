@@ -34,8 +34,8 @@ use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
+use kube_apimachinery::selector::LabelSelector;
 
 /// The controller kind, as shown in events and hook call logs.
 const KIND: &str = "CompositeController";

@@ -37,8 +37,8 @@ use super::source::{self, Bound, Built, Reader, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{Controller, DecoratorControllerSpec};
+use kube_apimachinery::selector::LabelSelector;
 
 /// The annotation that marks an object as an attachment of a DecoratorController (its value
 /// is the controller's name).

@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 use crate::k8s::object;
-use crate::k8s::selector::{LabelSelector, SelectorError};
 use crate::spec::DecoratorResourceRule;
+use kube_apimachinery::selector::{LabelSelector, SelectorError};
 
 /// One target rule of a DecoratorController: both parts must match (an absent part matches
 /// everything).

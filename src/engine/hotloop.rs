@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::apply::{self, HeldField};
 use super::plan::{ChildId, Plan};
-use crate::k8s::quantity;
+use kube_apimachinery::quantity;
 
 /// Consecutive syncs rewriting one field with the same value before it is held.
 pub const SYNCS: usize = 3;

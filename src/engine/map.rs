@@ -44,8 +44,8 @@ use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{Controller, MapControllerSpec};
+use kube_apimachinery::selector::LabelSelector;
 
 /// Status recomputations are coalesced over this window after key syncs.
 const STATUS_DELAY: Duration = Duration::from_millis(100);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
+use kube_apimachinery::selector::LabelSelector;
 
 /// The label that generated selectors use (`generateSelector: true`).
 pub const CONTROLLER_UID_LABEL: &str = "controller-uid";

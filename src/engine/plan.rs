@@ -17,8 +17,8 @@ use super::apply::{self, FieldChange};
 pub use super::child::{ChildId, ChildType, ObjectKeyView};
 use super::ownership::{CONTROLLER_UID_LABEL, controller_ref_for};
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::UpdateMethod;
+use kube_apimachinery::selector::LabelSelector;
 
 /// Why an existing child is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

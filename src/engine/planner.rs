@@ -32,8 +32,8 @@ use super::plan::{
 };
 use super::rollout::{RevisionWrite, RolloutState};
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::UpdateMethod;
+use kube_apimachinery::selector::LabelSelector;
 
 /// What a sync does to one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,7 +16,7 @@ use super::hookapi::{RelatedRule, Version};
 use super::source::{Reader, Source};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
+use kube_apimachinery::selector::LabelSelector;
 
 /// A related-resources rule bound to its source.
 #[derive(Clone)]

@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use kube_apimachinery::hash::hash_value;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -199,47 +200,6 @@ fn pointer(parts: &[&str]) -> String {
         .iter()
         .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
         .collect()
-}
-
-/// 64-bit FNV-1a over the canonical (key-sorted) JSON of `v`, as 16 hex digits.
-pub fn hash_value(v: &Value) -> String {
-    fn canonical(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String((*k).clone()).to_string());
-                    out.push(':');
-                    canonical(&m[*k], out);
-                }
-                out.push('}');
-            }
-            Value::Array(a) => {
-                out.push('[');
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    canonical(x, out);
-                }
-                out.push(']');
-            }
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut s = String::new();
-    canonical(v, &mut s);
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }
 
 /// The revision name for a parent patch: `<parent>-<10 hex digits>` (parent name shortened to

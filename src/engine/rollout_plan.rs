@@ -27,8 +27,8 @@ use super::plan::{self, PlanError};
 use super::planner::RolloutDecision;
 use super::rollout::{self, Revision, RevisionWrite};
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{CompositeControllerSpec, StatusConditionCheck};
+use kube_apimachinery::selector::LabelSelector;
 
 /// The rolling state of one parent before the hook calls (from [`revisions`]).
 #[derive(Debug, Clone, PartialEq)]

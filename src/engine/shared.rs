@@ -28,8 +28,8 @@ use super::plan::ChildType;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
+use kube_apimachinery::selector::LabelSelector;
 
 pub use super::caller::*;
 pub use super::carry::*;

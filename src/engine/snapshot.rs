@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::k8s::discovery::{Discovery, ResourceInfo};
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
+use kube_apimachinery::selector::LabelSelector;
 
 /// Why live state could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -18,8 +18,8 @@ use super::snapshot::{Listed, LiveError, LiveReader};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerError};
 use crate::k8s::object::ObjectKey;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{Controller, ParentResourceRule};
+use kube_apimachinery::selector::LabelSelector;
 
 /// The objects of one resource, as a sync step reads them.
 #[derive(Clone)]

@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::api::{ApiType, Catalog, Fetcher, Listed};
 use super::{ControllerSource, InspectError};
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::{self, ControllerDef, Source};
+use kube_apimachinery::selector::LabelSelector;
 
 /// Built-in workload types whose dependents Kubernetes' own controllers make, as
 /// `(group, parent plural, dependent plurals)`: listed when the parent type is in the tree, so a

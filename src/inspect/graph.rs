@@ -19,8 +19,8 @@ use crate::engine::decorator::DECORATOR_ANNOTATION;
 use crate::engine::map_plan::{MAP_INPUT_ANNOTATION, MAP_KEY_LABEL, map_key};
 use crate::engine::ownership::{self, CONTROLLER_UID_LABEL};
 use crate::k8s::object;
-use crate::k8s::selector::LabelSelector;
 use crate::spec::ControllerDef;
+use kube_apimachinery::selector::LabelSelector;
 
 /// Which way to trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -612,8 +612,8 @@ mod tests {
         assert_eq!(retry_after(&resp(200, None)), None);
     }
     use super::*;
-    use crate::sandbox::{Sandbox, SandboxConfig};
     use k8s_openapi::api::core::v1::Namespace;
+    use kube_sandbox::{Sandbox, SandboxConfig};
 
     fn info(name: &str, server: &str) -> ContextInfo {
         ContextInfo {

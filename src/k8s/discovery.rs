@@ -344,9 +344,9 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
     use crate::k8s::client::connect;
-    use crate::sandbox::{Sandbox, SandboxConfig};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::PostParams;
+    use kube_sandbox::{Sandbox, SandboxConfig};
     use serde_json::json;
 
     async fn setup() -> (Sandbox, Discovery, tempfile::TempDir) {

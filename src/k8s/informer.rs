@@ -33,7 +33,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::k8s::object::{self, ObjectKey};
-use crate::k8s::selector::LabelSelector;
+use kube_apimachinery::selector::LabelSelector;
 
 /// Capacity of each informer's event channel. A subscriber more than this many events behind
 /// gets `RecvError::Lagged` and must resync everything, as for [`InformerEvent::Relisted`].
@@ -731,11 +731,11 @@ fn string_labels(obj: &Value) -> impl Iterator<Item = (&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{Sandbox, SandboxConfig};
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
     use kube::config::{KubeConfigOptions, Kubeconfig};
+    use kube_sandbox::{Sandbox, SandboxConfig};
     use serde_json::json;
     use tokio::sync::broadcast::error::RecvError;
 

@@ -21,7 +21,7 @@ use kube::api::{DeleteParams, PostParams, Preconditions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::k8s::names::is_dns1123_subdomain;
+use kube_apimachinery::names::is_dns1123_subdomain;
 
 /// Reads and writes before giving up when other writers keep changing the Lease.
 const MAX_ATTEMPTS: usize = 5;
@@ -607,7 +607,7 @@ async fn renew_once(r: &Renewer, current: &mut Lease) -> Renewal {
 mod tests {
     use super::*;
     use crate::k8s::client::connect;
-    use crate::sandbox::{Sandbox, SandboxConfig};
+    use kube_sandbox::{Sandbox, SandboxConfig};
     use std::time::Instant;
 
     const NS: &str = "default";

@@ -1,4 +1,4 @@
-//! Kubernetes building blocks shared by the sandbox server and the controller engine.
+//! The Kubernetes client side of the plugin: connections, discovery, caches, leases.
 //!
 //! - [`client`]: connecting from a kubeconfig, the pinned context, the write guard.
 //! - [`error`]: API errors classified by what fixes them (conflict, invalid, refused, unreachable).
@@ -7,8 +7,8 @@
 //! - [`lease`]: one dev loop per controller.
 //! - [`manifests`]: applying plain documents (`--apply`).
 //! - [`object`]: JSON metadata accessors.
-//! - [`quantity`]: resource quantities parsed and printed exactly as apimachinery does.
-//! - [`selector`], [`names`]: apimachinery's selector syntax and name rules.
+//!
+//! Selectors, quantities, name rules and content hashes are in the `kube-apimachinery` crate.
 //!
 //! Also [`FIELD_MANAGER`] and [`kube_error_message`], shared by every layer that writes.
 
@@ -29,7 +29,4 @@ pub mod error;
 pub(crate) mod informer;
 pub mod lease;
 pub(crate) mod manifests;
-pub(crate) mod names;
 pub mod object;
-pub(crate) mod quantity;
-pub mod selector;

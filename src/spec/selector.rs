@@ -12,7 +12,7 @@ use std::fmt;
 use serde_json::Value;
 
 use super::types::ControllerDef;
-use crate::k8s::selector::{LabelSelector, SelectorError};
+use kube_apimachinery::selector::{LabelSelector, SelectorError};
 
 /// A parsed `-l/--selector` over controller definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]

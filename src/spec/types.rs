@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::duration::parse_go_duration;
-use crate::k8s::selector::{LabelSelector, SelectorError};
+use kube_apimachinery::selector::{LabelSelector, SelectorError};
 
 /// How long a hook call may take when its definition gives no timeout (Metacontroller's default).
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);

@@ -18,10 +18,10 @@ use super::types::{
     DecoratorControllerSpec, EndpointConfig, ExecHook, Hook, MapControllerSpec, ParentResourceRule,
     RevisionHistory, Webhook,
 };
-use crate::k8s::names::{
+use kube_apimachinery::names::{
     is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_label_token, is_subdomain_token,
 };
-use crate::k8s::selector::LabelSelector;
+use kube_apimachinery::selector::LabelSelector;
 
 /// The top-level fields of a controller document.
 const TOP_LEVEL_FIELDS: [&str; 5] = ["apiVersion", "kind", "metadata", "spec", "status"];

@@ -709,7 +709,7 @@ impl World {
     /// As [`World::new`], with the sandbox's simulated kubelet turned off: pods stay without
     /// status until the test writes it (readiness under the test's control).
     pub async fn without_kubelet(parent_kind: &str, handler: Handler) -> World {
-        let mut cfg = kubectl_meta::sandbox::SandboxConfig::ephemeral();
+        let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
         cfg.tunables.kubelet_delay = None;
         let sb = super::start_with(cfg).await;
         install_crd(&sb.client, parent_kind, true).await;

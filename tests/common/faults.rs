@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kube_sandbox::{Sandbox, SandboxConfig, Storage};
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
 use kubectl_meta::k8s::client;
 use kubectl_meta::k8s::lease::{self, LeaseGuard, LeaseState};
-use kubectl_meta::sandbox::{Sandbox, SandboxConfig, Storage};
 
 use serde_json::{Value, json};
 
@@ -325,7 +325,7 @@ impl Fixture {
     }
 
     /// The sandbox's fault switch.
-    pub fn faults(&self) -> &kubectl_meta::sandbox::faults::FaultInjector {
+    pub fn faults(&self) -> &kube_sandbox::faults::FaultInjector {
         self.rs.sb().faults()
     }
 

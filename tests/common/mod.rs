@@ -13,7 +13,7 @@ pub mod faults;
 pub mod schema;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kubectl_meta::sandbox::{Sandbox, SandboxConfig};
+use kube_sandbox::{Sandbox, SandboxConfig};
 
 /// Generous timeout for conditions on a busy 2-core machine.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

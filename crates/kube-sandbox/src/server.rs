@@ -22,7 +22,7 @@ use super::state::State;
 use super::status::{ApiError, ApiResult, Target, success_status};
 use super::store::WatchStart;
 use super::watch::{self, Filter, WatchParams};
-use crate::k8s::selector::{FieldSelector, LabelSelector};
+use kube_apimachinery::selector::{FieldSelector, LabelSelector};
 
 /// The Kubernetes version the sandbox reports.
 pub const KUBE_VERSION: (&str, &str) = ("1", "33");

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::sandbox::ops::{self, CRD_CLEANUP};
-use crate::sandbox::resources::{Origin, ResourceDef};
-use crate::sandbox::schema;
-use crate::sandbox::state::{State, now_rfc3339};
+use crate::ops::{self, CRD_CLEANUP};
+use crate::resources::{Origin, ResourceDef};
+use crate::schema;
+use crate::state::{State, now_rfc3339};
 
 const GR: &str = "apiextensions.k8s.io/customresourcedefinitions";
 

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::ops::{self, WriteOpts};
-use crate::sandbox::state::State;
-use crate::sandbox::status::ApiResult;
+use crate::ops::{self, WriteOpts};
+use crate::state::State;
+use crate::status::ApiResult;
 
 /// Name of the ConfigMap holding the cluster's CA in every namespace.
 pub const ROOT_CA: &str = "kube-root-ca.crt";

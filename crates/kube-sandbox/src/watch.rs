@@ -22,7 +22,7 @@ use super::resources::ResourceDef;
 use super::state::State;
 use super::status::ApiError;
 use super::store::{Event, EventKind, StoreError, Stored, WatchStart};
-use crate::k8s::selector::{FieldSelector, LabelSelector};
+use kube_apimachinery::selector::{FieldSelector, LabelSelector};
 
 /// Selectors of a list or watch.
 #[derive(Debug, Clone, Default)]

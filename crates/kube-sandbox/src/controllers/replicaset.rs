@@ -11,9 +11,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::pods;
-use crate::k8s::selector::LabelSelector;
-use crate::sandbox::state::{State, now_unix};
-use crate::sandbox::store::Stored;
+use crate::state::{State, now_unix};
+use crate::store::Stored;
+use kube_apimachinery::selector::LabelSelector;
 
 /// Storage key of ReplicaSets.
 pub const GR: &str = "apps/replicasets";

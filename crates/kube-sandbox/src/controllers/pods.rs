@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::sandbox::ops::{self, DeleteOpts, WriteOpts};
-use crate::sandbox::state::State;
-use crate::sandbox::store::Stored;
+use crate::ops::{self, DeleteOpts, WriteOpts};
+use crate::state::State;
+use crate::store::Stored;
 
 /// Storage key of Pods.
 pub const PODS: &str = "/pods";
@@ -250,7 +250,7 @@ pub fn int_or_percent(v: &Value, total: i64, round_up: bool, default_pct: i64) -
 pub fn template_hash(v: &Value, collision_count: Option<i64>) -> String {
     const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     // FNV-1a over the key-sorted JSON (the engine's), folded to 32 bits as upstream's is.
-    let hex = crate::engine::rollout::hash_value(&json!([v, collision_count]));
+    let hex = kube_apimachinery::hash::hash_value(&json!([v, collision_count]));
     let h = u64::from_str_radix(&hex, 16).unwrap_or_default();
     let h = (h ^ (h >> 32)) as u32;
     h.to_string()

@@ -207,7 +207,7 @@ fn pvc_update(obj: &Value, old: &Value, errs: &mut Vec<FieldError>) {
         ));
     }
     let size = |v: &Value| {
-        crate::k8s::quantity::parse_value(&v["spec"]["resources"]["requests"]["storage"])
+        kube_apimachinery::quantity::parse_value(&v["spec"]["resources"]["requests"]["storage"])
     };
     if let (Some(n), Some(o)) = (size(obj), size(old))
         && n < o

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::node;
 use super::pods;
-use crate::sandbox::state::{State, now_unix};
-use crate::sandbox::store::Stored;
+use crate::state::{State, now_unix};
+use crate::store::Stored;
 
 /// Storage key of DaemonSets.
 pub const GR: &str = "apps/daemonsets";

@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::k8s::names::{
+use kube_apimachinery::names::{
     go_quote, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_label_value,
     is_path_segment, is_qualified_name,
 };

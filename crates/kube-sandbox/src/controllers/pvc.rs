@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::sandbox::admission::PVC_PROTECTION;
-use crate::sandbox::state::State;
-use crate::sandbox::store::Stored;
+use crate::admission::PVC_PROTECTION;
+use crate::state::State;
+use crate::store::Stored;
 
 /// Resource of claims.
 pub const GR: &str = "/persistentvolumeclaims";

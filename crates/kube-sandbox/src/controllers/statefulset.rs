@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::sandbox::ops::{self, DeleteOpts, WriteOpts};
-use crate::sandbox::state::State;
-use crate::sandbox::store::Stored;
+use crate::ops::{self, DeleteOpts, WriteOpts};
+use crate::state::State;
+use crate::store::Stored;
 
 /// Storage key of StatefulSets.
 pub const GR: &str = "apps/statefulsets";

@@ -22,7 +22,9 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::k8s::names::{go_quote, is_dns1035_label_characters, is_dns1123_subdomain_characters};
+use kube_apimachinery::names::{
+    go_quote, is_dns1035_label_characters, is_dns1123_subdomain_characters,
+};
 
 /// The OpenAPI v3 types a CRD schema may declare, sorted as the apiserver lists them.
 const SCHEMA_TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];

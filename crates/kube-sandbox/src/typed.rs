@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::ser::{self, Impossible};
 use serde_json::{Map, Number, Value};
 
-use crate::k8s::quantity;
+use kube_apimachinery::quantity;
 
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,

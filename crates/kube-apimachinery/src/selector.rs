@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::names::{go_quote, is_label_value, is_qualified_name};
+use crate::names::{go_quote, is_label_value, is_qualified_name};
 
 /// Why a label or field selector was rejected; the messages are kube-apiserver's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,7 +12,7 @@
 //!
 //! Pods are first bound to a Node by the simulated scheduler ([`super::node`]); without a
 //! Node that fits they stay Pending. Run-to-completion Pods (`restartPolicy` `Never` or
-//! `OnFailure`, as Jobs' Pods are) finish after [`Tunables::pod_run`](crate::sandbox::Tunables)
+//! `OnFailure`, as Jobs' Pods are) finish after [`Tunables::pod_run`](crate::Tunables)
 //! (or the seconds of the Pod annotation `sandbox.kubectl-meta.io/run-seconds`): `Succeeded`
 //! with exit code 0, or `Failed` with the exit code of the annotation
 //! `sandbox.kubectl-meta.io/exit-code` when it is not 0.
@@ -23,9 +23,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::node;
-use crate::sandbox::ops;
-use crate::sandbox::state::{State, now_rfc3339, random_u64};
-use crate::sandbox::store::{ObjKey, Stored};
+use crate::ops;
+use crate::state::{State, now_rfc3339, random_u64};
+use crate::store::{ObjKey, Stored};
 
 /// Tracks pods already scheduled to start, so each is started once.
 #[derive(Debug, Default)]

@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 
 use super::pods;
 use super::replicaset;
-use crate::sandbox::ops;
-use crate::sandbox::state::{State, now_rfc3339};
-use crate::sandbox::store::Stored;
+use crate::ops;
+use crate::state::{State, now_rfc3339};
+use crate::store::Stored;
 
 /// Storage key of Deployments.
 pub const GR: &str = "apps/deployments";

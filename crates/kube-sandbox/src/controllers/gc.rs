@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::sandbox::ops::{self, DeleteOpts, FOREGROUND, ORPHAN, Propagation};
-use crate::sandbox::state::State;
-use crate::sandbox::store::Stored;
+use crate::ops::{self, DeleteOpts, FOREGROUND, ORPHAN, Propagation};
+use crate::state::State;
+use crate::store::Stored;
 
 /// Does the owner with this uid exist where `dependent` can see it?
 fn owner_present(state: &State, dependent: &Stored, uid: &str) -> bool {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::sandbox::ops::{self, WriteOpts};
-use crate::sandbox::state::State;
-use crate::sandbox::status::ApiResult;
+use crate::ops::{self, WriteOpts};
+use crate::state::State;
+use crate::status::ApiResult;
 
 /// Name of the Service (and of its Endpoints and EndpointSlice).
 pub const NAME: &str = "kubernetes";

@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::gc;
 use super::pods;
-use crate::sandbox::state::{State, now_rfc3339};
-use crate::sandbox::store::Stored;
+use crate::state::{State, now_rfc3339};
+use crate::store::Stored;
 
 /// Storage key of Jobs.
 pub const GR: &str = "batch/jobs";

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::pods::MANAGER;
-use crate::sandbox::ops::{self, WriteOpts};
-use crate::sandbox::state::{State, now_rfc3339};
-use crate::sandbox::store::Stored;
+use crate::ops::{self, WriteOpts};
+use crate::state::{State, now_rfc3339};
+use crate::store::Stored;
 
 /// Storage key of Nodes.
 pub const GR: &str = "/nodes";
