@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::devloop::{DevLoop, DevLoopConfig};
-use kubectl_meta::engine::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::EventBus;
 use kubectl_meta::engine::runtime::Engine;
 use kubectl_meta::hooks::server::{Readiness, ServerConfig};

@@ -682,7 +682,7 @@ async fn crds_in_protected_groups_need_the_api_approval_annotation_as_on_kube_ap
     let api: Api<CustomResourceDefinition> = Api::all(t.client.clone());
     // The ControllerRevision CRD `dev` installs for rolling updates is accepted and served.
     let revisions: CustomResourceDefinition =
-        serde_json::from_value(kubectl_meta::engine::rollout::revision_crd()).unwrap();
+        serde_json::from_value(kubectl_meta::engine::plan::rollout::revision_crd()).unwrap();
     let installed = install(&t.client, &revisions).await;
 
     // Without the annotation (or with one that is neither a URL nor "unapproved..."): 422 with

@@ -352,7 +352,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn map_parent_keys_inputs_and_tombstone() {
-    use kubectl_meta::engine::map_plan::{input_ref, map_key};
+    use kubectl_meta::engine::plan::map_plan::{input_ref, map_key};
     let sb = common::start().await;
     let home = tempfile::tempdir().expect("home");
     apply(&sb, &crd("mappers", "Mapper", "Namespaced", "mp")).await;

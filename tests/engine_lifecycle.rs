@@ -8,7 +8,7 @@
 mod common;
 
 use common::engine::*;
-use kubectl_meta::engine::context::EngineOptions;
+use kubectl_meta::engine::runtime::context::EngineOptions;
 use kubectl_meta::engine::events::{EngineEvent, Trigger};
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ async fn parent_crd_created_after_start_is_reported_then_picked_up() {
     let bus = kubectl_meta::engine::events::EventBus::new();
     let mut rx = bus.subscribe();
     let ctx = std::sync::Arc::new(
-        kubectl_meta::engine::context::EngineContext::new(
+        kubectl_meta::engine::runtime::context::EngineContext::new(
             sb.client.clone(),
             bus,
             EngineOptions::default(),

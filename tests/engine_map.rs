@@ -377,7 +377,7 @@ async fn tombstone_keeps_detached_outputs_until_it_lets_them_expire() {
                 deleted,
                 ..
             } if parent == "default/s" && *map_key == a_key => {
-                let names = |v: &[kubectl_meta::engine::child::ChildId]| {
+                let names = |v: &[kubectl_meta::engine::plan::child::ChildId]| {
                     v.iter().map(|i| i.key.name.clone()).collect::<Vec<_>>()
                 };
                 Some((names(kept), names(deleted)))

@@ -22,11 +22,11 @@ use crate::cli::GlobalArgs;
 use crate::cli::dev::{ApplyStrategyArg, ColorArg, DevArgs, OutputArg};
 use crate::devloop::control::{self, Command, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
-use crate::engine::context::{EngineContext, EngineOptions};
+use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::error::{Layer, SyncError, WritesHeld};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
-use crate::engine::execute::ApplyStrategy;
+use crate::engine::runtime::execute::ApplyStrategy;
 use crate::engine::runtime::{Engine, OnceReport};
 use crate::hooks::endpoint;
 use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
@@ -625,7 +625,7 @@ pub(crate) async fn check_reachable(conn: &Connection) -> Result<()> {
             format!(
                 "cannot reach the API server of context {}: {}",
                 conn.context.name,
-                crate::engine::execute::kube_error_message(&e)
+                crate::engine::runtime::execute::kube_error_message(&e)
             ),
         )
     })?;
@@ -883,7 +883,7 @@ fn spawn_tui(
     let feeds = crate::tui::event_loop::Feeds {
         held: Some(dev.engine().context().writes_watch()),
         kube_events: Some(kube_events),
-        queue: Some(crate::engine::queue::depth),
+        queue: Some(crate::engine::runtime::queue::depth),
     };
     Tui::spawn(events, feeds, tx, context, color)
 }

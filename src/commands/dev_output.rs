@@ -26,7 +26,7 @@ use tokio::sync::broadcast::{
     error::{RecvError, TryRecvError},
 };
 
-use crate::engine::child::ChildId;
+use crate::engine::plan::child::ChildId;
 use crate::engine::events::{ActionVerb, EngineEvent, EventSubject, Trigger};
 
 /// How the event log is printed.
@@ -713,7 +713,7 @@ impl<W: Write> Printer<W> {
         )
     }
     /// `path: old -> new` with the removed side red and the added side green.
-    fn change_text(&self, c: &crate::engine::apply::FieldChange) -> String {
+    fn change_text(&self, c: &crate::engine::plan::apply::FieldChange) -> String {
         let show = |v: &Option<serde_json::Value>| match v {
             Some(v) => clean(&v.to_string()),
             None => "(none)".to_string(),
@@ -1185,11 +1185,11 @@ mod tests {
             "ns/p",
             "k",
             &[
-                crate::engine::planner::DetachedOutput {
+                crate::engine::plan::planner::DetachedOutput {
                     id: id("a"),
                     kept: true,
                 },
-                crate::engine::planner::DetachedOutput {
+                crate::engine::plan::planner::DetachedOutput {
                     id: id("b"),
                     kept: false,
                 },

@@ -8,7 +8,7 @@
 //!   ready again; a new version that does not start leaves every child as it is); an exec hook's
 //!   file needs no restart. After a hook change every parent is resynced at once; the last
 //!   request of every parent (taken before the resync) is then replayed to the new hook and the
-//!   answers compared ([`crate::engine::replay`]), off the path to the new children;
+//!   answers compared ([`crate::engine::plan::replay`]), off the path to the new children;
 //! - commands ([`control`]): resync one parent or all, pause/resume writes, replay, from the
 //!   keyboard, signals, or `kubectl meta dev --resync/--pause/--resume` via a control socket.
 
@@ -22,7 +22,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::engine::context::HookGate;
+use crate::engine::runtime::context::HookGate;
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::runtime::Engine;
 use crate::hooks::HookTarget;
@@ -245,8 +245,8 @@ pub struct DevLoop {
 
 /// Exchanges to replay, per controller.
 type ReplayJobs = Vec<(
-    Arc<dyn crate::engine::controller::ControllerHandle>,
-    Vec<crate::engine::controller::Exchange>,
+    Arc<dyn crate::engine::runtime::controller::ControllerHandle>,
+    Vec<crate::engine::runtime::controller::Exchange>,
 )>;
 
 impl DevLoop {
@@ -367,7 +367,7 @@ impl DevLoop {
         let base_url = self.engine.context().options.hook_base_url.clone();
         let mut dirs = Vec::new();
         for (hook_name, hook) in def.hooks() {
-            if let Ok(spec) = crate::engine::context::HookSpec::from_spec(
+            if let Ok(spec) = crate::engine::runtime::context::HookSpec::from_spec(
                 hook_name,
                 hook,
                 base_url.as_deref(),

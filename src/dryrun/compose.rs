@@ -1,10 +1,10 @@
 //! What one sync of each parent would do: the engine's own controller kinds
 //! ([`Composite`], [`Decorator`], [`MapCtl`]) built on live state read once
-//! ([`crate::engine::snapshot`]: one list per resource, no watch), each selected parent run
+//! ([`crate::engine::runtime::snapshot`]: one list per resource, no watch), each selected parent run
 //! through the reconcile skeleton's steps up to the plan ([`reconcile::plan_only`]): the same
 //! observe (claims, customize), hook requests, answer decoding and pure planning `dev` runs,
 //! giving the typed [`SyncPlan`] `dev` would carry out. The hook calls a sync made are kept
-//! (a recording [`crate::engine::shared::Caller`]) for `--against`.
+//! (a recording [`crate::engine::kinds::shared::Caller`]) for `--against`.
 //!
 //! Nothing here writes: the only requests are lists, discovery and the hook calls.
 
@@ -14,18 +14,18 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::composite::{self, Composite};
-use crate::engine::context::EngineContext;
-use crate::engine::decorator::{self, Decorator};
+use crate::engine::kinds::composite::{self, Composite};
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::kinds::decorator::{self, Decorator};
 use crate::engine::events::EventSubject;
-use crate::engine::map::{self, MapCtl, MapWork};
-use crate::engine::map_plan;
-use crate::engine::planner::{self, SyncPlan};
-use crate::engine::reconcile::{self, KindController, SyncCx};
-use crate::engine::rollout;
-use crate::engine::shared::StartError;
-use crate::engine::snapshot::{LiveError, LiveReader};
-use crate::engine::source::{self, SnapshotError};
+use crate::engine::kinds::map::{self, MapCtl, MapWork};
+use crate::engine::plan::map_plan;
+use crate::engine::plan::planner::{self, SyncPlan};
+use crate::engine::runtime::reconcile::{self, KindController, SyncCx};
+use crate::engine::plan::rollout;
+use crate::engine::kinds::shared::StartError;
+use crate::engine::runtime::snapshot::{LiveError, LiveReader};
+use crate::engine::runtime::source::{self, SnapshotError};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 use crate::spec::{

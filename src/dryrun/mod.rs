@@ -1,7 +1,7 @@
 //! `kubectl meta dryrun`: what one sync of each parent would do, as a diff, writing nothing.
 //!
 //! - [`compose`]: each selected parent (target, map key) planned by the engine's own
-//!   controller kinds built on live state read once ([`crate::engine::snapshot`]), through the
+//!   controller kinds built on live state read once ([`crate::engine::runtime::snapshot`]), through the
 //!   reconcile skeleton's steps up to the plan: the same observe, hook requests, answer
 //!   decoding and pure planning as `dev`, giving the typed plan `dev` would carry out.
 //! - [`server`]: `--server`, the server-side dry run (`dryRun=All`) of creates and updates.

@@ -8,10 +8,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::compose::{ParentFailure, ParentPlan};
-use crate::engine::apply::{FieldChange, LAST_APPLIED};
-use crate::engine::plan::{ChildId, FinalizerChange};
-use crate::engine::planner::ObjectAction;
-use crate::engine::rollout::RevisionWrite;
+use crate::engine::plan::apply::{FieldChange, LAST_APPLIED};
+use crate::engine::plan::writes::{ChildId, FinalizerChange};
+use crate::engine::plan::planner::ObjectAction;
+use crate::engine::plan::rollout::RevisionWrite;
 use crate::k8s::object;
 
 /// What happens to one object.
@@ -249,8 +249,8 @@ fn revision_entry(r: &RevisionWrite) -> Entry {
         action,
         type_key: format!(
             "{}.{}",
-            crate::engine::rollout::REVISION_KIND,
-            crate::engine::rollout::REVISION_API_VERSION
+            crate::engine::plan::rollout::REVISION_KIND,
+            crate::engine::plan::rollout::REVISION_API_VERSION
         ),
         namespace: ns,
         name,

@@ -7,7 +7,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 
 use super::render::{Action, Entry, ServerCheck};
-use crate::engine::execute::{FIELD_MANAGER, kube_error_message};
+use crate::engine::runtime::execute::{FIELD_MANAGER, kube_error_message};
 use crate::k8s::discovery::ResourceInfo;
 
 /// Check `entry` (a create or update of an object of `info`) with a dry run; on success the

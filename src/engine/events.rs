@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use super::apply::FieldChange;
-use super::planner::{DetachedOutput, ObjectPlan};
+use crate::engine::plan::apply::FieldChange;
+use crate::engine::plan::planner::{DetachedOutput, ObjectPlan};
 
 /// Why a parent was synced (a parent can have several reasons, coalesced by the work queue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -307,7 +307,7 @@ pub enum EngineEvent {
         /// Which layer the error comes from (fix the hook, the parent, or wait for the API
         /// server), when the sync failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        error_layer: Option<super::error::Layer>,
+        error_layer: Option<crate::engine::error::Layer>,
         /// When the sync will be retried, if it will.
         #[serde(rename = "retryInSeconds")]
         retry_in: Option<f64>,
@@ -367,16 +367,16 @@ pub enum EngineEvent {
         /// before/after values), `rollout` (revision, position). As
         /// [`published_objects`] leaves them: Secret values masked, changes bounded
         /// (`changesOmitted`).
-        objects: Vec<super::planner::ObjectPlan>,
+        objects: Vec<crate::engine::plan::planner::ObjectPlan>,
         /// MapController: the detached outputs of the key, each kept or not by the tombstone
         /// hook.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        detached: Vec<super::planner::DetachedOutput>,
+        detached: Vec<crate::engine::plan::planner::DetachedOutput>,
         /// The parent's status changes.
         status_change: bool,
         /// The parent's finalizer change (`add`, `remove`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        finalizer: Option<super::plan::FinalizerChange>,
+        finalizer: Option<crate::engine::plan::writes::FinalizerChange>,
         /// The hook's `resyncAfterSeconds`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         resync_after_seconds: Option<f64>,
@@ -394,7 +394,7 @@ pub enum EngineEvent {
         /// The map key.
         map_key: String,
         /// The detached outputs (`type` = `Kind.apiVersion`, `namespace`, `name`).
-        outputs: Vec<super::child::ChildId>,
+        outputs: Vec<crate::engine::plan::child::ChildId>,
     },
     /// What becomes of a MapController key's detached outputs: the tombstone hook's answer
     /// (without a tombstone hook, every detached output is deleted). Published with
@@ -408,9 +408,9 @@ pub enum EngineEvent {
         /// The map key.
         map_key: String,
         /// The outputs kept.
-        kept: Vec<super::child::ChildId>,
+        kept: Vec<crate::engine::plan::child::ChildId>,
         /// The outputs deleted.
-        deleted: Vec<super::child::ChildId>,
+        deleted: Vec<crate::engine::plan::child::ChildId>,
     },
     /// Writes were paused or resumed.
     #[serde(rename_all = "camelCase")]
@@ -462,7 +462,7 @@ pub enum EngineEvent {
         /// The hook (`sync` or `finalize`).
         hook: String,
         /// Differences between the previous answer and the new one (empty: same answer).
-        changes: Vec<super::apply::FieldChange>,
+        changes: Vec<crate::engine::plan::apply::FieldChange>,
         /// The call failed: the new hook's error.
         error: Option<String>,
     },
@@ -740,9 +740,9 @@ mod tests {
         let obj = serde_json::json!({"apiVersion": "v1", "kind": kind,
             "metadata": {"name": "s", "namespace": "ns"}, "data": {"k": "c2VjcmV0"}});
         ObjectPlan {
-            id: super::super::child::ChildId::of(&format!("{kind}.v1"), &obj),
+            id: crate::engine::plan::child::ChildId::of(&format!("{kind}.v1"), &obj),
             kind: kind.into(),
-            action: super::super::planner::ObjectAction::Update,
+            action: crate::engine::plan::planner::ObjectAction::Update,
             strategy: None,
             reason: "changed".into(),
             changes,
@@ -814,7 +814,7 @@ mod tests {
     #[test]
     fn detached_outputs_and_the_tombstone_decision_are_events() {
         let id = |n: &str| {
-            super::super::child::ChildId::of(
+            crate::engine::plan::child::ChildId::of(
                 "Snap.v1",
                 &serde_json::json!({"metadata": {"name": n, "namespace": "ns"}}),
             )

@@ -4,8 +4,8 @@
 //!
 //! [`build`] does the I/O (owner chain by `GET`, metadata-only lists of the types that matter,
 //! full objects for the rows that show a status); the classification itself reuses the
-//! engine's rules: [`crate::engine::ownership::claim`] for adopt/release, and
-//! [`crate::engine::map_plan::map_key`] for map keys.
+//! engine's rules: [`crate::engine::plan::ownership::claim`] for adopt/release, and
+//! [`crate::engine::plan::map_plan::map_key`] for map keys.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,9 +15,9 @@ use serde_json::Value;
 use super::api::{ApiType, Catalog, Fetcher, Listed, RequestError};
 use super::controllers::{self, Known, Role};
 use super::{ControllerSource, InspectError};
-use crate::engine::decorator::DECORATOR_ANNOTATION;
-use crate::engine::map_plan::{MAP_INPUT_ANNOTATION, MAP_KEY_LABEL, map_key};
-use crate::engine::ownership::{self, CONTROLLER_UID_LABEL};
+use crate::engine::kinds::decorator::DECORATOR_ANNOTATION;
+use crate::engine::plan::map_plan::{MAP_INPUT_ANNOTATION, MAP_KEY_LABEL, map_key};
+use crate::engine::plan::ownership::{self, CONTROLLER_UID_LABEL};
 use crate::k8s::object;
 use crate::spec::ControllerDef;
 use kube_apimachinery::selector::LabelSelector;

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::engine::apply::FieldChange;
+use crate::engine::plan::apply::FieldChange;
 use crate::engine::error::{Layer, WritesHeld};
 use crate::engine::events::{ActionVerb, EngineEvent};
-use crate::engine::hookapi;
-use crate::engine::queue::QueueStats;
+use crate::engine::plan::hookapi;
+use crate::engine::runtime::queue::QueueStats;
 use crate::k8s::object;
 
 use super::kube_events::{EventIndex, KubeEvent};
@@ -485,7 +485,7 @@ fn class(s: &SyncState) -> usize {
 }
 
 /// `Kind.v1 ns/a, Kind.v1 ns/b`.
-fn id_list(ids: &[crate::engine::child::ChildId]) -> String {
+fn id_list(ids: &[crate::engine::plan::child::ChildId]) -> String {
     ids.iter()
         .map(|i| format!("{} {}", i.type_key, i.object()))
         .collect::<Vec<_>>()
@@ -1616,8 +1616,8 @@ mod tests {
         let mut app = App::new("ctx", false);
         let now = Instant::now();
         app.apply(&started(), now);
-        let d = [crate::engine::planner::DetachedOutput {
-            id: crate::engine::child::ChildId::of(
+        let d = [crate::engine::plan::planner::DetachedOutput {
+            id: crate::engine::plan::child::ChildId::of(
                 "Snap.v1",
                 &serde_json::json!({"metadata": {"name": "s-a", "namespace": "ns"}}),
             ),

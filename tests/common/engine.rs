@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use kubectl_meta::engine::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
 use kubectl_meta::engine::runtime::{Engine, OnceReport};
 use kubectl_meta::spec::{self, ControllerDef, Source};

@@ -2,14 +2,14 @@
 //! detached outputs, and the engine-computed parent status.
 //!
 //! Everything here is a function of observed and desired objects, with no I/O, so that the
-//! controller ([`super::map`]), dry runs and tests share one definition of what a map sync does.
+//! controller ([`crate::engine::kinds::map`]), dry runs and tests share one definition of what a map sync does.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::plan::{ChildId, Delete, DeleteReason, Plan};
+use crate::engine::plan::writes::{ChildId, Delete, DeleteReason, Writes};
 use crate::k8s::object;
 
 /// Label on every output: the map key of the input it was made from.
@@ -146,7 +146,7 @@ pub fn check_clashes(
 pub fn plan_detached(
     observed: &BTreeMap<String, Vec<Arc<Value>>>,
     keep: &BTreeSet<ChildId>,
-    plan: &mut Plan,
+    plan: &mut Writes,
 ) {
     for (type_key, objs) in observed {
         for o in objs {
@@ -183,7 +183,7 @@ pub struct StatusInput<'a> {
 }
 
 /// The engine-computed status (without `observedGeneration`, which
-/// [`super::plan::status_change`] adds): `inputs.<plural>.total`,
+/// [`crate::engine::plan::writes::status_change`] adds): `inputs.<plural>.total`,
 /// `outputs.<plural>.{total, detached, <condition type lower-cased>: count of True}`, and the
 /// `Synced` condition.
 pub fn aggregate_status(input: &StatusInput<'_>, now: &str) -> (Value, Value) {
@@ -369,13 +369,13 @@ mod tests {
             "ConfigMap.v1".to_string(),
             vec![obj("a", false), obj("b", false), obj("c", true)],
         )]);
-        let mut plan = Plan::default();
+        let mut plan = Writes::default();
         plan_detached(&observed, &BTreeSet::from([id("a")]), &mut plan);
         assert_eq!(plan.delete.len(), 1);
         assert_eq!(plan.delete[0].id, id("b"));
         assert_eq!(plan.delete[0].uid, "u-b");
         assert_eq!(plan.unchanged, 1);
-        let mut all = Plan::default();
+        let mut all = Writes::default();
         plan_detached(&observed, &BTreeSet::new(), &mut all);
         assert_eq!(all.delete.len(), 2);
     }

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use super::error::SyncError;
-use super::events::{EngineEvent, EventBus, EventKey, EventSubject, Trigger};
-use super::queue::WorkQueue;
+pub use crate::engine::error::SyncError;
+use crate::engine::events::{EngineEvent, EventBus, EventKey, EventSubject, Trigger};
+use crate::engine::runtime::queue::WorkQueue;
 
 /// How one sync ended.
 #[derive(Debug, Clone, Default)]
@@ -69,7 +69,7 @@ pub trait ControllerHandle: Send + Sync {
     /// The definition's name.
     fn name(&self) -> &str;
     /// The work queue's counters.
-    fn queue_stats(&self) -> super::queue::QueueStats;
+    fn queue_stats(&self) -> crate::engine::runtime::queue::QueueStats;
     /// Number of parents (targets) in scope.
     fn parent_count(&self) -> usize;
     /// Queue every parent.
@@ -79,7 +79,7 @@ pub trait ControllerHandle: Send + Sync {
     /// A hook changed (hot reload): forget cached hook answers, queue every parent.
     fn hook_reloaded(&self);
     /// The hooks it calls, by name.
-    fn hook_specs(&self) -> Vec<(&'static str, super::context::HookSpec)>;
+    fn hook_specs(&self) -> Vec<(&'static str, crate::engine::runtime::context::HookSpec)>;
     /// Every parent's last exchange (for replay).
     fn exchanges(&self) -> Vec<Exchange>;
     /// Send the exchanges' requests again and publish how the answers differ.
@@ -138,7 +138,7 @@ pub async fn run_workers<R: Reconciler>(
     bus: EventBus,
     tracker: Arc<Tracker>,
     stop: CancellationToken,
-    held: watch::Receiver<Option<super::error::WritesHeld>>,
+    held: watch::Receiver<Option<crate::engine::error::WritesHeld>>,
 ) {
     let mut handles = Vec::new();
     for _ in 0..workers.max(1) {

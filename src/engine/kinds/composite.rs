@@ -3,11 +3,11 @@
 //! [`launch`] resolves the definition's resources (waiting for ones that do not exist
 //! yet), starts the shared informers, routes their events to parent keys through indexes, and
 //! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
-//! [`super::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
+//! [`crate::engine::runtime::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
 //! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
 //! -> pure plan; the skeleton executes it and waits until the caches show the writes.
-//! [`super::source::snapshot`] builds the same controller on lists read once (the dry run
-//! plans with it: [`super::reconcile::plan_only`]).
+//! [`crate::engine::runtime::source::snapshot`] builds the same controller on lists read once (the dry run
+//! plans with it: [`crate::engine::runtime::reconcile::plan_only`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,22 +15,22 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::controller::{SyncError, Tracker};
-use super::events::{EngineEvent, Trigger};
-use super::execute::Target;
-use super::hookapi::{self, Version};
-use super::ownership::CONTROLLER_UID_LABEL;
-use super::plan::{ChildId, ChildType};
-use super::planner;
-use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use super::rollout;
-use super::rollout_plan;
-pub use super::shared::StartError;
-use super::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
-use super::snapshot::LiveReader;
-use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{SyncError, Tracker};
+use crate::engine::events::{EngineEvent, Trigger};
+use crate::engine::runtime::execute::Target;
+use crate::engine::plan::hookapi::{self, Version};
+use crate::engine::plan::ownership::CONTROLLER_UID_LABEL;
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::plan::planner;
+use crate::engine::runtime::queue::{Backoff, WorkQueue};
+use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::plan::rollout;
+use crate::engine::plan::rollout_plan;
+pub use crate::engine::kinds::shared::StartError;
+use crate::engine::kinds::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
+use crate::engine::runtime::snapshot::LiveReader;
+use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -566,7 +566,7 @@ impl SyncKind for Composite {
             types: &self.types,
             revisions: self.revisions.as_ref().map(|(i, _)| i),
             finalizer: &self.finalizer,
-            subject: super::events::EventKey::subject(key),
+            subject: crate::engine::events::EventKey::subject(key),
         }
     }
 
@@ -678,7 +678,7 @@ async fn ensure_revision_resource(
             .create(
                 &kube::api::PostParams {
                     dry_run: false,
-                    field_manager: Some(super::execute::FIELD_MANAGER.into()),
+                    field_manager: Some(crate::engine::runtime::execute::FIELD_MANAGER.into()),
                 },
                 &crd,
             )
@@ -697,7 +697,7 @@ async fn ensure_revision_resource(
                 object: None,
                 message: format!(
                     "rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects (controllerrevisions.metacontroller.k8s.io/v1alpha1, the CRD Metacontroller installs), which this cluster does not serve, and installing that CRD failed: {}. Install Metacontroller's CRDs (its manifests/crds), or run dev with a user that may create CustomResourceDefinitions",
-                    super::execute::kube_error_message(&e)
+                    crate::engine::runtime::execute::kube_error_message(&e)
                 ),
             }),
         },

@@ -8,14 +8,14 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::apply;
-use super::controller::Exchange;
-use super::events::{EventKey, Trigger};
-use super::hotloop;
-use super::plan::ChildId;
+use crate::engine::plan::apply;
+use crate::engine::runtime::controller::Exchange;
+use crate::engine::events::{EventKey, Trigger};
+use crate::engine::plan::hotloop;
+use crate::engine::plan::writes::ChildId;
 use crate::k8s::object;
 
-use super::shared::*;
+use crate::engine::kinds::shared::*;
 
 /// What a controller remembers per key between syncs: which key a uid belongs to (routing
 /// events of owned objects), the status it last wrote (to ignore its echo) and the last
@@ -91,7 +91,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             .ok()
             .and_then(|m| m.last_status.get(key).cloned());
         match (ours, new.get("status")) {
-            (Some(ours), Some(st)) => !super::apply::values_equal(&ours, st),
+            (Some(ours), Some(st)) => !crate::engine::plan::apply::values_equal(&ours, st),
             _ => true,
         }
     }
@@ -169,7 +169,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
     pub(crate) fn record_rewrites(
         &self,
         key: &K,
-        plan: &super::plan::Plan,
+        plan: &crate::engine::plan::writes::Writes,
         updated: &[ChildId],
     ) -> (Vec<hotloop::HotLoop>, Vec<String>) {
         let Ok(mut m) = self.inner.lock() else {

@@ -1,9 +1,35 @@
-//! The engine: starts controllers from definitions, runs them until stopped, and tells when
-//! everything has converged (`--once`).
+//! The runtime: what runs the kinds against an API server.
 //!
-//! Controllers start concurrently (one whose resources do not exist yet waits for them without
-//! holding up the others). Stopping cancels the shared token: routers end, workers finish their
-//! in-flight sync (hook calls finish or time out) and exit, informers stop.
+//! This module is the [`Engine`]: it starts controllers from definitions, runs them until
+//! stopped, and tells when everything has converged (`--once`). Controllers start concurrently
+//! (one whose resources do not exist yet waits for them without holding up the others).
+//! Stopping cancels the shared token: routers end, workers finish their in-flight sync (hook
+//! calls finish or time out) and exit, informers stop.
+//!
+//! - [`controller`]: the loop every kind shares (workers, retries, resyncs, outcomes).
+//! - [`reconcile`]: the one reconcile skeleton (parent -> observe -> hook -> desired -> plan ->
+//!   publish -> carry out -> outcome).
+//! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
+//! - [`source`]: where sync steps read objects: informers (`dev`) or lists read once
+//!   ([`snapshot`], `dryrun`).
+//! - [`routing`]: informer events to queue keys through indexes, the resync timer.
+//! - [`caller`]: hook calls and replays; [`context`]: services shared by all controllers.
+//! - [`execute`]: carries a plan out against the API server; [`carry`]: waiting for the caches
+//!   to show it, failed syncs.
+//! - [`memory`]: per-key memory between syncs; [`recorder`]: `SyncError` Events on parents.
+
+pub(crate) mod caller;
+pub(crate) mod carry;
+pub mod context;
+pub(crate) mod controller;
+pub mod execute;
+pub(crate) mod memory;
+pub mod queue;
+pub(crate) mod reconcile;
+pub(crate) mod recorder;
+pub(crate) mod routing;
+pub(crate) mod snapshot;
+pub(crate) mod source;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,10 +37,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::context::EngineContext;
-use super::controller::{ControllerHandle, Exchange, KeyState, Tracker};
-use super::error::{SyncError, WritesHeld};
-use super::events::{EngineEvent, Trigger};
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::runtime::controller::{ControllerHandle, Exchange, KeyState, Tracker};
+use crate::engine::error::{SyncError, WritesHeld};
+use crate::engine::events::{EngineEvent, Trigger};
 use crate::spec::ControllerDef;
 
 /// A controller kind's start: its handle and the worker loop to run, or why it cannot start.
@@ -97,17 +123,17 @@ impl Engine {
         );
         let launch: LaunchFuture = match def {
             ControllerDef::Composite(c) => Box::pin(async move {
-                super::composite::launch(c, ctx, stop, t)
+                crate::engine::kinds::composite::launch(c, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),
             ControllerDef::Decorator(d) => Box::pin(async move {
-                super::decorator::launch(d, ctx, stop, t)
+                crate::engine::kinds::decorator::launch(d, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),
             ControllerDef::Map(m) => Box::pin(async move {
-                super::map::launch(m, ctx, stop, t)
+                crate::engine::kinds::map::launch(m, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),

@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::child::{ChildId, ChildType, ObjectKeyView};
-use super::error::SyncError;
-use super::hookapi::{self, DecodeError, Version};
-use super::ownership;
-use super::plan::{self, PlanError};
-use super::planner::RolloutDecision;
-use super::rollout::{self, Revision, RevisionWrite};
+use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
+use crate::engine::error::SyncError;
+use crate::engine::plan::hookapi::{self, DecodeError, Version};
+use crate::engine::plan::ownership;
+use crate::engine::plan::writes::{self, PlanError};
+use crate::engine::plan::planner::RolloutDecision;
+use crate::engine::plan::rollout::{self, Revision, RevisionWrite};
 use crate::k8s::object;
 use crate::spec::{CompositeControllerSpec, StatusConditionCheck};
 use kube_apimachinery::selector::LabelSelector;
@@ -135,7 +135,7 @@ impl From<RevisionAnswerError> for SyncError {
 }
 
 /// How the sync hook's answers for old revisions are read: decoded, then checked as the
-/// latest answer is ([`plan::normalize_desired`]).
+/// latest answer is ([`writes::normalize_desired`]).
 #[derive(Debug, Clone, Copy)]
 pub struct RevisionAnswers<'a> {
     /// The hook's API version.
@@ -174,7 +174,7 @@ impl<'a> RevisionAnswers<'a> {
         body: &Value,
     ) -> Result<Vec<(ChildId, Value)>, RevisionAnswerError> {
         let resp = hookapi::decode_sync("sync", self.version, body)?;
-        plan::normalize_desired(
+        writes::normalize_desired(
             old_parent,
             self.types,
             self.selector,
@@ -363,7 +363,7 @@ pub fn revision_writes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::apply;
+    use crate::engine::plan::apply;
     use crate::spec::UpdateMethod;
 
     const POD: &str = "Pod.v1";

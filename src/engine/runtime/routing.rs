@@ -11,12 +11,12 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::events::Trigger;
-use super::queue::WorkQueue;
+use crate::engine::events::Trigger;
+use crate::engine::runtime::queue::WorkQueue;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
-use super::shared::*;
+use crate::engine::kinds::shared::*;
 
 /// Receive an informer's events until `stop` fires or the informer ends, calling `f` for each.
 /// A receiver that fell behind gets [`InformerEvent::Relisted`]: anything may have changed.

@@ -23,14 +23,14 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::apply::{FieldChange, HeldField};
-use super::ownership;
-pub use super::plan::normalize_desired;
-use super::plan::{
-    self, ChildId, ChildType, ChildrenInput, DeleteReason, FinalizerChange, MetadataPatch, Plan,
+use crate::engine::plan::apply::{FieldChange, HeldField};
+use crate::engine::plan::ownership;
+pub use crate::engine::plan::writes::normalize_desired;
+use crate::engine::plan::writes::{
+    self, ChildId, ChildType, ChildrenInput, DeleteReason, FinalizerChange, MetadataPatch, Writes,
     SkipReason,
 };
-use super::rollout::{RevisionWrite, RolloutState};
+use crate::engine::plan::rollout::{RevisionWrite, RolloutState};
 use crate::k8s::object;
 use crate::spec::UpdateMethod;
 use kube_apimachinery::selector::LabelSelector;
@@ -116,7 +116,7 @@ pub struct ObjectPlan {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<FieldChange>,
     /// Changes left out of the published event (its size bound, see
-    /// [`published_objects`](super::events::published_objects)); 0 in the plan itself.
+    /// [`published_objects`](crate::engine::events::published_objects)); 0 in the plan itself.
     #[serde(skip_serializing_if = "is_zero")]
     pub changes_omitted: usize,
     /// The object as observed (absent for a create).
@@ -194,7 +194,7 @@ pub struct SyncPlan {
     pub resync_after_seconds: Option<f64>,
     /// The writes, in the form the executor carries out.
     #[serde(skip)]
-    pub writes: Plan,
+    pub writes: Writes,
 }
 
 /// A change of the parent's status.
@@ -212,13 +212,13 @@ impl SyncPlan {
         self.writes.writes()
     }
 
-    /// The [`EngineEvent::Planned`](super::events::EngineEvent::Planned) event of this plan.
-    pub fn event(&self, controller: &str, parent: &str) -> super::events::EngineEvent {
-        super::events::EngineEvent::Planned {
+    /// The [`EngineEvent::Planned`](crate::engine::events::EngineEvent::Planned) event of this plan.
+    pub fn event(&self, controller: &str, parent: &str) -> crate::engine::events::EngineEvent {
+        crate::engine::events::EngineEvent::Planned {
             controller: controller.to_string(),
             parent: parent.to_string(),
             map_key: self.map_key.clone(),
-            objects: super::events::published_objects(&self.objects),
+            objects: crate::engine::events::published_objects(&self.objects),
             detached: self.detached.clone(),
             status_change: self.status.is_some(),
             finalizer: self.finalizer,
@@ -245,7 +245,7 @@ pub struct Claimed {
     /// be once adopted (with our ControllerRef), as Metacontroller shows them to the hook.
     pub observed: BTreeMap<String, Vec<Arc<Value>>>,
     /// Orphans to adopt and owned objects to release, as executable edits.
-    pub ownership: Plan,
+    pub ownership: Writes,
     /// The orphans to adopt as observed (before our ControllerRef).
     pub orphans: BTreeMap<ChildId, Arc<Value>>,
 }
@@ -343,7 +343,7 @@ pub fn claim<'a>(
     let mut out = Claimed::default();
     for c in candidates {
         let claims = ownership::claim(deleting, selector, c.owned, c.orphans);
-        plan::plan_ownership(
+        writes::plan_ownership(
             parent,
             c.type_key,
             &claims.adopt,
@@ -471,7 +471,7 @@ pub fn plan_composite(input: &CompositeInput<'_>) -> SyncPlan {
             writes.rollout = r.state.clone();
             rollout_state = r.state.clone();
         }
-        plan::plan_children(
+        writes::plan_children(
             &ChildrenInput {
                 parent: input.parent,
                 types: input.types,
@@ -481,7 +481,7 @@ pub fn plan_composite(input: &CompositeInput<'_>) -> SyncPlan {
             },
             &mut writes,
         );
-        writes.status = plan::status_change(input.parent, answer.status, &conditions);
+        writes.status = writes::status_change(input.parent, answer.status, &conditions);
         status = writes.status.clone();
         finalized = answer.finalized;
         resync_after = answer.resync_after_seconds;
@@ -489,7 +489,7 @@ pub fn plan_composite(input: &CompositeInput<'_>) -> SyncPlan {
     // Finalizing covers a parent that stopped matching the definition's labelSelector: it
     // keeps our finalizer until its finalize hook answers `finalized: true` (or has no
     // finalize hook), like a deleted one.
-    writes.finalizer = plan::finalizer_change(
+    writes.finalizer = writes::finalizer_change(
         input.parent,
         input.finalizer.name,
         input.finalizer.has_finalize_hook,
@@ -550,13 +550,13 @@ pub struct DecoratorInput<'a> {
 /// Plan one sync of a DecoratorController target: attachments, labels/annotations, status
 /// (`status: null` or absent leaves it alone; no observedGeneration), finalizer.
 pub fn plan_decorator(input: &DecoratorInput<'_>) -> SyncPlan {
-    let mut writes = Plan::default();
+    let mut writes = Writes::default();
     let mut finalized = false;
     let mut resync_after = None;
     let mut desired: &[(ChildId, Value)] = &[];
     if let Some(d) = input.answer {
         desired = d.answer.desired;
-        plan::plan_children(
+        writes::plan_children(
             &ChildrenInput {
                 parent: input.target,
                 types: input.types,
@@ -566,17 +566,17 @@ pub fn plan_decorator(input: &DecoratorInput<'_>) -> SyncPlan {
             },
             &mut writes,
         );
-        writes.metadata = plan::metadata_change(input.target, d.labels, d.annotations);
+        writes.metadata = writes::metadata_change(input.target, d.labels, d.annotations);
         if let Some(st) = d.answer.status {
             let current = input.target.get("status").cloned().unwrap_or(Value::Null);
-            if !super::apply::values_equal(&current, st) {
+            if !crate::engine::plan::apply::values_equal(&current, st) {
                 writes.status = Some(st.clone());
             }
         }
         finalized = d.answer.finalized;
         resync_after = d.answer.resync_after_seconds;
     }
-    writes.finalizer = plan::finalizer_change(
+    writes.finalizer = writes::finalizer_change(
         input.target,
         input.finalizer.name,
         input.finalizer.has_finalize_hook,
@@ -648,7 +648,7 @@ pub struct MapKeyInput<'a> {
 /// and delete outputs as the map hook answers; or, when its input is gone, delete the detached
 /// outputs the tombstone hook does not keep.
 pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
-    let mut writes = Plan::default();
+    let mut writes = Writes::default();
     let mut out = SyncPlan {
         map_key: Some(input.map_key.to_string()),
         ..SyncPlan::default()
@@ -659,9 +659,9 @@ pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
             resync_after_seconds,
         } => {
             for (t, o) in input.orphans {
-                plan::plan_ownership(input.parent, t, std::slice::from_ref(o), &[], &mut writes);
+                writes::plan_ownership(input.parent, t, std::slice::from_ref(o), &[], &mut writes);
             }
-            plan::plan_children(
+            writes::plan_children(
                 &ChildrenInput {
                     parent: input.parent,
                     types: input.types,
@@ -690,7 +690,7 @@ pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
             keep,
             resync_after_seconds,
         } => {
-            super::map_plan::plan_detached(input.observed, keep, &mut writes);
+            crate::engine::plan::map_plan::plan_detached(input.observed, keep, &mut writes);
             out.detached = input
                 .observed
                 .iter()
@@ -733,9 +733,9 @@ pub fn plan_map_key(input: &MapKeyInput<'_>) -> SyncPlan {
 /// Plan the engine-owned status write of a MapController parent (`status` and the `Synced`
 /// condition from `map_plan::aggregate_status`).
 pub fn plan_map_status(parent: &Value, status: &Value, synced: Value) -> SyncPlan {
-    let writes = Plan {
-        status: plan::status_change(parent, Some(status), &[synced]),
-        ..Plan::default()
+    let writes = Writes {
+        status: writes::status_change(parent, Some(status), &[synced]),
+        ..Writes::default()
     };
     SyncPlan {
         status: writes.status.clone().map(|after| StatusChange {
@@ -755,7 +755,7 @@ fn objects(
     observed: &BTreeMap<String, Vec<Arc<Value>>>,
     orphans: &BTreeMap<ChildId, Arc<Value>>,
     desired: &[(ChildId, Value)],
-    writes: &Plan,
+    writes: &Writes,
     rollout: Option<&RolloutDecision>,
 ) -> Vec<ObjectPlan> {
     let live: BTreeMap<ChildId, &Arc<Value>> = observed
@@ -819,7 +819,7 @@ fn objects(
             DeleteReason::NotDesired => (ObjectAction::Delete, "not desired".to_string()),
             DeleteReason::Recreate => (
                 ObjectAction::Recreate,
-                format!("changed: {}", plan::summarize_changes(&d.changes)),
+                format!("changed: {}", writes::summarize_changes(&d.changes)),
             ),
         };
         let mut o = entry(&d.id, action, reason);
@@ -838,7 +838,7 @@ fn objects(
         let mut o = entry(
             &u.id,
             ObjectAction::Update,
-            format!("changed: {}", plan::summarize_changes(&u.changes)),
+            format!("changed: {}", writes::summarize_changes(&u.changes)),
         );
         o.strategy = strategy(&u.id);
         o.changes = u.changes.clone();

@@ -17,7 +17,7 @@
 //! - a value equal to the observed one under [`values_equal`] keeps the observed representation,
 //!   so `3.0` from a hook never turns an observed `3` into a float and never causes a write.
 //! - [`apply`] compares the way the API server stores: the desired and last-applied states are
-//!   merged as [`super::server_view::server_view`] sees them (Secret `stringData` folded into
+//!   merged as [`crate::engine::plan::server_view::server_view`] sees them (Secret `stringData` folded into
 //!   `data`, `null` absent), resource quantities compare by value (`0.5` keeps an observed
 //!   `500m`), and an empty map or list is not added to an existing object that lacks it (the
 //!   server drops those); the annotation records what the hook wrote. So in [`apply`], `null` removes a key only through the last-applied
@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use super::server_view::{self, Seg};
+use crate::engine::plan::server_view::{self, Seg};
 use kube_apimachinery::quantity;
 
 /// The annotation holding the last applied desired state (compact JSON), shared with Metacontroller.

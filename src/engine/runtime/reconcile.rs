@@ -16,8 +16,8 @@
 //! 4. **desired** ([`SyncKind::desired`]): the answer decoded, normalized, checked against
 //!    objects of others (clash rule), plus the kind's extras (the composite rollout step, the
 //!    decorator annotation, the map output tags).
-//! 5. **plan** ([`SyncKind::plan`]): the pure [`super::planner`] call.
-//! 6. **publish** the plan as [`super::events::EngineEvent::Planned`].
+//! 5. **plan** ([`SyncKind::plan`]): the pure [`crate::engine::plan::planner`] call.
+//! 6. **publish** the plan as [`crate::engine::events::EngineEvent::Planned`].
 //! 7. **carry out** ([`shared::carry_out`]) against the kind's [`Target`] and caches.
 //! 8. **outcome**: writes, resync interval and rollout progress, read from the plan and the
 //!    carried-out report; [`SyncKind::settle`] lets a kind remember what the sync saw
@@ -26,7 +26,7 @@
 //!
 //! [`plan_only`] runs steps 1 to 5 alone (no `Planned` event, nothing carried out): the
 //! dry run plans through it, on a kind built on live state read once
-//! ([`super::source::Source`]).
+//! ([`crate::engine::runtime::source::Source`]).
 //!
 //! [`Running`] is the rest of what the kinds share: one adapter that is both the
 //! [`ControllerHandle`] the runtime drives and the [`Reconciler`] the worker loop drives, and
@@ -41,13 +41,13 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
-use super::events::{EngineEvent, EventKey, Trigger};
-use super::execute::Target;
-use super::planner::SyncPlan;
-use super::queue::{QueueStats, WorkQueue};
-use super::shared::{self, Caller, SyncMemory};
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
+use crate::engine::events::{EngineEvent, EventKey, Trigger};
+use crate::engine::runtime::execute::Target;
+use crate::engine::plan::planner::SyncPlan;
+use crate::engine::runtime::queue::{QueueStats, WorkQueue};
+use crate::engine::kinds::shared::{self, Caller, SyncMemory};
 use crate::k8s::informer::Informer;
 
 /// What a sync is given besides its key.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::EngineContext;
-use super::hookapi::{RelatedRule, Version};
-use super::source::{Reader, Source};
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::plan::hookapi::{RelatedRule, Version};
+use crate::engine::runtime::source::{Reader, Source};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 use kube_apimachinery::selector::LabelSelector;

@@ -4,7 +4,7 @@
 //! three-way merge diff), delete, adopt and release, and which differences it leaves alone
 //! (OnDelete, objects being deleted); [`status_change`], [`finalizer_change`] and
 //! [`metadata_change`] (a decorator's labels/annotations) decide the parent's own writes. Nothing here performs I/O: the executor
-//! (`engine::execute`) carries a [`Plan`] out, `dryrun` and the TUI print it, and the unit tests
+//! (`engine::execute`) carries a [`Writes`] out, `dryrun` and the TUI print it, and the unit tests
 //! below pin every rule.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::apply::{self, FieldChange};
-pub use super::child::{ChildId, ChildType, ObjectKeyView};
-use super::ownership::{CONTROLLER_UID_LABEL, controller_ref_for};
+use crate::engine::plan::apply::{self, FieldChange};
+pub use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
+use crate::engine::plan::ownership::{CONTROLLER_UID_LABEL, controller_ref_for};
 use crate::k8s::object;
 use crate::spec::UpdateMethod;
 use kube_apimachinery::selector::LabelSelector;
@@ -204,7 +204,7 @@ pub fn metadata_change(
 /// Everything one sync of one parent will write.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Plan {
+pub struct Writes {
     /// Orphans to adopt.
     pub adopt: Vec<OwnerEdit>,
     /// Owned objects to release.
@@ -223,18 +223,18 @@ pub struct Plan {
     /// Number of children already as desired.
     pub unchanged: usize,
     /// ControllerRevision writes (rolling updates).
-    pub revisions: Vec<super::rollout::RevisionWrite>,
+    pub revisions: Vec<crate::engine::plan::rollout::RevisionWrite>,
     /// The parent's new status, when it changes.
     pub status: Option<Value>,
     /// Finalizer change on the parent.
     pub finalizer: Option<FinalizerChange>,
     /// Rollout state, when a child type uses a rolling strategy.
-    pub rollout: Option<super::rollout::RolloutState>,
+    pub rollout: Option<crate::engine::plan::rollout::RolloutState>,
     /// Labels/annotations to merge into the parent (written first).
     pub metadata: Option<MetadataPatch>,
 }
 
-impl Plan {
+impl Writes {
     /// Number of API writes executing this plan makes.
     pub fn writes(&self) -> usize {
         self.adopt.len()
@@ -287,15 +287,15 @@ impl Plan {
         }));
         out.extend(self.revisions.iter().map(|r| {
             let (verb, name) = match r {
-                super::rollout::RevisionWrite::Create { object } => (
+                crate::engine::plan::rollout::RevisionWrite::Create { object } => (
                     "create",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                super::rollout::RevisionWrite::Update { object } => (
+                crate::engine::plan::rollout::RevisionWrite::Update { object } => (
                     "update",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                super::rollout::RevisionWrite::Delete { name, .. } => ("delete", name.clone()),
+                crate::engine::plan::rollout::RevisionWrite::Delete { name, .. } => ("delete", name.clone()),
             };
             format!("{verb} ControllerRevision {name}")
         }));
@@ -500,7 +500,7 @@ fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
 }
 
 /// Plan the child writes for one parent (creates, updates, deletes, skips).
-pub fn plan_children(input: &ChildrenInput<'_>, plan: &mut Plan) {
+pub fn plan_children(input: &ChildrenInput<'_>, plan: &mut Writes) {
     let parent = input.parent;
     let mut desired_ids = BTreeSet::new();
     // Objects adopted in this plan are planned as they will be after the adoption (with our
@@ -642,7 +642,7 @@ pub fn plan_ownership(
     type_key: &str,
     adopt: &[Arc<Value>],
     release: &[Arc<Value>],
-    plan: &mut Plan,
+    plan: &mut Writes,
 ) {
     let parent_uid = object::uid(parent).unwrap_or_default();
     for o in adopt {
@@ -650,7 +650,7 @@ pub fn plan_ownership(
             id: ChildId::of(type_key, o),
             uid: object::uid(o).unwrap_or_default().to_string(),
             resource_version: object::resource_version(o).unwrap_or_default().to_string(),
-            owner_references: super::ownership::with_controller_ref(o, parent),
+            owner_references: crate::engine::plan::ownership::with_controller_ref(o, parent),
         });
     }
     for o in release {
@@ -658,7 +658,7 @@ pub fn plan_ownership(
             id: ChildId::of(type_key, o),
             uid: object::uid(o).unwrap_or_default().to_string(),
             resource_version: object::resource_version(o).unwrap_or_default().to_string(),
-            owner_references: super::ownership::without_owner(o, parent_uid),
+            owner_references: crate::engine::plan::ownership::without_owner(o, parent_uid),
         });
     }
 }
@@ -785,13 +785,13 @@ mod tests {
         Arc::new(o)
     }
 
-    fn run(method: UpdateMethod, observed_pods: Vec<Arc<Value>>, desired: Vec<Value>) -> Plan {
+    fn run(method: UpdateMethod, observed_pods: Vec<Arc<Value>>, desired: Vec<Value>) -> Writes {
         let p = parent();
         let t = types(method);
         let desired = normalize_desired(&p, &t, &sel(), false, desired).expect("valid");
         let mut obs = BTreeMap::new();
         obs.insert("Pod.v1".to_string(), observed_pods);
-        let mut plan = Plan::default();
+        let mut plan = Writes::default();
         plan_children(
             &ChildrenInput {
                 parent: &p,
@@ -838,7 +838,7 @@ mod tests {
         }
     }
 
-    fn changed(method: UpdateMethod) -> Plan {
+    fn changed(method: UpdateMethod) -> Writes {
         let mut old = pod("a", "v1");
         old["metadata"]["namespace"] = json!("ns");
         run(method, vec![observed(&old)], vec![pod("a", "v2")])
@@ -989,7 +989,7 @@ mod tests {
             .as_array_mut()
             .expect("refs")
             .push(json!({"apiVersion": "v1", "kind": "X", "name": "x", "uid": "other"}));
-        let mut plan = Plan::default();
+        let mut plan = Writes::default();
         plan_ownership(&p, "Pod.v1", &[orphan], &[Arc::new(owned)], &mut plan);
         assert_eq!(plan.adopt[0].owner_references[0]["uid"], "puid");
         assert_eq!(plan.adopt[0].resource_version, "3");
@@ -1009,7 +1009,7 @@ mod tests {
             .expect("metadata")
             .remove("ownerReferences");
         let orphan = Arc::new(orphan);
-        let mut plan = Plan::default();
+        let mut plan = Writes::default();
         plan_ownership(&p, "Pod.v1", std::slice::from_ref(&orphan), &[], &mut plan);
         let desired = normalize_desired(&p, &t, &sel(), false, vec![pod("o", "v2")]).expect("ok");
         let mut obs = BTreeMap::new();
@@ -1143,7 +1143,7 @@ mod tests {
 
     #[test]
     fn a_metadata_change_is_a_write_shown_first() {
-        let mut plan = Plan::default();
+        let mut plan = Writes::default();
         assert!(plan.is_empty());
         plan.metadata = metadata_change(
             &meta_target(),
@@ -1162,9 +1162,9 @@ mod tests {
                 "status (parent)"
             ]
         );
-        let only = Plan {
+        let only = Writes {
             metadata: plan.metadata.clone(),
-            ..Plan::default()
+            ..Writes::default()
         };
         assert_eq!(only.writes(), 1);
     }

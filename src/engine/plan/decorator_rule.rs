@@ -3,7 +3,7 @@
 //! A definition's `spec.resources` lists target rules; each names a resource and optionally a
 //! `labelSelector` and an `annotationSelector`. An object of that resource is selected when one
 //! of the rules for its resource matches both its labels and its annotations (an absent
-//! selector matches everything). The live path ([`super::decorator`]) and `dryrun` both select
+//! selector matches everything). The live path ([`crate::engine::kinds::decorator`]) and `dryrun` both select
 //! targets with [`TargetRule::matches`] / [`selects`].
 
 use serde_json::Value;

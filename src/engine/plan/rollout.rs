@@ -21,8 +21,8 @@ use kube_apimachinery::hash::hash_value;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::apply;
-use super::child::ChildId;
+use crate::engine::plan::apply;
+use crate::engine::plan::child::ChildId;
 use crate::k8s::object;
 use crate::spec::StatusConditionCheck;
 
@@ -429,7 +429,7 @@ fn waiting(claims: BTreeMap<ChildId, String>, latest: &str, message: String) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::child::ObjectKeyView;
+    use crate::engine::plan::child::ObjectKeyView;
 
     fn id(name: &str) -> ChildId {
         ChildId {

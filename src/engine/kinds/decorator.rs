@@ -4,12 +4,12 @@
 //! [`launch`] resolves the target and attachment resources (waiting for ones that do
 //! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
 //! shared controller loop. One sync of one target runs the shared skeleton of
-//! [`super::reconcile`] with this kind's steps: find its attachments (controlled by the
+//! [`crate::engine::runtime::reconcile`] with this kind's steps: find its attachments (controlled by the
 //! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
 //! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
 //! merge, attachment writes, status (only when the hook gives one) and finalizer -> execute
 //! -> wait until the caches show the writes. The dry run builds the same controller on lists
-//! read once ([`super::source::snapshot`]).
+//! read once ([`crate::engine::runtime::source::snapshot`]).
 //!
 //! A target is in scope when one of the definition's `resources` rules for its resource
 //! matches both its labels (`labelSelector`) and its annotations (`annotationSelector`), or
@@ -22,18 +22,18 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::controller::{SyncError, Tracker};
-use super::decorator_rule::{self, TargetRule};
-use super::events::Trigger;
-use super::execute::Target;
-use super::hookapi;
-use super::plan::{ChildId, ChildType};
-use super::planner;
-use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use super::shared::{self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory};
-use super::source::{self, Bound, Built, Reader, Source, Wanted};
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{SyncError, Tracker};
+use crate::engine::plan::decorator_rule::{self, TargetRule};
+use crate::engine::events::Trigger;
+use crate::engine::runtime::execute::Target;
+use crate::engine::plan::hookapi;
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::plan::planner;
+use crate::engine::runtime::queue::{Backoff, WorkQueue};
+use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::kinds::shared::{self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory};
+use crate::engine::runtime::source::{self, Bound, Built, Reader, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -85,9 +85,9 @@ impl fmt::Display for TargetKey {
 }
 
 /// Events name a target as it is displayed (with its resource when qualified).
-impl super::events::EventKey for TargetKey {
-    fn subject(&self) -> super::events::EventSubject {
-        super::events::EventSubject::parent(self.to_string())
+impl crate::engine::events::EventKey for TargetKey {
+    fn subject(&self) -> crate::engine::events::EventSubject {
+        crate::engine::events::EventSubject::parent(self.to_string())
     }
 }
 
@@ -560,7 +560,7 @@ impl SyncKind for Decorator {
             types: &self.types,
             revisions: None,
             finalizer: &self.finalizer,
-            subject: super::events::EventKey::subject(key),
+            subject: crate::engine::events::EventKey::subject(key),
         }
     }
 

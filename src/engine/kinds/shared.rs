@@ -1,13 +1,13 @@
-//! What every controller kind shares beyond the worker loop of [`super::controller`]: starting
+//! What every controller kind shares beyond the worker loop of [`crate::engine::runtime::controller`]: starting
 //! ([`resolve_all`] waiting for missing resources, [`resolve_hook`] and [`SyncHooks`],
 //! [`child_type`], [`wait_caches`], [`StartError`], [`launched`]), scope checks
 //! ([`sync_mode`], [`parent_selector`], [`scope_namespace`]) and [`strip_volatile`].
 //!
 //! The other shared pieces live one concept per file and are re-exported here:
-//! [`super::routing`] (informer events to queue keys, the resync timer), [`super::caller`]
-//! (hook calls and replays), [`super::memory`] (per-key memory between syncs),
-//! [`super::related_cache`] (customize answers and related-object routing) and
-//! [`super::carry`] (carrying a plan out, waiting for the caches, failed syncs).
+//! [`crate::engine::runtime::routing`] (informer events to queue keys, the resync timer), [`crate::engine::runtime::caller`]
+//! (hook calls and replays), [`crate::engine::runtime::memory`] (per-key memory between syncs),
+//! [`crate::engine::kinds::related_cache`] (customize answers and related-object routing) and
+//! [`crate::engine::runtime::carry`] (carrying a plan out, waiting for the caches, failed syncs).
 //!
 //! Nothing here knows a controller kind: helpers take the engine context, informers (through
 //! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
@@ -21,21 +21,21 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::controller::{ControllerHandle, Reconciler, Tracker, run_workers};
-use super::events::{EngineEvent, Trigger};
-use super::plan::ChildType;
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{ControllerHandle, Reconciler, Tracker, run_workers};
+use crate::engine::events::{EngineEvent, Trigger};
+use crate::engine::plan::writes::ChildType;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
 use crate::spec::{Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
 
-pub use super::caller::*;
-pub use super::carry::*;
-pub use super::memory::*;
-pub use super::related_cache::*;
-pub use super::routing::*;
+pub use crate::engine::runtime::caller::*;
+pub use crate::engine::runtime::carry::*;
+pub use crate::engine::runtime::memory::*;
+pub use crate::engine::kinds::related_cache::*;
+pub use crate::engine::runtime::routing::*;
 
 /// How long to wait for the caches to show our own writes before finishing a sync.
 pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -212,7 +212,7 @@ impl SyncHooks {
     pub fn customize<'a>(
         &'a self,
         ctx: &'a EngineContext,
-        reader: &'a super::source::Reader,
+        reader: &'a crate::engine::runtime::source::Reader,
         caller: &'a Caller,
         definition: &'a Value,
         parent_namespaced: bool,
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn call_records_carry_the_map_key_of_map_controller_keys() {
-        use crate::engine::map::MapWork;
+        use crate::engine::kinds::map::MapWork;
         let p = crate::k8s::object::ObjectKey::new(Some("ns"), "p");
         let plain = Caller::new("CompositeController", "c").info("sync", &p);
         assert_eq!((plain.parent.as_str(), plain.map_key), ("ns/p", None));

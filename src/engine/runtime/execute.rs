@@ -1,4 +1,4 @@
-//! The executor: carries a [`Plan`] out against the API server.
+//! The executor: carries a [`Writes`] out against the API server.
 //!
 //! Order: the parent's labels/annotations (merge patch), finalizer add, adoptions (after
 //! re-reading the parent), releases, deletes (uid precondition, background propagation),
@@ -14,9 +14,9 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use super::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
-use super::plan::{ChildId, Create, Delete, FinalizerChange, Plan, Update};
-use super::rollout::RevisionWrite;
+use crate::engine::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
+use crate::engine::plan::writes::{ChildId, Create, Delete, FinalizerChange, Writes, Update};
+use crate::engine::plan::rollout::RevisionWrite;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::error::{ApiError, ApiErrorClass};
 use crate::k8s::object::{self, ObjectKey};
@@ -74,7 +74,7 @@ pub struct ExecReport {
     /// The status written, when it was.
     pub status_written: Option<Value>,
     /// [`ExecMode::Paused`] and [`ExecMode::DryRun`]: one line per planned write
-    /// ([`Plan::describe`]).
+    /// ([`Writes::describe`]).
     pub planned: Vec<String>,
     /// [`ExecMode::DryRun`] with `server_side`: the actions the server accepted or refused, as
     /// they would have been published.
@@ -218,7 +218,7 @@ impl Executor {
 
     /// Execute `plan` in `mode` (see the module docs for the order). Only
     /// [`ExecMode::Apply`] writes or publishes anything.
-    pub async fn execute(&self, t: &Target<'_>, plan: &Plan, mode: ExecMode) -> ExecReport {
+    pub async fn execute(&self, t: &Target<'_>, plan: &Writes, mode: ExecMode) -> ExecReport {
         match mode {
             ExecMode::Apply => self.run(t, plan).await,
             ExecMode::Paused | ExecMode::DryRun { server_side: false } => ExecReport {
@@ -247,7 +247,7 @@ impl Executor {
     }
 
     /// Carry `plan` out, step by step in the order of the module docs.
-    async fn run(&self, t: &Target<'_>, plan: &Plan) -> ExecReport {
+    async fn run(&self, t: &Target<'_>, plan: &Writes) -> ExecReport {
         let mut report = ExecReport::default();
         let mut parent = ParentWrites::new(self, t);
         if let Some(meta) = &plan.metadata {
@@ -317,7 +317,7 @@ impl Executor {
         t: &Target<'_>,
         report: &mut ExecReport,
         parent: &mut ParentWrites<'_>,
-        meta: &super::plan::MetadataPatch,
+        meta: &crate::engine::plan::writes::MetadataPatch,
     ) {
         let r = parent
             .api
@@ -365,7 +365,7 @@ impl Executor {
         t: &Target<'_>,
         report: &mut ExecReport,
         parent: &ParentWrites<'_>,
-        plan: &Plan,
+        plan: &Writes,
     ) -> BTreeMap<ChildId, String> {
         let mut adopted_rv = BTreeMap::new();
         if plan.adopt.is_empty() {
@@ -410,9 +410,9 @@ impl Executor {
             ..self.delete_params(&d.uid)
         };
         let detail = Some(match d.reason {
-            super::plan::DeleteReason::NotDesired => "not desired".to_string(),
-            super::plan::DeleteReason::Recreate => {
-                format!("recreate: {}", super::plan::summarize_changes(&d.changes))
+            crate::engine::plan::writes::DeleteReason::NotDesired => "not desired".to_string(),
+            crate::engine::plan::writes::DeleteReason::Recreate => {
+                format!("recreate: {}", crate::engine::plan::writes::summarize_changes(&d.changes))
             }
         });
         match api.delete(&d.id.key.name, &dp).await {
@@ -507,7 +507,7 @@ impl Executor {
                 }
             },
             ApplyStrategy::ServerSide => {
-                let mut desired = super::apply::for_create(&u.desired);
+                let mut desired = crate::engine::plan::apply::for_create(&u.desired);
                 desired["metadata"]["ownerReferences"] = u.object["metadata"]
                     .get("ownerReferences")
                     .cloned()
@@ -535,7 +535,7 @@ impl Executor {
                     &u.id,
                     Some(format!(
                         "update of {} left the object unchanged (same resourceVersion)",
-                        super::plan::summarize_changes(&u.changes)
+                        crate::engine::plan::writes::summarize_changes(&u.changes)
                     )),
                 );
             }
@@ -551,7 +551,7 @@ impl Executor {
                     t,
                     ActionVerb::Update,
                     &u.id,
-                    Some(super::plan::summarize_changes(&u.changes)),
+                    Some(crate::engine::plan::writes::summarize_changes(&u.changes)),
                 );
             }
             Err(Some(e)) => self.fail(t, report, ActionVerb::Update, &u.id, &e),
@@ -755,7 +755,7 @@ impl Executor {
         t: &Target<'_>,
         report: &mut ExecReport,
         verb: ActionVerb,
-        edit: &super::plan::OwnerEdit,
+        edit: &crate::engine::plan::writes::OwnerEdit,
     ) -> Option<String> {
         let info = t.types.get(&edit.id.type_key)?;
         let api = api_for(&self.client, info, edit.id.key.namespace.as_deref());

@@ -1,7 +1,7 @@
 //! Live state read once, for a dry run: one list per resource (no informers, no watches, no
 //! Lease), kept as a snapshot with the look-ups the planning needs (by key, by controller uid,
 //! orphans, label selection), the same questions the engine asks its informers
-//! ([`super::source::Source`] answers them from either).
+//! ([`crate::engine::runtime::source::Source`] answers them from either).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -139,7 +139,7 @@ impl LiveReader {
             .await
             .map_err(|e| LiveError::List {
                 resource: info.key(),
-                message: super::execute::kube_error_message(&e),
+                message: crate::engine::runtime::execute::kube_error_message(&e),
             })?;
         let mut objects = BTreeMap::new();
         for item in list.items {

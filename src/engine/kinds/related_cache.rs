@@ -9,17 +9,17 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::error::SyncError;
-use super::events::{EventKey, Trigger};
-use super::hookapi::{self, Version};
-use super::queue::WorkQueue;
-use super::related::{self, ResolvedRule};
-use super::source::Reader;
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::error::SyncError;
+use crate::engine::events::{EventKey, Trigger};
+use crate::engine::plan::hookapi::{self, Version};
+use crate::engine::runtime::queue::WorkQueue;
+use crate::engine::kinds::related::{self, ResolvedRule};
+use crate::engine::runtime::source::Reader;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
-use super::shared::*;
+use crate::engine::kinds::shared::*;
 
 /// Everything [`RelatedCache::related`] needs to ask the customize hook about one parent.
 pub struct Customize<'a> {

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 
-use super::apply::{FieldChange, value_changes};
+use crate::engine::plan::apply::{FieldChange, value_changes};
 
 /// The differences between two hook answers (empty when they mean the same).
 pub fn response_changes(before: &Value, after: &Value) -> Vec<FieldChange> {

@@ -11,11 +11,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
-use super::error::WritesHeld;
-use super::events::{self, EngineEvent, EventBus};
-use super::execute::{ApplyStrategy, Executor};
-use super::hookapi::Version;
-use super::recorder::Recorder;
+use crate::engine::error::WritesHeld;
+use crate::engine::events::{self, EngineEvent, EventBus};
+use crate::engine::runtime::execute::{ApplyStrategy, Executor};
+use crate::engine::plan::hookapi::Version;
+use crate::engine::runtime::recorder::Recorder;
 use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::informer::InformerRegistry;

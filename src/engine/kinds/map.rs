@@ -16,8 +16,8 @@
 //! is no finalize hook: deleting a parent deletes its outputs through the garbage collector
 //! (they carry the parent's ControllerRef), `kubectl delete --cascade=orphan` keeps them.
 //!
-//! [`super::source::snapshot`] builds the same controller on lists read once: the dry run
-//! plans each key with it ([`super::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
+//! [`crate::engine::runtime::source::snapshot`] builds the same controller on lists read once: the dry run
+//! plans each key with it ([`crate::engine::runtime::reconcile::plan_only`]) and the status with [`MapCtl::status_plan`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -28,19 +28,19 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::context::{EngineContext, HookSpec};
-use super::controller::{Exchange, SyncError, SyncOutcome, Tracker};
-use super::events::{EventSubject, Trigger};
-use super::execute::Target;
-use super::hookapi;
-use super::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use super::plan::{ChildId, ChildType};
-use super::planner;
-use super::queue::{Backoff, WorkQueue};
-use super::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use super::shared::{self, StartError, strip_volatile};
-use super::snapshot::LiveReader;
-use super::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{Exchange, SyncError, SyncOutcome, Tracker};
+use crate::engine::events::{EventSubject, Trigger};
+use crate::engine::runtime::execute::Target;
+use crate::engine::plan::hookapi;
+use crate::engine::plan::map_plan::{self, MAP_KEY_LABEL, StatusInput};
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::plan::planner;
+use crate::engine::runtime::queue::{Backoff, WorkQueue};
+use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::kinds::shared::{self, StartError, strip_volatile};
+use crate::engine::runtime::snapshot::LiveReader;
+use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -82,8 +82,8 @@ impl fmt::Display for MapWork {
 }
 
 /// Events name the parent, and the map key as a field of its own.
-impl super::events::EventKey for MapWork {
-    fn subject(&self) -> super::events::EventSubject {
+impl crate::engine::events::EventKey for MapWork {
+    fn subject(&self) -> crate::engine::events::EventSubject {
         match self {
             MapWork::Parent(p) => EventSubject::parent(p.to_string()),
             MapWork::Status(p) => EventSubject {
@@ -1100,7 +1100,7 @@ impl SyncKind for MapCtl {
             types: &self.types,
             revisions: None,
             finalizer: "",
-            subject: super::events::EventKey::subject(work),
+            subject: crate::engine::events::EventKey::subject(work),
         }
     }
 

@@ -1,11 +1,11 @@
 //! The hot-loop guard: stop rewriting a child field the server keeps rewriting back.
 //!
-//! Even with [`super::server_view`], a server can rewrite a field in ways the engine cannot
+//! Even with [`crate::engine::plan::server_view`], a server can rewrite a field in ways the engine cannot
 //! predict (a mutating webhook, defaulting, a CRD schema pruning an unknown field, another
 //! controller). Then every sync writes the field again and the parent never converges. The
 //! guard counts, per parent, the consecutive syncs whose update of a child rewrote the same
 //! field with the same value; after [`SYNCS`] of them the field is held: later plans leave it
-//! at the server's value (see [`super::apply::apply_holding`]) while the hook keeps asking for
+//! at the server's value (see [`crate::engine::plan::apply::apply_holding`]) while the hook keeps asking for
 //! that value, and the caller reports a [`HotLoop`] (Warning event `HotLoop` on the parent, a
 //! dev output line, an NDJSON event, and `--once` fails naming it). Other fields and children
 //! keep syncing. A new value from the hook releases the field; a hook reload, a manual resync
@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::apply::{self, HeldField};
-use super::plan::{ChildId, Plan};
+use crate::engine::plan::apply::{self, HeldField};
+use crate::engine::plan::writes::{ChildId, Writes};
 use kube_apimachinery::quantity;
 
 /// Consecutive syncs rewriting one field with the same value before it is held.
@@ -137,7 +137,7 @@ impl Guard {
 
     /// Account for one executed sync: `plan` as carried out, `updated` the children whose
     /// update went through (written, or answered as a no-op). Returns the fields held from now.
-    pub fn record(&mut self, plan: &Plan, updated: &[ChildId]) -> Vec<HotLoop> {
+    pub fn record(&mut self, plan: &Writes, updated: &[ChildId]) -> Vec<HotLoop> {
         // A held field stays held while the plan still held it back (the hook asks the same).
         self.held.retain(|h| {
             plan.held
@@ -179,8 +179,8 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::apply::FieldChange;
-    use crate::engine::plan::{HeldChange, ObjectKeyView, Update};
+    use crate::engine::plan::apply::FieldChange;
+    use crate::engine::plan::writes::{HeldChange, ObjectKeyView, Update};
     use serde_json::json;
 
     fn id(name: &str) -> ChildId {
@@ -206,10 +206,10 @@ mod tests {
         }
     }
 
-    fn plan(updates: Vec<Update>) -> Plan {
-        Plan {
+    fn plan(updates: Vec<Update>) -> Writes {
+        Writes {
             update: updates,
-            ..Plan::default()
+            ..Writes::default()
         }
     }
 
@@ -235,7 +235,7 @@ mod tests {
         let held = g.held_fields();
         assert_eq!(held[&id("a")][0].value, Some(json!("2")));
         // The next plan held both back: they stay held, nothing trips again.
-        let next = Plan {
+        let next = Writes {
             held: vec![
                 HeldChange {
                     id: id("a"),
@@ -246,7 +246,7 @@ mod tests {
                     change: p.update[1].changes[0].clone(),
                 },
             ],
-            ..Plan::default()
+            ..Writes::default()
         };
         assert!(g.record(&next, &[]).is_empty());
         assert_eq!(g.held().len(), 2);

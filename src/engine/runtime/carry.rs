@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::EngineContext;
-use super::controller::SyncOutcome;
-use super::error::SyncError;
-use super::events::EngineEvent;
-use super::execute::{ExecMode, Expectation, Target};
-use super::planner::SyncPlan;
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::runtime::controller::SyncOutcome;
+use crate::engine::error::SyncError;
+use crate::engine::events::EngineEvent;
+use crate::engine::runtime::execute::{ExecMode, Expectation, Target};
+use crate::engine::plan::planner::SyncPlan;
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
 
-use super::shared::*;
+use crate::engine::kinds::shared::*;
 
 /// Carry `sync_plan` out for the parent `target` (synced as `key`), remember the status
 /// written, and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes.
@@ -91,7 +91,7 @@ pub fn publish_detached(ctx: &EngineContext, controller: &str, parent: &str, pla
     if ctx.is_paused() || ctx.writes_held().is_some() {
         return;
     }
-    for e in super::events::detached_events(controller, parent, map_key, &plan.detached) {
+    for e in crate::engine::events::detached_events(controller, parent, map_key, &plan.detached) {
         ctx.bus.publish(e);
     }
 }
