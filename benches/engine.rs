@@ -21,9 +21,9 @@ use axum::Json;
 use axum::routing::post;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
-use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
 use kubectl_meta::engine::runtime::Engine;
+use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 

@@ -18,9 +18,9 @@ use axum::routing::post;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
-use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::engine::events::EventBus;
 use kubectl_meta::engine::runtime::Engine;
+use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 

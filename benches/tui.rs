@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
-use kubectl_meta::engine::plan::writes::{ChildId, ObjectKeyView};
 use kubectl_meta::engine::plan::planner::{ObjectAction, ObjectPlan};
+use kubectl_meta::engine::plan::writes::{ChildId, ObjectKeyView};
 use kubectl_meta::tui::app::App;
 use kubectl_meta::tui::{event_loop, input, ui};
 use ratatui::Terminal;

@@ -8,8 +8,8 @@
 mod common;
 
 use common::engine::*;
-use kubectl_meta::engine::runtime::context::EngineOptions;
 use kubectl_meta::engine::events::{EngineEvent, Trigger};
+use kubectl_meta::engine::runtime::context::EngineOptions;
 use serde_json::{Value, json};
 
 fn cm_ar() -> kube::discovery::ApiResource {

@@ -22,10 +22,10 @@ use crate::cli::GlobalArgs;
 use crate::cli::dev::{ApplyStrategyArg, ColorArg, DevArgs, OutputArg};
 use crate::devloop::control::{self, Command, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::error::{Layer, SyncError, WritesHeld};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
+use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::execute::ApplyStrategy;
 use crate::engine::runtime::{Engine, OnceReport};
 use crate::hooks::endpoint;
@@ -625,7 +625,7 @@ pub(crate) async fn check_reachable(conn: &Connection) -> Result<()> {
             format!(
                 "cannot reach the API server of context {}: {}",
                 conn.context.name,
-                crate::engine::runtime::execute::kube_error_message(&e)
+                crate::k8s::kube_error_message(&e)
             ),
         )
     })?;

@@ -26,8 +26,8 @@ use tokio::sync::broadcast::{
     error::{RecvError, TryRecvError},
 };
 
-use crate::engine::plan::child::ChildId;
 use crate::engine::events::{ActionVerb, EngineEvent, EventSubject, Trigger};
+use crate::engine::plan::child::ChildId;
 
 /// How the event log is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

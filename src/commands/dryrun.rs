@@ -16,9 +16,10 @@ use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
 use crate::dryrun::server;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::events::EventBus;
-use crate::engine::kinds::shared::{self, Caller};
+use crate::engine::kinds::shared;
+use crate::engine::runtime::caller::Caller;
+use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::k8s::client;
 use crate::k8s::discovery::Discovery;
@@ -353,7 +354,8 @@ async fn compare_answers(
             let key = p.subject();
             match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
                 Ok(answer) => {
-                    let changes = crate::engine::plan::replay::response_changes(&answer, &x.response);
+                    let changes =
+                        crate::engine::plan::replay::response_changes(&answer, &x.response);
                     if changes.is_empty() {
                         eprintln!(
                             "--against {} {}: {} hook answers the same",

@@ -22,9 +22,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use crate::engine::runtime::context::HookGate;
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::runtime::Engine;
+use crate::engine::runtime::context::HookGate;
 use crate::hooks::HookTarget;
 use crate::hooks::endpoint;
 use crate::hooks::server::{ManagedServer, ServerConfig, ServerLine, ServerState, Stream};

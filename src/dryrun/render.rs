@@ -9,9 +9,9 @@ use serde_json::{Map, Value, json};
 
 use super::compose::{ParentFailure, ParentPlan};
 use crate::engine::plan::apply::{FieldChange, LAST_APPLIED};
-use crate::engine::plan::writes::{ChildId, FinalizerChange};
 use crate::engine::plan::planner::ObjectAction;
 use crate::engine::plan::rollout::RevisionWrite;
+use crate::engine::plan::writes::{ChildId, FinalizerChange};
 use crate::k8s::object;
 
 /// What happens to one object.

@@ -7,8 +7,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 
 use super::render::{Action, Entry, ServerCheck};
-use crate::engine::runtime::execute::{FIELD_MANAGER, kube_error_message};
 use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::{FIELD_MANAGER, kube_error_message};
 
 /// Check `entry` (a create or update of an object of `info`) with a dry run; on success the
 /// planned object becomes what the server would store.

@@ -345,7 +345,7 @@ async fn read_object(
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     let failed = |e: kube::Error| EndpointError::Read {
         object: key.to_string(),
-        message: crate::engine::runtime::execute::kube_error_message(&e),
+        message: crate::k8s::kube_error_message(&e),
     };
     match key.kind {
         RefKind::Secret => {

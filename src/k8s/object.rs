@@ -180,10 +180,37 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
+/// The object without the fields that change on every write (and, if `drop_status`, status).
+pub fn strip_volatile(v: &Value, drop_status: bool) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    if drop_status && let Some(m) = v.as_object_mut() {
+        m.remove("status");
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn strip_volatile_drops_what_every_write_changes() {
+        let v = json!({"metadata": {"name": "a", "resourceVersion": "3", "managedFields": []},
+            "spec": {"x": 1}, "status": {"y": 2}});
+        assert_eq!(
+            strip_volatile(&v, false),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 2}})
+        );
+        assert_eq!(
+            strip_volatile(&v, true),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}})
+        );
+    }
 
     #[test]
     fn reads_metadata_and_tolerates_garbage() {

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::engine::plan::apply::FieldChange;
 use crate::engine::error::{Layer, WritesHeld};
 use crate::engine::events::{ActionVerb, EngineEvent};
+use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
 use crate::engine::runtime::queue::QueueStats;
 use crate::k8s::object;

@@ -15,20 +15,25 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::runtime::context::{EngineContext, HookSpec};
-use crate::engine::runtime::controller::{SyncError, Tracker};
 use crate::engine::events::{EngineEvent, Trigger};
-use crate::engine::runtime::execute::Target;
+use crate::engine::kinds::related_cache::RelatedCache;
+pub use crate::engine::kinds::shared::StartError;
+use crate::engine::kinds::shared::{self, SyncHooks};
 use crate::engine::plan::hookapi::{self, Version};
 use crate::engine::plan::ownership::CONTROLLER_UID_LABEL;
-use crate::engine::plan::writes::{ChildId, ChildType};
 use crate::engine::plan::planner;
-use crate::engine::runtime::queue::{Backoff, WorkQueue};
-use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
 use crate::engine::plan::rollout;
 use crate::engine::plan::rollout_plan;
-pub use crate::engine::kinds::shared::StartError;
-use crate::engine::kinds::shared::{self, Caller, ChildAction, RelatedCache, SyncHooks, SyncMemory};
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::runtime::caller::Caller;
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{SyncError, Tracker};
+use crate::engine::runtime::execute::Target;
+use crate::engine::runtime::memory::SyncMemory;
+use crate::engine::runtime::queue::{Backoff, WorkQueue};
+use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::runtime::routing;
+use crate::engine::runtime::routing::ChildAction;
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
@@ -228,7 +233,7 @@ impl Composite {
 
     /// Queue every parent (start-up, resync period, manual resync, hook reload).
     pub fn enqueue_all(&self, trigger: Trigger) {
-        shared::enqueue_each(&self.queue, &self.memory, self.keyed_parents(), &trigger);
+        routing::enqueue_each(&self.queue, &self.memory, self.keyed_parents(), &trigger);
     }
 
     /// The parents in scope with their keys.
@@ -272,7 +277,7 @@ impl Composite {
         if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
             let rx = parents.subscribe();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
                 me.route_parent(ev)
             }));
         }
@@ -283,21 +288,21 @@ impl Composite {
             let me = Arc::clone(self);
             let rx = informer.subscribe();
             let resource = slot.ty.key.clone();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
-                for action in shared::child_event(&resource, ev) {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
+                for action in routing::child_event(&resource, ev) {
                     me.route_child(action);
                 }
             }));
         }
         let me = Arc::clone(self);
-        shared::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
             me.enqueue_all(Trigger::ResyncPeriod)
         });
     }
 
     fn route_parent(&self, ev: InformerEvent) {
         let ignore_status = self.def.spec.parent_resource.ignore_status_changes == Some(true);
-        let action = shared::parent_event(
+        let action = routing::parent_event(
             ev,
             |p| ObjectKey::of(p).filter(|_| self.in_scope(p)),
             ObjectKey::of,
@@ -678,7 +683,7 @@ async fn ensure_revision_resource(
             .create(
                 &kube::api::PostParams {
                     dry_run: false,
-                    field_manager: Some(crate::engine::runtime::execute::FIELD_MANAGER.into()),
+                    field_manager: Some(crate::k8s::FIELD_MANAGER.into()),
                 },
                 &crd,
             )
@@ -697,7 +702,7 @@ async fn ensure_revision_resource(
                 object: None,
                 message: format!(
                     "rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects (controllerrevisions.metacontroller.k8s.io/v1alpha1, the CRD Metacontroller installs), which this cluster does not serve, and installing that CRD failed: {}. Install Metacontroller's CRDs (its manifests/crds), or run dev with a user that may create CustomResourceDefinitions",
-                    crate::engine::runtime::execute::kube_error_message(&e)
+                    crate::k8s::kube_error_message(&e)
                 ),
             }),
         },
@@ -749,7 +754,7 @@ impl KindController for Composite {
         let named = self
             .keyed_parents()
             .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
-        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
+        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
     /// Forget customize answers.
     fn forget_answers(&self) {

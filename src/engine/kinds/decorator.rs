@@ -22,17 +22,22 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::events::Trigger;
+use crate::engine::kinds::related_cache::RelatedCache;
+use crate::engine::kinds::shared::{self, StartError, SyncHooks};
+use crate::engine::plan::decorator_rule::{self, TargetRule};
+use crate::engine::plan::hookapi;
+use crate::engine::plan::planner;
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::context::{EngineContext, HookSpec};
 use crate::engine::runtime::controller::{SyncError, Tracker};
-use crate::engine::plan::decorator_rule::{self, TargetRule};
-use crate::engine::events::Trigger;
 use crate::engine::runtime::execute::Target;
-use crate::engine::plan::hookapi;
-use crate::engine::plan::writes::{ChildId, ChildType};
-use crate::engine::plan::planner;
+use crate::engine::runtime::memory::SyncMemory;
 use crate::engine::runtime::queue::{Backoff, WorkQueue};
 use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use crate::engine::kinds::shared::{self, Caller, ChildAction, RelatedCache, StartError, SyncHooks, SyncMemory};
+use crate::engine::runtime::routing;
+use crate::engine::runtime::routing::ChildAction;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
@@ -287,7 +292,7 @@ impl Decorator {
 
     /// Queue every target in scope.
     pub fn enqueue_all(&self, trigger: Trigger) {
-        shared::enqueue_each(&self.queue, &self.memory, self.keyed_targets(), &trigger);
+        routing::enqueue_each(&self.queue, &self.memory, self.keyed_targets(), &trigger);
     }
 
     /// The targets in scope with their keys.
@@ -323,7 +328,7 @@ impl Decorator {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
                 me.route_target(i, ev)
             }));
         }
@@ -334,8 +339,8 @@ impl Decorator {
             let me = Arc::clone(self);
             let rx = informer.subscribe();
             let resource = a.ty.key.clone();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
-                for action in shared::child_event(&resource, ev) {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
+                for action in routing::child_event(&resource, ev) {
                     match action {
                         ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
                         // Attachments are never adopted.
@@ -346,7 +351,7 @@ impl Decorator {
             }));
         }
         let me = Arc::clone(self);
-        shared::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
             me.enqueue_all(Trigger::ResyncPeriod)
         });
     }
@@ -354,7 +359,7 @@ impl Decorator {
     /// Labels or annotations moving in or out of the selectors are changes that matter; a
     /// target that left the selectors without our finalizer has nothing left to do.
     fn route_target(&self, slot: usize, ev: InformerEvent) {
-        let action = shared::parent_event(
+        let action = routing::parent_event(
             ev,
             |o| self.key_of(slot, o).filter(|_| self.in_scope(slot, o)),
             |o| self.key_of(slot, o),
@@ -612,7 +617,7 @@ impl KindController for Decorator {
         let named = self.keyed_targets().filter(|(k, o)| {
             k.key.to_string() == name || k.to_string() == name || object::name(o) == Some(name)
         });
-        shared::enqueue_each(&self.queue, &self.memory, named, &trigger)
+        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
     }
     /// Forget customize answers.
     fn forget_answers(&self) {

@@ -28,21 +28,26 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::runtime::context::{EngineContext, HookSpec};
-use crate::engine::runtime::controller::{Exchange, SyncError, SyncOutcome, Tracker};
 use crate::engine::events::{EventSubject, Trigger};
-use crate::engine::runtime::execute::Target;
+use crate::engine::kinds::shared::{self, StartError};
 use crate::engine::plan::hookapi;
 use crate::engine::plan::map_plan::{self, MAP_KEY_LABEL, StatusInput};
-use crate::engine::plan::writes::{ChildId, ChildType};
 use crate::engine::plan::planner;
+use crate::engine::plan::writes::{ChildId, ChildType};
+use crate::engine::runtime::caller;
+use crate::engine::runtime::carry;
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{Exchange, SyncError, SyncOutcome, Tracker};
+use crate::engine::runtime::execute::Target;
+use crate::engine::runtime::memory;
 use crate::engine::runtime::queue::{Backoff, WorkQueue};
 use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
-use crate::engine::kinds::shared::{self, StartError, strip_volatile};
+use crate::engine::runtime::routing;
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::object::strip_volatile;
 use crate::k8s::object::{self, ObjectKey};
 use crate::spec::{Controller, MapControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
@@ -147,10 +152,10 @@ pub struct MapCtl {
     types: BTreeMap<String, ResourceInfo>,
     map_hook: HookSpec,
     tombstone_hook: Option<HookSpec>,
-    caller: shared::Caller,
+    caller: caller::Caller,
     /// Parent uid -> `Parent` work (routing of outputs); the status last written, under the
     /// parent's `Status` work.
-    memory: shared::SyncMemory<MapWork>,
+    memory: memory::SyncMemory<MapWork>,
     queue: WorkQueue<MapWork, Trigger>,
     state: Mutex<State>,
 }
@@ -240,7 +245,7 @@ impl Built for MapCtl {
         }
         Ok(MapCtl {
             caller: reader.caller(KIND, &name),
-            memory: shared::SyncMemory::default(),
+            memory: memory::SyncMemory::default(),
             name,
             def,
             queue: WorkQueue::new(Backoff::default()),
@@ -365,7 +370,7 @@ impl MapCtl {
         if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
             let rx = parents.subscribe();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
                 me.on_parent_event(ev)
             }));
         }
@@ -375,7 +380,7 @@ impl MapCtl {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
                 me.on_input_event(i, ev)
             }));
             self.reindex_inputs(i);
@@ -386,12 +391,12 @@ impl MapCtl {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(shared::for_each_event(rx, stop.clone(), move |ev| {
+            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
                 me.on_output_event(i, ev)
             }));
         }
         let me = Arc::clone(self);
-        shared::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
             me.enqueue_all(Trigger::ResyncPeriod)
         });
     }
@@ -588,7 +593,7 @@ impl MapCtl {
                 self.parent_source.get(work.parent()).map(|p| (*p).clone()),
             )
         };
-        shared::finish_sync(&self.ctx, result.map_err(with_parent)).await
+        carry::finish_sync(&self.ctx, result.map_err(with_parent)).await
     }
 
     fn with_parent_state<R>(

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::engine::runtime::context::EngineContext;
 use crate::engine::plan::hookapi::{RelatedRule, Version};
+use crate::engine::runtime::context::EngineContext;
 use crate::engine::runtime::source::{Reader, Source};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};

@@ -21,24 +21,17 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::events::{EngineEvent, Trigger};
+use crate::engine::kinds::related_cache::Customize;
+use crate::engine::plan::writes::ChildType;
+use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::context::{EngineContext, HookSpec};
 use crate::engine::runtime::controller::{ControllerHandle, Reconciler, Tracker, run_workers};
-use crate::engine::events::{EngineEvent, Trigger};
-use crate::engine::plan::writes::ChildType;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
 use crate::spec::{Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
-
-pub use crate::engine::runtime::caller::*;
-pub use crate::engine::runtime::carry::*;
-pub use crate::engine::runtime::memory::*;
-pub use crate::engine::kinds::related_cache::*;
-pub use crate::engine::runtime::routing::*;
-
-/// How long to wait for the caches to show our own writes before finishing a sync.
-pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a controller could not start.
 #[derive(Debug, thiserror::Error)]
@@ -367,22 +360,11 @@ pub fn in_namespace_scope(ctx: &EngineContext, namespaced: bool, obj: &Value) ->
     scope_namespace(ctx, namespaced).is_none_or(|ns| object::namespace(obj) == Some(ns))
 }
 
-/// The object without the fields that change on every write (and, if `drop_status`, status).
-pub fn strip_volatile(v: &Value, drop_status: bool) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("managedFields");
-    }
-    if drop_status && let Some(m) = v.as_object_mut() {
-        m.remove("status");
-    }
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::runtime::memory::SyncMemory;
+    use crate::engine::runtime::routing::{ChildAction, ParentAction, child_event, parent_event};
     use crate::k8s::informer::InformerEvent;
     use serde_json::json;
 
@@ -533,20 +515,6 @@ mod tests {
         assert_eq!(sync_mode(&deleted, f, true), None, "the GC's business");
         assert_eq!(sync_mode(&deleted_held, f, true), Some(true));
         assert_eq!(sync_mode(&deleted_held, f, false), Some(true));
-    }
-
-    #[test]
-    fn strip_volatile_drops_what_every_write_changes() {
-        let v = json!({"metadata": {"name": "a", "resourceVersion": "3", "managedFields": []},
-            "spec": {"x": 1}, "status": {"y": 2}});
-        assert_eq!(
-            strip_volatile(&v, false),
-            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 2}})
-        );
-        assert_eq!(
-            strip_volatile(&v, true),
-            json!({"metadata": {"name": "a"}, "spec": {"x": 1}})
-        );
     }
 
     #[test]

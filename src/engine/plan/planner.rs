@@ -25,12 +25,12 @@ use serde_json::Value;
 
 use crate::engine::plan::apply::{FieldChange, HeldField};
 use crate::engine::plan::ownership;
+use crate::engine::plan::rollout::{RevisionWrite, RolloutState};
 pub use crate::engine::plan::writes::normalize_desired;
 use crate::engine::plan::writes::{
-    self, ChildId, ChildType, ChildrenInput, DeleteReason, FinalizerChange, MetadataPatch, Writes,
-    SkipReason,
+    self, ChildId, ChildType, ChildrenInput, DeleteReason, FinalizerChange, MetadataPatch,
+    SkipReason, Writes,
 };
-use crate::engine::plan::rollout::{RevisionWrite, RolloutState};
 use crate::k8s::object;
 use crate::spec::UpdateMethod;
 use kube_apimachinery::selector::LabelSelector;

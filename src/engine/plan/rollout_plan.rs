@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
 use crate::engine::error::SyncError;
+use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
 use crate::engine::plan::hookapi::{self, DecodeError, Version};
 use crate::engine::plan::ownership;
-use crate::engine::plan::writes::{self, PlanError};
 use crate::engine::plan::planner::RolloutDecision;
 use crate::engine::plan::rollout::{self, Revision, RevisionWrite};
+use crate::engine::plan::writes::{self, PlanError};
 use crate::k8s::object;
 use crate::spec::{CompositeControllerSpec, StatusConditionCheck};
 use kube_apimachinery::selector::LabelSelector;

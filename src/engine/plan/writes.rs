@@ -295,7 +295,9 @@ impl Writes {
                     "update",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                crate::engine::plan::rollout::RevisionWrite::Delete { name, .. } => ("delete", name.clone()),
+                crate::engine::plan::rollout::RevisionWrite::Delete { name, .. } => {
+                    ("delete", name.clone())
+                }
             };
             format!("{verb} ControllerRevision {name}")
         }));

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::engine::runtime::context::{EngineContext, HookSpec, call_hook};
-use crate::engine::runtime::controller::Exchange;
 use crate::engine::error::SyncError;
 use crate::engine::events::{EngineEvent, EventKey};
+use crate::engine::runtime::context::{EngineContext, HookSpec, call_hook};
+use crate::engine::runtime::controller::Exchange;
 use crate::hooks::CallInfo;
 
 /// Who calls hooks: the controller kind and name, as hook call logs and events show them.
@@ -99,7 +99,10 @@ impl Caller {
                 let spec = spec_for(&hook)?;
                 let call = call_hook(ctx, spec, self.info(&hook, &key), &request).await;
                 let (changes, error) = match call.result {
-                    Ok(after) => (crate::engine::plan::replay::response_changes(&before, &after), None),
+                    Ok(after) => (
+                        crate::engine::plan::replay::response_changes(&before, &after),
+                        None,
+                    ),
                     Err(e) => (Vec::new(), Some(e.to_string())),
                 };
                 let ev = EngineEvent::Replay {

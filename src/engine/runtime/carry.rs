@@ -4,19 +4,23 @@
 use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::engine::runtime::context::EngineContext;
-use crate::engine::runtime::controller::SyncOutcome;
 use crate::engine::error::SyncError;
 use crate::engine::events::EngineEvent;
-use crate::engine::runtime::execute::{ExecMode, Expectation, Target};
 use crate::engine::plan::planner::SyncPlan;
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::runtime::controller::SyncOutcome;
+use crate::engine::runtime::execute::{ExecMode, Expectation, Target};
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
 
-use crate::engine::kinds::shared::*;
+use crate::engine::runtime::memory::SyncMemory;
+
+/// How long to wait for the caches to show our own writes before finishing a sync.
+pub const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Carry `sync_plan` out for the parent `target` (synced as `key`), remember the status
 /// written, and wait until the caches (`informer_for`, by `Kind.apiVersion`) show the writes.

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 
 use crate::engine::error::WritesHeld;
 use crate::engine::events::{self, EngineEvent, EventBus};
-use crate::engine::runtime::execute::{ApplyStrategy, Executor};
 use crate::engine::plan::hookapi::Version;
+use crate::engine::runtime::execute::{ApplyStrategy, Executor};
 use crate::engine::runtime::recorder::Recorder;
 use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
 use crate::k8s::discovery::Discovery;

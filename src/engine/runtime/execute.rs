@@ -15,13 +15,13 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use crate::engine::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
-use crate::engine::plan::writes::{ChildId, Create, Delete, FinalizerChange, Writes, Update};
 use crate::engine::plan::rollout::RevisionWrite;
+use crate::engine::plan::writes::{ChildId, Create, Delete, FinalizerChange, Update, Writes};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::error::{ApiError, ApiErrorClass};
 use crate::k8s::object::{self, ObjectKey};
 
-pub use crate::k8s::{FIELD_MANAGER, kube_error_message};
+use crate::k8s::FIELD_MANAGER;
 
 /// How children are created and updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -412,7 +412,10 @@ impl Executor {
         let detail = Some(match d.reason {
             crate::engine::plan::writes::DeleteReason::NotDesired => "not desired".to_string(),
             crate::engine::plan::writes::DeleteReason::Recreate => {
-                format!("recreate: {}", crate::engine::plan::writes::summarize_changes(&d.changes))
+                format!(
+                    "recreate: {}",
+                    crate::engine::plan::writes::summarize_changes(&d.changes)
+                )
             }
         });
         match api.delete(&d.id.key.name, &dp).await {

@@ -8,14 +8,12 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use crate::engine::plan::apply;
-use crate::engine::runtime::controller::Exchange;
 use crate::engine::events::{EventKey, Trigger};
+use crate::engine::plan::apply;
 use crate::engine::plan::hotloop;
 use crate::engine::plan::writes::ChildId;
+use crate::engine::runtime::controller::Exchange;
 use crate::k8s::object;
-
-use crate::engine::kinds::shared::*;
 
 /// What a controller remembers per key between syncs: which key a uid belongs to (routing
 /// events of owned objects), the status it last wrote (to ignore its echo) and the last
@@ -79,7 +77,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
         new: &Value,
         ignore_status_changes: bool,
     ) -> bool {
-        if strip_volatile(old, true) != strip_volatile(new, true) {
+        if object::strip_volatile(old, true) != object::strip_volatile(new, true) {
             return true;
         }
         if ignore_status_changes {

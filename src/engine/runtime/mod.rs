@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::runtime::context::EngineContext;
-use crate::engine::runtime::controller::{ControllerHandle, Exchange, KeyState, Tracker};
 use crate::engine::error::{SyncError, WritesHeld};
 use crate::engine::events::{EngineEvent, Trigger};
+use crate::engine::runtime::context::EngineContext;
+use crate::engine::runtime::controller::{ControllerHandle, Exchange, KeyState, Tracker};
 use crate::spec::ControllerDef;
 
 /// A controller kind's start: its handle and the worker loop to run, or why it cannot start.

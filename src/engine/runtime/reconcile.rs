@@ -18,10 +18,10 @@
 //!    decorator annotation, the map output tags).
 //! 5. **plan** ([`SyncKind::plan`]): the pure [`crate::engine::plan::planner`] call.
 //! 6. **publish** the plan as [`crate::engine::events::EngineEvent::Planned`].
-//! 7. **carry out** ([`shared::carry_out`]) against the kind's [`Target`] and caches.
+//! 7. **carry out** ([`carry::carry_out`]) against the kind's [`Target`] and caches.
 //! 8. **outcome**: writes, resync interval and rollout progress, read from the plan and the
 //!    carried-out report; [`SyncKind::settle`] lets a kind remember what the sync saw
-//!    (MapController fingerprints), and [`shared::finish_sync`] reports a failure once, as a
+//!    (MapController fingerprints), and [`carry::finish_sync`] reports a failure once, as a
 //!    `SyncError` Event on the parent.
 //!
 //! [`plan_only`] runs steps 1 to 5 alone (no `Planned` event, nothing carried out): the
@@ -41,13 +41,18 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::runtime::context::{EngineContext, HookSpec};
-use crate::engine::runtime::controller::{ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker};
 use crate::engine::events::{EngineEvent, EventKey, Trigger};
-use crate::engine::runtime::execute::Target;
+use crate::engine::kinds::shared;
 use crate::engine::plan::planner::SyncPlan;
+use crate::engine::runtime::caller::Caller;
+use crate::engine::runtime::carry;
+use crate::engine::runtime::context::{EngineContext, HookSpec};
+use crate::engine::runtime::controller::{
+    ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker,
+};
+use crate::engine::runtime::execute::Target;
+use crate::engine::runtime::memory::SyncMemory;
 use crate::engine::runtime::queue::{QueueStats, WorkQueue};
-use crate::engine::kinds::shared::{self, Caller, SyncMemory};
 use crate::k8s::informer::Informer;
 
 /// What a sync is given besides its key.
@@ -156,9 +161,9 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     }
 }
 
-/// One sync of `key`, failures reported ([`shared::finish_sync`]).
+/// One sync of `key`, failures reported ([`carry::finish_sync`]).
 pub async fn sync<S: SyncKind>(kind: &S, key: &S::Key, cx: SyncCx<'_>) -> SyncOutcome {
-    shared::finish_sync(kind.parts().ctx, run(kind, key, cx).await).await
+    carry::finish_sync(kind.parts().ctx, run(kind, key, cx).await).await
 }
 
 /// One sync of `key`: every step of the module header in order.
@@ -204,7 +209,7 @@ async fn steps<S: SyncKind>(
     ctx.bus
         .publish(plan.event(kind.parts().name, &parent_shown));
     // MapController tombstones: one event per detached output (nothing for other plans).
-    shared::publish_detached(ctx, kind.parts().name, &parent_shown, &plan);
+    carry::publish_detached(ctx, kind.parts().name, &parent_shown, &plan);
     let mut outcome = SyncOutcome {
         resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
         rollout_pending: plan.rollout.as_ref().is_some_and(|r| r.in_progress),
@@ -272,14 +277,14 @@ pub async fn plan_only<S: SyncKind>(
     }
 }
 
-/// Carry `plan` out for `key` ([`shared::carry_out`] on the kind's target and caches).
+/// Carry `plan` out for `key` ([`carry::carry_out`] on the kind's target and caches).
 pub async fn carry_out<S: SyncKind>(
     kind: &S,
     key: &S::Key,
     parent: &Value,
     plan: &SyncPlan,
-) -> Result<shared::Carried, SyncError> {
-    shared::carry_out(
+) -> Result<carry::Carried, SyncError> {
+    carry::carry_out(
         kind.parts().ctx,
         kind.parts().memory,
         key,

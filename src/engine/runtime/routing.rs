@@ -16,7 +16,8 @@ use crate::engine::runtime::queue::WorkQueue;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
-use crate::engine::kinds::shared::*;
+use crate::engine::kinds::related_cache::RelatedCache;
+use crate::engine::runtime::memory::SyncMemory;
 
 /// Receive an informer's events until `stop` fires or the informer ends, calling `f` for each.
 /// A receiver that fell behind gets [`InformerEvent::Relisted`]: anything may have changed.

@@ -139,7 +139,7 @@ impl LiveReader {
             .await
             .map_err(|e| LiveError::List {
                 resource: info.key(),
-                message: crate::engine::runtime::execute::kube_error_message(&e),
+                message: crate::k8s::kube_error_message(&e),
             })?;
         let mut objects = BTreeMap::new();
         for item in list.items {
