@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Capture the statuses kube-controller-manager writes for the workloads of
-tests/fixtures/real-workloads/objects.yaml, on a real control plane without kubelet or
-scheduler (../shared/real-apiserver), into tests/fixtures/real-workloads/<kind>-<name>.json.
+crates/kube-sandbox/tests/fixtures/real-workloads/objects.yaml, on a real control plane without kubelet or
+scheduler (../shared/real-apiserver), into crates/kube-sandbox/tests/fixtures/real-workloads/<kind>-<name>.json.
 
 It stands in for the scheduler and the kubelet as the sandbox simulates them: one Ready Node
 `sandbox-node` (its Lease renewed), every Pod bound to it (pods/binding), then given the status
@@ -23,7 +23,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIX = os.path.join(HERE, "..", "tests", "fixtures", "real-workloads")
+FIX = os.path.join(HERE, "..", "crates", "kube-sandbox", "tests", "fixtures", "real-workloads")
 NS = "wl"
 NODE = "sandbox-node"
 EXIT_ANNOTATION = "sandbox.kubectl-meta.io/exit-code"

@@ -680,9 +680,26 @@ async fn invalid_crds_are_rejected_with_422_and_not_stored() {
 async fn crds_in_protected_groups_need_the_api_approval_annotation_as_on_kube_apiserver() {
     let t = common::start().await;
     let api: Api<CustomResourceDefinition> = Api::all(t.client.clone());
-    // The ControllerRevision CRD `dev` installs for rolling updates is accepted and served.
-    let revisions: CustomResourceDefinition =
-        serde_json::from_value(kubectl_meta::engine::plan::rollout::revision_crd()).unwrap();
+    // A CRD in a protected group (*.k8s.io) carrying the annotation is accepted and served (as
+    // Metacontroller's ControllerRevision CRD, which `kubectl meta dev` installs).
+    let revisions: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "controllerrevisions.metacontroller.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"},
+        },
+        "spec": {
+            "group": "metacontroller.k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "controllerrevisions", "singular": "controllerrevision",
+                      "kind": "ControllerRevision", "listKind": "ControllerRevisionList"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .unwrap();
     let installed = install(&t.client, &revisions).await;
 
     // Without the annotation (or with one that is neither a URL nor "unapproved..."): 422 with

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandbox_stores_what_kube_apiserver_stores() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fidelity/check.py");
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fidelity/check.py");
     assert!(
         script.exists(),
         "fidelity suite not found at {} (CI clones shared/ beside the repo)",

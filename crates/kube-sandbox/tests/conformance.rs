@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_apiserver_conformance_suite_passes() {
     let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/apiserver.sh");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/apiserver.sh");
     assert!(
         script.exists(),
         "conformance suite not found at {} (CI clones shared/ beside the repo)",

@@ -1,0 +1,166 @@
+//! Shared helpers for the sandbox's integration tests (the plugin's tests include this file too): start a sandbox in-process, build kube clients for it,
+//! run the real `kubectl` against it, and wait on conditions (never on fixed sleeps).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube_sandbox::{Sandbox, SandboxConfig};
+
+/// Generous timeout for conditions on a busy 2-core machine.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running sandbox with a client and a kubeconfig file.
+pub struct TestSandbox {
+    /// The server.
+    pub sandbox: Sandbox,
+    /// A kube-rs client for it.
+    pub client: kube::Client,
+    /// Temp dir holding the kubeconfig (kept alive as long as the sandbox).
+    pub dir: tempfile::TempDir,
+}
+
+impl TestSandbox {
+    /// Path of the kubeconfig file.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    /// Run the real kubectl against this sandbox.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig(), args, None)
+    }
+
+    /// Run kubectl with `stdin` as standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        kubectl(&self.kubeconfig(), args, Some(stdin))
+    }
+}
+
+/// Start an ephemeral sandbox with a fast simulated kubelet.
+pub async fn start() -> TestSandbox {
+    let mut cfg = SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = Some(Duration::from_millis(50));
+    start_with(cfg).await
+}
+
+/// Start a sandbox with `cfg` (its kubeconfig is always written to a temp dir).
+pub async fn start_with(mut cfg: SandboxConfig) -> TestSandbox {
+    let dir = tempfile::tempdir().expect("tempdir");
+    cfg.kubeconfig = Some(dir.path().join("kubeconfig"));
+    let sandbox = Sandbox::start(cfg).await.expect("sandbox starts");
+    let client = client_for(&sandbox).await;
+    TestSandbox {
+        sandbox,
+        client,
+        dir,
+    }
+}
+
+/// A kube-rs client built from the sandbox's kubeconfig, exactly as users' tools would.
+pub async fn client_for(sandbox: &Sandbox) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(&sandbox.kubeconfig_yaml()).expect("kubeconfig parses");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
+    kube::Client::try_from(cfg).expect("kube client")
+}
+
+/// Run `kubectl --kubeconfig KC ARGS...`.
+pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--request-timeout=30s")
+        .args(args);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .expect("kubectl runs (is /usr/bin/kubectl installed?)");
+    if let Some(s) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(s.as_bytes())
+            .expect("write stdin");
+    }
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// Poll `f` until it returns Some, or panic after `timeout` naming `what`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(250));
+    }
+}
+
+/// stdout of a kubectl run, asserting success.
+pub fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Permission bits (`0o600`, ...) of a file.
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Column names of a server-side `Table` response.
+pub fn table_columns(table: &serde_json::Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .expect("columnDefinitions")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect()
+}
+
+/// A free port, never the same one twice in this test process: tests run in parallel, and the
+/// kernel may hand a released port out again, so two tests could otherwise share one (and a
+/// "never listens" test would see another test's server as ready).
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local addr").port();
+        let mut given = GIVEN.lock().expect("port list");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
