@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kubectl_meta::cli::dev::ColorArg;
+use kubectl_meta::cli::ColorArg;
 use kubectl_meta::cli::{Cli, Command};
 use kubectl_meta::commands;
 use kubectl_meta::commands::exit::{self, Class};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::ClusterArgs;
+use super::{ClusterArgs, ColorArg, DefinitionArgs};
 
 /// Output format of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -13,17 +13,6 @@ pub enum OutputArg {
     Human,
     /// One JSON object per line (NDJSON), for scripts.
     Json,
-}
-
-/// When to color the human event log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorArg {
-    /// On a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always (e.g. piping into `less -R`).
-    Always,
-    /// Never.
-    Never,
 }
 
 /// How children are written.
@@ -53,21 +42,9 @@ pub struct DevArgs {
     /// Which cluster to run against.
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
-    #[arg(short = 'f', long = "filename", value_name = "PATH")]
-    pub files: Vec<PathBuf>,
-    /// Process the directories given with -f recursively (as kubectl's -R).
-    #[arg(short = 'R', long)]
-    pub recursive: bool,
-    /// Read the CompositeController or DecoratorController NAME (or KIND/NAME, e.g.
-    /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
-    #[arg(long, value_name = "[KIND/]NAME")]
-    pub from_cluster: Vec<String>,
-    /// Run only the controller definitions whose labels match this selector (kubectl's -l
-    /// syntax, as Metacontroller's --target-label-selector: key=value, key!=value,
-    /// key in (a,b), key notin (a), key, !key; comma-separated, all must hold).
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
-    pub selector: Option<String>,
+    /// Where the controller definitions come from.
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
     /// Create the documents that are not controllers (CRDs, namespaces, sample parents) first,
     /// those that do not exist yet: objects that exist are left as they are (see --overwrite).
     #[arg(long)]

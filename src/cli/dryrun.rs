@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::ClusterArgs;
-pub use super::dev::ColorArg;
+use super::{ClusterArgs, ColorArg, DefinitionArgs};
 
 /// Output format of the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -34,20 +33,9 @@ pub struct DryrunArgs {
     /// Which cluster to read.
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
-    #[arg(short = 'f', long = "filename", value_name = "PATH")]
-    pub files: Vec<PathBuf>,
-    /// Process the directories given with -f recursively (as kubectl's -R).
-    #[arg(short = 'R', long)]
-    pub recursive: bool,
-    /// Read the CompositeController or DecoratorController NAME (or KIND/NAME) from the cluster
-    /// instead of a file (repeatable).
-    #[arg(long, value_name = "[KIND/]NAME")]
-    pub from_cluster: Vec<String>,
-    /// Plan only the controller definitions whose labels match this selector (kubectl's -l
-    /// syntax, as for `dev -l`: key=value, key!=value, key in (a,b), key notin (a), key, !key).
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
-    pub selector: Option<String>,
+    /// Where the controller definitions come from.
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
     /// MapController: only this map key of the PARENT given (`--key` needs exactly one PARENT).
     #[arg(long, value_name = "KEY")]
     pub key: Option<String>,

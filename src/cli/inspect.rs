@@ -19,7 +19,7 @@ pub enum InspectOutput {
     Yaml,
 }
 
-pub use super::dev::ColorArg;
+use super::ColorArg;
 
 /// Arguments of `kubectl meta inspect`.
 #[derive(Debug, Clone, Args)]

@@ -9,7 +9,7 @@ pub mod version;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// The local dev loop for Metacontroller-style controllers.
 #[derive(Debug, Parser)]
@@ -74,6 +74,45 @@ impl ClusterArgs {
         }
         v
     }
+}
+
+/// Where controller definitions come from: the same flags for every command that runs, plans
+/// or tests controllers (`dev`, `dryrun`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct DefinitionArgs {
+    /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Process the directories given with -f recursively (as kubectl's -R).
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    /// Read the CompositeController or DecoratorController NAME (or KIND/NAME, e.g.
+    /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
+    #[arg(long, value_name = "[KIND/]NAME")]
+    pub from_cluster: Vec<String>,
+    /// Only the controller definitions whose labels match this selector (kubectl's -l syntax,
+    /// as Metacontroller's --target-label-selector: key=value, key!=value, key in (a,b),
+    /// key notin (a), key, !key; comma-separated, all must hold).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+}
+
+impl DefinitionArgs {
+    /// Neither `-f` nor `--from-cluster` was given.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.from_cluster.is_empty()
+    }
+}
+
+/// When to color output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    /// On a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always (e.g. piping into `less -R`).
+    Always,
+    /// Never.
+    Never,
 }
 
 /// Subcommands.

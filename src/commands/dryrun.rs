@@ -10,8 +10,9 @@ use std::io::IsTerminal;
 
 use anyhow::{Result, bail};
 
+use super::definitions;
 use super::exit::{Class, Classify, fail};
-use crate::cli::dev::ColorArg;
+use crate::cli::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
@@ -23,18 +24,24 @@ use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::k8s::client;
 use crate::k8s::discovery::Discovery;
-use crate::spec::{self, ControllerDef, ControllerSelector};
+use crate::spec::{self, ControllerDef};
+
+/// What `dryrun` suggests when it is given nothing to plan.
+const DRYRUN_EXAMPLE: &str = "kubectl meta dryrun -f examples/hello-world/";
 
 /// Run `kubectl meta dryrun`; the exit code on success: 0 no changes, 1 changes.
 pub async fn run(args: DryrunArgs) -> Result<u8> {
     validate(&args).class(Class::Usage)?;
-    let selector = args
-        .selector
-        .as_deref()
-        .map(ControllerSelector::parse)
-        .transpose()
-        .class(Class::Usage)?;
-    let (mut loaded, against) = load_definitions(&args, selector.as_ref())?;
+    let selector = definitions::check(&args.defs, "plan", DRYRUN_EXAMPLE).class(Class::Usage)?;
+    let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
+    let against = match &args.against {
+        Some(p) => Some(
+            spec::load_paths_with(std::slice::from_ref(p), args.defs.recursive)
+                .class(Class::Usage)?
+                .controllers,
+        ),
+        None => None,
+    };
     let cluster = &args.cluster;
     let conn = client::connect(
         cluster.kubeconfig.as_deref(),
@@ -47,14 +54,16 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
         "{} (read only: nothing is written)",
         conn.context.describe()
     );
-    super::dev::check_reachable(&conn).await?;
-    add_from_cluster(&args, &conn, selector.as_ref(), &mut loaded).await?;
-    if loaded.controllers.is_empty() {
-        return Err(fail(
-            Class::Usage,
-            "no controller definitions found in the given files",
-        ));
-    }
+    definitions::check_reachable(&conn).await?;
+    let discovery = Discovery::new(conn.client.clone());
+    definitions::add_from_cluster(
+        &args.defs,
+        &conn,
+        &discovery,
+        selector.as_ref(),
+        &mut loaded,
+    )
+    .await?;
 
     let ctx = hook_context(&args, &conn, &loaded).await?;
     let (mut shown, failures) = plan_all(&args, &ctx, &conn, &loaded).await?;
@@ -73,62 +82,6 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
     Ok(u8::from(summary.changes()))
 }
 
-/// The definitions of the given files (filtered by `-l`), and those of `--against`.
-fn load_definitions(
-    args: &DryrunArgs,
-    selector: Option<&ControllerSelector>,
-) -> Result<(spec::Loaded, Option<Vec<ControllerDef>>)> {
-    let mut loaded = if args.files.is_empty() {
-        spec::Loaded::default()
-    } else {
-        spec::load_paths_with(&args.files, args.recursive).class(Class::Usage)?
-    };
-    // -l: only the definitions whose labels match (also those read with --from-cluster).
-    if let Some(sel) = selector {
-        loaded.controllers = super::dev::select_controllers(
-            sel,
-            std::mem::take(&mut loaded.controllers),
-            !args.from_cluster.is_empty(),
-        )
-        .class(Class::Usage)?;
-    }
-    let against = match &args.against {
-        Some(p) => Some(
-            spec::load_paths_with(std::slice::from_ref(p), args.recursive)
-                .class(Class::Usage)?
-                .controllers,
-        ),
-        None => None,
-    };
-    Ok((loaded, against))
-}
-
-/// `--from-cluster`: add the named definitions read from the cluster (filtered by `-l`).
-async fn add_from_cluster(
-    args: &DryrunArgs,
-    conn: &client::Connection,
-    selector: Option<&ControllerSelector>,
-    loaded: &mut spec::Loaded,
-) -> Result<()> {
-    if args.from_cluster.is_empty() {
-        return Ok(());
-    }
-    let discovery = Discovery::new(conn.client.clone());
-    let mut read = Vec::new();
-    for name in &args.from_cluster {
-        let def = super::dev::read_from_cluster(&conn.client, &discovery, name)
-            .await
-            .class(Class::Usage)?;
-        read.push(def);
-    }
-    if let Some(sel) = selector {
-        read = super::dev::select_controllers(sel, read, !loaded.controllers.is_empty())
-            .class(Class::Usage)?;
-    }
-    loaded.controllers.extend(read);
-    Ok(())
-}
-
 /// The engine context the hooks are called through: options from the flags, and the secured
 /// webhooks' Secrets and ConfigMaps (read, never shown), with the files' own documents
 /// standing in for objects not created yet, as `dev --apply` would create them.
@@ -142,7 +95,7 @@ async fn hook_context(
         namespace: args.cluster.namespace.clone(),
         ..EngineOptions::default()
     };
-    let endpoints = super::dev::resolve_endpoints(loaded, conn, true, false).await?;
+    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
@@ -287,18 +240,13 @@ fn fail_on_failures(shown: &[Shown], failures: &[ParentFailure]) -> Result<()> {
 
 /// Check every flag and path that can be checked without a cluster.
 fn validate(args: &DryrunArgs) -> Result<()> {
-    if args.files.is_empty() && args.from_cluster.is_empty() {
-        bail!(
-            "nothing to plan: pass controller definitions with -f FILE|DIR, or --from-cluster NAME (try: kubectl meta dryrun -f examples/hello-world/)"
-        );
-    }
     if let Some(url) = &args.hook_base_url {
-        super::dev::check_http_url("--hook-base-url", url)?;
+        definitions::check_http_url("--hook-base-url", url)?;
     }
-    for path in args.files.iter().chain(&args.against) {
-        if !path.exists() {
-            bail!("{}: no such file or directory", path.display());
-        }
+    if let Some(path) = &args.against
+        && !path.exists()
+    {
+        bail!("--against {}: no such file or directory", path.display());
     }
     if args.key.is_some() && args.parents.len() != 1 {
         bail!(

@@ -20,7 +20,8 @@ use tokio::sync::mpsc;
 use super::dev_output;
 use super::exit::{self, Class};
 use super::interrupts::Interrupts;
-use crate::cli::inspect::{ColorArg, InspectArgs, InspectOutput};
+use crate::cli::ColorArg;
+use crate::cli::inspect::{InspectArgs, InspectOutput};
 use crate::inspect::api::ApiType;
 use crate::inspect::render_tree::{self, TreeStyle};
 use crate::inspect::{

@@ -1,6 +1,7 @@
 //! Subcommand implementations: the application edge, where errors become `anyhow` reports.
 
 pub mod completion;
+pub mod definitions;
 pub mod dev;
 pub mod dev_output;
 pub mod dryrun;

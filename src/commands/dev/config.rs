@@ -1,0 +1,156 @@
+//! `dev`'s flags, checked once before anything starts and turned into the values the run uses
+//! ([`DevConfig`]), as ripgrep turns its low-level arguments into a validated configuration.
+
+use super::{DEFAULT_ONCE_TIMEOUT, DEV_EXAMPLE};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::cli::ColorArg;
+use crate::cli::dev::{DevArgs, OutputArg};
+use crate::commands::definitions::check_http_url;
+use crate::commands::{definitions, dev_output};
+use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
+use crate::k8s::client;
+use crate::spec::ControllerSelector;
+
+/// `dev`'s flags once checked, with what the run derives from them computed once. Built by
+/// [`DevConfig::new`] before anything starts (no sandbox, connection or informer exists yet);
+/// every step of the run reads it instead of the raw flags' strings.
+pub(super) struct DevConfig {
+    /// The flags as given (for the plain values: names, paths, booleans).
+    pub args: DevArgs,
+    /// `-l`, parsed.
+    pub selector: Option<ControllerSelector>,
+    /// The client's rate limits (`--api-qps`, `--api-burst`).
+    pub limits: client::ClientLimits,
+    /// With `--once`: how long to wait for convergence (`--timeout`, default
+    /// [`DEFAULT_ONCE_TIMEOUT`]).
+    pub once_timeout: Option<Duration>,
+    /// `--hook-server`: the managed server and the base URL whose calls wait for it.
+    pub hook_server: Option<(ServerConfig, String)>,
+    /// Whether the terminal UI runs (else the event log).
+    pub tui: bool,
+    /// Whether the human event log is colored.
+    pub color: bool,
+}
+
+impl DevConfig {
+    /// Check every flag and path that can be checked without a cluster, and derive the run's
+    /// values from them; a mistake is a usage error before anything starts.
+    pub(super) fn new(args: DevArgs) -> Result<DevConfig> {
+        validate(&args)?;
+        let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
+        let hook_server = hook_server_config(&args)?;
+        let stdout_is_tty = std::io::stdout().is_terminal();
+        Ok(DevConfig {
+            selector,
+            limits: client::ClientLimits {
+                qps: args.api_qps,
+                burst: args.api_burst,
+            },
+            once_timeout: args
+                .once
+                .then(|| Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT))),
+            hook_server,
+            tui: use_tui(&args, stdout_is_tty),
+            color: color_wanted(args.color, stdout_is_tty),
+            args,
+        })
+    }
+}
+
+/// Check every flag and path that can be checked without a cluster, so that a mistake is
+/// reported before anything starts.
+fn validate(args: &DevArgs) -> Result<()> {
+    definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
+    if args.workers == 0 {
+        bail!("--workers must be at least 1");
+    }
+    if !args.api_qps.is_finite() || args.api_qps < 0.0 {
+        bail!("--api-qps must be a number of requests per second, 0 or more (0: unlimited)");
+    }
+    if args.api_burst == 0 {
+        bail!("--api-burst must be at least 1");
+    }
+    if args.sandbox {
+        let given: Vec<&str> = args
+            .cluster
+            .given()
+            .into_iter()
+            .filter(|f| *f != "--namespace")
+            .collect();
+        if !given.is_empty() {
+            bail!(
+                "--sandbox starts its own API server and cannot be used with {}",
+                given.join(" or ")
+            );
+        }
+    }
+    if let Some(url) = &args.hook_base_url {
+        check_http_url("--hook-base-url", url)?;
+    }
+    if let Some(url) = &args.hook_server_ready {
+        check_http_url("--hook-server-ready", url)?;
+    }
+    if args.timeout == Some(0) {
+        bail!("--timeout must be at least 1 second");
+    }
+    for path in &args.watch {
+        if !path.exists() {
+            bail!("--watch {}: no such file or directory", path.display());
+        }
+    }
+    if let Some(dir) = &args.dump_requests {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--dump-requests {}: cannot create it", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The managed hook server configuration from `--hook-server`, with the base URL whose calls
+/// wait for it.
+fn hook_server_config(args: &DevArgs) -> Result<Option<(ServerConfig, String)>> {
+    let Some(command) = &args.hook_server else {
+        return Ok(None);
+    };
+    let base = match (&args.hook_base_url, &args.hook_server_ready) {
+        (Some(b), _) => b.clone(),
+        (None, Some(ready)) => origin(ready).ok_or_else(|| {
+            anyhow!("--hook-server-ready {ready}: not an http:// URL with a host and port")
+        })?,
+        (None, None) => bail!(
+            "--hook-server needs to know where the server listens: pass --hook-base-url http://127.0.0.1:PORT (webhook URLs are pointed there) or --hook-server-ready http://127.0.0.1:PORT/healthz"
+        ),
+    };
+    let readiness = match &args.hook_server_ready {
+        Some(url) => Readiness::Http(url.clone()),
+        None => readiness_for(&base).ok_or_else(|| {
+            anyhow!("--hook-base-url {base}: not an http:// URL with a host; cannot tell when the hook server is ready")
+        })?,
+    };
+    Ok(Some((ServerConfig::new(command.clone(), readiness), base)))
+}
+
+/// `http://host:port` of a URL.
+fn origin(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?;
+    let port = u.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", u.scheme()))
+}
+
+/// The TUI runs unless `--no-tui`, `-o json`, `--once`, or stdout is not a terminal.
+fn use_tui(args: &DevArgs, stdout_is_tty: bool) -> bool {
+    !args.no_tui && !args.once && args.output == OutputArg::Human && stdout_is_tty
+}
+
+/// Whether to color the human event log.
+fn color_wanted(arg: ColorArg, stdout_is_tty: bool) -> bool {
+    match arg {
+        ColorArg::Always => true,
+        ColorArg::Never => false,
+        ColorArg::Auto => dev_output::color_enabled(stdout_is_tty),
+    }
+}
