@@ -746,12 +746,23 @@ async fn paused_mode_holds_the_label_merge_like_every_other_write() {
         async move { held }
     })
     .await;
+    let held: Vec<(ActionVerb, String, String, Option<String>)> = held
+        .into_iter()
+        .map(|a| (a.verb, a.resource, a.object, a.detail))
+        .collect();
+    assert_eq!(held.len(), 2, "{held:?}");
     assert_eq!(
-        held,
-        vec![
-            "metadata (parent): labels added=x".to_string(),
-            "create ConfigMap.v1 default/p-att".to_string(),
-        ]
+        (held[0].0, held[0].2.as_str(), held[0].3.as_deref()),
+        (
+            ActionVerb::Update,
+            target_key("p").as_str(),
+            Some("labels/annotations: labels added=x")
+        ),
+        "the parent's labels first: {held:?}"
+    );
+    assert_eq!(
+        (held[1].0, held[1].1.as_str(), held[1].2.as_str()),
+        (ActionVerb::Create, "ConfigMap.v1", "default/p-att")
     );
     engine.converge().await;
     assert_eq!(engine.writes(), vec![], "paused, yet it wrote");

@@ -819,7 +819,13 @@ async fn paused_map_syncs_show_their_plan_and_write_nothing_until_resumed() {
             .events()
             .into_iter()
             .filter_map(|e| match e {
-                EngineEvent::PlanHeld { actions, .. } => Some(actions.join("; ")),
+                EngineEvent::PlanHeld { actions, .. } => Some(
+                    actions
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
                 _ => None,
             })
             .collect();

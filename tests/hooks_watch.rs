@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kubectl_meta::hooks::watch::{ChangeBatch, FileWatcher, WatchConfig, WatchError};
+use kubectl_meta::devloop::watch::{ChangeBatch, FileWatcher, WatchConfig, WatchError};
 use tokio::sync::mpsc;
 
 /// Generous bound for the first batch on a busy machine.

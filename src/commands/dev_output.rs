@@ -547,7 +547,7 @@ impl<W: Write> Printer<W> {
         let content = if actions.is_empty() {
             "paused: nothing to write".to_string()
         } else {
-            let list: Vec<String> = actions.iter().map(|a| clean(a)).collect();
+            let list: Vec<String> = actions.iter().map(|a| clean(&a.to_string())).collect();
             format!("paused, not written:\n{}", list.join("\n"))
         };
         let content = self.paint(&content, sgr::YELLOW);

@@ -2,7 +2,7 @@
 //!
 //! [`DevLoop`] owns the [`Engine`], the managed hook server (optional) and the file watcher, and
 //! reacts to two kinds of input:
-//! - file changes ([`crate::hooks::watch`]), classified by [`classify`]: a controller definition
+//! - file changes ([`watch`]), classified by [`classify`]: a controller definition
 //!   is re-read and validated (a bad edit is reported and the running definition kept), then its
 //!   controller restarted; a managed server's file restarts the server (calls wait for it to be
 //!   ready again; a new version that does not start leaves every child as it is); an exec hook's
@@ -13,6 +13,7 @@
 //!   keyboard, signals, or `kubectl meta dev --resync/--pause/--resume` via a control socket.
 
 pub mod control;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,13 +23,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
+use crate::devloop::watch::{ChangeBatch, FileWatcher, WatchConfig};
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::runtime::Engine;
 use crate::engine::runtime::context::HookGate;
 use crate::hooks::HookTarget;
 use crate::hooks::endpoint;
 use crate::hooks::server::{ManagedServer, ServerConfig, ServerLine, ServerState, Stream};
-use crate::hooks::watch::{ChangeBatch, FileWatcher, WatchConfig};
 use crate::spec::{self, ControllerDef};
 use control::{Command, Request};
 

@@ -142,7 +142,7 @@ impl EventKey for crate::k8s::object::ObjectKey {
 }
 
 /// What an action did to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ActionVerb {
     /// Created a child.
@@ -168,6 +168,33 @@ pub enum ActionVerb {
     /// A write the server answered with the resourceVersion the object already had: it
     /// changed nothing (the server normalizes or rewrites what was sent). Not a write.
     NoOp,
+}
+
+/// One write a paused sync held back, named as `action` events name the writes they report:
+/// what is done (`verb`) to which object (`resource` as `Kind.version`, `object` as
+/// `namespace/name`), and a `detail` (why a child is deleted, which fields an update changes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldAction {
+    /// What would be done.
+    pub verb: ActionVerb,
+    /// The object's resource (`Kind.version`, or `Kind.group/version`).
+    pub resource: String,
+    /// `namespace/name` (or `name`).
+    pub object: String,
+    /// Why or what exactly (`not desired`, the changed fields, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl std::fmt::Display for HeldAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {}", self.verb, self.resource, self.object)?;
+        match &self.detail {
+            Some(d) => write!(f, " ({d})"),
+            None => Ok(()),
+        }
+    }
 }
 
 impl std::fmt::Display for ActionVerb {
@@ -347,8 +374,8 @@ pub enum EngineEvent {
         /// A MapController's sync that only recomputes the parent's status.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         status_only: bool,
-        /// One line per action that would have been written (`create Pod.v1 default/x`).
-        actions: Vec<String>,
+        /// The writes the sync would have made, in the order it would have made them.
+        actions: Vec<HeldAction>,
     },
     /// What one sync planned, object by object (published before the plan is carried out,
     /// also when it writes nothing and while paused): what the TUI marks `=` `~` `+` `-` `a`

@@ -12,14 +12,12 @@
 //! - [`endpoint`]: `caBundle`, `clientTLS`, `authorization`, `basicAuth` and
 //!   `spec.endpointConfigs`, resolved from Secrets and ConfigMaps into a client per hook.
 //! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
-//! - [`watch`]: a debounced, ignore-aware file watcher for hot reload.
 
 pub(crate) mod dump;
 pub(crate) mod endpoint;
 pub(crate) mod exec;
 pub(crate) mod resolve;
 pub mod server;
-pub mod watch;
 pub(crate) mod webhook;
 
 use std::collections::HashMap;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::engine::error::{Layer, WritesHeld};
-use crate::engine::events::{ActionVerb, EngineEvent};
+use crate::engine::events::{ActionVerb, EngineEvent, HeldAction};
 use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
 use crate::engine::runtime::queue::QueueStats;
@@ -492,18 +492,13 @@ fn id_list(ids: &[crate::engine::plan::child::ChildId]) -> String {
         .join(", ")
 }
 
-/// Parse a held-plan line (`create Pod.v1 default/x (why)`) into an action.
-fn held_action(line: &str) -> ActionRecord {
-    let mut words = line.splitn(4, ' ');
-    let verb = words.next().unwrap_or_default().to_string();
-    let resource = words.next().unwrap_or_default().to_string();
-    let object = words.next().unwrap_or_default().to_string();
-    let detail = words.next().map(str::to_string);
+/// A held write as the tree shows it (marked held, not written).
+fn held_action(a: &HeldAction) -> ActionRecord {
     ActionRecord {
-        verb,
-        resource,
-        object,
-        detail,
+        verb: a.verb.to_string(),
+        resource: a.resource.clone(),
+        object: a.object.clone(),
+        detail: a.detail.clone(),
         error: None,
         held: true,
     }
@@ -858,7 +853,7 @@ impl App {
             return;
         };
         let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
-        unit.pending.extend(actions.iter().map(|a| held_action(a)));
+        unit.pending.extend(actions.iter().map(held_action));
         let line = format!("paused: held {} write(s)", actions.len());
         self.parents[i].push_log(line);
     }
@@ -1638,12 +1633,18 @@ mod tests {
     }
 
     #[test]
-    fn held_plan_lines_parse() {
-        let a = held_action("create Pod.v1 default/x");
+    fn held_writes_are_shown_as_held_actions() {
+        let a = held_action(&HeldAction {
+            verb: ActionVerb::Update,
+            resource: "Pod.v1".into(),
+            object: "default/x".into(),
+            detail: Some("spec.containers".into()),
+        });
         assert_eq!(
             (a.verb.as_str(), a.resource.as_str(), a.object.as_str()),
-            ("create", "Pod.v1", "default/x")
+            ("update", "Pod.v1", "default/x")
         );
+        assert_eq!(a.detail.as_deref(), Some("spec.containers"));
         assert!(a.held);
     }
 }

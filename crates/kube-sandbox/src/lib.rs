@@ -1,19 +1,46 @@
-//! `kubectl meta sandbox`: an embedded, Kubernetes-compatible API server.
+//! An in-process Kubernetes API server for tests: an envtest for Rust.
 //!
-//! It serves discovery, the built-in types controllers use, CustomResourceDefinitions, every
-//! verb including watch and server-side apply, and runs garbage collection, namespace
-//! deletion and a simulated kubelet — enough that kubectl and kube-rs work against it
-//! unchanged. State lives in memory, optionally persisted to SQLite in a state directory.
+//! `kube-sandbox` serves discovery, the built-in types controllers use, CustomResourceDefinitions
+//! (structural schemas, pruning, defaulting, the status subresource), every verb including watch
+//! and server-side apply, and runs what a control plane runs around them: garbage collection,
+//! namespace deletion, finalizers, the workload controllers (Deployment, ReplicaSet, StatefulSet,
+//! DaemonSet, Job) and a simulated kubelet that makes Pods Running and Ready. kube-rs and kubectl
+//! work against it unchanged, over HTTPS with a bearer token; what it stores is checked field by
+//! field against a real kube-apiserver. It starts in milliseconds, needs no binaries, and many
+//! run in one test process.
 //!
-//! Layout: [`request`] parses paths, [`server`] authenticates and dispatches, [`ops`] owns the
-//! object lifecycle, [`store`] holds objects (with [`persist`] underneath), [`watch`] streams
-//! changes, [`controllers`] run inside, and [`resources`] says what is served.
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
 //!
-//! Start one in-process with [`Sandbox::start`]; the CLI uses [`Sandbox::bind`] so it can print
-//! where it listens before it accepts requests.
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let sandbox = kube_sandbox::Sandbox::builder()
+//!     .file("deploy/crds.yaml")      // CRDs (and any objects), created before the first request
+//!     .namespace("team-a")
+//!     .start()
+//!     .await?;
+//! let client = sandbox.client().await?;   // a kube::Client, as a user's tool builds one
+//! let cms: Api<ConfigMap> = Api::namespaced(client, "team-a");
+//! cms.create(&PostParams::default(), &ConfigMap::default()).await.ok();
+//! // Dropping the sandbox stops it.
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Sandbox::builder`] sets seeds, storage ([`Storage`]: memory or a SQLite state directory),
+//! the kubelet and the listen address; [`Sandbox::faults`] injects API failures (429s, 5xx,
+//! dropped watches) for tests of retry logic. The crate's README compares it with envtest and
+//! lists what it does not do.
+//!
+//! Inside: `request` parses paths, `server` authenticates and dispatches, `ops` owns the object
+//! lifecycle, `store` holds objects (with [`persist`] underneath), `watch` streams changes,
+//! `controllers` run inside, and `resources` says what is served. `kubectl meta sandbox` and
+//! `kubectl meta dev --sandbox` use [`Sandbox::bind`], so they can print where it listens before
+//! it accepts requests.
 
 pub(crate) mod admission;
 pub(crate) mod apply;
+pub(crate) mod builder;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
@@ -46,6 +73,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
+pub use builder::SandboxBuilder;
 use persist::{Db, Loaded, PersistError};
 use state::State;
 pub use state::Tunables;
@@ -113,6 +141,18 @@ pub enum SandboxError {
         /// Cause (part of the message, not a `source`, so error chains don't print it twice).
         cause: std::io::Error,
     },
+    /// A seed document of [`SandboxBuilder`] could not be created.
+    #[error("{origin}: {message}")]
+    Seed {
+        /// Which document (`FILE, document N`, `yaml #N, document N`, `namespace(NAME)`).
+        origin: String,
+        /// Why (the API server's message, or a parse error).
+        message: String,
+    },
+    /// A client for the sandbox could not be built.
+    #[cfg(feature = "client")]
+    #[error("building a kube client for the sandbox: {0}")]
+    Client(String),
     /// Token or kubeconfig file problem.
     #[error("{path}: {cause}")]
     File {
@@ -207,6 +247,27 @@ fn bootstrap(state: &Arc<State>) -> Result<(), SandboxError> {
 }
 
 impl Sandbox {
+    /// A [`SandboxBuilder`]: CRDs, namespaces and objects created before the first request,
+    /// storage, kubelet and listen address chosen in one expression.
+    pub fn builder() -> SandboxBuilder {
+        SandboxBuilder::new()
+    }
+
+    /// A `kube::Client` for this sandbox, built from its kubeconfig exactly as a user's tool
+    /// would build one (TLS with the sandbox's CA, bearer token).
+    #[cfg(feature = "client")]
+    pub async fn client(&self) -> Result<kube::Client, SandboxError> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
+            .map_err(|e| SandboxError::Client(e.to_string()))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| SandboxError::Client(e.to_string()))?;
+        kube::Client::try_from(config).map_err(|e| SandboxError::Client(e.to_string()))
+    }
+
     /// Open storage, bootstrap built-in objects, bind the listener and write the kubeconfig.
     pub async fn bind(cfg: SandboxConfig) -> Result<Bound, SandboxError> {
         let (db, loaded, token) = match &cfg.storage {

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::engine::events::{ActionVerb, HeldAction};
 use crate::engine::plan::apply::{self, FieldChange};
 pub use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
 use crate::engine::plan::ownership::{CONTROLLER_UID_LABEL, controller_ref_for};
+use crate::engine::plan::rollout::RevisionWrite;
 use crate::k8s::object;
 use crate::spec::UpdateMethod;
 use kube_apimachinery::selector::LabelSelector;
@@ -253,65 +255,82 @@ impl Writes {
         self.writes() == 0
     }
 
-    /// One line per write, in execution order (`delete Pod.v1 default/web-0 (not desired)`,
-    /// `update ConfigMap.v1 default/c (data.k)`): what paused mode shows instead of writing.
-    pub fn describe(&self) -> Vec<String> {
-        let id = |i: &ChildId| format!("{} {}", i.type_key, i.object());
-        let fields = |changes: &[FieldChange]| {
-            let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
-            if paths.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", paths.join(", "))
-            }
+    /// The writes of this plan in the order the executor makes them, named as the `action`
+    /// events of those writes name them; the parent's own writes name `parent_type` and
+    /// `parent` (what a paused sync shows instead of writing).
+    pub fn actions(&self, parent_type: &str, parent: &str) -> Vec<HeldAction> {
+        let act = |verb, resource: &str, object: String, detail: Option<String>| HeldAction {
+            verb,
+            resource: resource.to_string(),
+            object,
+            detail,
         };
+        let child = |verb, i: &ChildId, detail| act(verb, &i.type_key, i.object(), detail);
+        let on_parent = |verb, detail| act(verb, parent_type, parent.to_string(), detail);
         let mut out = Vec::new();
         if let Some(m) = &self.metadata {
-            out.push(format!("metadata (parent): {}", m.summary()));
+            out.push(on_parent(
+                ActionVerb::Update,
+                Some(format!("labels/annotations: {}", m.summary())),
+            ));
         }
         if self.finalizer == Some(FinalizerChange::Add) {
-            out.push("add-finalizer (parent)".to_string());
+            out.push(on_parent(ActionVerb::AddFinalizer, None));
         }
-        out.extend(self.adopt.iter().map(|e| format!("adopt {}", id(&e.id))));
+        out.extend(
+            self.adopt
+                .iter()
+                .map(|e| child(ActionVerb::Adopt, &e.id, None)),
+        );
         out.extend(
             self.release
                 .iter()
-                .map(|e| format!("release {}", id(&e.id))),
+                .map(|e| child(ActionVerb::Release, &e.id, None)),
         );
         out.extend(self.delete.iter().map(|d| {
             let why = match d.reason {
                 DeleteReason::NotDesired => "not desired",
                 DeleteReason::Recreate => "recreate",
             };
-            format!("delete {} ({why})", id(&d.id))
+            child(ActionVerb::Delete, &d.id, Some(why.to_string()))
         }));
         out.extend(self.revisions.iter().map(|r| {
-            let (verb, name) = match r {
-                crate::engine::plan::rollout::RevisionWrite::Create { object } => (
+            let (what, name) = match r {
+                RevisionWrite::Create { object } => (
                     "create",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                crate::engine::plan::rollout::RevisionWrite::Update { object } => (
+                RevisionWrite::Update { object } => (
                     "update",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                crate::engine::plan::rollout::RevisionWrite::Delete { name, .. } => {
-                    ("delete", name.clone())
-                }
+                RevisionWrite::Delete { name, .. } => ("delete", name.clone()),
             };
-            format!("{verb} ControllerRevision {name}")
+            act(
+                ActionVerb::Revision,
+                "ControllerRevision",
+                name,
+                Some(what.to_string()),
+            )
         }));
-        out.extend(self.create.iter().map(|c| format!("create {}", id(&c.id))));
         out.extend(
-            self.update
+            self.create
                 .iter()
-                .map(|u| format!("update {}{}", id(&u.id), fields(&u.changes))),
+                .map(|c| child(ActionVerb::Create, &c.id, None)),
         );
+        out.extend(self.update.iter().map(|u| {
+            let paths: Vec<&str> = u.changes.iter().map(|c| c.path.as_str()).collect();
+            child(
+                ActionVerb::Update,
+                &u.id,
+                (!paths.is_empty()).then(|| paths.join(", ")),
+            )
+        }));
         if self.status.is_some() {
-            out.push("status (parent)".to_string());
+            out.push(on_parent(ActionVerb::Status, None));
         }
         if self.finalizer == Some(FinalizerChange::Remove) {
-            out.push("remove-finalizer (parent)".to_string());
+            out.push(on_parent(ActionVerb::RemoveFinalizer, None));
         }
         out
     }
@@ -1156,12 +1175,17 @@ mod tests {
         plan.status = Some(json!({"ok": true}));
         assert!(!plan.is_empty());
         assert_eq!(plan.writes(), 3);
+        let shown: Vec<String> = plan
+            .actions("Thing.v1", "default/p")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
-            plan.describe(),
+            shown,
             vec![
-                "metadata (parent): labels a=2",
-                "add-finalizer (parent)",
-                "status (parent)"
+                "update Thing.v1 default/p (labels/annotations: labels a=2)",
+                "add-finalizer Thing.v1 default/p",
+                "status Thing.v1 default/p"
             ]
         );
         let only = Writes {

@@ -14,7 +14,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::engine::events::{ActionVerb, EngineEvent, EventBus, EventSubject};
+use crate::engine::events::{ActionVerb, EngineEvent, EventBus, EventSubject, HeldAction};
 use crate::engine::plan::rollout::RevisionWrite;
 use crate::engine::plan::writes::{ChildId, Create, Delete, FinalizerChange, Update, Writes};
 use crate::k8s::discovery::ResourceInfo;
@@ -75,7 +75,7 @@ pub struct ExecReport {
     pub status_written: Option<Value>,
     /// [`ExecMode::Paused`] and [`ExecMode::DryRun`]: one line per planned write
     /// ([`Writes::describe`]).
-    pub planned: Vec<String>,
+    pub planned: Vec<HeldAction>,
     /// [`ExecMode::DryRun`] with `server_side`: the actions the server accepted or refused, as
     /// they would have been published.
     pub actions: Vec<EngineEvent>,
@@ -222,7 +222,7 @@ impl Executor {
         match mode {
             ExecMode::Apply => self.run(t, plan).await,
             ExecMode::Paused | ExecMode::DryRun { server_side: false } => ExecReport {
-                planned: plan.describe(),
+                planned: plan.actions(&t.parent_info.key(), &t.subject.parent),
                 ..ExecReport::default()
             },
             ExecMode::DryRun { server_side: true } => {
@@ -235,7 +235,7 @@ impl Executor {
                     dry_run: true,
                 };
                 let mut report = dry.run(t, plan).await;
-                report.planned = plan.describe();
+                report.planned = plan.actions(&t.parent_info.key(), &t.subject.parent);
                 // Nothing was persisted: nothing to wait for.
                 report.expectations.clear();
                 while let Ok(e) = rx.try_recv() {
