@@ -14,9 +14,11 @@
 
 pub(crate) mod admission;
 pub(crate) mod apply;
+pub(crate) mod cel_rules;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
+pub(crate) mod formats;
 pub(crate) mod kubeconfig;
 pub(crate) mod logs;
 pub(crate) mod openapi;
@@ -28,6 +30,7 @@ pub(crate) mod protobuf;
 pub(crate) mod request;
 pub(crate) mod resources;
 pub(crate) mod rules;
+pub(crate) mod scale;
 pub(crate) mod schema;
 pub(crate) mod server;
 pub(crate) mod state;

@@ -69,6 +69,7 @@ pub fn sync(state: &Arc<State>, name: &str) {
                         schema: v.schema.clone().map(Arc::new),
                         printer_columns: v.printer_columns.clone(),
                         storage_version: storage.clone(),
+                        scale: v.scale_subresource.clone(),
                     },
                 });
             }
