@@ -23,7 +23,7 @@ use std::sync::Arc;
 use kube_cel::KubeCelExt;
 use kube_cel::cel::objects::{Key, Map as CelMap, OptionalValue};
 use kube_cel::cel::{Context, ExecutionError, Program, Value as CelValue};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use kube_apimachinery::names::go_quote;
 
@@ -64,26 +64,24 @@ fn cel_go_errors(e: &kube_cel::cel::ParseErrors) -> String {
     e.to_string().replace("\n| ", "\n | ")
 }
 
-/// Go's `%#v` of an `apiextensions.ValidationRule` (the bad value of a compile error).
+/// An `apiextensions.ValidationRule` as the apiserver prints a struct bad value: Go's JSON
+/// encoding (fields in declaration order, `<`, `>`, `&` escaped, unset pointers `null`).
 fn go_rule_struct(v: &Map<String, Value>) -> String {
-    let s = |k: &str| go_quote(v.get(k).and_then(Value::as_str).unwrap_or(""));
-    let reason = if v.get("reason").is_some_and(|r| !r.is_null()) {
-        "(*apiextensions.FieldValueErrorReason)(0xc000000000)"
-    } else {
-        "(*apiextensions.FieldValueErrorReason)(nil)"
-    };
-    let optional = if v.get("optionalOldSelf").is_some_and(|r| !r.is_null()) {
-        "(*bool)(0xc000000000)"
-    } else {
-        "(*bool)(nil)"
-    };
-    format!(
-        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{reason}, FieldPath:{}, OptionalOldSelf:{optional}}}",
-        s("rule"),
-        s("message"),
-        s("messageExpression"),
-        s("fieldPath"),
-    )
+    let text = |k: &str| json!(v.get(k).and_then(Value::as_str).unwrap_or(""));
+    let ptr = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    let fields = [
+        ("Rule", text("rule")),
+        ("Message", text("message")),
+        ("MessageExpression", text("messageExpression")),
+        ("Reason", ptr("reason")),
+        ("FieldPath", text("fieldPath")),
+        ("OptionalOldSelf", ptr("optionalOldSelf")),
+    ];
+    let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    format!("{{{}}}", body.join(","))
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
 }
 
 /// The reasons a rule may name (`FieldValueErrorReason`).
@@ -511,7 +509,7 @@ mod tests {
         assert_eq!(errs[0].field, "p.x-kubernetes-validations[0].rule");
         assert!(
             errs[0].detail.starts_with(
-                "Invalid value: apiextensions.ValidationRule{Rule:\"self.x >\", Message:\"\""
+                "Invalid value: {\"Rule\":\"self.x \\u003e\",\"Message\":\"\",\"MessageExpression\":\"\",\"Reason\":null,\"FieldPath\":\"\",\"OptionalOldSelf\":null}: "
             ) && errs[0]
                 .detail
                 .contains("compilation failed: ERROR: <input>:1:"),

@@ -29,6 +29,8 @@ pub enum Origin {
         storage_version: String,
         /// `subresources.scale` of this version (`specReplicasPath`, ...), if declared.
         scale: Option<Value>,
+        /// `schema.openAPIV3Schema` of this version as written (published under /openapi).
+        openapi: Option<Arc<Value>>,
     },
 }
 

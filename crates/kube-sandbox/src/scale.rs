@@ -22,6 +22,8 @@ struct Paths {
     selector: Option<Vec<String>>,
     /// The selector path holds a `LabelSelector` (built-ins) rather than a string (CRDs).
     structured_selector: bool,
+    /// A CRD's `specReplicasPath` as written (where its errors point); `None` for built-ins.
+    crd_spec_path: Option<String>,
 }
 
 fn split(path: &str) -> Vec<String> {
@@ -42,6 +44,7 @@ fn paths(def: &ResourceDef) -> Option<Paths> {
             status: split("status.replicas"),
             selector: Some(split("spec.selector")),
             structured_selector: true,
+            crd_spec_path: None,
         }),
         Origin::Crd { scale, .. } => {
             let scale = scale.as_ref()?;
@@ -56,6 +59,7 @@ fn paths(def: &ResourceDef) -> Option<Paths> {
                 status: split(text("statusReplicasPath")?),
                 selector: text("labelSelectorPath").map(split),
                 structured_selector: false,
+                crd_spec_path: text("specReplicasPath").map(str::to_string),
             })
         }
     }
@@ -202,7 +206,28 @@ pub(crate) fn update(
     opts: &WriteOpts,
 ) -> ApiResult<(Value, Vec<String>)> {
     let p = paths(def).ok_or_else(|| not_found(def, name))?;
-    let replicas = validate(name, &scale)?;
+    let replicas = match (&p.crd_spec_path, validate(name, &scale)) {
+        // A custom resource is validated as the object (the CRD's `ValidateScaleSpec`).
+        (Some(path), Err(_)) if scale["spec"]["replicas"].as_i64().is_some_and(|r| r < 0) => {
+            let r = scale["spec"]["replicas"].as_i64().unwrap_or_default();
+            let body = format!("Invalid value: {r}: should be a non-negative integer");
+            let group = if def.group.is_empty() {
+                def.kind.clone()
+            } else {
+                format!("{}.{}", def.kind, def.group)
+            };
+            return Err(ApiError::invalid(
+                Target {
+                    group: &def.group,
+                    resource: &def.kind,
+                    name,
+                },
+                format!("{group} \"{name}\" is invalid: {path}: {body}"),
+                vec![(path.clone(), body)],
+            ));
+        }
+        (_, r) => r?,
+    };
     let mut obj = current(state, def, ns, name)?;
     if let Some(rv) = scale["metadata"]["resourceVersion"]
         .as_str()
@@ -253,6 +278,7 @@ mod tests {
             status: split("status.replicas"),
             selector: Some(split("spec.selector")),
             structured_selector: true,
+            crd_spec_path: None,
         };
         let d = json!({"metadata": {"name": "web", "namespace": "default", "uid": "u",
                        "resourceVersion": "7", "labels": {"a": "b"}},
@@ -269,6 +295,7 @@ mod tests {
             status: split(".status.size"),
             selector: Some(split(".status.sel")),
             structured_selector: false,
+            crd_spec_path: Some(".spec.size".to_string()),
         };
         let mut o = json!({"metadata": {"name": "x"}, "spec": {}, "status": {"sel": "k=v"}});
         assert_eq!(

@@ -54,7 +54,6 @@ impl fmt::Display for SchemaViolation {
 }
 
 impl SchemaViolation {
-    #[cfg(test)]
     /// The `metav1.StatusCause` reason of this error (`FieldValueInvalid`, `FieldValueRequired`, ...),
     /// for the `details.causes` of a 422 Status.
     pub fn reason(&self) -> &'static str {
@@ -328,6 +327,27 @@ impl Schema {
     pub fn validate_update(&self, obj: &Value, old: Option<&Value>) -> Vec<SchemaViolation> {
         let mut out = Vec::new();
         self.validate_at(obj, "", &mut out);
+        if !self.has_rules() {
+            return out;
+        }
+        // The CRD strategy's `hasBlockingErr`: after an error of these types the rules are not run.
+        let blocking = out.iter().any(|v| {
+            matches!(
+                v.reason(),
+                "FieldValueNotSupported"
+                    | "FieldValueRequired"
+                    | "FieldValueTooLong"
+                    | "FieldValueTooMany"
+                    | "FieldValueTypeInvalid"
+            )
+        });
+        if blocking {
+            out.push(SchemaViolation {
+                field: "<nil>".to_string(),
+                detail: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string(),
+            });
+            return out;
+        }
         let mut rule_errs = Vec::new();
         self.evaluate_rules(obj, old, "<nil>", &mut rule_errs);
         out.extend(rule_errs.into_iter().map(|e| SchemaViolation {
@@ -335,6 +355,15 @@ impl Schema {
             detail: e.body,
         }));
         out
+    }
+
+    /// Whether this node or one below it has CEL rules.
+    fn has_rules(&self) -> bool {
+        self.rules.is_some()
+            || self.properties.iter().any(|(_, p)| p.has_rules())
+            || self.items.as_ref().is_some_and(|i| i.has_rules())
+            || matches!(&self.additional, Additional::Schema(a) if a.has_rules())
+            || self.all_of.iter().any(Schema::has_rules)
     }
 
     /// The CEL walk of apiextensions-apiserver's `cel.Validator`: rules of this node, of its
@@ -1692,10 +1721,39 @@ fn parse_versions(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) ->
             &[]
         }
     };
+    // apiextensions' internal form hoists a schema all versions share to `spec.validation`, so
+    // its errors are reported once, there.
+    let schema_of = |v: &Value| {
+        v.get("schema")
+            .and_then(|s| s.get("openAPIV3Schema"))
+            .cloned()
+    };
+    let hoisted = raw_versions
+        .first()
+        .and_then(schema_of)
+        .filter(|s| !s.is_null())
+        .is_some_and(|first| {
+            raw_versions
+                .iter()
+                .all(|v| schema_of(v).as_ref() == Some(&first))
+        });
     let versions: Vec<CrdVersion> = raw_versions
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_version(v, i, errs))
+        .map(|(i, v)| {
+            if hoisted && i > 0 {
+                let mut dropped = Vec::new();
+                let parsed = parse_version(v, i, true, &mut dropped);
+                errs.extend(
+                    dropped
+                        .into_iter()
+                        .filter(|e| !e.field.starts_with("spec.validation.")),
+                );
+                parsed
+            } else {
+                parse_version(v, i, hoisted, errs)
+            }
+        })
         .collect();
     let mut seen = HashSet::new();
     if !versions.iter().all(|v| seen.insert(v.name.as_str())) {
@@ -1744,7 +1802,12 @@ fn validate_conversion(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation
 }
 
 /// Parses and validates `spec.versions[i]`.
-fn parse_version(v: &Value, i: usize, errs: &mut Vec<SchemaViolation>) -> CrdVersion {
+fn parse_version(
+    v: &Value,
+    i: usize,
+    hoisted: bool,
+    errs: &mut Vec<SchemaViolation>,
+) -> CrdVersion {
     let path = format!("spec.versions[{i}]");
     let empty = Map::new();
     let version = match v {
@@ -1766,7 +1829,11 @@ fn parse_version(v: &Value, i: usize, errs: &mut Vec<SchemaViolation>) -> CrdVer
     let served = boolean(version, "served", &format!("{path}.served"), errs);
     let storage = boolean(version, "storage", &format!("{path}.storage"), errs);
 
-    let schema_path = format!("{path}.schema.openAPIV3Schema");
+    let schema_path = if hoisted {
+        "spec.validation.openAPIV3Schema".to_string()
+    } else {
+        format!("{path}.schema.openAPIV3Schema")
+    };
     let schema = match version
         .get("schema")
         .and_then(|s| s.get("openAPIV3Schema"))
@@ -3460,7 +3527,7 @@ mod tests {
         assert_eq!(
             crd_errors(&crd),
             vec![
-                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty \
+                "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty \
                  for specified object fields"
             ]
         );

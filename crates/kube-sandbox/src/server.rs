@@ -73,16 +73,16 @@ fn json_resp(code: StatusCode, body: impl Into<Body>, warnings: &[String]) -> Re
         .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
 }
 
-/// `GET /openapi/v2`: an OpenAPI v2 document without definitions (protobuf, as kubectl asks
-/// for it, or JSON), so kubectl's client-side validation finds no schema instead of failing,
+/// `GET /openapi/v2`: JSON with every definition; as protobuf (kubectl asks for it) a document
+/// without definitions, so kubectl's v2 client-side checks find no schema instead of failing,
 /// and an unserved kind ends in kubectl's "no matches for kind".
-fn openapi_v2(headers: &HeaderMap) -> Response {
+fn openapi_v2(headers: &HeaderMap, reg: &super::resources::Registry) -> Response {
     let accept = headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if !accept.contains("protobuf") {
-        return value_resp(StatusCode::OK, &openapi::v2_json(), &[]);
+        return value_resp(StatusCode::OK, &openapi::v2_json(reg), &[]);
     }
     Response::builder()
         .status(StatusCode::OK)
@@ -168,7 +168,7 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::no_route(req.uri().path()))?;
             Ok(value_resp(StatusCode::OK, &v, &[]))
         }
-        Route::OpenApiV2 => Ok(openapi_v2(req.headers())),
+        Route::OpenApiV2 => Ok(openapi_v2(req.headers(), &reg())),
         Route::OpenApiV3(None) => Ok(value_resp(StatusCode::OK, &openapi::index(&reg()), &[])),
         Route::OpenApiV3(Some(p)) => {
             let v = openapi::group_version(&reg(), &p)

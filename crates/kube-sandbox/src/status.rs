@@ -251,6 +251,10 @@ pub fn success_status(t: Target<'_>, uid: &str) -> Value {
 /// The `metav1.CauseType` of a field error from how its body starts (`Required value`,
 /// `Forbidden`, ...), as `field.Error.Type` sets it.
 fn cause_reason(body: &str) -> &'static str {
+    // `field.TypeInvalid` renders as `Invalid value`; kube-openapi's type and format errors say so.
+    if body.starts_with("Invalid value") && body.contains(" in body must be of type ") {
+        return "FieldValueTypeInvalid";
+    }
     for (prefix, reason) in [
         ("Required value", "FieldValueRequired"),
         ("Forbidden", "FieldValueForbidden"),
