@@ -131,7 +131,14 @@ fn crd_invalid(def: &ResourceDef, name: &str, errs: Vec<String>) -> ApiError {
             format!("[{}]", errs.join(", "))
         }
     );
-    let causes = errs.into_iter().map(|e| (String::new(), e)).collect();
+    // Each error is `field: body`; the cause names the field as kube-apiserver's does.
+    let causes = errs
+        .into_iter()
+        .map(|e| {
+            let field = e.split_once(": ").map(|(f, _)| f.to_string());
+            (field.unwrap_or_default(), e)
+        })
+        .collect();
     ApiError::invalid(kind_target(def, name), message, causes)
 }
 
@@ -248,6 +255,7 @@ fn apply_schema(
     obj: &mut Value,
     name: &str,
     fv: FieldValidation,
+    old: Option<&Value>,
 ) -> ApiResult<Vec<String>> {
     let Some(schema) = def.schema() else {
         return Ok(Vec::new());
@@ -273,7 +281,7 @@ fn apply_schema(
         }
     }
     schema.apply_defaults(obj);
-    let violations = schema.validate(obj);
+    let violations = schema.validate_update(obj, old);
     if !violations.is_empty() {
         let msgs: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
         let causes = violations
@@ -413,6 +421,7 @@ fn create_checked(
             &given_name
         },
         opts.field_validation,
+        None,
     )?);
     if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions" {
         super::schema::apply_crd_defaults(&mut obj);
@@ -718,7 +727,13 @@ fn write_update(
         }
     }
     if sub.is_none() {
-        warnings.extend(apply_schema(def, &mut new, name, opts.field_validation)?);
+        warnings.extend(apply_schema(
+            def,
+            &mut new,
+            name,
+            opts.field_validation,
+            Some(&old),
+        )?);
         validate_meta(def, &new, name, Some(&old))?;
         if gr == "apiextensions.k8s.io/customresourcedefinitions" {
             super::schema::apply_crd_defaults(&mut new);

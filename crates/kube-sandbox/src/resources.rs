@@ -27,6 +27,10 @@ pub enum Origin {
         printer_columns: Vec<Value>,
         /// The storage version of the CRD (objects are stored with this apiVersion).
         storage_version: String,
+        /// `subresources.scale` of this version (`specReplicasPath`, ...), if declared.
+        scale: Option<Value>,
+        /// `schema.openAPIV3Schema` of this version as written (published under /openapi).
+        openapi: Option<Arc<Value>>,
     },
 }
 
@@ -637,6 +641,13 @@ impl Registry {
                 resources.push(json!({"name": format!("{}/status", d.plural), "singularName": "",
                     "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}));
             }
+            if super::scale::has_scale(d) {
+                resources.push(
+                    json!({"name": format!("{}/scale", d.plural), "singularName": "",
+                    "namespaced": d.namespaced, "group": "autoscaling", "version": "v1",
+                    "kind": "Scale", "verbs": ["get", "patch", "update"]}),
+                );
+            }
             if group.is_empty() && d.plural == "namespaces" {
                 resources.push(json!({"name": "namespaces/finalize", "singularName": "",
                     "namespaced": false, "kind": "Namespace", "verbs": ["update"]}));
@@ -682,10 +693,19 @@ impl Registry {
                                 if !d.categories.is_empty() {
                                     r["categories"] = json!(d.categories);
                                 }
+                                let mut subs = Vec::new();
+                                if super::scale::has_scale(d) {
+                                    subs.push(json!({"subresource": "scale",
+                                        "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                                        "verbs": ["get", "patch", "update"]}));
+                                }
                                 if d.status_subresource {
-                                    r["subresources"] = json!([{"subresource": "status",
+                                    subs.push(json!({"subresource": "status",
                                         "responseKind": {"group": d.group, "version": d.version, "kind": d.kind},
-                                        "verbs": ["get", "patch", "update"]}]);
+                                        "verbs": ["get", "patch", "update"]}));
+                                }
+                                if !subs.is_empty() {
+                                    r["subresources"] = Value::Array(subs);
                                 }
                                 r
                             })

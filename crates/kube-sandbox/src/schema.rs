@@ -12,9 +12,9 @@
 //!   controllers fill in on a CRD.
 //!
 //! Error paths and messages follow kube-apiserver 1.33 (apiextensions-apiserver and kube-openapi).
-//! Known gaps: `pattern` and `format` are not checked (no regex engine), `allOf`/`anyOf`/`oneOf`/`not`
-//! are ignored when validating, as are `x-kubernetes-validations` (CEL) and the uniqueness rules of
-//! `x-kubernetes-list-type: set|map`; `default:` values are not validated against their own schema, the
+//! `pattern`, `format` (see [`super::formats`]), `allOf`/`anyOf`/`oneOf`/`not` and the CEL rules of
+//! `x-kubernetes-validations` (see [`super::cel_rules`]) are checked. Known gaps: the uniqueness rules
+//! of `x-kubernetes-list-type: set|map` are not checked; `default:` values are not validated against their own schema, the
 //! metadata of embedded resources is not coerced, and only the `None` conversion strategy is accepted.
 
 use std::collections::HashSet;
@@ -54,7 +54,6 @@ impl fmt::Display for SchemaViolation {
 }
 
 impl SchemaViolation {
-    #[cfg(test)]
     /// The `metav1.StatusCause` reason of this error (`FieldValueInvalid`, `FieldValueRequired`, ...),
     /// for the `details.causes` of a 422 Status.
     pub fn reason(&self) -> &'static str {
@@ -271,6 +270,19 @@ pub struct Schema {
     max_items: Option<u64>,
     min_properties: Option<u64>,
     max_properties: Option<u64>,
+    /// `pattern`, as written and compiled.
+    pattern: Option<(String, regex::Regex)>,
+    /// `format` of a string.
+    format: Option<String>,
+    all_of: Vec<Schema>,
+    any_of: Vec<Schema>,
+    one_of: Vec<Schema>,
+    not: Option<Box<Schema>>,
+    /// `x-kubernetes-validations`.
+    rules: Option<super::cel_rules::Rules>,
+    /// `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`, to correlate old list items.
+    list_type: Option<String>,
+    list_map_keys: Vec<String>,
 }
 
 impl Schema {
@@ -303,11 +315,121 @@ impl Schema {
     /// Validates `obj` against the schema as kube-openapi does: type (integral floats such as `3.0` pass
     /// as integers, `1.5` does not), nullable, enum, required, minimum/maximum (with exclusive variants),
     /// multipleOf, minLength/maxLength (counted in characters), minItems/maxItems,
-    /// minProperties/maxProperties and `x-kubernetes-int-or-string`. `pattern` and `format` are not checked.
+    /// minProperties/maxProperties, `x-kubernetes-int-or-string`, `pattern`, `format` and the
+    /// composition keywords (`allOf`, `anyOf`, `oneOf`, `not`). CEL rules: [`Schema::validate_update`].
+    #[cfg(test)]
     pub fn validate(&self, obj: &Value) -> Vec<SchemaViolation> {
+        self.validate_update(obj, None)
+    }
+
+    /// [`Schema::validate`], then the CEL rules (`x-kubernetes-validations`) with `old` the stored
+    /// object on update (transition rules run only then).
+    pub fn validate_update(&self, obj: &Value, old: Option<&Value>) -> Vec<SchemaViolation> {
         let mut out = Vec::new();
         self.validate_at(obj, "", &mut out);
+        if !self.has_rules() {
+            return out;
+        }
+        // The CRD strategy's `hasBlockingErr`: after an error of these types the rules are not run.
+        let blocking = out.iter().any(|v| {
+            matches!(
+                v.reason(),
+                "FieldValueNotSupported"
+                    | "FieldValueRequired"
+                    | "FieldValueTooLong"
+                    | "FieldValueTooMany"
+                    | "FieldValueTypeInvalid"
+            )
+        });
+        if blocking {
+            out.push(SchemaViolation {
+                field: "<nil>".to_string(),
+                detail: "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".to_string(),
+            });
+            return out;
+        }
+        let mut rule_errs = Vec::new();
+        self.evaluate_rules(obj, old, "<nil>", &mut rule_errs);
+        out.extend(rule_errs.into_iter().map(|e| SchemaViolation {
+            field: e.field,
+            detail: e.body,
+        }));
         out
+    }
+
+    /// Whether this node or one below it has CEL rules.
+    fn has_rules(&self) -> bool {
+        self.rules.is_some()
+            || self.properties.iter().any(|(_, p)| p.has_rules())
+            || self.items.as_ref().is_some_and(|i| i.has_rules())
+            || matches!(&self.additional, Additional::Schema(a) if a.has_rules())
+            || self.all_of.iter().any(Schema::has_rules)
+    }
+
+    /// The CEL walk of apiextensions-apiserver's `cel.Validator`: rules of this node, of its
+    /// `allOf` branches, then of properties (`.name`), map values (`[key]`) and list items
+    /// (`[i]`), with old values correlated by key (objects, `listType: map`) or equality (`set`).
+    fn evaluate_rules(
+        &self,
+        v: &Value,
+        old: Option<&Value>,
+        field: &str,
+        out: &mut Vec<super::cel_rules::RuleError>,
+    ) {
+        if v.is_null() {
+            return;
+        }
+        let old = old.filter(|o| !o.is_null());
+        if let Some(rules) = &self.rules {
+            rules.evaluate(v, old, field, out);
+        }
+        for s in &self.all_of {
+            s.evaluate_rules(v, old, field, out);
+        }
+        let child_field = |name: &str| {
+            if field == "<nil>" {
+                name.to_string()
+            } else {
+                format!("{field}.{name}")
+            }
+        };
+        let at = |suffix: String| {
+            if field == "<nil>" {
+                suffix
+            } else {
+                format!("{field}{suffix}")
+            }
+        };
+        match v {
+            Value::Object(map) => {
+                let old_map = old.and_then(Value::as_object);
+                for (k, val) in map {
+                    let old_val = old_map.and_then(|m| m.get(k));
+                    if let Some(prop) = self.property(k) {
+                        prop.evaluate_rules(val, old_val, &child_field(k), out);
+                    } else if let Additional::Schema(s) = &self.additional {
+                        s.evaluate_rules(val, old_val, &at(format!("[{k}]")), out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_schema) = &self.items else {
+                    return;
+                };
+                let old_items = old.and_then(Value::as_array);
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = old_items.and_then(|olds| match self.list_type.as_deref() {
+                        Some("map") => olds
+                            .iter()
+                            .find(|o| self.list_map_keys.iter().all(|k| o.get(k) == item.get(k))),
+                        Some("set") => olds.iter().find(|o| json_eq(o, item)),
+                        _ => None,
+                    });
+                    item_schema.evaluate_rules(item, old_item, &at(format!("[{i}]")), out);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The schema of a declared property.
@@ -358,6 +480,75 @@ impl Schema {
         if let Value::Object(map) = v {
             self.check_object(map, path, out);
         }
+        self.check_composition(v, path, out);
+    }
+
+    /// `anyOf`, `oneOf`, `allOf` and `not`, as kube-openapi's `schemaPropsValidator` reports them
+    /// (its composite errors are not field errors: the apiserver renders them at `<nil>` with an
+    /// empty value), followed by the errors of the closest failing branch.
+    fn check_composition(&self, v: &Value, path: &str, out: &mut Vec<SchemaViolation>) {
+        let composite = |msg: String| SchemaViolation {
+            field: "<nil>".to_string(),
+            detail: format!("Invalid value: \"\": {msg}"),
+        };
+        let run = |s: &Schema| {
+            let mut errs = Vec::new();
+            s.validate_at(v, path, &mut errs);
+            errs
+        };
+        let fewest = |results: Vec<Vec<SchemaViolation>>| {
+            results.into_iter().min_by_key(Vec::len).unwrap_or_default()
+        };
+        if !self.any_of.is_empty() {
+            let results: Vec<_> = self.any_of.iter().map(run).collect();
+            if results.iter().all(|r| !r.is_empty()) {
+                out.push(composite(format!(
+                    "{} must validate at least one schema (anyOf)",
+                    go_quote(path)
+                )));
+                out.extend(fewest(results));
+            }
+        }
+        if !self.one_of.is_empty() {
+            let results: Vec<_> = self.one_of.iter().map(run).collect();
+            let valid = results.iter().filter(|r| r.is_empty()).count();
+            if valid != 1 {
+                let more = if valid == 0 {
+                    "Found none valid".to_string()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                out.push(composite(format!(
+                    "{} must validate one and only one schema (oneOf). {more}",
+                    go_quote(path)
+                )));
+                if valid == 0 {
+                    out.extend(fewest(results));
+                }
+            }
+        }
+        if !self.all_of.is_empty() {
+            let results: Vec<_> = self.all_of.iter().map(run).collect();
+            let valid = results.iter().filter(|r| r.is_empty()).count();
+            for r in results {
+                out.extend(r);
+            }
+            if valid != self.all_of.len() {
+                let more = if valid == 0 { ". None validated" } else { "" };
+                out.push(composite(format!(
+                    "{} must validate all the schemas (allOf){more}",
+                    go_quote(path)
+                )));
+            }
+        }
+        if let Some(not) = &self.not
+            && run(not).is_empty()
+        {
+            out.push(composite(format!(
+                "{} must not validate the schema (not)",
+                go_quote(path)
+            )));
+        }
     }
 
     fn type_matches(&self, v: &Value) -> bool {
@@ -398,6 +589,18 @@ impl Schema {
             && len < min
         {
             let detail = format!("{path} in body should be at least {min} chars long");
+            out.push(invalid(&field_of(path), &go_quote(s), &detail));
+        }
+        if let Some((pattern, re)) = &self.pattern
+            && !re.is_match(s)
+        {
+            let detail = format!("{path} in body should match '{pattern}'");
+            out.push(invalid(&field_of(path), &go_quote(s), &detail));
+        }
+        if let Some(format) = &self.format
+            && !super::formats::is_valid(format, s)
+        {
+            let detail = format!("{path} in body must be of type {format}: {}", go_quote(s));
             out.push(invalid(&field_of(path), &go_quote(s), &detail));
         }
     }
@@ -849,6 +1052,31 @@ impl SchemaParser {
         s.enum_values = self.enum_values(obj, path);
         self.unsupported_keywords(obj, path);
 
+        s.pattern = self.pattern(obj, path);
+        s.format = obj
+            .get("format")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        s.all_of = self.branches(obj, "allOf", path);
+        s.any_of = self.branches(obj, "anyOf", path);
+        s.one_of = self.branches(obj, "oneOf", path);
+        s.not = obj
+            .get("not")
+            .filter(|n| n.is_object())
+            .map(|n| Box::new(self.branch(n, &format!("{path}.not"))));
+        s.list_type = obj
+            .get("x-kubernetes-list-type")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        s.list_map_keys = self.strings(obj, "x-kubernetes-list-map-keys", path);
+        if let Some(rules) = obj.get("x-kubernetes-validations") {
+            let mut errs = Vec::new();
+            s.rules = super::cel_rules::compile(rules, path, &mut errs);
+            self.errs.extend(errs.into_iter().map(|e| SchemaViolation {
+                field: e.field,
+                detail: e.detail,
+            }));
+        }
         s.properties = self.properties(obj, path, level, no_default);
         s.items = self.items(obj, path, no_default);
         s.additional = self.additional(obj, &s, path, level, no_default);
@@ -862,6 +1090,45 @@ impl SchemaParser {
         self.errs
             .push(invalid(&format!("{path}.{key}"), &go_value(v), must));
         T::default()
+    }
+
+    /// `pattern`: a regular expression.
+    fn pattern(&mut self, obj: &Map<String, Value>, path: &str) -> Option<(String, regex::Regex)> {
+        let p = obj.get("pattern")?.as_str()?;
+        match regex::Regex::new(p) {
+            Ok(re) => Some((p.to_string(), re)),
+            Err(e) => {
+                self.errs.push(invalid(
+                    &format!("{path}.pattern"),
+                    &go_quote(p),
+                    &format!("must be a valid regular expression, but isn't: {e}"),
+                ));
+                None
+            }
+        }
+    }
+
+    /// One `allOf`/`anyOf`/`oneOf`/`not` branch: value validations only (the structural rules
+    /// that forbid types there are not checked), its own rules compiled.
+    fn branch(&mut self, v: &Value, path: &str) -> Schema {
+        let mut inner = SchemaParser { errs: Vec::new() };
+        let s = inner.node(v, path, Level::Field, None);
+        self.errs.extend(inner.errs.into_iter().filter(|e| {
+            e.field.contains("x-kubernetes-validations") || e.field.ends_with(".pattern")
+        }));
+        s
+    }
+
+    /// The branches of `allOf`/`anyOf`/`oneOf`.
+    fn branches(&mut self, obj: &Map<String, Value>, key: &str, path: &str) -> Vec<Schema> {
+        match obj.get(key) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, b)| self.branch(b, &format!("{path}.{key}[{i}]")))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// `x-kubernetes-preserve-unknown-fields`: true or undefined.
@@ -1290,8 +1557,6 @@ pub struct CrdVersion {
     /// Whether `subresources.status` is enabled.
     pub status_subresource: bool,
     /// `subresources.scale` as written (`specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`).
-    #[cfg_attr(not(test), allow(dead_code))]
-    // validated and kept for tests; /scale is not served
     pub scale_subresource: Option<Value>,
     /// The version's structural schema (always present for a CRD [`parse_crd`] accepted).
     pub schema: Option<Schema>,
@@ -1456,10 +1721,39 @@ fn parse_versions(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation>) ->
             &[]
         }
     };
+    // apiextensions' internal form hoists a schema all versions share to `spec.validation`, so
+    // its errors are reported once, there.
+    let schema_of = |v: &Value| {
+        v.get("schema")
+            .and_then(|s| s.get("openAPIV3Schema"))
+            .cloned()
+    };
+    let hoisted = raw_versions
+        .first()
+        .and_then(schema_of)
+        .filter(|s| !s.is_null())
+        .is_some_and(|first| {
+            raw_versions
+                .iter()
+                .all(|v| schema_of(v).as_ref() == Some(&first))
+        });
     let versions: Vec<CrdVersion> = raw_versions
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_version(v, i, errs))
+        .map(|(i, v)| {
+            if hoisted && i > 0 {
+                let mut dropped = Vec::new();
+                let parsed = parse_version(v, i, true, &mut dropped);
+                errs.extend(
+                    dropped
+                        .into_iter()
+                        .filter(|e| !e.field.starts_with("spec.validation.")),
+                );
+                parsed
+            } else {
+                parse_version(v, i, hoisted, errs)
+            }
+        })
         .collect();
     let mut seen = HashSet::new();
     if !versions.iter().all(|v| seen.insert(v.name.as_str())) {
@@ -1508,7 +1802,12 @@ fn validate_conversion(spec: &Map<String, Value>, errs: &mut Vec<SchemaViolation
 }
 
 /// Parses and validates `spec.versions[i]`.
-fn parse_version(v: &Value, i: usize, errs: &mut Vec<SchemaViolation>) -> CrdVersion {
+fn parse_version(
+    v: &Value,
+    i: usize,
+    hoisted: bool,
+    errs: &mut Vec<SchemaViolation>,
+) -> CrdVersion {
     let path = format!("spec.versions[{i}]");
     let empty = Map::new();
     let version = match v {
@@ -1530,7 +1829,11 @@ fn parse_version(v: &Value, i: usize, errs: &mut Vec<SchemaViolation>) -> CrdVer
     let served = boolean(version, "served", &format!("{path}.served"), errs);
     let storage = boolean(version, "storage", &format!("{path}.storage"), errs);
 
-    let schema_path = format!("{path}.schema.openAPIV3Schema");
+    let schema_path = if hoisted {
+        "spec.validation.openAPIV3Schema".to_string()
+    } else {
+        format!("{path}.schema.openAPIV3Schema")
+    };
     let schema = match version
         .get("schema")
         .and_then(|s| s.get("openAPIV3Schema"))
@@ -2753,17 +3056,53 @@ mod tests {
     }
 
     #[test]
-    fn validate_ignores_unchecked_keywords_and_preserved_fields() {
+    fn validate_checks_pattern_and_format_but_not_preserved_fields() {
         let schema = spec_schema(json!({
             "name": {"type": "string", "pattern": "^[a-z]+$", "format": "hostname"},
             "free": {"x-kubernetes-preserve-unknown-fields": true}
         }));
-        assert!(
+        assert_eq!(
             errors(
                 &schema,
                 &json!({"spec": {"name": "NOT-lower", "free": [1, "a", {"b": null}]}})
-            )
-            .is_empty()
+            ),
+            vec![
+                "spec.name: Invalid value: \"NOT-lower\": spec.name in body should match '^[a-z]+$'"
+            ]
+        );
+        assert_eq!(
+            errors(&schema, &json!({"spec": {"name": "a-"}})),
+            vec![
+                "spec.name: Invalid value: \"a-\": spec.name in body should match '^[a-z]+$'",
+                "spec.name: Invalid value: \"a-\": spec.name in body must be of type hostname: \"a-\""
+            ]
+        );
+    }
+
+    #[test]
+    fn composition_keywords_report_as_kube_openapi() {
+        let schema = Schema::from_openapi(&json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+            "not": {"required": ["c"]},
+            "allOf": [{"properties": {"a": {"maximum": 5}}}]}}}))
+        .expect("schema");
+        assert!(errors(&schema, &json!({"spec": {"a": 1}})).is_empty());
+        assert_eq!(
+            errors(&schema, &json!({"spec": {"c": 1}})),
+            vec![
+                "<nil>: Invalid value: \"\": \"spec\" must validate at least one schema (anyOf)",
+                "spec.a: Required value",
+                "<nil>: Invalid value: \"\": \"spec\" must not validate the schema (not)",
+            ]
+        );
+        assert_eq!(
+            errors(&schema, &json!({"spec": {"a": 9}})),
+            vec![
+                "spec.a: Invalid value: 9: spec.a in body should be less than or equal to 5",
+                "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf). None validated",
+            ]
         );
     }
 
@@ -3188,7 +3527,7 @@ mod tests {
         assert_eq!(
             crd_errors(&crd),
             vec![
-                "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty \
+                "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty \
                  for specified object fields"
             ]
         );

@@ -73,16 +73,16 @@ fn json_resp(code: StatusCode, body: impl Into<Body>, warnings: &[String]) -> Re
         .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
 }
 
-/// `GET /openapi/v2`: an OpenAPI v2 document without definitions (protobuf, as kubectl asks
-/// for it, or JSON), so kubectl's client-side validation finds no schema instead of failing,
+/// `GET /openapi/v2`: JSON with every definition; as protobuf (kubectl asks for it) a document
+/// without definitions, so kubectl's v2 client-side checks find no schema instead of failing,
 /// and an unserved kind ends in kubectl's "no matches for kind".
-fn openapi_v2(headers: &HeaderMap) -> Response {
+fn openapi_v2(headers: &HeaderMap, reg: &super::resources::Registry) -> Response {
     let accept = headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if !accept.contains("protobuf") {
-        return value_resp(StatusCode::OK, &openapi::v2_json(), &[]);
+        return value_resp(StatusCode::OK, &openapi::v2_json(reg), &[]);
     }
     Response::builder()
         .status(StatusCode::OK)
@@ -168,7 +168,7 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::no_route(req.uri().path()))?;
             Ok(value_resp(StatusCode::OK, &v, &[]))
         }
-        Route::OpenApiV2 => Ok(openapi_v2(req.headers())),
+        Route::OpenApiV2 => Ok(openapi_v2(req.headers(), &reg())),
         Route::OpenApiV3(None) => Ok(value_resp(StatusCode::OK, &openapi::index(&reg()), &[])),
         Route::OpenApiV3(Some(p)) => {
             let v = openapi::group_version(&reg(), &p)
@@ -499,6 +499,7 @@ fn pod_log(state: &Arc<State>, call: &ResourceCall) -> ApiResult<Response> {
 fn admit_subresource(call: &ResourceCall, path: &str) -> ApiResult<()> {
     if let Some(s) = call.sub.as_deref()
         && !(s == "status" && call.def.status_subresource
+            || s == "scale" && super::scale::has_scale(&call.def)
             || s == "finalize" && call.def.group_resource() == "/namespaces")
     {
         return Err(ApiError::no_route(path));
@@ -509,6 +510,9 @@ fn admit_subresource(call: &ResourceCall, path: &str) -> ApiResult<()> {
 /// Run the request's verb: watch, list, get, create, update, patch, delete or delete a
 /// collection.
 async fn dispatch_verb(state: Arc<State>, call: ResourceCall, req: Request) -> ApiResult<Response> {
+    if call.sub.as_deref() == Some("scale") {
+        return scale_verb(&state, &call, req).await;
+    }
     match (req.method().clone(), call.name.clone()) {
         (Method::GET, None) if call.watch => watch_resource(state, call),
         (Method::GET, None) => list_resource(&state, &call),
@@ -669,6 +673,40 @@ async fn create_or_update(
     };
     after_write(state, def, &w.obj);
     Ok(value_resp(code, &w.obj, &w.warnings))
+}
+
+/// `GET`, `PUT` or `PATCH` of `<resource>/<name>/scale`.
+async fn scale_verb(state: &Arc<State>, call: &ResourceCall, req: Request) -> ApiResult<Response> {
+    let def = &call.def;
+    let ns = call.ns.as_deref();
+    let name = call.name.clone().unwrap_or_default();
+    let method = req.method().clone();
+    if method == Method::GET {
+        let scale = super::scale::get(state, def, ns, &name)?;
+        return Ok(value_resp(StatusCode::OK, &scale, &[]));
+    }
+    let opts = write_opts(&call.params, &call.headers)?;
+    let (scale, warnings) = if method == Method::PUT {
+        let body = read_body(state, req).await?;
+        let scale = decode(&body, false)?;
+        super::scale::update(state, def, ns, &name, scale, &opts)?
+    } else if method == Method::PATCH {
+        let kind = patch_kind(&call.params, &call.headers)?;
+        let body = read_body(state, req).await?;
+        let pv = decode(&body, matches!(kind, PatchKind::Apply { .. }))?;
+        super::scale::patch(state, def, ns, &name, kind, &pv, &opts)?
+    } else {
+        return Err(ApiError::method_not_allowed(method.as_str(), "scale"));
+    };
+    if !opts.dry_run {
+        let k = ops::key(def, ns, &name);
+        if let Some(s) = state.store.get(&k.gr, &k.ns, &name)
+            && let Ok(v) = s.value()
+        {
+            after_write(state, def, &v);
+        }
+    }
+    Ok(value_resp(StatusCode::OK, &scale, &warnings))
 }
 
 /// The kind of a `PATCH`, from its content type; an apply patch needs a field manager, and

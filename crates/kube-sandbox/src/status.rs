@@ -192,7 +192,7 @@ impl ApiError {
                         .strip_prefix(&format!("{field}: "))
                         .unwrap_or(&message)
                         .to_string();
-                    json!({"reason": "FieldValueInvalid", "message": body, "field": field})
+                    json!({"reason": cause_reason(&body), "message": body, "field": field})
                 })
                 .collect(),
         );
@@ -246,4 +246,28 @@ pub fn success_status(t: Target<'_>, uid: &str) -> Value {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
         "details": {"name": t.name, "group": t.group, "kind": t.resource, "uid": uid},
     })
+}
+
+/// The `metav1.CauseType` of a field error from how its body starts (`Required value`,
+/// `Forbidden`, ...), as `field.Error.Type` sets it.
+fn cause_reason(body: &str) -> &'static str {
+    // `field.TypeInvalid` renders as `Invalid value`; kube-openapi's type and format errors say so.
+    if body.starts_with("Invalid value") && body.contains(" in body must be of type ") {
+        return "FieldValueTypeInvalid";
+    }
+    for (prefix, reason) in [
+        ("Required value", "FieldValueRequired"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Not found", "FieldValueNotFound"),
+        ("Internal error", "InternalError"),
+    ] {
+        if body.starts_with(prefix) {
+            return reason;
+        }
+    }
+    "FieldValueInvalid"
 }

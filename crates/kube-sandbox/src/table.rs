@@ -1322,7 +1322,7 @@ fn format_label_selector(sel: Option<&Value>) -> String {
 }
 
 /// `LabelSelectorAsSelector(sel).String()`; `None` if the selector is invalid.
-fn selector_string(sel: &Value) -> Option<String> {
+pub(crate) fn selector_string(sel: &Value) -> Option<String> {
     let mut reqs: Vec<(String, String)> = Vec::new();
     if let Some(labels) = at(sel, &["matchLabels"]).and_then(Value::as_object) {
         for (k, v) in labels {

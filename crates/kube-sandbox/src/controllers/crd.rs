@@ -69,6 +69,13 @@ pub fn sync(state: &Arc<State>, name: &str) {
                         schema: v.schema.clone().map(Arc::new),
                         printer_columns: v.printer_columns.clone(),
                         storage_version: storage.clone(),
+                        scale: v.scale_subresource.clone(),
+                        openapi: crd["spec"]["versions"]
+                            .as_array()
+                            .and_then(|vs| vs.iter().find(|x| x["name"] == v.name.as_str()))
+                            .map(|x| &x["schema"]["openAPIV3Schema"])
+                            .filter(|s| s.is_object())
+                            .map(|s| Arc::new(s.clone())),
                     },
                 });
             }
