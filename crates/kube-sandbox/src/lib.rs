@@ -17,6 +17,7 @@ pub(crate) mod apply;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
+pub(crate) mod generation;
 pub(crate) mod kubeconfig;
 pub(crate) mod logs;
 pub(crate) mod openapi;

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::resources::Registry;
 
 const V2_TITLE: &str = "Kubernetes";
-const V2_VERSION: &str = "v1.33.0";
+const V2_VERSION: &str = super::server::KUBE_GIT_VERSION;
 
 /// `GET /openapi/v2` as JSON: a document without definitions.
 pub fn v2_json() -> Value {
@@ -99,7 +99,7 @@ pub fn group_version(reg: &Registry, path: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (kubectl-meta sandbox)", "version": "v1.33.0"},
+        "info": {"title": "Kubernetes (kubectl-meta sandbox)", "version": V2_VERSION},
         "paths": paths,
         "components": {"schemas": {}},
     }))

@@ -608,17 +608,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Everything but metadata and status (what `generation` tracks).
-fn spec_part(v: &Value) -> Value {
-    let mut c = v.clone();
-    if let Some(m) = c.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-    }
-    c
-}
-
 /// Update an object (PUT), optionally on a subresource.
 pub fn update(
     state: &State,
@@ -730,7 +719,7 @@ fn write_update(
         }
     }
     if let Some(g) = old["metadata"]["generation"].as_i64()
-        && spec_part(&old) != spec_part(&new)
+        && super::generation::bumped(def, &old, &new)
     {
         new["metadata"]["generation"] = json!(g + 1);
     }
@@ -1091,17 +1080,24 @@ pub fn mutate(
     Err(ApiError::conflict_modified(target(&def, &k.name)))
 }
 
-/// The grace period a delete of `obj` gets: pods the simulated kubelet runs (as a pod bound to
-/// a node) terminate gracefully, for `gracePeriodSeconds` or their
-/// `terminationGracePeriodSeconds`; every other object, and pods not running, go at once.
+/// The grace period a delete of `obj` gets, as the pod strategy's `CheckGracefulDelete`: a pod
+/// bound to a node and not yet terminated terminates gracefully, for `gracePeriodSeconds` or
+/// its `terminationGracePeriodSeconds` (a negative request means 1 second); every other
+/// object, unscheduled pods and pods that have already terminated go at once.
 fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
-    if def.group_resource() != "/pods" || obj["status"]["phase"] != "Running" {
+    if def.group_resource() != "/pods"
+        || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty)
+        || matches!(
+            obj["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        )
+    {
         return 0;
     }
     let g = requested
-        .filter(|g| *g >= 0)
         .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
         .unwrap_or(30);
+    let g = if g < 0 { 1 } else { g };
     // A pod already terminating only ever gets a shorter period.
     match obj["metadata"]["deletionGracePeriodSeconds"].as_i64() {
         Some(cur) => g.min(cur),

@@ -82,26 +82,9 @@ impl ResourceDef {
         }
     }
 
-    /// Does the registry set and bump `metadata.generation` (kinds with a spec generation:
-    /// workloads, pods, networking and policy objects, CRDs and custom resources)?
+    /// Does the registry set and bump `metadata.generation` (see [`crate::generation`])?
     pub fn has_generation(&self) -> bool {
-        if self.is_custom() {
-            return true;
-        }
-        matches!(
-            (self.group.as_str(), self.plural.as_str()),
-            ("", "pods" | "replicationcontrollers")
-                | (
-                    "apps",
-                    "deployments" | "replicasets" | "statefulsets" | "daemonsets"
-                )
-                | ("batch", _)
-                | ("autoscaling", _)
-                | ("policy", _)
-                | ("networking.k8s.io", _)
-                | ("discovery.k8s.io", _)
-                | ("apiextensions.k8s.io", _)
-        )
+        super::generation::set_on_create(self)
     }
 
     /// Is this a custom resource?

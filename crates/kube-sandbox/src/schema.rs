@@ -11,7 +11,7 @@
 //! - [`apply_crd_defaults`] and [`crd_status`]: the fields the apiserver and its naming and establishing
 //!   controllers fill in on a CRD.
 //!
-//! Error paths and messages follow kube-apiserver 1.33 (apiextensions-apiserver and kube-openapi).
+//! Error paths and messages follow kube-apiserver 1.36 (apiextensions-apiserver and kube-openapi).
 //! Known gaps: `pattern` and `format` are not checked (no regex engine), `allOf`/`anyOf`/`oneOf`/`not`
 //! are ignored when validating, as are `x-kubernetes-validations` (CEL) and the uniqueness rules of
 //! `x-kubernetes-list-type: set|map`; `default:` values are not validated against their own schema, the

@@ -52,6 +52,8 @@ pub struct State {
     pub ca_pem: String,
     /// Where the server listens; the `kubernetes` Service's endpoints point there.
     pub addr: SocketAddr,
+    /// Delayed re-syncs of the built-in controllers.
+    pub requeue: super::controllers::requeue::Requeue,
 }
 
 impl State {
@@ -71,6 +73,7 @@ impl State {
             shutdown: CancellationToken::new(),
             ca_pem,
             addr,
+            requeue: Default::default(),
         })
     }
 

@@ -1,0 +1,314 @@
+//! The lifecycle of workloads as a cluster runs it, through the real kubectl and kube-rs: one
+//! Kubernetes version everywhere, `metadata.generation` per kind, graceful pod deletion seen
+//! through a watch, `kubectl logs -f` that streams until the container ends.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, WatchEvent, WatchParams};
+use serde_json::{Value, json};
+
+use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
+
+fn get(t: &TestSandbox, args: &[&str]) -> Value {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    serde_json::from_str(&ok_stdout(&t.kubectl(&a))).expect("kubectl JSON")
+}
+
+fn create(t: &TestSandbox, obj: &Value) {
+    ok_stdout(&t.kubectl_stdin(&["create", "-f", "-"], &obj.to_string()));
+}
+
+fn pod(name: &str, annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "command": ["sh", "-c", "echo started && sleep 3600"]}]}})
+}
+
+async fn wait_phase(t: &TestSandbox, name: &str, phase: &str) {
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    wait_for(&format!("pod {name} to be {phase}"), TIMEOUT, || async {
+        let p = pods.get(name).await.ok()?;
+        (p.status?.phase.as_deref() == Some(phase)).then_some(())
+    })
+    .await;
+}
+
+/// Create a long-running pod whose container stops `stop` seconds after SIGTERM, and wait
+/// for it to run.
+async fn running_pod(t: &TestSandbox, name: &str, stop: &str) {
+    let a = json!({"sandbox.kubectl-meta.io/stop-seconds": stop});
+    create(t, &pod(name, a));
+    wait_phase(t, name, "Running").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_kubernetes_version_in_version_node_and_openapi() {
+    let t = common::start().await;
+    let v: Value =
+        serde_json::from_str(&ok_stdout(&t.kubectl(&["get", "--raw", "/version"]))).expect("JSON");
+    assert_eq!(
+        (v["major"].as_str(), v["minor"].as_str()),
+        (Some("1"), Some("36"))
+    );
+    assert_eq!(v["emulationMinor"], "36");
+    assert!(
+        v["gitVersion"]
+            .as_str()
+            .is_some_and(|g| g.starts_with("v1.36.0")),
+        "{v}"
+    );
+    let nodes = get(&t, &["nodes"]);
+    assert_eq!(
+        nodes["items"][0]["status"]["nodeInfo"]["kubeletVersion"],
+        "v1.36.0"
+    );
+    let v2: Value = serde_json::from_str(&ok_stdout(&t.kubectl(&["get", "--raw", "/openapi/v2"])))
+        .expect("JSON");
+    assert_eq!(v2["info"]["version"], "v1.36.0");
+    // And it serves the 1.36 fields (terminatingReplicas on a ReplicaSet).
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "r"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "r"}},
+            "template": {"metadata": {"labels": {"a": "r"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    create(&t, &rs);
+    wait_for("the ReplicaSet's status", TIMEOUT, || async {
+        let r = get(&t, &["rs", "r"]);
+        r["status"]["terminatingReplicas"].is_number().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generation_is_kept_only_where_the_kinds_strategy_keeps_it() {
+    let t = common::start().await;
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "h"}, "spec": {"minReplicas": 1, "maxReplicas": 3,
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}}});
+    let template = json!({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "pt"},
+        "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}});
+    let pc = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "pc"}, "value": 10, "description": "a"});
+    let eps = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "e", "labels": {"x": "1"}}, "addressType": "IPv4", "endpoints": []});
+    for o in [&hpa, &template, &pc, &eps] {
+        create(&t, o);
+    }
+    let generation = |args: &[&str]| get(&t, args)["metadata"]["generation"].clone();
+    assert_eq!(
+        generation(&["hpa", "h"]),
+        Value::Null,
+        "no generation on an HPA in 1.36"
+    );
+    assert_eq!(generation(&["podtemplate", "pt"]), json!(1));
+    assert_eq!(generation(&["priorityclass", "pc"]), json!(1));
+    assert_eq!(generation(&["endpointslice", "e"]), json!(1));
+    // A PriorityClass's generation never moves; an EndpointSlice's moves with its labels.
+    ok_stdout(&t.kubectl(&[
+        "patch",
+        "priorityclass",
+        "pc",
+        "--type=merge",
+        "-p",
+        r#"{"description":"b"}"#,
+    ]));
+    assert_eq!(generation(&["priorityclass", "pc"]), json!(1));
+    ok_stdout(&t.kubectl(&["label", "endpointslice", "e", "x=2", "--overwrite"]));
+    assert_eq!(generation(&["endpointslice", "e"]), json!(2));
+    ok_stdout(&t.kubectl(&[
+        "patch",
+        "hpa",
+        "h",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxReplicas":4}}"#,
+    ]));
+    assert_eq!(generation(&["hpa", "h"]), Value::Null);
+}
+
+/// A pod deleted with a grace period, seen through a watch: Terminating with its deletion
+/// timestamp and grace period, its containers reported terminated, then gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_pod_terminates_its_containers_within_the_grace_period() {
+    let t = common::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    // Stops 1 s after SIGTERM (within its 20 s grace period); the other ignores it past 1 s.
+    running_pod(&t, "polite", "1").await;
+    running_pod(&t, "stubborn", "3600").await;
+    let events = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+            let list = pods.get(name).await.expect("pod");
+            let rv = list.metadata.resource_version.clone().expect("rv");
+            pods.watch(&wp, &rv).await.expect("watch").boxed()
+        }
+    };
+    let mut polite = events("polite").await;
+    let mut stubborn = events("stubborn").await;
+    ok_stdout(&t.kubectl(&[
+        "delete",
+        "pod",
+        "polite",
+        "--grace-period=20",
+        "--wait=false",
+    ]));
+    ok_stdout(&t.kubectl(&[
+        "delete",
+        "pod",
+        "stubborn",
+        "--grace-period=1",
+        "--wait=false",
+    ]));
+    for (stream, grace, code, phase) in [
+        (&mut polite, 20, 0, "Succeeded"),
+        (&mut stubborn, 1, 137, "Failed"),
+    ] {
+        let mut seen = Vec::new();
+        loop {
+            let ev = tokio::time::timeout(TIMEOUT, stream.try_next())
+                .await
+                .expect("a watch event in time")
+                .expect("watch ok")
+                .expect("watch open");
+            match ev {
+                WatchEvent::Modified(p) => seen.push(p),
+                WatchEvent::Deleted(p) => {
+                    seen.push(p);
+                    break;
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+        }
+        let first = &seen[0];
+        assert!(first.metadata.deletion_timestamp.is_some());
+        assert_eq!(first.metadata.deletion_grace_period_seconds, Some(grace));
+        let terminated = seen
+            .iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
+            .unwrap_or_else(|| panic!("a {phase} update before the deletion: {seen:?}"));
+        let cs = &terminated
+            .status
+            .as_ref()
+            .expect("status")
+            .container_statuses;
+        let state = cs.as_ref().expect("container statuses")[0]
+            .state
+            .clone()
+            .expect("state");
+        let term = state.terminated.expect("terminated state");
+        assert_eq!(term.exit_code, code);
+        assert_eq!(
+            term.reason.as_deref(),
+            Some(if code == 0 { "Completed" } else { "Error" })
+        );
+    }
+    // --grace-period=0 --force: gone at once, never Terminating.
+    running_pod(&t, "forced", "3600").await;
+    let out = t.kubectl(&["delete", "pod", "forced", "--grace-period=0", "--force"]);
+    ok_stdout(&out);
+    assert!(
+        matches!(pods.get("forced").await, Err(kube::Error::Api(s)) if s.code == 404),
+        "a forced deletion removes the pod at once"
+    );
+}
+
+/// A `kubectl logs -f` child whose output is collected on a thread.
+struct Following {
+    child: Child,
+    out: std::sync::mpsc::Receiver<Vec<u8>>,
+    got: Vec<u8>,
+}
+
+impl Following {
+    fn start(t: &TestSandbox, pod: &str) -> Following {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(t.kubeconfig())
+            .args(["logs", "-f", pod])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let (tx, out) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        Following {
+            child,
+            out,
+            got: Vec::new(),
+        }
+    }
+
+    /// Wait until the output so far contains `text`.
+    async fn until(&mut self, text: &str) {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        while !String::from_utf8_lossy(&self.got).contains(text) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {text:?} in time"
+            );
+            match self.out.try_recv() {
+                Ok(b) => self.got.extend(b),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_streams_until_the_container_ends() {
+    let t = common::start().await;
+    running_pod(&t, "server", "0").await;
+    let mut f = Following::start(&t, "server");
+    f.until("started\n").await;
+    // Still streaming: the container runs (it only ends when the pod is deleted).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        f.child.try_wait().expect("try_wait").is_none(),
+        "logs -f returned while the container runs"
+    );
+    ok_stdout(&t.kubectl(&["delete", "pod", "server", "--wait=false"]));
+    let status = wait_for(
+        "logs -f to return once the container ended",
+        TIMEOUT,
+        || {
+            let s = f.child.try_wait().expect("try_wait");
+            async move { s }
+        },
+    )
+    .await;
+    assert!(status.success(), "kubectl logs -f exit status {status:?}");
+    // A container that has already ended: logs -f prints and returns at once.
+    let done = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "done",
+        "annotations": {"sandbox.kubectl-meta.io/run-seconds": "0"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
+            "command": ["echo", "bye"]}]}});
+    create(&t, &done);
+    wait_phase(&t, "done", "Succeeded").await;
+    let out = ok_stdout(&t.kubectl(&["logs", "-f", "done"]));
+    assert_eq!(out, "bye\n");
+}
