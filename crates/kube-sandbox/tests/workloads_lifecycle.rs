@@ -312,3 +312,282 @@ async fn logs_follow_streams_until_the_container_ends() {
     let out = ok_stdout(&t.kubectl(&["logs", "-f", "done"]));
     assert_eq!(out, "bye\n");
 }
+
+fn deployment(name: &str, image: &str, extra: Value) -> Value {
+    let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": image}]}}}});
+    if let (Some(spec), Some(more)) = (d["spec"].as_object_mut(), extra.as_object()) {
+        spec.extend(more.clone());
+    }
+    d
+}
+
+/// (revision, image) of every ReplicaSet of the Deployment `name`, by revision.
+fn revisions(t: &TestSandbox, name: &str) -> Vec<(i64, String)> {
+    let rss = get(t, &["rs", "-l", &format!("app={name}")]);
+    let mut out: Vec<(i64, String)> = rss["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|r| {
+            let rev = r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let image = r["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (rev, image)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn rolled_out(t: &TestSandbox, what: &str) {
+    let kc = t.kubeconfig();
+    let what = what.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        common::kubectl(&kc, &["rollout", "status", &what, "--timeout=60s"], None)
+    })
+    .await
+    .expect("kubectl thread");
+    ok_stdout(&out);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_history_is_trimmed_and_rollout_undo_goes_back() {
+    let t = common::start().await;
+    create(
+        &t,
+        &deployment("web", "nginx:1", json!({"revisionHistoryLimit": 1})),
+    );
+    rolled_out(&t, "deployment/web").await;
+    for image in ["nginx:2", "nginx:3"] {
+        ok_stdout(&t.kubectl(&["set", "image", "deployment/web", &format!("web={image}")]));
+        rolled_out(&t, "deployment/web").await;
+    }
+    // revisionHistoryLimit 1: the new ReplicaSet and one old one are kept.
+    wait_for(
+        "the oldest ReplicaSet to be cleaned up",
+        TIMEOUT,
+        || async {
+            let r = revisions(&t, "web");
+            (r == vec![(2, "nginx:2".to_string()), (3, "nginx:3".to_string())]).then_some(())
+        },
+    )
+    .await;
+    let history = ok_stdout(&t.kubectl(&["rollout", "history", "deployment/web"]));
+    let revs: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<i64>().is_ok())
+        .collect();
+    assert_eq!(revs, ["2", "3"], "{history}");
+    let out = ok_stdout(&t.kubectl(&["rollout", "undo", "deployment/web"]));
+    assert!(out.contains("rolled back"), "{out}");
+    rolled_out(&t, "deployment/web").await;
+    let d = get(&t, &["deployment", "web"]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:2"
+    );
+    wait_for(
+        "the undone revision to become revision 4",
+        TIMEOUT,
+        || async {
+            let r = revisions(&t, "web");
+            (r == vec![(3, "nginx:3".to_string()), (4, "nginx:2".to_string())]).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        get(&t, &["deployment", "web"])["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "4"
+    );
+    let detail = ok_stdout(&t.kubectl(&["rollout", "history", "deployment/web", "--revision=3"]));
+    assert!(detail.contains("nginx:3"), "{detail}");
+    ok_stdout(&t.kubectl(&["rollout", "undo", "deployment/web", "--to-revision=3"]));
+    rolled_out(&t, "deployment/web").await;
+    let d = get(&t, &["deployment", "web"]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:3"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_rollout_exceeds_its_progress_deadline() {
+    let t = common::start().await;
+    // Its pods fit no Node, so they never run and the rollout makes no progress.
+    let mut d = deployment("stuck", "nginx", json!({"progressDeadlineSeconds": 2}));
+    d["spec"]["template"]["spec"]["nodeSelector"] = json!({"disk": "none-has-it"});
+    create(&t, &d);
+    let cond = wait_for("the progress deadline to pass", TIMEOUT, || async {
+        let d = get(&t, &["deployment", "stuck"]);
+        let conds = d["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        conds
+            .into_iter()
+            .find(|c| c["type"] == "Progressing" && c["status"] == "False")
+    })
+    .await;
+    assert_eq!(cond["reason"], "ProgressDeadlineExceeded");
+    let rs = get(&t, &["rs", "-l", "app=stuck"])["items"][0]["metadata"]["name"].clone();
+    assert_eq!(
+        cond["message"],
+        format!(
+            "ReplicaSet \"{}\" has timed out progressing.",
+            rs.as_str().expect("name")
+        )
+    );
+    let out = t.kubectl(&["rollout", "status", "deployment/stuck", "--timeout=20s"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exceeded its progress deadline"), "{err}");
+}
+
+fn job(name: &str, spec: Value, pod_annotations: Value) -> Value {
+    let mut j = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"template": {"metadata": {"annotations": pod_annotations},
+            "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["false"]}]}}}});
+    if let (Some(s), Some(more)) = (j["spec"].as_object_mut(), spec.as_object()) {
+        s.extend(more.clone());
+    }
+    j
+}
+
+fn suspend(t: &TestSandbox, job: &str, on: bool) {
+    let patch = json!({"spec": {"suspend": on}}).to_string();
+    ok_stdout(&t.kubectl(&["patch", "job", job, "--type=merge", "-p", &patch]));
+}
+
+fn job_condition(t: &TestSandbox, name: &str, ty: &str) -> Option<Value> {
+    let j = get(t, &["job", name]);
+    j["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .cloned()
+}
+
+fn unix(ts: &Value) -> i64 {
+    ts.as_str()
+        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+        .map(|t| t.as_second())
+        .unwrap_or_else(|| panic!("timestamp {ts}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_job_pods_are_replaced_after_a_growing_back_off() {
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = Some(Duration::from_millis(50));
+    cfg.tunables.job_backoff = Duration::from_secs(2);
+    let t = common::start_with(cfg).await;
+    let annotations = json!({"sandbox.kubectl-meta.io/exit-code": "1",
+        "sandbox.kubectl-meta.io/run-seconds": "0"});
+    create(&t, &job("flaky", json!({"backoffLimit": 2}), annotations));
+    let failed = wait_for("the Job to fail", TIMEOUT, || async {
+        job_condition(&t, "flaky", "Failed")
+    })
+    .await;
+    assert_eq!(failed["reason"], "BackoffLimitExceeded");
+    let pods = get(&t, &["pods", "-l", "job-name=flaky"]);
+    let mut runs: Vec<(i64, i64)> = pods["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|p| {
+            let created = unix(&p["metadata"]["creationTimestamp"]);
+            let ended =
+                unix(&p["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
+            (created, ended)
+        })
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), 3, "backoffLimit 2: three pods");
+    // 2 s after the first failure, 4 s after the second (whole-second timestamps).
+    assert!(runs[1].0 - runs[0].1 >= 1, "first back-off: {runs:?}");
+    assert!(
+        runs[2].0 - runs[1].1 >= 3,
+        "second back-off doubles: {runs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_active_deadline_fails_and_a_suspended_job_runs_nothing() {
+    let t = common::start().await;
+    let long = json!({"sandbox.kubectl-meta.io/run-seconds": "3600"});
+    create(
+        &t,
+        &job("slow", json!({"activeDeadlineSeconds": 2}), long.clone()),
+    );
+    let failed = wait_for("the deadline to fail the Job", TIMEOUT, || async {
+        job_condition(&t, "slow", "Failed")
+    })
+    .await;
+    assert_eq!(failed["reason"], "DeadlineExceeded");
+    assert_eq!(
+        failed["message"],
+        "Job was active longer than specified deadline"
+    );
+    let target = job_condition(&t, "slow", "FailureTarget").expect("FailureTarget first");
+    assert_eq!(target["reason"], "DeadlineExceeded");
+
+    create(
+        &t,
+        &job("later", json!({"suspend": true, "parallelism": 2}), long),
+    );
+    let suspended = wait_for("the Suspended condition", TIMEOUT, || async {
+        job_condition(&t, "later", "Suspended")
+    })
+    .await;
+    assert_eq!(
+        (&suspended["status"], &suspended["reason"]),
+        (&json!("True"), &json!("JobSuspended"))
+    );
+    let j = get(&t, &["job", "later"]);
+    assert!(
+        j["status"]["startTime"].is_null(),
+        "a suspended Job has not started"
+    );
+    assert_eq!(
+        get(&t, &["pods", "-l", "job-name=later"])["items"],
+        json!([])
+    );
+    suspend(&t, "later", false);
+    wait_for("two pods of the resumed Job", TIMEOUT, || async {
+        let j = get(&t, &["job", "later"]);
+        (j["status"]["active"] == 2 && j["status"]["startTime"].is_string()).then_some(())
+    })
+    .await;
+    let resumed = job_condition(&t, "later", "Suspended").expect("condition kept");
+    assert_eq!(
+        (&resumed["status"], &resumed["reason"]),
+        (&json!("False"), &json!("JobResumed"))
+    );
+    suspend(&t, "later", true);
+    wait_for("the suspended Job's pods to go", TIMEOUT, || async {
+        let j = get(&t, &["job", "later"]);
+        let running = get(
+            &t,
+            &[
+                "pods",
+                "-l",
+                "job-name=later",
+                "--field-selector=status.phase=Running",
+            ],
+        );
+        (j["status"]["active"].is_null()
+            && running["items"].as_array().is_some_and(Vec::is_empty)
+            && job_condition(&t, "later", "Suspended").is_some_and(|c| c["status"] == "True"))
+        .then_some(())
+    })
+    .await;
+}
