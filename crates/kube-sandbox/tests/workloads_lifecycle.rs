@@ -591,3 +591,81 @@ async fn a_job_past_its_active_deadline_fails_and_a_suspended_job_runs_nothing()
     })
     .await;
 }
+
+/// The REVISION column of `kubectl rollout history`.
+fn history(t: &TestSandbox, what: &str) -> Vec<i64> {
+    let out = ok_stdout(&t.kubectl(&["rollout", "history", what]));
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+fn image_of(t: &TestSandbox, what: &str) -> String {
+    let o = get(t, &[what]);
+    o["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemonsets_and_statefulsets_keep_controller_revisions_for_rollout_history_and_undo() {
+    let t = common::start().await;
+    let template = |app: &str| {
+        json!({"metadata": {"labels": {"app": app}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1"}]}})
+    };
+    create(
+        &t,
+        &json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds"},
+        "spec": {"selector": {"matchLabels": {"app": "ds"}}, "template": template("ds")}}),
+    );
+    create(
+        &t,
+        &json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ss"},
+        "spec": {"replicas": 1, "serviceName": "ss", "selector": {"matchLabels": {"app": "ss"}},
+            "template": template("ss")}}),
+    );
+    for what in ["daemonset/ds", "statefulset/ss"] {
+        wait_for(&format!("{what}'s first revision"), TIMEOUT, || async {
+            (history(&t, what) == [1]).then_some(())
+        })
+        .await;
+        ok_stdout(&t.kubectl(&["set", "image", what, "c=nginx:2"]));
+        wait_for(&format!("{what}'s second revision"), TIMEOUT, || async {
+            (history(&t, what) == [1, 2]).then_some(())
+        })
+        .await;
+        let detail = ok_stdout(&t.kubectl(&["rollout", "history", what, "--revision=1"]));
+        assert!(detail.contains("nginx:1"), "{detail}");
+        let out = ok_stdout(&t.kubectl(&["rollout", "undo", what]));
+        assert!(out.contains("rolled back"), "{out}");
+        assert_eq!(image_of(&t, what), "nginx:1");
+        // The first template is the newest revision again.
+        wait_for(
+            &format!("{what}'s revision 1 to become 3"),
+            TIMEOUT,
+            || async { (history(&t, what) == [2, 3]).then_some(()) },
+        )
+        .await;
+    }
+    let revs = get(&t, &["controllerrevisions", "-l", "app=ss"]);
+    let newest = revs["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|r| r["revision"] == 3)
+        .expect("revision 3")
+        .clone();
+    assert_eq!(
+        newest["metadata"]["ownerReferences"][0]["kind"],
+        "StatefulSet"
+    );
+    assert_eq!(newest["data"]["spec"]["template"]["$patch"], "replace");
+    wait_for("the StatefulSet's updateRevision", TIMEOUT, || async {
+        let ss = get(&t, &["statefulset", "ss"]);
+        (ss["status"]["updateRevision"] == newest["metadata"]["name"]).then_some(())
+    })
+    .await;
+}

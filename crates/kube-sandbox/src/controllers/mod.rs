@@ -21,6 +21,7 @@ pub mod pods;
 pub mod pvc;
 pub mod replicaset;
 pub mod requeue;
+pub mod revisions;
 pub mod statefulset;
 
 use std::sync::Arc;
