@@ -39,6 +39,7 @@ pub(crate) mod tls;
 pub(crate) mod typed;
 pub(crate) mod validation;
 pub(crate) mod watch;
+pub(crate) mod webhook;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

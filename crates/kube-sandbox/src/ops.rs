@@ -20,6 +20,7 @@ use super::status::{ApiError, ApiResult, Target};
 use super::store::{ObjKey, StoreError, Stored};
 use super::typed;
 use super::validation::{self, NameRule};
+use super::webhook;
 
 /// Finalizer the garbage collector uses for foreground deletion.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -404,6 +405,21 @@ fn create_checked(
         ));
     }
     admission::on_create(&def.group_resource(), &mut obj);
+    let hook = |name: &'static str| webhook::Attributes {
+        def,
+        operation: name,
+        sub: None,
+        ns: &ns,
+        name: &given_name,
+        old: None,
+        dry_run: opts.dry_run,
+    };
+    let mutated = obj.clone();
+    warnings.extend(webhook::mutate(state, &hook("CREATE"), &mut obj)?);
+    if obj != mutated {
+        // The patched object is decoded and defaulted again, as kube-apiserver does.
+        warnings.extend(normalize_builtin(def, &mut obj, opts.field_validation)?);
+    }
     warnings.extend(apply_schema(
         def,
         &mut obj,
@@ -428,6 +444,7 @@ fn create_checked(
         obj["metadata"]["generation"] = json!(1);
     }
     obj["apiVersion"] = json!(def.storage_api_version());
+    warnings.extend(webhook::validate(state, &hook("CREATE"), Some(&obj))?);
     let created = Created {
         ns: &ns,
         given_name: &given_name,
@@ -706,6 +723,20 @@ fn write_update(
             spec.remove("finalizers");
         }
     }
+    let hook = webhook::Attributes {
+        def,
+        operation: "UPDATE",
+        sub,
+        ns: &k.ns,
+        name,
+        old: Some(&old),
+        dry_run: opts.dry_run,
+    };
+    let mutated = new.clone();
+    warnings.extend(webhook::mutate(state, &hook, &mut new)?);
+    if new != mutated {
+        warnings.extend(normalize_builtin(def, &mut new, FieldValidation::Ignore)?);
+    }
     if sub.is_none() {
         warnings.extend(apply_schema(def, &mut new, name, opts.field_validation)?);
         validate_meta(def, &new, name, Some(&old))?;
@@ -723,6 +754,7 @@ fn write_update(
     {
         new["metadata"]["generation"] = json!(g + 1);
     }
+    warnings.extend(webhook::validate(state, &hook, Some(&new))?);
     if new == old {
         return Ok(Written {
             obj: as_served(def, old),
@@ -1133,11 +1165,26 @@ pub fn delete(
     opts: &DeleteOpts,
 ) -> ApiResult<Deleted> {
     let name = k.name.as_str();
+    let mut admitted = false;
     for _ in 0..16 {
         let current = state
             .store
             .get(&k.gr, &k.ns, name)
             .ok_or_else(|| ApiError::not_found(target(def, name)))?;
+        if !admitted {
+            let old = current.value().map_err(|e| store_err(def, name, e))?;
+            let hook = webhook::Attributes {
+                def,
+                operation: "DELETE",
+                sub: None,
+                ns: &k.ns,
+                name,
+                old: Some(&old),
+                dry_run: opts.dry_run,
+            };
+            webhook::validate(state, &hook, None)?;
+            admitted = true;
+        }
         if let Some(uid) = &opts.uid
             && *uid != current.uid
         {

@@ -437,6 +437,26 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     Builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
@@ -461,6 +481,7 @@ const GROUP_ORDER: &[&str] = &[
     "storage.k8s.io",
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
+    "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
 ];
 
