@@ -104,12 +104,19 @@ fn post_blocking(webhook: &Value, review: &Value) -> Result<Value, String> {
     serde_json::from_slice(&body).map_err(|e| format!("received invalid webhook response: {e}"))
 }
 
-/// Words like Go's for the usual socket errors.
+/// Words like Go's for the usual socket and certificate errors.
 fn io_words(e: &std::io::Error) -> String {
+    let text = e.to_string();
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "i/o timeout".into(),
-        _ => e.to_string(),
+        _ if text.contains("UnknownIssuer") || text.contains("BadSignature") => {
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority".into()
+        }
+        _ if text.contains("NotValidForName") => {
+            "tls: failed to verify certificate: x509: certificate is not valid for the webhook's host".into()
+        }
+        _ => text,
     }
 }
 

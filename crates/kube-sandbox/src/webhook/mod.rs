@@ -177,7 +177,7 @@ fn call_one(
             return Ok(false);
         }
         return Err(ApiError::internal(format!(
-            "Internal error occurred: failed calling webhook {name:?}: {e}"
+            "Internal error occurred: failed calling webhook {name:?}: received invalid webhook response: {e}"
         )));
     }
     for w in resp["warnings"].as_array().into_iter().flatten() {
