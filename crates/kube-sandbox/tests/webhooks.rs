@@ -435,3 +435,24 @@ async fn mutating_webhooks_are_reinvoked_if_needed_and_deletes_are_validated() {
     ok_stdout(&t.kubectl(&["label", "cm", "x", "-n", "guarded", "keep-"]));
     ok_stdout(&t.kubectl(&["delete", "cm", "x", "-n", "guarded"]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_configuration_that_cannot_be_called_is_rejected() {
+    let t = common::start().await;
+    let server = serve(handler).await;
+    let mut bad = configuration(
+        "ValidatingWebhookConfiguration",
+        "bad.example.com",
+        &server,
+        "/validate",
+        json!({}),
+    );
+    bad["webhooks"][0]["sideEffects"] = json!("Some");
+    let out = t.kubectl_stdin(&["create", "-f", "-"], &bad.to_string());
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(r#"The ValidatingWebhookConfiguration "bad.example.com" is invalid: webhooks[0].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun""#),
+        "{}",
+        stderr(&out)
+    );
+}
