@@ -46,6 +46,7 @@ pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
 pub(crate) mod formats;
+pub(crate) mod generation;
 pub(crate) mod kubeconfig;
 pub(crate) mod logs;
 pub(crate) mod openapi;
@@ -68,6 +69,7 @@ pub(crate) mod tls;
 pub(crate) mod typed;
 pub(crate) mod validation;
 pub(crate) mod watch;
+pub(crate) mod webhook;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,8 @@
 //! prints is knowable: the log is exactly that, with `$VAR` / `${VAR}` taken from the
 //! container's `env` (`value`, or `valueFrom.fieldRef` of the Pod's name, namespace, labels and
 //! annotations). For any other command the log is one line saying that it is simulated and what
-//! command would run. Errors as kube-apiserver's: a container name is required when there are
+//! command would run. With `follow=true` the stream stays open while the container runs and
+//! ends when it stops. Errors as kube-apiserver's: a container name is required when there are
 //! several, and a container that has not started has no log yet.
 
 use std::collections::HashMap;
@@ -16,14 +17,15 @@ use serde_json::Value;
 use super::state::State;
 use super::status::{ApiError, ApiResult, Target};
 
-/// The log text for container `container` (or the only one) of Pod `ns/name`.
+/// The log text for container `container` (or the only one) of Pod `ns/name`, and the name of
+/// that container.
 pub fn pod_log(
     state: &Arc<State>,
     ns: &str,
     name: &str,
     container: Option<&str>,
     tail_lines: Option<usize>,
-) -> ApiResult<String> {
+) -> ApiResult<(String, String)> {
     let target = Target {
         group: "",
         resource: "pods",
@@ -90,7 +92,55 @@ pub fn pod_log(
         let keep = &lines[lines.len().saturating_sub(n)..];
         text = keep.iter().map(|l| format!("{l}\n")).collect();
     }
-    Ok(text)
+    Ok((text, cname.to_string()))
+}
+
+/// `follow=true`: the log `text`, then the stream stays open while container `container` of
+/// Pod `ns/name` runs and ends when it stops (or the pod goes, or the sandbox shuts down), as
+/// the kubelet's log stream does.
+pub fn follow(
+    state: Arc<State>,
+    ns: String,
+    name: String,
+    container: String,
+    text: String,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send {
+    // Subscribed before looking, so a stop between the look and the wait is not missed.
+    let mut rx = state.store.subscribe();
+    let first = futures::stream::once(futures::future::ready(Ok(bytes::Bytes::from(text))));
+    let until_stopped = async move {
+        let running = |state: &State| {
+            state
+                .store
+                .get("/pods", &ns, &name)
+                .and_then(|p| p.value().ok())
+                .is_some_and(|p| container_running(&p, &container))
+        };
+        while running(&state) {
+            tokio::select! {
+                _ = state.shutdown.cancelled() => break,
+                r = rx.recv() => {
+                    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = r {
+                        break;
+                    }
+                }
+            }
+        }
+    };
+    futures::StreamExt::chain(
+        first,
+        futures::StreamExt::filter_map(futures::stream::once(until_stopped), |()| {
+            futures::future::ready(None)
+        }),
+    )
+}
+
+/// Does container `container` of `pod` run (its status has a `running` state)?
+fn container_running(pod: &Value, container: &str) -> bool {
+    ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .flat_map(|k| pod["status"][*k].as_array().cloned().unwrap_or_default())
+        .any(|c| c["name"] == container && !c["state"]["running"].is_null())
 }
 
 /// The container's environment as far as it is knowable.

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::resources::{Origin, Registry, ResourceDef};
 
 const V2_TITLE: &str = "Kubernetes";
-const V2_VERSION: &str = "v1.33.0";
+const V2_VERSION: &str = super::server::KUBE_GIT_VERSION;
 /// The generated built-in definitions (see `openapi/generate.py`).
 const DEFINITIONS: &str = include_str!("openapi/definitions.json");
 
@@ -245,7 +245,7 @@ pub fn group_version(reg: &Registry, path: &str) -> Option<Value> {
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes (kubectl-meta sandbox)", "version": "v1.33.0"},
+        "info": {"title": "Kubernetes (kubectl-meta sandbox)", "version": V2_VERSION},
         "paths": paths,
         "components": {"schemas": schemas},
     }))

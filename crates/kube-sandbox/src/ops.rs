@@ -20,6 +20,7 @@ use super::status::{ApiError, ApiResult, Target};
 use super::store::{ObjKey, StoreError, Stored};
 use super::typed;
 use super::validation::{self, NameRule};
+use super::webhook;
 
 /// Finalizer the garbage collector uses for foreground deletion.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -412,6 +413,21 @@ fn create_checked(
         ));
     }
     admission::on_create(&def.group_resource(), &mut obj);
+    let hook = |name: &'static str| webhook::Attributes {
+        def,
+        operation: name,
+        sub: None,
+        ns: &ns,
+        name: &given_name,
+        old: None,
+        dry_run: opts.dry_run,
+    };
+    let mutated = obj.clone();
+    warnings.extend(webhook::mutate(state, &hook("CREATE"), &mut obj)?);
+    if obj != mutated {
+        // The patched object is decoded and defaulted again, as kube-apiserver does.
+        warnings.extend(normalize_builtin(def, &mut obj, opts.field_validation)?);
+    }
     warnings.extend(apply_schema(
         def,
         &mut obj,
@@ -437,6 +453,7 @@ fn create_checked(
         obj["metadata"]["generation"] = json!(1);
     }
     obj["apiVersion"] = json!(def.storage_api_version());
+    warnings.extend(webhook::validate(state, &hook("CREATE"), Some(&obj))?);
     let created = Created {
         ns: &ns,
         given_name: &given_name,
@@ -617,17 +634,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Everything but metadata and status (what `generation` tracks).
-fn spec_part(v: &Value) -> Value {
-    let mut c = v.clone();
-    if let Some(m) = c.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-    }
-    c
-}
-
 /// Update an object (PUT), optionally on a subresource.
 pub fn update(
     state: &State,
@@ -726,6 +732,20 @@ fn write_update(
             spec.remove("finalizers");
         }
     }
+    let hook = webhook::Attributes {
+        def,
+        operation: "UPDATE",
+        sub,
+        ns: &k.ns,
+        name,
+        old: Some(&old),
+        dry_run: opts.dry_run,
+    };
+    let mutated = new.clone();
+    warnings.extend(webhook::mutate(state, &hook, &mut new)?);
+    if new != mutated {
+        warnings.extend(normalize_builtin(def, &mut new, FieldValidation::Ignore)?);
+    }
     if sub.is_none() {
         warnings.extend(apply_schema(
             def,
@@ -745,10 +765,11 @@ fn write_update(
         }
     }
     if let Some(g) = old["metadata"]["generation"].as_i64()
-        && spec_part(&old) != spec_part(&new)
+        && super::generation::bumped(def, &old, &new)
     {
         new["metadata"]["generation"] = json!(g + 1);
     }
+    warnings.extend(webhook::validate(state, &hook, Some(&new))?);
     if new == old {
         return Ok(Written {
             obj: as_served(def, old),
@@ -1106,17 +1127,24 @@ pub fn mutate(
     Err(ApiError::conflict_modified(target(&def, &k.name)))
 }
 
-/// The grace period a delete of `obj` gets: pods the simulated kubelet runs (as a pod bound to
-/// a node) terminate gracefully, for `gracePeriodSeconds` or their
-/// `terminationGracePeriodSeconds`; every other object, and pods not running, go at once.
+/// The grace period a delete of `obj` gets, as the pod strategy's `CheckGracefulDelete`: a pod
+/// bound to a node and not yet terminated terminates gracefully, for `gracePeriodSeconds` or
+/// its `terminationGracePeriodSeconds` (a negative request means 1 second); every other
+/// object, unscheduled pods and pods that have already terminated go at once.
 fn pod_grace(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
-    if def.group_resource() != "/pods" || obj["status"]["phase"] != "Running" {
+    if def.group_resource() != "/pods"
+        || obj["spec"]["nodeName"].as_str().is_none_or(str::is_empty)
+        || matches!(
+            obj["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        )
+    {
         return 0;
     }
     let g = requested
-        .filter(|g| *g >= 0)
         .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
         .unwrap_or(30);
+    let g = if g < 0 { 1 } else { g };
     // A pod already terminating only ever gets a shorter period.
     match obj["metadata"]["deletionGracePeriodSeconds"].as_i64() {
         Some(cur) => g.min(cur),
@@ -1152,11 +1180,26 @@ pub fn delete(
     opts: &DeleteOpts,
 ) -> ApiResult<Deleted> {
     let name = k.name.as_str();
+    let mut admitted = false;
     for _ in 0..16 {
         let current = state
             .store
             .get(&k.gr, &k.ns, name)
             .ok_or_else(|| ApiError::not_found(target(def, name)))?;
+        if !admitted {
+            let old = current.value().map_err(|e| store_err(def, name, e))?;
+            let hook = webhook::Attributes {
+                def,
+                operation: "DELETE",
+                sub: None,
+                ns: &k.ns,
+                name,
+                old: Some(&old),
+                dry_run: opts.dry_run,
+            };
+            webhook::validate(state, &hook, None)?;
+            admitted = true;
+        }
         if let Some(uid) = &opts.uid
             && *uid != current.uid
         {

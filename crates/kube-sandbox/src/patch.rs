@@ -46,7 +46,8 @@ pub fn list_merge_key(field: &str, items: &[Value]) -> Option<ListKey> {
         | "env"
         | "imagePullSecrets"
         | "resourceClaims"
-        | "schedulingGates" => "name",
+        | "schedulingGates"
+        | "webhooks" => "name",
         "conditions" => "type",
         "ownerReferences" => "uid",
         "volumeMounts" => "mountPath",

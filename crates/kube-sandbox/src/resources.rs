@@ -86,26 +86,9 @@ impl ResourceDef {
         }
     }
 
-    /// Does the registry set and bump `metadata.generation` (kinds with a spec generation:
-    /// workloads, pods, networking and policy objects, CRDs and custom resources)?
+    /// Does the registry set and bump `metadata.generation` (see [`crate::generation`])?
     pub fn has_generation(&self) -> bool {
-        if self.is_custom() {
-            return true;
-        }
-        matches!(
-            (self.group.as_str(), self.plural.as_str()),
-            ("", "pods" | "replicationcontrollers")
-                | (
-                    "apps",
-                    "deployments" | "replicasets" | "statefulsets" | "daemonsets"
-                )
-                | ("batch", _)
-                | ("autoscaling", _)
-                | ("policy", _)
-                | ("networking.k8s.io", _)
-                | ("discovery.k8s.io", _)
-                | ("apiextensions.k8s.io", _)
-        )
+        super::generation::set_on_create(self)
     }
 
     /// Is this a custom resource?
@@ -458,6 +441,26 @@ const BUILTINS: &[Builtin] = &[
         false,
     ),
     Builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
+        "admissionregistration.k8s.io",
+        "v1",
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    Builtin(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
@@ -482,6 +485,7 @@ const GROUP_ORDER: &[&str] = &[
     "storage.k8s.io",
     "coordination.k8s.io",
     "rbac.authorization.k8s.io",
+    "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
 ];
 

@@ -29,6 +29,12 @@ pub fn validate(gr: &str, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
             workload(obj, &["Always"], &mut errs)
         }
         "batch/jobs" => workload(obj, &["OnFailure", "Never"], &mut errs),
+        "admissionregistration.k8s.io/validatingwebhookconfigurations" => {
+            errs.extend(super::webhook::config::validate(obj, false))
+        }
+        "admissionregistration.k8s.io/mutatingwebhookconfigurations" => {
+            errs.extend(super::webhook::config::validate(obj, true))
+        }
         "batch/cronjobs" => {
             let t = &obj["spec"]["jobTemplate"]["spec"]["template"];
             template(

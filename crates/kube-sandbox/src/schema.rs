@@ -11,7 +11,7 @@
 //! - [`apply_crd_defaults`] and [`crd_status`]: the fields the apiserver and its naming and establishing
 //!   controllers fill in on a CRD.
 //!
-//! Error paths and messages follow kube-apiserver 1.33 (apiextensions-apiserver and kube-openapi).
+//! Error paths and messages follow kube-apiserver 1.36 (apiextensions-apiserver and kube-openapi).
 //! `pattern`, `format` (see [`super::formats`]), `allOf`/`anyOf`/`oneOf`/`not` and the CEL rules of
 //! `x-kubernetes-validations` (see [`super::cel_rules`]) are checked. Known gaps: the uniqueness rules
 //! of `x-kubernetes-list-type: set|map` are not checked; `default:` values are not validated against their own schema, the

@@ -24,8 +24,16 @@ use super::store::WatchStart;
 use super::watch::{self, Filter, WatchParams};
 use kube_apimachinery::selector::{FieldSelector, LabelSelector};
 
-/// The Kubernetes version the sandbox reports.
-pub const KUBE_VERSION: (&str, &str) = ("1", "33");
+/// The Kubernetes version the sandbox reports and serves (in `/version`, the Node's
+/// `kubeletVersion`, the OpenAPI documents): the fields it stores and the fidelity suite it is
+/// checked against are those of kube-apiserver 1.36.
+pub const KUBE_VERSION: (&str, &str) = ("1", "36");
+
+/// The oldest minor version 1.36 stays compatible with (kube-apiserver reports n-1).
+const MIN_COMPATIBILITY_MINOR: &str = "35";
+
+/// `v1.36.0`: [`KUBE_VERSION`] as a git version.
+pub const KUBE_GIT_VERSION: &str = "v1.36.0";
 
 /// Build the router for one sandbox.
 pub fn router(state: Arc<State>) -> Router {
@@ -121,7 +129,9 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
             return Ok(value_resp(
                 StatusCode::OK,
                 &json!({"major": KUBE_VERSION.0, "minor": KUBE_VERSION.1,
-                    "gitVersion": format!("v{}.{}.0-kubectl-meta-sandbox", KUBE_VERSION.0, KUBE_VERSION.1),
+                    "emulationMajor": KUBE_VERSION.0, "emulationMinor": KUBE_VERSION.1,
+                    "minCompatibilityMajor": KUBE_VERSION.0, "minCompatibilityMinor": MIN_COMPATIBILITY_MINOR,
+                    "gitVersion": format!("{KUBE_GIT_VERSION}-kubectl-meta-sandbox"),
                     "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean",
                     "buildDate": "1970-01-01T00:00:00Z", "goVersion": "n/a (Rust)", "compiler": "rustc",
                     "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)}),
@@ -484,14 +494,27 @@ fn pod_log(state: &Arc<State>, call: &ResourceCall) -> ApiResult<Response> {
         ),
         None => None,
     };
-    let text = super::logs::pod_log(
+    let (ns, name) = (
+        call.ns.clone().unwrap_or_default(),
+        call.name.clone().unwrap_or_default(),
+    );
+    let (text, container) = super::logs::pod_log(
         state,
-        call.ns.as_deref().unwrap_or_default(),
-        call.name.as_deref().unwrap_or_default(),
+        &ns,
+        &name,
         call.params.get("container").map(String::as_str),
         tail,
     )?;
-    Ok((StatusCode::OK, [("content-type", "text/plain")], text).into_response())
+    if !param_bool(&call.params, "follow") {
+        return Ok((StatusCode::OK, [("content-type", "text/plain")], text).into_response());
+    }
+    let stream = super::logs::follow(state.clone(), ns, name, container, text);
+    Ok((
+        StatusCode::OK,
+        [("content-type", "text/plain")],
+        Body::from_stream(stream),
+    )
+        .into_response())
 }
 
 /// Admit only the subresources the resource serves: `status` where it has one, `finalize` on

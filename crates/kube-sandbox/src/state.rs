@@ -18,6 +18,9 @@ pub struct Tunables {
     /// How long run-to-completion pods (`restartPolicy` Never/OnFailure) run before the
     /// simulated kubelet marks them Succeeded or Failed.
     pub pod_run: Duration,
+    /// The simulated Job controller's pod failure back-off (doubled per failure, capped at 60
+    /// times this); kube-controller-manager's is 10 s.
+    pub job_backoff: Duration,
     /// How often idle watches that asked for bookmarks get one.
     pub bookmark_interval: Duration,
     /// Largest accepted request body.
@@ -29,6 +32,7 @@ impl Default for Tunables {
         Tunables {
             kubelet_delay: Some(Duration::from_millis(500)),
             pod_run: Duration::from_secs(1),
+            job_backoff: Duration::from_secs(10),
             bookmark_interval: Duration::from_secs(30),
             max_body_bytes: 3 * 1024 * 1024,
         }
@@ -52,6 +56,8 @@ pub struct State {
     pub ca_pem: String,
     /// Where the server listens; the `kubernetes` Service's endpoints point there.
     pub addr: SocketAddr,
+    /// Delayed re-syncs of the built-in controllers.
+    pub requeue: super::controllers::requeue::Requeue,
 }
 
 impl State {
@@ -71,6 +77,7 @@ impl State {
             shutdown: CancellationToken::new(),
             ca_pem,
             addr,
+            requeue: Default::default(),
         })
     }
 

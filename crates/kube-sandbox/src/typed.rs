@@ -16,9 +16,10 @@ use serde_json::{Map, Number, Value};
 use kube_apimachinery::quantity;
 
 use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v2 as autoscaling, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
+    admissionregistration::v1 as admissionregistration, apps::v1 as apps,
+    autoscaling::v2 as autoscaling, batch::v1 as batch, coordination::v1 as coordination,
+    core::v1 as core, discovery::v1 as discovery, events::v1 as events,
+    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     scheduling::v1 as scheduling, storage::v1 as storage,
 };
 
@@ -81,6 +82,12 @@ pub fn decode(gr: &str, obj: &Value) -> Option<Result<Decoded, DecodeError>> {
         "discovery.k8s.io/endpointslices" => rt!(discovery::EndpointSlice),
         "scheduling.k8s.io/priorityclasses" => rt!(scheduling::PriorityClass),
         "storage.k8s.io/storageclasses" => rt!(storage::StorageClass),
+        "admissionregistration.k8s.io/validatingwebhookconfigurations" => {
+            rt!(admissionregistration::ValidatingWebhookConfiguration)
+        }
+        "admissionregistration.k8s.io/mutatingwebhookconfigurations" => {
+            rt!(admissionregistration::MutatingWebhookConfiguration)
+        }
         _ => None,
     }
 }

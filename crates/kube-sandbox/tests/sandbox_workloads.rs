@@ -24,6 +24,7 @@ async fn sandbox() -> TestSandbox {
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = Some(Duration::from_millis(50));
     cfg.tunables.pod_run = Duration::from_millis(200);
+    cfg.tunables.job_backoff = Duration::from_millis(200);
     common::start_with(cfg).await
 }
 

@@ -4,7 +4,8 @@
 //! DaemonSet tolerations, `controller-revision-hash` and `pod-template-generation` labels; Pods
 //! on Nodes that no longer qualify are deleted. `status` as `updateDaemonSetStatus` writes it.
 //! Pod events sync their DaemonSet (owner-uid index); Node events sync every DaemonSet.
-//! Simplified: no ControllerRevisions, a changed template only reaches Pods created later.
+//! Each template is a ControllerRevision ([`super::revisions`]), so `kubectl rollout history`
+//! and `rollout undo` work. Simplified: a changed template only reaches Pods created later.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::node;
 use super::pods;
+use super::revisions;
 use crate::state::{State, now_unix};
 use crate::store::Stored;
 
@@ -58,7 +60,14 @@ pub fn sync(state: &Arc<State>, ds: &Stored) {
         .filter_map(|n| n["metadata"]["name"].as_str().map(String::from))
         .collect();
     let owned: Vec<(Arc<Stored>, Value)> = pods::controlled_pods(state, &ds.uid);
-    let hash = pods::template_hash(&v["spec"]["template"], None);
+    let live: Vec<String> = owned
+        .iter()
+        .filter_map(|(p, _)| p.label(revisions::POD_LABEL).map(String::from))
+        .collect();
+    let hash = match revisions::sync(state, ds, &v, WHO, &live) {
+        Some(current) => current.pod_label,
+        None => return,
+    };
     let generation = v["metadata"]["generation"].as_i64().unwrap_or(1);
     for n in &nodes {
         if !owned
@@ -73,7 +82,7 @@ pub fn sync(state: &Arc<State>, ds: &Stored) {
                 "DaemonSet",
                 &format!("{}-", ds.key.name),
             );
-            pod["metadata"]["labels"]["controller-revision-hash"] = json!(hash);
+            pod["metadata"]["labels"][revisions::POD_LABEL] = json!(hash);
             pod["metadata"]["labels"]["pod-template-generation"] = json!(generation.to_string());
             pin(&mut pod, n);
             pods::create(state, &ds.key.ns, pod, WHO);
@@ -140,7 +149,7 @@ fn status(ds: &Value, nodes: &[String], owned: &[(Arc<Stored>, Value)], hash: &s
                 avail += 1;
             }
         }
-        if p.label("controller-revision-hash") == Some(hash) {
+        if p.label(revisions::POD_LABEL) == Some(hash) {
             updated += 1;
         }
     }

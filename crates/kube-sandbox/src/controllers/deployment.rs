@@ -5,8 +5,12 @@
 //! rounded down, 25% each by default) or `Recreate` (old Pods gone before new ones start).
 //! `status` sums the ReplicaSets' and carries the `Available` and `Progressing` conditions
 //! with upstream's reasons and messages. A ReplicaSet event syncs only its Deployment (owner-uid
-//! index). Simplified: no `progressDeadlineSeconds` timeout, no `revisionHistoryLimit`
-//! clean-up, paused Deployments only get their status.
+//! index). A rollout that makes no progress for `progressDeadlineSeconds` gets `Progressing`
+//! False `ProgressDeadlineExceeded` (re-examined when the deadline passes); old ReplicaSets
+//! beyond `revisionHistoryLimit` are deleted once a rollout is complete, oldest revision first.
+//! `kubectl rollout undo` works as on a cluster: it copies an old ReplicaSet's template back,
+//! and that ReplicaSet becomes the new one with the next revision. Paused Deployments only get
+//! their status (and clean-up).
 
 use std::sync::Arc;
 
@@ -14,8 +18,9 @@ use serde_json::{Map, Value, json};
 
 use super::pods;
 use super::replicaset;
+use super::requeue::Requeue;
 use crate::ops;
-use crate::state::{State, now_rfc3339};
+use crate::state::{State, now_rfc3339, now_unix};
 use crate::store::Stored;
 
 /// Storage key of Deployments.
@@ -171,6 +176,55 @@ pub fn sync(state: &Arc<State>, d: &Stored) {
             unavailable,
         )
     });
+    // `requeueStuckDeployment`: look again when the progress deadline passes.
+    if let Some(v) = state
+        .store
+        .get(GR, &d.key.ns, &d.key.name)
+        .and_then(|f| f.value().ok())
+        && let Some(left) = progress_left(&v)
+    {
+        let wait = std::time::Duration::from_secs(left.max(0).unsigned_abs() + 1);
+        Requeue::after(state, &d.key, wait);
+    }
+    let complete = new.is_some_and(|n| {
+        n.spec_replicas() == replicas
+            && n.status("availableReplicas") == replicas
+            && rss.iter().map(|r| r.status("replicas")).sum::<i64>() == replicas
+    });
+    if complete || dv["spec"]["paused"] == true {
+        clean_up(state, &dv, &rss, new);
+    }
+}
+
+/// `cleanupDeployment`: keep at most `revisionHistoryLimit` (10 by default) old ReplicaSets,
+/// deleting the oldest revisions first, and only those scaled to zero and observed so.
+fn clean_up(state: &State, dv: &Value, rss: &[Rs], new: Option<&Rs>) {
+    let Some(limit) = dv["spec"]["revisionHistoryLimit"].as_i64() else {
+        return;
+    };
+    let new_uid = new.map(|n| n.stored.uid.as_str());
+    let mut old: Vec<&Rs> = rss
+        .iter()
+        .filter(|r| Some(r.stored.uid.as_str()) != new_uid && !r.stored.deleting)
+        .collect();
+    let surplus = old.len() as i64 - limit;
+    if surplus <= 0 {
+        return;
+    }
+    old.sort_by_key(|r| {
+        (
+            r.revision(),
+            r.v["metadata"]["creationTimestamp"].to_string(),
+        )
+    });
+    for r in old.into_iter().take(surplus.unsigned_abs() as usize) {
+        let observed = r.v["status"]["observedGeneration"].as_i64().unwrap_or(0);
+        let generation = r.v["metadata"]["generation"].as_i64().unwrap_or(0);
+        if r.status("replicas") != 0 || r.spec_replicas() != 0 || generation > observed {
+            continue;
+        }
+        pods::delete(state, &r.stored, WHO);
+    }
 }
 
 /// (maxSurge, maxUnavailable) as `ResolveFenceposts` computes them.
@@ -436,6 +490,37 @@ fn status(
         {
             c["lastTransitionTime"] = t;
         }
+    } else if progress_left(dv).is_some_and(|left| left <= 0) {
+        pods::set_condition(
+            &mut s,
+            "Progressing",
+            "False",
+            TIMED_OUT,
+            &format!("ReplicaSet \"{name}\" has timed out progressing."),
+            &now,
+            true,
+        );
     }
     Value::Object(s)
+}
+
+/// The `Progressing` reason of a rollout past its `progressDeadlineSeconds`.
+const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+
+/// Seconds left before a rollout in progress exceeds its `progressDeadlineSeconds`, counted
+/// from the `Progressing` condition's `lastUpdateTime` (`DeploymentTimedOut`); None when there
+/// is no deadline to watch (none set, no condition, rollout complete or already timed out).
+fn progress_left(dv: &Value) -> Option<i64> {
+    let deadline = dv["spec"]["progressDeadlineSeconds"]
+        .as_i64()
+        .filter(|d| *d != i64::from(i32::MAX))?;
+    let c = pods::condition(dv, "Progressing")?;
+    if c["reason"] == "NewReplicaSetAvailable" || c["reason"] == TIMED_OUT {
+        return None;
+    }
+    let from = c["lastUpdateTime"]
+        .as_str()?
+        .parse::<jiff::Timestamp>()
+        .ok()?;
+    Some(from.as_second() + deadline - now_unix())
 }

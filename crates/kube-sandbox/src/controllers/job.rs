@@ -7,17 +7,23 @@
 //! `startTime`, `active`, `ready`, `terminating`, `succeeded`, `failed`, `completedIndexes`,
 //! `uncountedTerminatedPods`, then `SuccessCriteriaMet` + `Complete` with `completionTime`, or,
 //! past `backoffLimit` failures, `FailureTarget` + `Failed` (`BackoffLimitExceeded`).
-//! Simplified: failed Pods are replaced at once (no exponential back-off), no `suspend`,
-//! `activeDeadlineSeconds`, pod failure or success policies, or `backoffLimitPerIndex`.
+//! Failed Pods are replaced after upstream's exponential back-off (10 s doubling per failure
+//! since the last success, capped at 10 minutes; the base is a tunable); past
+//! `activeDeadlineSeconds` the Job fails with `DeadlineExceeded`; `suspend` deletes its active
+//! Pods and sets the `Suspended` condition (`JobSuspended`, then `JobResumed`, which restarts
+//! `startTime`). Simplified: no pod failure or success policies, no `backoffLimitPerIndex`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use std::time::Duration;
+
 use super::gc;
 use super::pods;
-use crate::state::{State, now_rfc3339};
+use super::requeue::Requeue;
+use crate::state::{State, now_rfc3339, now_unix};
 use crate::store::Stored;
 
 /// Storage key of Jobs.
@@ -90,16 +96,21 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
         })
         .count() as i64;
     let was_finished = finished(&v);
-    let failing = failed > backoff;
+    let suspended = v["spec"]["suspend"] == true;
+    let failure = failure(&v, failed > backoff, suspended);
+    let failing = failure.is_some();
     let success = match completions {
         Some(c) => succeeded >= c,
         None => succeeded > 0 && active.is_empty(),
     };
     if !was_finished {
-        if failing || success {
+        if failing || success || suspended {
             for (p, _) in &active {
                 pods::delete(state, p, WHO);
             }
+        } else if let Some(wait) = backoff_left(state, &owned) {
+            // `manageJob`: no replacement before the pod failure back-off has passed.
+            Requeue::after(state, &job.key, wait);
         } else {
             create_missing(
                 state,
@@ -112,6 +123,16 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
                 &done,
                 &active,
             );
+        }
+        if !failing && !success && !suspended {
+            // Look again when the active deadline passes.
+            if let Some(left) = deadline_left(&v) {
+                Requeue::after(
+                    state,
+                    &job.key,
+                    Duration::from_secs(left.unsigned_abs() + 1),
+                );
+            }
         }
     }
     let ready = active.iter().filter(|(_, pv)| pods::ready(pv)).count() as i64;
@@ -129,7 +150,14 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
         if finished(cur) {
             return Value::Object(s);
         }
-        s.entry("startTime").or_insert_with(|| json!(now));
+        if !suspended {
+            s.entry("startTime").or_insert_with(|| json!(now));
+        }
+        let resumed = ensure_suspended(&mut s, suspended, &now);
+        if resumed {
+            // A resumed Job's active deadline counts from now.
+            s.insert("startTime".into(), json!(now));
+        }
         pods::put_nonzero(&mut s, "active", n_active);
         s.insert("ready".into(), json!(ready));
         s.insert("terminating".into(), json!(terminating));
@@ -140,11 +168,10 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
         }
         s.insert("uncountedTerminatedPods".into(), json!({}));
         let all_gone = active.is_empty() && terminating == 0;
-        if failing {
-            let msg = "Job has reached the specified backoff limit";
-            add_condition(&mut s, "FailureTarget", "BackoffLimitExceeded", msg, &now);
+        if let Some((reason, msg)) = &failure {
+            add_condition(&mut s, "FailureTarget", reason, msg, &now);
             if all_gone {
-                add_condition(&mut s, "Failed", "BackoffLimitExceeded", msg, &now);
+                add_condition(&mut s, "Failed", reason, msg, &now);
             }
         } else if success {
             let msg = "Reached expected number of succeeded pods";
@@ -165,6 +192,111 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
     for p in counted {
         gc::drop_finalizer(state, &p, TRACKING);
     }
+}
+
+/// Why the Job fails, if it does (`syncJob`): an earlier `FailureTarget`, failures past
+/// `backoffLimit`, or `activeDeadlineSeconds` passed since `startTime` (not while suspended).
+fn failure(v: &Value, past_backoff: bool, suspended: bool) -> Option<(String, String)> {
+    if let Some(c) = pods::condition(v, "FailureTarget").filter(|c| c["status"] == "True") {
+        let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+        return Some((text("reason"), text("message")));
+    }
+    if past_backoff {
+        return Some((
+            "BackoffLimitExceeded".into(),
+            "Job has reached the specified backoff limit".into(),
+        ));
+    }
+    if !suspended && deadline_left(v).is_some_and(|left| left <= 0) {
+        return Some((
+            "DeadlineExceeded".into(),
+            "Job was active longer than specified deadline".into(),
+        ));
+    }
+    None
+}
+
+/// Seconds left before `activeDeadlineSeconds` passes (`pastActiveDeadline`), if it is set
+/// and the Job has started.
+fn deadline_left(v: &Value) -> Option<i64> {
+    let deadline = v["spec"]["activeDeadlineSeconds"].as_i64()?;
+    let start = v["status"]["startTime"]
+        .as_str()?
+        .parse::<jiff::Timestamp>()
+        .ok()?;
+    Some(start.as_second() + deadline - now_unix())
+}
+
+/// How long replacements must still wait after the last failed Pod (`getRemainingTime`): the
+/// back-off doubles from [`Tunables::job_backoff`](crate::Tunables) (10 s, as
+/// kube-controller-manager) with each failure since the last success, capped at 10 minutes.
+fn backoff_left(state: &State, owned: &[(Arc<Stored>, Value)]) -> Option<Duration> {
+    let finished_at = |pv: &Value| {
+        pv["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["state"]["terminated"]["finishedAt"].as_str())
+            .filter_map(|t| t.parse::<jiff::Timestamp>().ok())
+            .max()
+    };
+    let mut finished: Vec<(jiff::Timestamp, bool)> = owned
+        .iter()
+        .filter_map(|(_, pv)| match pv["status"]["phase"].as_str() {
+            Some("Failed") => Some((finished_at(pv)?, false)),
+            Some("Succeeded") => Some((finished_at(pv)?, true)),
+            _ => None,
+        })
+        .collect();
+    finished.sort();
+    let failures = finished.iter().rev().take_while(|(_, ok)| !ok).count();
+    let (last, _) = finished.last().filter(|(_, ok)| !ok)?;
+    let base = state.tunables.job_backoff;
+    let max = base.saturating_mul(60);
+    let mut delay = base;
+    for _ in 1..failures {
+        delay = delay.saturating_mul(2).min(max);
+    }
+    let since = jiff::Timestamp::now().duration_since(*last);
+    let since = Duration::try_from(since).unwrap_or_default();
+    delay.checked_sub(since).filter(|d| !d.is_zero())
+}
+
+/// The `Suspended` condition (`ensureJobConditionStatus`): True `JobSuspended` while
+/// suspended, False `JobResumed` once resumed (never added as False). Returns whether the Job
+/// was just resumed.
+fn ensure_suspended(s: &mut Map<String, Value>, suspended: bool, now: &str) -> bool {
+    let (st, reason, msg) = if suspended {
+        ("True", "JobSuspended", "Job suspended")
+    } else {
+        ("False", "JobResumed", "Job resumed")
+    };
+    let conds = s.entry("conditions").or_insert_with(|| json!([]));
+    let Some(list) = conds.as_array_mut() else {
+        return false;
+    };
+    let cond = json!({"type": "Suspended", "status": st, "reason": reason, "message": msg,
+        "lastProbeTime": now, "lastTransitionTime": now});
+    let changed = match list.iter_mut().find(|c| c["type"] == "Suspended") {
+        Some(c) if c["status"] == st => false,
+        Some(c) => {
+            *c = cond;
+            true
+        }
+        None if suspended => {
+            list.push(cond);
+            true
+        }
+        None => false,
+    };
+    if list.is_empty() {
+        s.remove("conditions");
+    }
+    if changed && suspended {
+        // MutableSchedulingDirectivesForSuspendedJobs (beta, on in 1.36).
+        s.remove("startTime");
+    }
+    changed && !suspended
 }
 
 fn add_condition(s: &mut Map<String, Value>, t: &str, reason: &str, msg: &str, now: &str) {

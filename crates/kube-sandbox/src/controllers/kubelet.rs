@@ -1,14 +1,13 @@
 //! A simulated kubelet: pods that are Pending become Running with every container ready after
 //! a short delay, so controllers that wait on readiness (rolling updates with status checks)
-//! can be developed without nodes; a running pod that is deleted stays `Terminating`
-//! (`deletionTimestamp`, `deletionGracePeriodSeconds`) for the same short delay, then goes.
+//! can be developed without nodes.
 //!
-//! That delay, not the pod's grace period, on purpose: a kubelet removes a terminating pod as
-//! soon as its containers have exited, and the sandbox's (absent) containers exit at once on
-//! SIGTERM. Waiting out the grace period (30 s by default) would model only containers that
-//! ignore SIGTERM, and would slow every test and dev loop that deletes pods. The grace period
-//! still bounds the delay: it is never longer than `deletionGracePeriodSeconds`.
-//! Turned off with `--no-kubelet`.
+//! A running pod that is deleted is `Terminating` (`deletionTimestamp`,
+//! `deletionGracePeriodSeconds`) while its containers stop: they exit on SIGTERM after the
+//! same short delay (or the seconds of the Pod annotation `sandbox.kubectl-meta.io/stop-seconds`),
+//! or are killed (exit code 137) when the grace period runs out first. The kubelet then reports
+//! them terminated with a terminal phase (a watch sees that update), and deletes the pod for
+//! good, as a kubelet does once a pod's containers have stopped. Turned off with `--no-kubelet`.
 //!
 //! Pods are first bound to a Node by the simulated scheduler ([`super::node`]); without a
 //! Node that fits they stay Pending. Run-to-completion Pods (`restartPolicy` `Never` or
@@ -19,6 +18,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -44,33 +44,7 @@ impl Kubelet {
         };
         let uid = pod.uid.clone();
         if pod.deleting {
-            // After the delay its containers have stopped, and it is deleted for good (grace
-            // period 0), as the kubelet does once a pod has terminated.
-            if v["metadata"]["deletionGracePeriodSeconds"]
-                .as_i64()
-                .is_none_or(|g| g == 0)
-            {
-                return;
-            }
-            let grace = v["metadata"]["deletionGracePeriodSeconds"]
-                .as_u64()
-                .map_or(delay, std::time::Duration::from_secs);
-            let delay = delay.min(grace);
-            self.after(state, pod, format!("{uid}/terminating"), delay, move |state, key| {
-                let opts = ops::DeleteOpts {
-                    uid: Some(uid),
-                    grace_period: Some(0),
-                    ..Default::default()
-                };
-                let r = state
-                    .def_for_gr(&key.gr)
-                    .and_then(|def| ops::delete(state, &def, key, &opts));
-                match r {
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 || e.code == 409 => {}
-                    Err(e) => tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not finish terminating pod"),
-                }
-            });
+            self.terminate(state, pod, &v, delay);
             return;
         }
         let phase = v["status"]["phase"].as_str().unwrap_or("Pending");
@@ -99,6 +73,55 @@ impl Kubelet {
             let r = ops::mutate(state, key, |p: &mut Value| start(p, &uid));
             if let Err(e) = r {
                 tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not start pod");
+            }
+        });
+    }
+
+    /// A pod being deleted gracefully: stop its containers (SIGTERM; they exit after
+    /// [`STOP_SECONDS`] or the kubelet delay, killed at the end of the grace period if that is
+    /// shorter), report them terminated, then delete the pod for good (grace period 0), as the
+    /// kubelet does once a pod's containers have stopped.
+    fn terminate(&self, state: &Arc<State>, pod: &Arc<Stored>, v: &Value, delay: Duration) {
+        let Some(grace) = v["metadata"]["deletionGracePeriodSeconds"]
+            .as_u64()
+            .filter(|g| *g > 0)
+        else {
+            return;
+        };
+        let uid = pod.uid.clone();
+        if containers_stopped(v) {
+            self.after(state, pod, format!("{uid}/remove"), Duration::ZERO, move |state, key| {
+                let opts = ops::DeleteOpts {
+                    uid: Some(uid),
+                    grace_period: Some(0),
+                    ..Default::default()
+                };
+                let r = state
+                    .def_for_gr(&key.gr)
+                    .and_then(|def| ops::delete(state, &def, key, &opts));
+                match r {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 || e.code == 409 => {}
+                    Err(e) => tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not remove terminated pod"),
+                }
+            });
+            return;
+        }
+        let grace = Duration::from_secs(grace);
+        let stop = v["metadata"]["annotations"][STOP_SECONDS]
+            .as_str()
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map_or(delay, Duration::from_secs_f64);
+        // Exited on SIGTERM (0), or killed when the grace period ran out (137).
+        let (after, code) = if stop <= grace {
+            (stop, 0)
+        } else {
+            (grace, 137)
+        };
+        self.after(state, pod, format!("{uid}/terminating"), after, move |state, key| {
+            if let Err(e) = ops::mutate(state, key, |p: &mut Value| stopped(p, &uid, code)) {
+                tracing::warn!(pod = %key.name, error = %e, "simulated kubelet could not stop pod");
             }
         });
     }
@@ -138,6 +161,9 @@ impl Kubelet {
 pub const RUN_SECONDS: &str = "sandbox.kubectl-meta.io/run-seconds";
 /// Pod annotation: the exit code its containers end with (not 0: the pod fails).
 pub const EXIT_CODE: &str = "sandbox.kubectl-meta.io/exit-code";
+/// Pod annotation: how many seconds its containers take to stop after SIGTERM (more than the
+/// grace period: they are killed when it runs out, exit code 137).
+pub const STOP_SECONDS: &str = "sandbox.kubectl-meta.io/stop-seconds";
 
 fn runs_to_completion(pod: &Value) -> bool {
     matches!(
@@ -159,6 +185,38 @@ fn finish(pod: &mut Value, uid: &str) -> bool {
         .as_str()
         .and_then(|c| c.trim().parse::<i64>().ok())
         .unwrap_or(0);
+    terminated(pod, code);
+    true
+}
+
+/// Has every container of a pod being deleted stopped (or never started)?
+fn containers_stopped(pod: &Value) -> bool {
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    ) || !pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| !c["state"]["running"].is_null())
+}
+
+/// The containers of a pod being deleted stopped with exit code `code` (0: they exited on
+/// SIGTERM; 137: killed when the grace period ran out). The kubelet then gives the pod a
+/// terminal phase whatever its restart policy (`getPhase` with `podIsTerminal`).
+fn stopped(pod: &mut Value, uid: &str, code: i64) -> bool {
+    if pod["metadata"]["uid"].as_str() != Some(uid)
+        || pod["metadata"]["deletionTimestamp"].is_null()
+        || containers_stopped(pod)
+    {
+        return false;
+    }
+    terminated(pod, code);
+    true
+}
+
+/// Every container terminated with `code`: `Succeeded` (0, `Completed`) or `Failed` (`Error`).
+fn terminated(pod: &mut Value, code: i64) {
     let now = now_rfc3339();
     let (phase, reason) = if code == 0 {
         ("Succeeded", "Completed")
@@ -193,7 +251,6 @@ fn finish(pod: &mut Value, uid: &str) -> bool {
         cond("PodScheduled", "True", None),
     ]);
     pod["status"]["startTime"] = started;
-    true
 }
 
 /// Mark a pending pod Running and Ready. Returns false if it is no longer the same pending pod.

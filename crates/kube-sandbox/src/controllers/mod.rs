@@ -20,6 +20,8 @@ pub mod node;
 pub mod pods;
 pub mod pvc;
 pub mod replicaset;
+pub mod requeue;
+pub mod revisions;
 pub mod statefulset;
 
 use std::sync::Arc;
@@ -121,6 +123,7 @@ pub struct Started {
     state: Arc<State>,
     kubelet: kubelet::Kubelet,
     rx: broadcast::Receiver<Arc<Event>>,
+    requeued: Option<tokio::sync::mpsc::UnboundedReceiver<crate::store::ObjKey>>,
 }
 
 /// Do the start-up work now, before the server accepts a request: the default Node, a full
@@ -140,7 +143,13 @@ pub fn bootstrap(state: Arc<State>) -> Started {
             Err(TryRecvError::Empty | TryRecvError::Closed) => break,
         }
     }
-    Started { state, kubelet, rx }
+    let requeued = state.requeue.take_receiver();
+    Started {
+        state,
+        kubelet,
+        rx,
+        requeued,
+    }
 }
 
 /// Run every controller until the sandbox shuts down.
@@ -149,6 +158,7 @@ pub async fn run(started: Started) {
         state,
         kubelet,
         mut rx,
+        mut requeued,
     } = started;
     let mut tick = tokio::time::interval(RESYNC);
     tick.tick().await;
@@ -156,6 +166,14 @@ pub async fn run(started: Started) {
         tokio::select! {
             _ = state.shutdown.cancelled() => return,
             _ = tick.tick() => full_pass(&state, &kubelet),
+            Some(key) = async { match requeued.as_mut() {
+                Some(r) => r.recv().await,
+                None => std::future::pending().await,
+            } } => {
+                if let Some(obj) = state.store.get(&key.gr, &key.ns, &key.name) {
+                    examine(&state, &kubelet, &obj);
+                }
+            }
             r = rx.recv() => match r {
                 Ok(ev) => handle(&state, &kubelet, &ev),
                 Err(RecvError::Lagged(n)) => {

@@ -3,7 +3,9 @@
 //! `statefulset.kubernetes.io/pod-name` and `apps.kubernetes.io/pod-index`, controlled by the
 //! StatefulSet), Pods of higher ordinals are deleted, and `status` counts them. Simplified: all
 //! ordinals at once (`podManagementPolicy: Parallel`), no volume claim templates, and a changed
-//! template only applies to Pods created later (`updateStrategy: OnDelete`). With the simulated
+//! template only applies to Pods created later (`updateStrategy: OnDelete`). Each template is a
+//! ControllerRevision ([`super::revisions`]; `currentRevision` and `updateRevision` name the
+//! newest, Pods carry it in `controller-revision-hash`). With the simulated
 //! kubelet the Pods become Running and Ready, so examples decorating StatefulSets
 //! (service-per-pod) work on the sandbox.
 
@@ -11,6 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::revisions;
 use crate::ops::{self, DeleteOpts, WriteOpts};
 use crate::state::State;
 use crate::store::Stored;
@@ -50,6 +53,13 @@ pub fn sync(state: &Arc<State>, sts: &Stored) {
     let Ok(pod_def) = state.def_for_gr(PODS) else {
         return;
     };
+    let live: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.label(revisions::POD_LABEL).map(String::from))
+        .collect();
+    let Some(revision) = revisions::sync(state, sts, &v, "StatefulSet", &live) else {
+        return;
+    };
     for i in 0..replicas {
         let pod_name = format!("{name}-{i}");
         if pods.iter().any(|p| p.key.name == pod_name)
@@ -57,7 +67,8 @@ pub fn sync(state: &Arc<State>, sts: &Stored) {
         {
             continue; // ours, or someone else's Pod of that name (left alone, as upstream)
         }
-        let pod = pod_for(&v, &sts.uid, &pod_name, i);
+        let mut pod = pod_for(&v, &sts.uid, &pod_name, i);
+        pod["metadata"]["labels"][revisions::POD_LABEL] = json!(revision.pod_label);
         let opts = WriteOpts {
             field_manager: "kubectl-meta-sandbox".into(),
             ..Default::default()
@@ -87,7 +98,7 @@ pub fn sync(state: &Arc<State>, sts: &Stored) {
             }
         }
     }
-    update_status(state, sts, &pods);
+    update_status(state, sts, &pods, &revision.name);
 }
 
 /// A Pod for ordinal `i` from the StatefulSet's template.
@@ -120,7 +131,7 @@ fn pod_for(sts: &Value, uid: &str, pod_name: &str, i: u64) -> Value {
 }
 
 /// `status` from the Pods it controls (written only when it changed).
-fn update_status(state: &Arc<State>, sts: &Stored, pods: &[Arc<Stored>]) {
+fn update_status(state: &Arc<State>, sts: &Stored, pods: &[Arc<Stored>], revision: &str) {
     let live: Vec<Value> = pods
         .iter()
         .filter(|p| !p.deleting)
@@ -154,6 +165,10 @@ fn update_status(state: &Arc<State>, sts: &Stored, pods: &[Arc<Stored>]) {
             "observedGeneration".into(),
             v["metadata"]["generation"].clone(),
         );
+        for k in ["currentRevision", "updateRevision"] {
+            status.insert(k.into(), json!(revision));
+        }
+        status.insert("collisionCount".into(), json!(0));
         let status = Value::Object(status);
         if v["status"] == status {
             return false;

@@ -38,6 +38,12 @@ pub fn apply(gr: &str, obj: &mut Value) {
         "discovery.k8s.io/endpointslices" => other::endpoint_slice(obj),
         "scheduling.k8s.io/priorityclasses" => other::priority_class(obj),
         "storage.k8s.io/storageclasses" => other::storage_class(obj),
+        "admissionregistration.k8s.io/validatingwebhookconfigurations" => {
+            crate::webhook::config::defaults(obj, false)
+        }
+        "admissionregistration.k8s.io/mutatingwebhookconfigurations" => {
+            crate::webhook::config::defaults(obj, true)
+        }
         _ => {}
     }
 }
