@@ -52,6 +52,10 @@ pub struct State {
     pub ca_pem: String,
     /// Where the server listens; the `kubernetes` Service's endpoints point there.
     pub addr: SocketAddr,
+    /// Authentication: ServiceAccount tokens, the CA for client certificates.
+    pub auth: super::auth::Auth,
+    /// Authorization: RBAC.
+    pub rbac: super::rbac::Authorizer,
 }
 
 impl State {
@@ -62,7 +66,9 @@ impl State {
         tunables: Tunables,
         ca_pem: String,
         addr: SocketAddr,
+        auth: super::auth::Auth,
     ) -> Arc<State> {
+        let rbac = super::rbac::Authorizer::new(&store);
         Arc::new(State {
             store,
             registry: RwLock::new(Registry::builtin()),
@@ -71,6 +77,8 @@ impl State {
             shutdown: CancellationToken::new(),
             ca_pem,
             addr,
+            auth,
+            rbac,
         })
     }
 
