@@ -121,8 +121,8 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
     // authorization filters, in that order.)
     let cert = req.extensions().get::<auth::ClientCert>().cloned();
     let user = auth::authenticate(&state, req.headers(), cert.as_ref())?;
-    let user = auth::impersonate(&state, user, req.headers())?;
     let attrs = rbac::attributes::of_request(&route, req.uri().path(), req.method(), &params);
+    let user = auth::impersonate(&state, user, req.headers(), &attrs)?;
     state.rbac.check(&state, &user, &attrs)?;
     let headers = req.headers().clone();
     let reg = || state.registry();

@@ -213,7 +213,8 @@ async fn create_token_can_i_whoami_and_forbidden_requests_with_kubectl() {
         )
     );
 
-    // --as: the admin may impersonate; the ServiceAccount may not.
+    // --as: the admin may impersonate; the ServiceAccount may not (worded as 1.36's constrained
+    // impersonation words it).
     let admin = t.kubeconfig();
     let as_bot = "--as=system:serviceaccount:rbac-fid:bot";
     assert_eq!(
@@ -247,7 +248,7 @@ async fn create_token_can_i_whoami_and_forbidden_requests_with_kubectl() {
     let o = run(&bot, &["get", "configmaps", "-n", NS, "--as=jane"], None).await;
     assert_eq!(
         text(&o.stderr).trim(),
-        "Error from server (Forbidden): users \"jane\" is forbidden: User \"system:serviceaccount:rbac-fid:bot\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"
+        "Error from server (Forbidden): configmaps is forbidden: User \"system:serviceaccount:rbac-fid:bot\" cannot impersonate-on:user-info:list resource \"configmaps\" in API group \"\" in the namespace \"rbac-fid\": RBAC: clusterrole.rbac.authorization.k8s.io \"fid-does-not-exist\" not found"
     );
 
     // A token for another audience, or of a deleted ServiceAccount, is refused with 401.
@@ -312,7 +313,7 @@ async fn escalation_is_refused_and_bind_or_held_rules_allow_writes() {
     assert_eq!(
         text(&o.stderr).trim(),
         format!(
-            "Error from server (Forbidden): roles.rbac.authorization.k8s.io \"grab\" is forbidden: user \"system:serviceaccount:rbac-fid:bot\" (groups={groups}) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}}; resolution errors: [clusterrole.rbac.authorization.k8s.io \"fid-does-not-exist\" not found]"
+            "Error from server (Forbidden): roles.rbac.authorization.k8s.io \"grab\" is forbidden: user \"system:serviceaccount:rbac-fid:bot\" (groups={groups}) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}}; resolution errors: [roles.rbac.authorization.k8s.io \"fid-does-not-exist\" not found]"
         )
     );
     // Rules it holds may be granted.

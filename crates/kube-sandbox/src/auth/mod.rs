@@ -210,7 +210,18 @@ fn percent_decode(s: &str) -> String {
 /// Apply `Impersonate-User`, `-Group`, `-Uid` and `-Extra-*` (kube-apiserver's
 /// `WithImpersonation`): each one needs the `impersonate` verb on `users`, `groups`,
 /// `serviceaccounts`, `uids` or `userextras/<key>`; the first refused one answers 403.
-pub fn impersonate(state: &State, requestor: UserInfo, headers: &HeaderMap) -> ApiResult<UserInfo> {
+///
+/// kube-apiserver 1.36 also has constrained impersonation (`impersonate-on:<mode>:<verb>`), and
+/// when no mode allows the request it answers with the first mode's refusal: the sandbox grants
+/// impersonation only the legacy way, but words a refusal as 1.36 does (the request's own
+/// attributes with the verb `impersonate-on:serviceaccount:<verb>`,
+/// `impersonate-on:arbitrary-node:<verb>` or `impersonate-on:user-info:<verb>`).
+pub fn impersonate(
+    state: &State,
+    requestor: UserInfo,
+    headers: &HeaderMap,
+    request: &Attributes,
+) -> ApiResult<UserInfo> {
     let values = |h: &str| -> Vec<String> {
         headers
             .get_all(h)
@@ -245,7 +256,24 @@ pub fn impersonate(state: &State, requestor: UserInfo, headers: &HeaderMap) -> A
         }
         return Ok(requestor);
     };
-    let check = |a: Attributes| -> ApiResult<()> { state.rbac.check(state, &requestor, &a) };
+    let mode = if split_service_account(&user).is_some() {
+        "serviceaccount"
+    } else if user.starts_with("system:node:") {
+        "arbitrary-node"
+    } else {
+        "user-info"
+    };
+    let check = |a: Attributes| -> ApiResult<()> {
+        if state.rbac.authorize(&state.store, &requestor, &a).allowed {
+            return Ok(());
+        }
+        let constrained = Attributes {
+            verb: format!("impersonate-on:{mode}:{}", request.verb),
+            ..request.clone()
+        };
+        let d = state.rbac.authorize(&state.store, &requestor, &constrained);
+        Err(crate::rbac::forbidden(&requestor, &constrained, &d.reason))
+    };
     let mut out = UserInfo {
         name: user.clone(),
         ..Default::default()

@@ -36,9 +36,15 @@ fn allowed(
 }
 
 /// `ConfirmNoEscalation`: does `user` hold all of `wanted` in `ns`? The message when not.
+///
+/// The registry resolves roles through its own storage, whose NotFound errors are named after
+/// the resource of the request being served: a binding to a missing ClusterRole shows up as
+/// `roles.rbac.authorization.k8s.io "x" not found` while a Role is written, as kube-apiserver
+/// words it.
 fn confirm_no_escalation(
     state: &State,
     user: &UserInfo,
+    resource: &str,
     ns: &str,
     wanted: &[PolicyRule],
 ) -> Result<(), String> {
@@ -47,7 +53,18 @@ fn confirm_no_escalation(
     if missing.is_empty() {
         return Ok(());
     }
-    Err(escalation_message(user, missing, &held.errors))
+    let errors: Vec<String> = held
+        .errors
+        .iter()
+        .map(|e| {
+            ["clusterrole.", "role."]
+                .iter()
+                .find_map(|p| e.strip_prefix(p))
+                .map(|rest| format!("{resource}.{rest}"))
+                .unwrap_or_else(|| e.clone())
+        })
+        .collect();
+    Err(escalation_message(user, missing, &errors))
 }
 
 fn full_authority() -> Vec<PolicyRule> {
@@ -87,12 +104,12 @@ pub fn check(
             }
             let rules: Vec<PolicyRule> =
                 serde_json::from_value(obj["rules"].clone()).unwrap_or_default();
-            confirm_no_escalation(state, user, ns, &rules).map_err(|m| deny(&m))?;
+            confirm_no_escalation(state, user, resource, ns, &rules).map_err(|m| deny(&m))?;
             let aggregates = obj.get("aggregationRule").is_some_and(|r| !r.is_null());
             if resource == "clusterroles" && aggregates {
-                confirm_no_escalation(state, user, ns, &full_authority()).map_err(|_| {
-                    deny("must have cluster-admin privileges to use the aggregationRule")
-                })?;
+                confirm_no_escalation(state, user, resource, ns, &full_authority()).map_err(
+                    |_| deny("must have cluster-admin privileges to use the aggregationRule"),
+                )?;
             }
             Ok(())
         }
@@ -107,14 +124,15 @@ pub fn check(
             if allowed(state, user, "bind", role_resource, role, ns) {
                 return Ok(());
             }
+            // Named after the request's resource, as the registry's NotFound is (see above).
             let rules = role_ref_rules(&state.store, kind, role, ns).map_err(|_| {
                 ApiError::not_found(Target {
                     group: GROUP,
-                    resource: role_resource,
+                    resource,
                     name: role,
                 })
             })?;
-            confirm_no_escalation(state, user, ns, &rules).map_err(|m| deny(&m))
+            confirm_no_escalation(state, user, resource, ns, &rules).map_err(|m| deny(&m))
         }
         _ => Ok(()),
     }
