@@ -6,7 +6,9 @@
 //! is reported, and the overhead must stay under 10%.
 //!
 //! Run: `cargo bench -p kube-sandbox --bench rbac` (`-- COUNT` for creates per round,
-//! default 3000).
+//! default 3000). With `RBAC_BENCH_REAL_KUBECONFIG` set to an admin kubeconfig of a real
+//! cluster (`../shared/real-apiserver/start.sh` prints one), the same rounds run there too, in
+//! a fresh namespace, for comparison.
 
 use std::time::Instant;
 
@@ -32,13 +34,13 @@ async fn post(c: &kube::Client, path: &str, body: Value) -> Value {
     c.request::<Value>(req).await.expect("POST")
 }
 
-/// Create `count` ConfigMaps named `prefix-N` with `clients` concurrent clients; creates/s.
-async fn creates(c: &kube::Client, prefix: &str, count: usize, clients: usize) -> f64 {
+/// Create `count` ConfigMaps named `prefix-W-N` in `ns` with `clients` concurrent clients; creates/s.
+async fn creates(c: &kube::Client, ns: &str, prefix: &str, count: usize, clients: usize) -> f64 {
     let per = count / clients;
     let t = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..clients {
-        let api: Api<ConfigMap> = Api::namespaced(c.clone(), "bench");
+        let api: Api<ConfigMap> = Api::namespaced(c.clone(), ns);
         let prefix = prefix.to_string();
         tasks.push(tokio::spawn(async move {
             for i in 0..per {
@@ -57,6 +59,72 @@ async fn creates(c: &kube::Client, prefix: &str, count: usize, clients: usize) -
     (per * clients) as f64 / t.elapsed().as_secs_f64()
 }
 
+/// Set up namespace `ns` with ServiceAccount `writer` bound to a Role that may create
+/// ConfigMaps there; returns a client using a token of that ServiceAccount.
+async fn service_account_client(admin: &kube::Client, admin_yaml: &str, ns: &str) -> kube::Client {
+    post(
+        admin,
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )
+    .await;
+    let base = format!("/api/v1/namespaces/{ns}");
+    let rbac = format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}");
+    post(
+        admin,
+        &format!("{base}/serviceaccounts"),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "writer"}}),
+    )
+    .await;
+    post(admin, &format!("{rbac}/roles"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list"]}]})).await;
+    post(admin, &format!("{rbac}/rolebindings"), json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "writer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-writer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": ns}]})).await;
+    let tr = post(
+        admin,
+        &format!("{base}/serviceaccounts/writer/token"),
+        json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
+    )
+    .await;
+    let token = tr["status"]["token"].as_str().expect("token");
+    // The admin's kubeconfig with the ServiceAccount's token instead of its credentials.
+    let mut kc: Value =
+        serde_json::to_value(Kubeconfig::from_yaml(admin_yaml).expect("kubeconfig")).expect("json");
+    kc["users"][0]["user"] = json!({"token": token});
+    let kc: Kubeconfig = serde_json::from_value(kc).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+/// Alternate admin and ServiceAccount rounds in `ns`; print the best of each and the cost.
+async fn measure(label: &str, admin: &kube::Client, sa: &kube::Client, ns: &str, count: usize) {
+    let mut best = [[0f64; 2]; 2]; // [clients 1|8][admin|sa]
+    for round in 0..3 {
+        for (ci, clients) in [1usize, 8].into_iter().enumerate() {
+            for (ui, (who, c)) in [("admin", admin), ("sa", sa)].into_iter().enumerate() {
+                let r = creates(c, ns, &format!("{who}-{clients}-{round}"), count, clients).await;
+                eprintln!(
+                    "[{label}] round {round}: {who:>5}, {clients} client(s): {r:>7.0} creates/s"
+                );
+                best[ci][ui] = best[ci][ui].max(r);
+            }
+        }
+    }
+    for (ci, clients) in [1, 8].into_iter().enumerate() {
+        let [a, s] = best[ci];
+        let cost = (1.0 - s / a) * 100.0;
+        println!(
+            "[{label}] creates/s, {clients} client(s): admin (system:masters) {a:>7.0}   ServiceAccount via RoleBinding {s:>7.0}   RBAC cost {cost:>5.1}%"
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let count: usize = std::env::args()
@@ -68,51 +136,15 @@ async fn main() {
     let sandbox = Sandbox::start(cfg).await.expect("sandbox");
     let admin_yaml = sandbox.kubeconfig_yaml();
     let admin = client(&admin_yaml).await;
-    post(
-        &admin,
-        "/api/v1/namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}),
-    )
-    .await;
-    post(
-        &admin,
-        "/api/v1/namespaces/bench/serviceaccounts",
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "writer"}}),
-    )
-    .await;
-    post(&admin, "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/roles", json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "cm-writer"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list"]}]})).await;
-    post(&admin, "/apis/rbac.authorization.k8s.io/v1/namespaces/bench/rolebindings", json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "writer"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-writer"},
-        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": "bench"}]})).await;
-    let tr = post(
-        &admin,
-        "/api/v1/namespaces/bench/serviceaccounts/writer/token",
-        json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
-    )
-    .await;
-    let token = tr["status"]["token"].as_str().expect("token");
-    let sa = client(&admin_yaml.replace(sandbox.token(), token)).await;
-
-    let mut best = [[0f64; 2]; 2]; // [clients 1|8][admin|sa]
-    for round in 0..3 {
-        for (ci, clients) in [1usize, 8].into_iter().enumerate() {
-            for (ui, (who, c)) in [("admin", &admin), ("sa", &sa)].into_iter().enumerate() {
-                let r = creates(c, &format!("{who}-{clients}-{round}"), count, clients).await;
-                eprintln!("round {round}: {who:>5}, {clients} client(s): {r:>7.0} creates/s");
-                best[ci][ui] = best[ci][ui].max(r);
-            }
-        }
-    }
-    for (ci, clients) in [1, 8].into_iter().enumerate() {
-        let [a, s] = best[ci];
-        let cost = (1.0 - s / a) * 100.0;
-        println!(
-            "creates/s, {clients} client(s): admin (system:masters) {a:>7.0}   ServiceAccount via RoleBinding {s:>7.0}   RBAC cost {cost:>5.1}%"
-        );
-    }
+    let sa = service_account_client(&admin, &admin_yaml, "bench").await;
+    measure("sandbox", &admin, &sa, "bench", count).await;
     sandbox.shutdown().await;
+
+    if let Ok(path) = std::env::var("RBAC_BENCH_REAL_KUBECONFIG") {
+        let yaml = std::fs::read_to_string(&path).expect("real kubeconfig");
+        let admin = client(&yaml).await;
+        let ns = format!("bench-rbac-{}", std::process::id());
+        let sa = service_account_client(&admin, &yaml, &ns).await;
+        measure("real kube-apiserver", &admin, &sa, &ns, count).await;
+    }
 }
