@@ -565,6 +565,41 @@ async fn legacy_token_secrets_and_client_certificates_authenticate() {
         who["status"]["userInfo"]["username"],
         "system:serviceaccount:rbac-fid:bot"
     );
+    // SubjectAccessReview (as the admin) answers for the ServiceAccount, naming the binding;
+    // LocalSubjectAccessReview must stay in its namespace.
+    let admin_token = t.sandbox.token().to_string();
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "system:serviceaccount:rbac-fid:bot", "groups": ["system:serviceaccounts"],
+            "resourceAttributes": {"namespace": NS, "verb": "list", "resource": "configmaps"}}});
+    let (code, got) = http_body(
+        &t,
+        &admin_token,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        Some(sar),
+    )
+    .await;
+    assert_eq!(code, 201, "{got}");
+    assert_eq!(
+        got["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"bot-reads/rbac-fid\" of Role \"cm-reader\" to ServiceAccount \"bot/rbac-fid\""})
+    );
+    let lsar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+        "spec": {"user": "jane", "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}});
+    let (code, got) = http_body(
+        &t,
+        &admin_token,
+        "POST",
+        "/apis/authorization.k8s.io/v1/namespaces/rbac-fid/localsubjectaccessreviews",
+        Some(lsar),
+    )
+    .await;
+    assert_eq!(
+        (code, got["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{got}"
+    );
+
     // Deleting the Secret revokes its token.
     ok_stdout(&run(&admin, &["delete", "secret", "bot-token", "-n", NS], None).await);
     assert_eq!(

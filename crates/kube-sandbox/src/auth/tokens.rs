@@ -169,10 +169,7 @@ impl Tokens {
                 (v, aud)
             }
         };
-        let now = now_unix();
-        if verified.exp.is_some_and(|e| now > e + LEEWAY)
-            || verified.nbf.is_some_and(|n| now + LEEWAY < n)
-        {
+        if !in_time(verified.exp, verified.nbf, now_unix()) {
             return None;
         }
         // Bound tokens must be meant for one of the audiences; legacy ones carry none.
@@ -201,6 +198,11 @@ impl Tokens {
     }
 }
 
+/// Is a token with these `exp` and `nbf` valid at `now` (with [`LEEWAY`] either side)?
+fn in_time(exp: Option<i64>, nbf: Option<i64>, now: i64) -> bool {
+    exp.is_none_or(|e| now <= e + LEEWAY) && nbf.is_none_or(|n| now + LEEWAY >= n)
+}
+
 /// Where the token's audiences ride along in the cache (removed before the user is used).
 const AUD_KEY: &str = "\u{0}aud";
 
@@ -213,48 +215,51 @@ fn dependency(gr: &'static str, ns: &str, obj: &Value) -> Option<Dependency> {
     })
 }
 
+/// The user and checks of a bound (TokenRequest) token's claims.
+fn verify_bound(c: &Value) -> Option<Verified> {
+    let k = &c["kubernetes.io"];
+    let ns = k["namespace"].as_str()?;
+    let sa = &k["serviceaccount"];
+    let mut user = UserInfo::service_account(ns, sa["name"].as_str()?, sa["uid"].as_str()?);
+    let mut depends = vec![dependency("/serviceaccounts", ns, sa)?];
+    if let Some(jti) = c["jti"].as_str() {
+        user.extra.insert(
+            "authentication.kubernetes.io/credential-id".into(),
+            vec![format!("JTI={jti}")],
+        );
+    }
+    if k["pod"].is_object() {
+        depends.push(dependency("/pods", ns, &k["pod"])?);
+        for (key, field) in [("pod-name", "name"), ("pod-uid", "uid")] {
+            let v = k["pod"][field].as_str()?.to_string();
+            user.extra
+                .insert(format!("authentication.kubernetes.io/{key}"), vec![v]);
+        }
+    }
+    if k["secret"].is_object() {
+        depends.push(dependency("/secrets", ns, &k["secret"])?);
+    }
+    let aud: Vec<String> = match &c["aud"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect(),
+        _ => vec![],
+    };
+    user.extra.insert(AUD_KEY.into(), aud);
+    Some(Verified {
+        user,
+        exp: Some(c["exp"].as_i64()?),
+        nbf: c["nbf"].as_i64(),
+        depends,
+    })
+}
+
 /// The user and checks of a token whose signature is good.
 fn verify_claims(state: &State, token: &str, c: &Value) -> Option<Verified> {
     match c["iss"].as_str()? {
-        ISSUER => {
-            let k = &c["kubernetes.io"];
-            let ns = k["namespace"].as_str()?;
-            let sa = &k["serviceaccount"];
-            let mut user = UserInfo::service_account(ns, sa["name"].as_str()?, sa["uid"].as_str()?);
-            let mut depends = vec![dependency("/serviceaccounts", ns, sa)?];
-            if let Some(jti) = c["jti"].as_str() {
-                user.extra.insert(
-                    "authentication.kubernetes.io/credential-id".into(),
-                    vec![format!("JTI={jti}")],
-                );
-            }
-            if k["pod"].is_object() {
-                depends.push(dependency("/pods", ns, &k["pod"])?);
-                for (key, field) in [("pod-name", "name"), ("pod-uid", "uid")] {
-                    let v = k["pod"][field].as_str()?.to_string();
-                    user.extra
-                        .insert(format!("authentication.kubernetes.io/{key}"), vec![v]);
-                }
-            }
-            if k["secret"].is_object() {
-                depends.push(dependency("/secrets", ns, &k["secret"])?);
-            }
-            let aud: Vec<String> = match &c["aud"] {
-                Value::String(s) => vec![s.clone()],
-                Value::Array(a) => a
-                    .iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect(),
-                _ => vec![],
-            };
-            user.extra.insert(AUD_KEY.into(), aud);
-            Some(Verified {
-                user,
-                exp: Some(c["exp"].as_i64()?),
-                nbf: c["nbf"].as_i64(),
-                depends,
-            })
-        }
+        ISSUER => verify_bound(c),
         LEGACY_ISSUER => {
             let ns = c["kubernetes.io/serviceaccount/namespace"].as_str()?;
             let secret = c["kubernetes.io/serviceaccount/secret.name"].as_str()?;
@@ -339,5 +344,46 @@ pub fn populate_secret(state: &State, ns: &str, name: &str) {
     });
     if let Err(e) = r {
         tracing::warn!(secret = name, error = %e, "could not fill a legacy token Secret");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expired_and_not_yet_valid_tokens_are_refused_after_the_leeway() {
+        let now = 1_000_000;
+        assert!(in_time(Some(now + 600), Some(now), now));
+        assert!(in_time(Some(now - 30), None, now), "within the leeway");
+        assert!(!in_time(Some(now - 61), None, now), "expired");
+        assert!(
+            !in_time(Some(now + 600), Some(now + 120), now),
+            "not yet valid"
+        );
+        assert!(in_time(None, None, now), "legacy tokens never expire");
+    }
+
+    #[test]
+    fn bound_token_claims_name_the_service_account_and_its_groups() {
+        let claims = json!({"iss": ISSUER, "aud": [ISSUER], "exp": 2, "nbf": 1, "jti": "j1",
+            "kubernetes.io": {"namespace": "ns", "serviceaccount": {"name": "sa", "uid": "u1"}}});
+        let v = verify_bound(&claims).expect("valid claims");
+        assert_eq!(v.user.name, "system:serviceaccount:ns:sa");
+        assert_eq!(
+            v.user.groups,
+            vec![
+                "system:serviceaccounts",
+                "system:serviceaccounts:ns",
+                "system:authenticated"
+            ]
+        );
+        assert_eq!(
+            v.user.extra["authentication.kubernetes.io/credential-id"],
+            vec!["JTI=j1"]
+        );
+        assert_eq!(v.exp, Some(2));
+        let no_sa = json!({"iss": ISSUER, "exp": 2, "kubernetes.io": {"namespace": "ns"}});
+        assert!(verify_bound(&no_sa).is_none());
     }
 }

@@ -3,6 +3,8 @@
 //! rules, the rules of every other ClusterRole its `clusterRoleSelectors` select (each
 //! selector in turn, roles sorted by name, duplicates once).
 
+use std::sync::Arc;
+
 use kube_apimachinery::selector::LabelSelector;
 use serde_json::{Value, json};
 
@@ -10,39 +12,43 @@ use super::CLUSTER_ROLES;
 use super::rules::PolicyRule;
 use crate::ops;
 use crate::state::State;
-use crate::store::ObjKey;
+use crate::store::{ObjKey, Stored};
 
-/// Bring every aggregated ClusterRole up to date (after any ClusterRole changed).
+/// Bring every aggregated ClusterRole up to date (after any ClusterRole changed). Selectors
+/// are matched against the stored labels, so only the selected roles are parsed.
 pub fn sync_all(state: &State) {
-    for s in state.store.in_namespace(CLUSTER_ROLES, "") {
+    let roles = state.store.in_namespace(CLUSTER_ROLES, "");
+    for s in &roles {
+        // Cheap pre-check on the raw bytes before parsing.
+        if !contains(&s.bytes, b"\"aggregationRule\"") {
+            continue;
+        }
         let Ok(v) = s.value() else { continue };
         if v.get("aggregationRule").is_some_and(|r| !r.is_null()) {
-            sync(state, &s.key.name);
+            sync(state, &s.key.name, &v["aggregationRule"], &roles);
         }
     }
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// The rules an aggregated ClusterRole should have, or None if it aggregates nothing.
-fn aggregated_rules(state: &State, name: &str, rule: &Value) -> Option<Vec<Value>> {
+fn aggregated_rules(name: &str, rule: &Value, roles: &[Arc<Stored>]) -> Option<Vec<Value>> {
     let selectors = rule["clusterRoleSelectors"].as_array()?;
-    let mut roles: Vec<(String, Value)> = state
-        .store
-        .in_namespace(CLUSTER_ROLES, "")
-        .iter()
-        .filter(|s| s.key.name != name)
-        .filter_map(|s| Some((s.key.name.clone(), s.value().ok()?)))
-        .collect();
-    roles.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out: Vec<Value> = Vec::new();
     let mut seen: Vec<PolicyRule> = Vec::new();
     for sel in selectors {
         let Ok(selector) = LabelSelector::from_label_selector(sel) else {
             continue;
         };
-        for (_, role) in &roles {
-            if !selector.matches_json(role["metadata"].get("labels")) {
+        // `in_namespace` lists by name, the order upstream sorts the selected roles in.
+        for s in roles {
+            if s.key.name == name || !selector.matches_with(|k| s.label(k)) {
                 continue;
             }
+            let Ok(role) = s.value() else { continue };
             for r in role["rules"].as_array().into_iter().flatten() {
                 let Ok(parsed) = serde_json::from_value::<PolicyRule>(r.clone()) else {
                     continue;
@@ -57,18 +63,14 @@ fn aggregated_rules(state: &State, name: &str, rule: &Value) -> Option<Vec<Value
     Some(out)
 }
 
-/// Bring one aggregated ClusterRole up to date.
-pub fn sync(state: &State, name: &str) {
+/// Bring one aggregated ClusterRole (with `aggregation_rule`) up to date.
+fn sync(state: &State, name: &str, aggregation_rule: &Value, roles: &[Arc<Stored>]) {
     let key = ObjKey {
         gr: CLUSTER_ROLES.into(),
         ns: String::new(),
         name: name.to_string(),
     };
-    let Some(current) = state.store.get(CLUSTER_ROLES, "", name) else {
-        return;
-    };
-    let Ok(v) = current.value() else { return };
-    let Some(rules) = aggregated_rules(state, name, &v["aggregationRule"]) else {
+    let Some(rules) = aggregated_rules(name, aggregation_rule, roles) else {
         return;
     };
     let result = ops::mutate(state, &key, |obj| {
