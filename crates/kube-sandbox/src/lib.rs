@@ -34,7 +34,9 @@
 //!
 //! Inside: `request` parses paths, `server` authenticates and dispatches, `ops` owns the object
 //! lifecycle, `store` holds objects (with [`persist`] underneath), `watch` streams changes,
-//! `controllers` run inside, and `resources` says what is served. `kubectl meta sandbox` and
+//! `controllers` run inside, and `resources` says what is served; `auth` says who a request is
+//! (admin token, ServiceAccount tokens, client certificates, impersonation) and `rbac` what they
+//! may do. `kubectl meta sandbox` and
 //! `kubectl meta dev --sandbox` use [`Sandbox::bind`], so they can print where it listens before
 //! it accepts requests.
 
@@ -42,6 +44,7 @@ pub(crate) mod admission;
 pub(crate) mod apply;
 pub(crate) mod builder;
 pub(crate) mod cel_rules;
+pub(crate) mod auth;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
@@ -55,6 +58,7 @@ pub(crate) mod output;
 pub(crate) mod patch;
 pub mod persist;
 pub(crate) mod protobuf;
+pub(crate) mod rbac;
 pub(crate) mod request;
 pub(crate) mod resources;
 pub(crate) mod rules;
@@ -79,6 +83,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 pub use builder::SandboxBuilder;
+pub use auth::certs::ClientCredentials;
 use persist::{Db, Loaded, PersistError};
 use state::State;
 pub use state::Tunables;
@@ -136,6 +141,12 @@ pub enum SandboxError {
     /// TLS material could not be created.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// A client certificate could not be issued.
+    #[error(transparent)]
+    ClientCert(#[from] auth::certs::CertError),
+    /// The service-account signing key could not be created or loaded.
+    #[error(transparent)]
+    Key(#[from] auth::jwt::KeyError),
     /// The listen address could not be bound.
     #[error(
         "cannot listen on {addr}: {cause} (pick another address with --listen, or port 0 for a free one)"
@@ -248,6 +259,8 @@ fn bootstrap(state: &Arc<State>) -> Result<(), SandboxError> {
         controllers::namespace::populate(state, ns);
     }
     controllers::apiserver::reconcile(state).map_err(|e| SandboxError::Bootstrap(e.message))?;
+    rbac::bootstrap::ensure(state).map_err(SandboxError::Bootstrap)?;
+    rbac::aggregate::sync_all(state);
     Ok(())
 }
 
@@ -298,7 +311,21 @@ impl Sandbox {
             Storage::Dir(dir) => tls::load_or_generate(dir, addr.ip())?,
             Storage::Ephemeral => tls::generate(addr.ip())?,
         };
-        let state = State::new(store, token, cfg.tunables.clone(), tls.ca_pem.clone(), addr);
+        let auth = auth::Auth {
+            tokens: auth::tokens::Tokens::new(match &cfg.storage {
+                Storage::Dir(dir) => Some(dir.as_path()),
+                Storage::Ephemeral => None,
+            })?,
+            ca: auth::certs::Ca::new(tls.ca_key_pem.clone()),
+        };
+        let state = State::new(
+            store,
+            token,
+            cfg.tunables.clone(),
+            tls.ca_pem.clone(),
+            addr,
+            auth,
+        );
         bootstrap(&state)?;
         if let Some(path) = &cfg.kubeconfig {
             let yaml = kubeconfig::render(&format!("https://{addr}"), &tls.ca_pem, &state.token);
@@ -336,6 +363,16 @@ impl Sandbox {
     /// The bearer token clients must send.
     pub fn token(&self) -> &str {
         &self.state.token
+    }
+
+    /// A client certificate for `user` in `groups` (its CommonName and Organizations), signed
+    /// by the sandbox CA: requests made with it are authenticated as that user.
+    pub fn client_certificate(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<ClientCredentials, SandboxError> {
+        Ok(self.state.auth.ca.issue(user, groups)?)
     }
 
     /// A kubeconfig for this sandbox (context `sandbox`).

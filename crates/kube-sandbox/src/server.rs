@@ -1,4 +1,5 @@
-//! The HTTP front: authentication, routing, query/body decoding, and dispatch of each verb to
+//! The HTTP front: authentication and authorization (through [`auth`](super::auth) and
+//! [`rbac`](super::rbac)), routing, query/body decoding, and dispatch of each verb to
 //! [`ops`](super::ops), [`watch`](super::watch) and the discovery documents.
 
 use std::collections::HashMap;
@@ -13,9 +14,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::auth::{self, UserInfo};
 use super::openapi;
 use super::ops::{self, DeleteOpts, Deleted, FieldValidation, PatchKind, Propagation, WriteOpts};
 use super::output::{self, Output};
+use super::rbac;
 use super::request::{self, ResourcePath, Route};
 use super::resources::ResourceDef;
 use super::state::State;
@@ -52,22 +55,6 @@ async fn handle(AxState(state): AxState<Arc<State>>, req: Request) -> Response {
 }
 
 type Params = HashMap<String, String>;
-
-fn authorized(state: &State, headers: &HeaderMap) -> bool {
-    let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let Some(tok) = v.strip_prefix("Bearer ") else {
-        return false;
-    };
-    // Constant-time comparison.
-    tok.len() == state.token.len()
-        && tok
-            .bytes()
-            .zip(state.token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
 
 fn json_resp(code: StatusCode, body: impl Into<Body>, warnings: &[String]) -> Response {
     let mut r = Response::builder()
@@ -140,9 +127,13 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
         }
         _ => {}
     }
-    if !authorized(&state, req.headers()) {
-        return Err(ApiError::unauthorized());
-    }
+    // Who is asking, and may they? (kube-apiserver's authentication, impersonation and
+    // authorization filters, in that order.)
+    let cert = req.extensions().get::<auth::ClientCert>().cloned();
+    let user = auth::authenticate(&state, req.headers(), cert.as_ref())?;
+    let attrs = rbac::attributes::of_request(&route, req.uri().path(), req.method(), &params);
+    let user = auth::impersonate(&state, user, req.headers(), &attrs)?;
+    state.rbac.check(&state, &user, &attrs)?;
     let headers = req.headers().clone();
     let reg = || state.registry();
     match route {
@@ -185,7 +176,12 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
                 .ok_or_else(|| ApiError::no_route(req.uri().path()))?;
             Ok(value_resp(StatusCode::OK, &v, &[]))
         }
-        Route::Resource(rp) => resource(state, rp, params, req).await,
+        Route::Resource(rp) => resource(state, rp, params, req, user).await,
+        Route::Unknown if req.method() == Method::GET => {
+            let v = auth::endpoints::oidc(&state, req.uri().path())
+                .ok_or_else(|| ApiError::no_route(req.uri().path()))?;
+            Ok(value_resp(StatusCode::OK, &v, &[]))
+        }
         Route::Unknown | Route::Health | Route::Version => {
             Err(ApiError::no_route(req.uri().path()))
         }
@@ -428,6 +424,8 @@ struct ResourceCall {
     headers: HeaderMap,
     accept: Option<String>,
     include_object: String,
+    /// Who asks (for the RBAC escalation checks).
+    user: UserInfo,
 }
 
 /// Serve one request on a resource path: parse it, admit the subresource, run the verb.
@@ -436,8 +434,12 @@ async fn resource(
     rp: ResourcePath,
     p: Params,
     req: Request,
+    user: UserInfo,
 ) -> ApiResult<Response> {
-    let call = parse_resource_call(&state, rp, p, &req)?;
+    if auth::endpoints::handles(&rp) {
+        return auth::endpoints::serve(&state, &user, &rp, req).await;
+    }
+    let call = parse_resource_call(&state, rp, p, &req, user)?;
     if call.sub.as_deref() == Some("log")
         && call.def.group_resource() == "/pods"
         && req.method() == Method::GET
@@ -455,6 +457,7 @@ fn parse_resource_call(
     rp: ResourcePath,
     p: Params,
     req: &Request,
+    user: UserInfo,
 ) -> ApiResult<ResourceCall> {
     let def = state
         .registry()
@@ -482,6 +485,7 @@ fn parse_resource_call(
         headers: req.headers().clone(),
         accept,
         include_object,
+        user,
     })
 }
 
@@ -683,6 +687,9 @@ async fn create_or_update(
     let opts = write_opts(&call.params, &call.headers)?;
     let body = read_body(state, req).await?;
     let obj = decode_object(def, &call.headers, &body)?;
+    if def.group == rbac::GROUP {
+        rbac::escalation::check(state, &call.user, &def.plural, ns.unwrap_or_default(), &obj)?;
+    }
     let (w, code) = match name {
         None => (
             ops::create(state, def, ns, obj, &opts)?,
@@ -782,6 +789,16 @@ async fn patch_resource(
     let body = read_body(state, req).await?;
     let pv = decode(&body, matches!(kind, PatchKind::Apply { .. }))?;
     let sub = call.sub.as_deref();
+    if def.group == rbac::GROUP && !call.user.groups.iter().any(|g| g == auth::MASTERS) {
+        // The escalation checks look at the object as the patch leaves it.
+        let dry = WriteOpts {
+            dry_run: true,
+            ..opts.clone()
+        };
+        let w = ops::patch(state, def, call.ns.as_deref(), name, sub, kind, &pv, &dry)?;
+        let ns = call.ns.as_deref().unwrap_or_default();
+        rbac::escalation::check(state, &call.user, &def.plural, ns, &w.obj)?;
+    }
     let w = ops::patch(state, def, call.ns.as_deref(), name, sub, kind, &pv, &opts)?;
     after_write(state, def, &w.obj);
     let code = if w.created {

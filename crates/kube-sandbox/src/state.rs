@@ -58,6 +58,10 @@ pub struct State {
     pub addr: SocketAddr,
     /// Delayed re-syncs of the built-in controllers.
     pub requeue: super::controllers::requeue::Requeue,
+    /// Authentication: ServiceAccount tokens, the CA for client certificates.
+    pub auth: super::auth::Auth,
+    /// Authorization: RBAC.
+    pub rbac: super::rbac::Authorizer,
 }
 
 impl State {
@@ -68,7 +72,9 @@ impl State {
         tunables: Tunables,
         ca_pem: String,
         addr: SocketAddr,
+        auth: super::auth::Auth,
     ) -> Arc<State> {
+        let rbac = super::rbac::Authorizer::new(&store);
         Arc::new(State {
             store,
             registry: RwLock::new(Registry::builtin()),
@@ -78,6 +84,8 @@ impl State {
             ca_pem,
             addr,
             requeue: Default::default(),
+            auth,
+            rbac,
         })
     }
 

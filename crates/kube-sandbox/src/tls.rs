@@ -7,7 +7,9 @@
 //! with the kubeconfig of the earlier start, as a restarted cluster is for its users.
 //!
 //! kubectl (client-go) only sends credentials to TLS servers, so the sandbox always speaks
-//! HTTPS; clients trust it through the CA written into the kubeconfig.
+//! HTTPS; clients trust it through the CA written into the kubeconfig. The server asks for an
+//! optional client certificate: one the CA signed authenticates its connection's requests
+//! (see [`auth::certs`](crate::auth::certs)).
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -22,6 +24,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +38,9 @@ pub enum TlsError {
     /// rustls rejected the configuration.
     #[error("configuring TLS: {0}")]
     Rustls(rustls::Error),
+    /// The CA could not be used to verify client certificates.
+    #[error("configuring client certificates: {0}")]
+    ClientCa(String),
     /// The CA kept in the state directory could not be read or written.
     #[error("{path}: {message} (delete ca.crt and ca.key there to get a new CA)")]
     Stored {
@@ -61,6 +67,8 @@ impl From<rustls::Error> for TlsError {
 pub struct TlsMaterial {
     /// The CA certificate, PEM.
     pub ca_pem: String,
+    /// The CA's key, PEM (to issue client certificates).
+    pub ca_key_pem: String,
     /// The server side.
     pub acceptor: TlsAcceptor,
 }
@@ -68,7 +76,7 @@ pub struct TlsMaterial {
 /// The CA's parameters. Fixed (rcgen's default validity, no random fields), so the same key
 /// always gives the same CA subject, and a CA rebuilt from a stored key signs certificates that
 /// the stored CA certificate verifies.
-fn ca_params() -> Result<CertificateParams, TlsError> {
+pub(crate) fn ca_params() -> Result<CertificateParams, rcgen::Error> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name
@@ -119,6 +127,7 @@ pub fn load_or_generate(dir: &Path, extra_ip: IpAddr) -> Result<TlsMaterial, Tls
 
 /// A serving certificate signed by the CA (`ca_pem`, `ca_key`).
 fn serving(ca_pem: String, ca_key: KeyPair, extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
+    let ca_key_pem = ca_key.serialize_pem();
     let issuer = Issuer::new(ca_params()?, ca_key);
 
     let mut names = vec![
@@ -138,9 +147,22 @@ fn serving(ca_pem: String, ca_key: KeyPair, extra_ip: IpAddr) -> Result<TlsMater
     let server_cert = server.signed_by(&server_key, &issuer)?;
 
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    // Client certificates signed by the CA authenticate their user; clients without one
+    // (bearer tokens) are still accepted.
+    let mut roots = rustls::RootCertStore::empty();
+    let ca_der = CertificateDer::from_pem_slice(ca_pem.as_bytes())
+        .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+    roots.add(ca_der).map_err(TlsError::Rustls)?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()
+    .map_err(|e| TlsError::ClientCa(e.to_string()))?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+        .with_client_cert_verifier(verifier)
         .with_single_cert(
             vec![CertificateDer::from(server_cert.der().to_vec())],
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server_key.serialize_der())),
@@ -148,6 +170,7 @@ fn serving(ca_pem: String, ca_key: KeyPair, extra_ip: IpAddr) -> Result<TlsMater
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsMaterial {
         ca_pem,
+        ca_key_pem,
         acceptor: TlsAcceptor::from(Arc::new(cfg)),
     })
 }
@@ -190,6 +213,17 @@ pub async fn serve(
                     }
                     Err(_) => return,
                 };
+            // A verified client certificate names the user of every request on this connection.
+            let cert_user = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| crate::auth::certs::user_of(c));
+            let app = match cert_user {
+                Some(u) => app.layer(axum::Extension(crate::auth::ClientCert(u))),
+                None => app,
+            };
             let svc = TowerToHyperService::new(app);
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
             tokio::pin!(conn);

@@ -2,7 +2,8 @@
 //! bootstrap controllers and the kubelet would: garbage collection, namespace population
 //! (`default` ServiceAccount, `kube-root-ca.crt`) and deletion, the `kubernetes` Service, CRD
 //! establishment, PVC protection, simulated workload controllers (ReplicaSet, Deployment,
-//! StatefulSet, DaemonSet, Job), a simulated Node with a scheduler, and a simulated kubelet.
+//! StatefulSet, DaemonSet, Job), a simulated Node with a scheduler, a simulated kubelet,
+//! ClusterRole aggregation and the legacy ServiceAccount token Secrets.
 //!
 //! They react to the store's change feed in one task (in store order) and fall back to a full
 //! pass at start-up, after falling behind the feed, and periodically, so a missed event can
@@ -70,7 +71,17 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
         daemonset::GR if ev.kind != EventKind::Deleted => daemonset::sync(state, obj),
         job::GR if ev.kind != EventKind::Deleted => job::sync(state, obj),
         node::GR => daemonset::node_changed(state),
+        crate::rbac::CLUSTER_ROLES => crate::rbac::aggregate::sync_all(state),
+        "/secrets" if ev.kind != EventKind::Deleted => {
+            crate::auth::tokens::populate_secret(state, &obj.key.ns, &obj.key.name)
+        }
         _ => {}
+    }
+    if &*obj.key.gr == "/serviceaccounts" && ev.kind != EventKind::Deleted {
+        // A token Secret created before its ServiceAccount gets its token now.
+        for s in state.store.in_namespace("/secrets", &obj.key.ns) {
+            crate::auth::tokens::populate_secret(state, &s.key.ns, &s.key.name);
+        }
     }
     if ev.kind == EventKind::Deleted {
         gc::owner_gone(state, obj);
@@ -93,6 +104,7 @@ fn reconcile_apiserver(state: &Arc<State>) {
 
 fn full_pass(state: &Arc<State>, kubelet: &kubelet::Kubelet) {
     reconcile_apiserver(state);
+    crate::rbac::aggregate::sync_all(state);
     for obj in state.store.all() {
         examine(state, kubelet, &obj);
     }
@@ -109,6 +121,7 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
         daemonset::GR => daemonset::sync(state, obj),
         job::GR => job::sync(state, obj),
         pvc::GR => pvc::sync(state, obj),
+        "/secrets" => crate::auth::tokens::populate_secret(state, &obj.key.ns, &obj.key.name),
         _ => {}
     }
     gc::check(state, obj);
@@ -175,7 +188,11 @@ pub async fn run(started: Started) {
                 }
             }
             r = rx.recv() => match r {
-                Ok(ev) => handle(&state, &kubelet, &ev),
+                Ok(ev) => {
+                    handle(&state, &kubelet, &ev);
+                    // Keep the authorizer's change feed short while no request reads it.
+                    state.rbac.drain();
+                }
                 Err(RecvError::Lagged(n)) => {
                     tracing::warn!(missed = n, "sandbox controllers fell behind; re-examining every object");
                     full_pass(&state, &kubelet);

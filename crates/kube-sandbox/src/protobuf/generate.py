@@ -34,6 +34,8 @@ SERVED = [
     "api/apps/v1",
     "api/batch/v1",
     "api/rbac/v1",
+    "api/authentication/v1",
+    "api/authorization/v1",
     "api/coordination/v1",
     "api/events/v1",
     "api/policy/v1",
