@@ -95,3 +95,15 @@ pub async fn dev_client(sb: &Sandbox, qps: f64, dir: &std::path::Path) -> kube::
         .expect("connect")
         .client
 }
+
+/// Resident set size of `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
