@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::routing::post;
+use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
@@ -272,16 +273,24 @@ async fn main() {
     let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &bench_ar);
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
-    for i in 0..parents {
-        let p: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Bench",
-            "metadata": {"name": format!("p{i:05}")}, "spec": {"n": i}
-        }))
-        .expect("parent");
-        papi.create(&PostParams::default(), &p)
-            .await
-            .expect("create parent");
-    }
+    // 8 at a time (as the API floor's clients), so that creating them is not the bottleneck.
+    futures::stream::iter(0..parents)
+        .map(|i| {
+            let papi = papi.clone();
+            async move {
+                let p: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Bench",
+                    "metadata": {"name": format!("p{i:05}")}, "spec": {"n": i}
+                }))
+                .expect("parent");
+                papi.create(&PostParams::default(), &p)
+                    .await
+                    .expect("create parent");
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
     let created = start.elapsed();
     let want = parents * children;
     loop {
