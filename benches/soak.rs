@@ -25,7 +25,7 @@ use kube_sandbox::{Sandbox, SandboxConfig, Storage};
 use serde_json::{Value, json};
 
 mod common;
-use common::{ar, arg};
+use common::{ar, arg, rss_kib};
 
 /// What `dev -o json` said, counted.
 #[derive(Debug, Default)]
@@ -100,18 +100,6 @@ impl Counts {
             self.last_errors.remove(0);
         }
     }
-}
-
-/// Resident set size of `pid` in KiB.
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 fn main() {

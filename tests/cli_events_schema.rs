@@ -25,9 +25,17 @@ async fn events_of(name: &str) -> Vec<Value> {
 
 /// `dev --apply -f <dir> --once -o json <extra>` on a fresh sandbox.
 async fn dev_once_json(dir: &str, extra: &[&str]) -> std::process::Output {
-    let sb = common::start().await;
+    dev_once_json_on(&common::start().await, dir, extra).await
+}
+
+/// `dev --apply -f <dir> --once -o json <extra>` on `sb`.
+async fn dev_once_json_on(
+    sb: &common::TestSandbox,
+    dir: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let home = tempfile::tempdir().expect("tempdir");
-    let kc = kc(&sb);
+    let kc = kc(sb);
     let args = [
         "--kubeconfig",
         &kc,
@@ -156,6 +164,40 @@ async fn map_example_emits_only_schema_valid_lines_with_map_keys() {
             );
         }
     }
+}
+
+/// When the API server throttles (429 with `Retry-After`), `apiRate` events say so: the rate,
+/// the 429 answers so far, the narrowed window; they validate, and the Pod is still created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_shows_in_schema_valid_api_rate_events() {
+    let sb = common::start().await;
+    let throttled = sb.sandbox.faults().inject(
+        kube_sandbox::faults::Fault::on("POST", "/api/v1/namespaces/default/pods")
+            .too_many_requests(1)
+            .times(3),
+    );
+    let out = dev_once_json_on(&sb, &example("hello-world"), &[]).await;
+    let ev = valid_lines("throttled", &assert_ok(&out));
+    assert_eq!(throttled.fired(), 3);
+    let rates: Vec<&Value> = ev.iter().filter(|e| e["event"] == "apiRate").collect();
+    assert!(
+        rates
+            .iter()
+            .any(|e| e["throttled"].as_u64().is_some_and(|n| n >= 1)
+                && e["window"].as_u64().is_some()),
+        "an apiRate event reports the throttling: {rates:?}"
+    );
+    assert!(
+        rates.iter().all(|e| e.get("qpsLimit").is_none()),
+        "no --api-qps cap by default: {rates:?}"
+    );
+    assert!(
+        has(&ev, |e| e["event"] == "action"
+            && e["verb"] == "create"
+            && e["resource"] == "Pod.v1"
+            && e["error"].is_null()),
+        "the Pod is created after the 429s"
+    );
 }
 
 #[test]

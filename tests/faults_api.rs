@@ -28,11 +28,82 @@ async fn too_many_requests_is_retried_after_retry_after_and_writes_once() {
     );
     f.engine.converge().await;
     assert_eq!(throttled.fired(), 2);
+    let pace = f.rs.pace.snapshot();
+    assert_eq!(pace.throttled, 2, "{pace:?}");
     assert_eq!(creates(&f.engine).get("default/p0-0"), Some(&1));
     assert!(
         f.engine.failed_syncs().is_empty(),
         "{:?}",
         f.engine.failed_syncs()
+    );
+    f.stop().await;
+}
+
+/// A 429 storm: every child create and every status write is refused with `Retry-After` for a
+/// while. The client narrows its window and waits as asked; in the end every child exists,
+/// each created exactly once (nothing lost, nothing doubled), every parent's status written,
+/// and no sync is left failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_storm_is_survived_with_every_write_made_once() {
+    let f = Fixture::start().await;
+    let creates_refused = f.faults().inject(
+        Fault::on("POST", "/api/v1/namespaces/default/configmaps")
+            .too_many_requests(1)
+            .times(14),
+    );
+    let status_refused = f
+        .faults()
+        .inject(Fault::on("PUT", "/status").too_many_requests(1).times(4));
+    let names: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    create_parents(f.client(), &names, 2).await;
+    let mut children: Vec<String> = names
+        .iter()
+        .flat_map(|p| [format!("{p}-0"), format!("{p}-1")])
+        .collect();
+    children.sort();
+    let children: Vec<&str> = children.iter().map(String::as_str).collect();
+    wait_children(f.client(), &children).await;
+    let parents = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        f.client().clone(),
+        "default",
+        &common::engine::parent_ar("Parent"),
+    );
+    common::wait_for("every parent's status", common::TIMEOUT, || {
+        let parents = parents.clone();
+        async move {
+            let list = parents.list(&Default::default()).await.ok()?;
+            (list.items.len() == 20
+                && list
+                    .items
+                    .iter()
+                    .all(|p| p.data["status"]["children"] == json!(2)))
+            .then_some(())
+        }
+    })
+    .await;
+    f.engine.converge().await;
+    assert_eq!(creates_refused.fired(), 14, "the storm hit the creates");
+    assert_eq!(status_refused.fired(), 4, "the storm hit the status writes");
+    let made = creates(&f.engine);
+    for child in &children {
+        assert_eq!(
+            made.get(&format!("default/{child}")),
+            Some(&1),
+            "{child} created exactly once: {made:?}"
+        );
+    }
+    assert_eq!(made.len(), children.len(), "{made:?}");
+    assert!(
+        f.engine.failed_syncs().is_empty(),
+        "{:?}",
+        f.engine.failed_syncs()
+    );
+    let pace = f.rs.pace.snapshot();
+    assert!(pace.throttled >= 18, "every 429 was seen: {pace:?}");
+    assert!(
+        pace.window.is_some_and(|w| w < 1024),
+        "the window narrowed: {pace:?}"
     );
     f.stop().await;
 }

@@ -665,3 +665,32 @@ async fn markers_come_from_the_per_object_plan() {
     assert!(!text.contains("= p-0"), "{text}");
     run.stop().await;
 }
+
+/// The API server throttling (real 429 answers with `Retry-After` from the sandbox) shows in the
+/// status bar from the engine's `apiRate` reports: the request rate and, in the throttled
+/// colour, the 429 answers so far and the narrowed window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_throttling_shows_in_the_status_bar() {
+    let f = common::faults::Fixture::start().await;
+    f.engine.engine.context().follow_api_pace(f.rs.pace.clone());
+    let refused = f.faults().inject(
+        kube_sandbox::faults::Fault::on("POST", "/api/v1/namespaces/default/configmaps")
+            .too_many_requests(1)
+            .times(2),
+    );
+    common::faults::create_parents(f.client(), &["p0"], 1).await;
+    common::faults::wait_children(f.client(), &["p0-0"]).await;
+    assert_eq!(refused.fired(), 2);
+    wait_event(
+        &f.engine,
+        "an apiRate report of the 429s",
+        |e| matches!(e, EngineEvent::ApiRate { throttled, .. } if *throttled >= 2),
+    )
+    .await;
+    let mut app = model(&f.engine.events());
+    let text = frame(&mut app, 160, 36);
+    let bar = text.lines().next().unwrap_or_default();
+    assert!(bar.contains("API req/s -"), "{bar}");
+    assert!(bar.contains("429×2 win "), "{bar}");
+    f.stop().await;
+}

@@ -81,3 +81,29 @@ pub async fn install_crd(client: &kube::Client, kind: &str, plural: &str) -> Api
     }
     res
 }
+
+/// `dev`'s client for `sb`: `k8s::client::connect_limited` on its kubeconfig, as `dev` builds it.
+pub async fn dev_client(sb: &Sandbox, qps: f64, dir: &std::path::Path) -> kube::Client {
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, sb.kubeconfig_yaml()).expect("kubeconfig");
+    let limits = kubectl_meta::k8s::client::ClientLimits {
+        qps,
+        ..Default::default()
+    };
+    kubectl_meta::k8s::client::connect_limited(Some(&path), Some("sandbox"), None, limits)
+        .await
+        .expect("connect")
+        .client
+}
+
+/// Resident set size of `pid` in KiB.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}

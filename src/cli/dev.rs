@@ -93,11 +93,12 @@ pub struct DevArgs {
     /// Concurrent syncs per controller.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub workers: usize,
-    /// Client-side rate limit: API requests per second (0: unlimited). A 429 from the API
-    /// server is retried after its Retry-After whatever this says.
-    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
+    /// Explicit client-side cap: API requests per second (default 0: no fixed limit; requests
+    /// go as fast as the API server accepts them, and a 429 answer slows them down and is
+    /// retried after its Retry-After).
+    #[arg(long, value_name = "QPS", default_value_t = 0.0)]
     pub api_qps: f64,
-    /// Client-side rate limit: requests that may go at once.
+    /// With --api-qps: requests that may go at once after a quiet time.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub api_burst: u32,
     /// How children are created and updated.

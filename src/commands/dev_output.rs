@@ -97,6 +97,8 @@ pub struct Printer<W: Write> {
     failures: HashMap<(String, String), (String, u32)>,
     /// Per (controller, parent): the hook error printed during the sync in progress.
     hook_errors: HashMap<(String, String), String>,
+    /// 429 answers already reported by an `api` line.
+    throttled_shown: u64,
 }
 
 impl<W: Write> Printer<W> {
@@ -113,6 +115,7 @@ impl<W: Write> Printer<W> {
             pending: Vec::new(),
             failures: HashMap::new(),
             hook_errors: HashMap::new(),
+            throttled_shown: 0,
         }
     }
 
@@ -241,6 +244,46 @@ impl<W: Write> Printer<W> {
         Ok(())
     }
 
+    /// The pace of API requests: a line when the API server throttled (new 429 answers), every
+    /// report with `-v`.
+    fn api_rate(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
+        let EngineEvent::ApiRate {
+            requests_per_second,
+            throttled,
+            window,
+            retry_after_seconds,
+            qps_limit,
+            ..
+        } = event
+        else {
+            return Ok(());
+        };
+        let news = *throttled > self.throttled_shown;
+        if !news && !self.verbose {
+            return Ok(());
+        }
+        let mut content = format!("{requests_per_second} requests/s");
+        if let Some(q) = qps_limit {
+            content.push_str(&format!(" (--api-qps {q})"));
+        }
+        if news {
+            let n = throttled - self.throttled_shown;
+            let answers = if n == 1 { "answer" } else { "answers" };
+            content.push_str(&format!(
+                "; the API server is throttling: {n} more 429 {answers} ({throttled} in all)"
+            ));
+        }
+        if let Some(w) = window {
+            content.push_str(&format!(", at most {w} requests in flight"));
+        }
+        if let Some(s) = retry_after_seconds {
+            content.push_str(&format!(", waiting {s}s (Retry-After)"));
+        }
+        self.throttled_shown = *throttled;
+        let color = news.then_some(sgr::YELLOW);
+        self.line(now, "", "", ("api", color), &content)
+    }
+
     /// The one line of a sync that changed nothing.
     fn collapsed(&mut self, now: Timestamp, p: PendingSync, duration: Duration) -> io::Result<()> {
         let mut content = String::from("no changes");
@@ -348,6 +391,7 @@ impl<W: Write> Printer<W> {
                 self.line(now, controller, "", ("info", None), &clean(message))
             }
             EngineEvent::PlanHeld { .. } => self.plan_held(now, event),
+            EngineEvent::ApiRate { .. } => self.api_rate(now, event),
             EngineEvent::Detached { .. } | EngineEvent::Tombstone { .. } => {
                 self.detached(now, event)
             }

@@ -527,6 +527,26 @@ pub enum EngineEvent {
         /// The notice.
         message: String,
     },
+    /// The pace of API requests (at most once a second, while requests are made or the API
+    /// server throttles): the effective rate and any throttling (429 TooManyRequests).
+    #[serde(rename_all = "camelCase")]
+    ApiRate {
+        /// Requests answered per second over the last interval (watches excluded).
+        requests_per_second: f64,
+        /// Requests answered so far.
+        requests: u64,
+        /// Answers 429 TooManyRequests so far.
+        throttled: u64,
+        /// The adaptive concurrency window while a 429 keeps it narrowed; absent when open.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
+        /// Seconds new requests still wait for the API server's `Retry-After`; absent when none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_seconds: Option<f64>,
+        /// The explicit `--api-qps` cap; absent when there is none (the default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qps_limit: Option<f64>,
+    },
 }
 
 /// The largest hook body (serialized JSON bytes) or stderr an event carries; a larger one is

@@ -7,20 +7,17 @@
 //! [`write_guard`] refuses writes to a context that is not evidently local unless the user allowed
 //! it by name.
 //!
-//! Every client also goes through [`Throttle`]: a client-side rate limit (token bucket,
-//! [`ClientLimits`], `--api-qps`/`--api-burst` for `dev`) and, like client-go, a retry of
-//! requests the API server answered 429 TooManyRequests (API priority and fairness), after the
-//! `Retry-After` it asked for.
+//! Every client also goes through [`Throttle`] ([`super::pace`]): as fast as the API server
+//! accepts, an adaptive concurrency window that a 429 TooManyRequests (API priority and
+//! fairness) halves, its `Retry-After` honoured, and an explicit `--api-qps`/`--api-burst` cap
+//! ([`ClientLimits`]) only when asked for. [`Connection::pace`] shares its figures.
 
+use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use tokio::time::Instant;
-
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+pub use super::pace::{ApiPace, ClientLimits, Throttle};
 
 /// Context names that local development clusters use.
 const LOCAL_CONTEXT_NAMES: &[&str] = &[
@@ -112,6 +109,8 @@ pub struct Connection {
     pub client: kube::Client,
     /// The context the client talks to.
     pub context: ContextInfo,
+    /// The pace of the client's requests (rate, 429s, window), shared with its [`Throttle`].
+    pub pace: ApiPace,
 }
 
 /// Why we could not connect, or may not write.
@@ -218,7 +217,7 @@ pub async fn connect(
     connect_limited(kubeconfig, context, namespace, ClientLimits::default()).await
 }
 
-/// As [`connect`], with client-side rate limits other than the defaults.
+/// As [`connect`], with an explicit client-side rate cap (or none: the default).
 pub async fn connect_limited(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
@@ -243,188 +242,19 @@ pub async fn connect_limited(
         .await
         .map_err(|e| build_err(e.to_string()))?;
     cfg.default_namespace = info.namespace.clone();
+    // 429/503/504 are retried by the Throttle layer instead: kube's retry sits below it and
+    // would hide the 429s that narrow its window.
+    cfg.default_retry = false;
+    let throttle = Throttle::new(limits);
     let client = kube::client::ClientBuilder::try_from(cfg)
         .map_err(|e| build_err(e.to_string()))?
-        .with_layer(&Throttle::new(limits))
+        .with_layer(&throttle)
         .build();
     Ok(Connection {
         client,
         context: info,
+        pace: throttle.pace(),
     })
-}
-
-/// Client-side rate limits: a token bucket of `burst` requests refilled at `qps` per second
-/// (`qps` 0: unlimited). The defaults (50/s, bursts of 100) keep a dev loop of hundreds of
-/// parents moving while sparing a shared cluster; client-go's own defaults are 5/10.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ClientLimits {
-    /// Sustained requests per second (0: no limit).
-    pub qps: f64,
-    /// Requests that may go at once after a quiet time.
-    pub burst: u32,
-}
-
-impl Default for ClientLimits {
-    fn default() -> Self {
-        ClientLimits {
-            qps: 50.0,
-            burst: 100,
-        }
-    }
-}
-
-/// Most retries of one request answered 429.
-const MAX_429_RETRIES: u32 = 5;
-
-/// Longest `Retry-After` honoured per retry (longer asks are cut to this).
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// Token bucket state.
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
-}
-
-/// The client middleware: rate limit, then retry 429 answers after their `Retry-After`.
-#[derive(Debug, Clone)]
-pub struct Throttle {
-    limits: ClientLimits,
-    bucket: Arc<Mutex<Bucket>>,
-}
-
-impl Throttle {
-    /// A throttle with `limits` (one bucket shared by every clone).
-    pub fn new(limits: ClientLimits) -> Self {
-        Throttle {
-            limits,
-            bucket: Arc::new(Mutex::new(Bucket {
-                tokens: f64::from(limits.burst.max(1)),
-                last: Instant::now(),
-            })),
-        }
-    }
-
-    /// Wait for a token.
-    async fn acquire(&self) {
-        if self.limits.qps <= 0.0 {
-            return;
-        }
-        loop {
-            let wait = {
-                let Ok(mut b) = self.bucket.lock() else {
-                    return;
-                };
-                let now = Instant::now();
-                let burst = f64::from(self.limits.burst.max(1));
-                b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * self.limits.qps)
-                    .min(burst);
-                b.last = now;
-                if b.tokens >= 1.0 {
-                    b.tokens -= 1.0;
-                    return;
-                }
-                Duration::from_secs_f64((1.0 - b.tokens) / self.limits.qps)
-            };
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
-impl<S> tower_layer::Layer<S> for Throttle {
-    type Service = ThrottleService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        ThrottleService {
-            inner: Arc::new(tokio::sync::Mutex::new(inner)),
-            throttle: self.clone(),
-        }
-    }
-}
-
-/// The service [`Throttle`] wraps around the client's HTTP stack.
-pub struct ThrottleService<S> {
-    inner: Arc<tokio::sync::Mutex<S>>,
-    throttle: Throttle,
-}
-
-/// `Retry-After` of a 429 answer, if it is one.
-fn retry_after<B>(resp: &axum::http::Response<B>) -> Option<Duration> {
-    if resp.status() != axum::http::StatusCode::TOO_MANY_REQUESTS {
-        return None;
-    }
-    let secs = resp
-        .headers()
-        .get(axum::http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(1);
-    Some(Duration::from_secs(secs.max(1)).min(MAX_RETRY_AFTER))
-}
-
-impl<S, B> tower_service::Service<axum::http::Request<kube::client::Body>> for ThrottleService<S>
-where
-    S: tower_service::Service<
-            axum::http::Request<kube::client::Body>,
-            Response = axum::http::Response<B>,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        // Readiness of the inner service is awaited per call, under its lock.
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: axum::http::Request<kube::client::Body>) -> Self::Future {
-        let (inner, throttle) = (Arc::clone(&self.inner), self.throttle.clone());
-        Box::pin(async move {
-            let (method, uri, version, headers) = (
-                req.method().clone(),
-                req.uri().clone(),
-                req.version(),
-                req.headers().clone(),
-            );
-            let mut spare = req.body().try_clone();
-            let mut req = req;
-            let mut retries = 0;
-            loop {
-                throttle.acquire().await;
-                let fut = {
-                    let mut svc = inner.lock().await;
-                    futures::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
-                    svc.call(req)
-                };
-                let resp = fut.await?;
-                let wait = match (retry_after(&resp), spare.take()) {
-                    (Some(wait), Some(body)) if retries < MAX_429_RETRIES => {
-                        // A copy for the retry after this one.
-                        spare = body.try_clone();
-                        let mut again = axum::http::Request::new(body);
-                        *again.method_mut() = method.clone();
-                        *again.uri_mut() = uri.clone();
-                        *again.version_mut() = version;
-                        *again.headers_mut() = headers.clone();
-                        req = again;
-                        wait
-                    }
-                    _ => return Ok(resp),
-                };
-                retries += 1;
-                tracing::debug!(%method, %uri, "API server answered 429; retrying after {}s", wait.as_secs());
-                tokio::time::sleep(wait).await;
-            }
-        })
-    }
 }
 
 /// The kubeconfig files to read, in merge order, given the flag, `$KUBECONFIG` and `$HOME`.
@@ -566,51 +396,6 @@ fn context_info(
 #[cfg(test)]
 mod tests {
 
-    #[tokio::test(start_paused = true)]
-    async fn the_rate_limit_lets_a_burst_through_then_paces_requests() {
-        let t = Throttle::new(ClientLimits {
-            qps: 10.0,
-            burst: 3,
-        });
-        let start = Instant::now();
-        for _ in 0..3 {
-            t.acquire().await;
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO, "the burst goes at once");
-        for _ in 0..5 {
-            t.acquire().await;
-        }
-        let paced = start.elapsed();
-        assert!(
-            paced >= Duration::from_millis(500) && paced < Duration::from_millis(600),
-            "5 more at 10/s: {paced:?}"
-        );
-        let free = Throttle::new(ClientLimits { qps: 0.0, burst: 1 });
-        let start = Instant::now();
-        for _ in 0..100 {
-            free.acquire().await;
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO, "qps 0: no limit");
-    }
-
-    #[test]
-    fn retry_after_is_read_from_429_answers_only_and_capped() {
-        let resp = |code: u16, header: Option<&str>| {
-            let mut b = axum::http::Response::builder().status(code);
-            if let Some(h) = header {
-                b = b.header("retry-after", h);
-            }
-            b.body(()).expect("response")
-        };
-        assert_eq!(
-            retry_after(&resp(429, Some("3"))),
-            Some(Duration::from_secs(3))
-        );
-        assert_eq!(retry_after(&resp(429, None)), Some(Duration::from_secs(1)));
-        assert_eq!(retry_after(&resp(429, Some("3600"))), Some(MAX_RETRY_AFTER));
-        assert_eq!(retry_after(&resp(503, Some("3"))), None);
-        assert_eq!(retry_after(&resp(200, None)), None);
-    }
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use kube_sandbox::{Sandbox, SandboxConfig};

@@ -7,6 +7,7 @@
 //! - [`lease`]: one dev loop per controller.
 //! - [`manifests`]: applying plain documents (`--apply`).
 //! - [`object`]: JSON metadata accessors.
+//! - [`pace`]: the pace of API requests (adaptive window, 429 `Retry-After`, `--api-qps` cap).
 //!
 //! Selectors, quantities, name rules and content hashes are in the `kube-apimachinery` crate.
 //!
@@ -30,3 +31,4 @@ pub(crate) mod informer;
 pub mod lease;
 pub(crate) mod manifests;
 pub mod object;
+pub mod pace;

@@ -466,6 +466,8 @@ pub struct App {
     /// Why writes are held (API server unreachable, lease lost), since when (as the UI
     /// learned it).
     pub held: Option<(Instant, WritesHeld)>,
+    /// The pace of API requests as last reported (`apiRate`), and when.
+    pub api: Option<(Instant, ApiRateView)>,
     controller_index: HashMap<String, usize>,
     parent_index: HashMap<(String, String), usize>,
     rows: Vec<Row>,
@@ -473,6 +475,19 @@ pub struct App {
     writes: VecDeque<Instant>,
     /// Parents per state class (see [`class`]); class 0 is not kept exactly.
     counts: [usize; 3],
+}
+
+/// The pace of API requests the status bar shows (from the last `apiRate` event).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ApiRateView {
+    /// Requests answered per second.
+    pub per_second: f64,
+    /// Answers 429 so far.
+    pub throttled: u64,
+    /// The narrowed concurrency window, if narrowed.
+    pub window: Option<u32>,
+    /// Seconds left of a `Retry-After` pause, if one runs.
+    pub retry_after_seconds: Option<f64>,
 }
 
 /// 1 syncing, 2 failed, 0 anything else.
@@ -537,6 +552,7 @@ impl App {
             kube_events: EventIndex::default(),
             queue: QueueStats::default(),
             held: None,
+            api: None,
             controller_index: HashMap::new(),
             parent_index: HashMap::new(),
             rows: Vec::new(),
@@ -685,6 +701,23 @@ impl App {
             | EngineEvent::Detached { .. }
             | EngineEvent::Tombstone { .. } => self.on_parent_notice(event),
             EngineEvent::Info { message, .. } => self.push_log(message.clone()),
+            EngineEvent::ApiRate {
+                requests_per_second,
+                throttled,
+                window,
+                retry_after_seconds,
+                ..
+            } => {
+                self.api = Some((
+                    now,
+                    ApiRateView {
+                        per_second: *requests_per_second,
+                        throttled: *throttled,
+                        window: *window,
+                        retry_after_seconds: *retry_after_seconds,
+                    },
+                ));
+            }
         }
     }
 

@@ -3,7 +3,9 @@
 //! Line 1: context and namespace, APPLY / PAUSED, the API server when it is unreachable (`API:
 //! unreachable 12s`, red; gone once it is back) or why else writes are held, the managed hook
 //! server (state, pid, restarts), parents syncing (the work in flight), the work queues' depth
-//! (keys waiting for a worker, and those scheduled for later), writes in the last minute,
+//! (keys waiting for a worker, and those scheduled for later), writes in the last minute, the
+//! API request rate once requests were made (`API req/s`, and in yellow the 429 answers so far,
+//! the narrowed concurrency window and any `Retry-After` wait when the API server throttles),
 //! errors. When that does not fit the width, the labels are shortened (80 columns hold it).
 //! Line 2: the answer to the last command, else the last reload (what, which file, how long ago,
 //! how many parents' replayed answers changed).
@@ -19,6 +21,9 @@ use ratatui::widgets::Paragraph;
 use super::app::{App, Focus};
 use super::theme::{self, Theme};
 use crate::engine::error::WritesHeld;
+
+/// After this long without an `apiRate` report the API request rate shows 0.
+const API_RATE_STALE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The first line, with long labels (`wide`) or short ones.
 fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
@@ -95,6 +100,29 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
     } else {
         format!("{wlabel} {writes}")
     }));
+    if let Some((at, api)) = app.api {
+        l1.push(sep());
+        // A report older than a few seconds: requests stopped (reports come only while busy).
+        let fresh = now.saturating_duration_since(at) < API_RATE_STALE;
+        let rate = if mask {
+            "-".to_string()
+        } else if fresh {
+            format!("{:.0}", api.per_second)
+        } else {
+            "0".to_string()
+        };
+        l1.push(Span::raw(format!("{} {rate}", label("API req/s", "api/s"))));
+        if api.throttled > 0 {
+            let mut text = format!(" 429×{}", api.throttled);
+            if let Some(w) = api.window {
+                text.push_str(&format!(" win {w}"));
+            }
+            if let Some(s) = api.retry_after_seconds.filter(|_| fresh) {
+                text.push_str(&format!(" wait {s:.0}s"));
+            }
+            l1.push(Span::styled(text, t.warn()));
+        }
+    }
     l1.push(sep());
     l1.push(Span::styled(
         format!("{} {}", label("errors", "err"), app.errors),

@@ -25,6 +25,8 @@ pub struct Restartable {
     pub sandbox: Option<Sandbox>,
     /// A client built from the first start's kubeconfig, exactly as `dev` builds it.
     pub client: kube::Client,
+    /// That client's request pace (rate, 429 answers, window).
+    pub pace: kubectl_meta::k8s::pace::ApiPace,
     /// Holds the state directory and the kubeconfig.
     pub dir: tempfile::TempDir,
 }
@@ -46,6 +48,7 @@ impl Restartable {
             cfg,
             sandbox: Some(sandbox),
             client: conn.client,
+            pace: conn.pace,
             dir,
         }
     }

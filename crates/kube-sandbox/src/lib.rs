@@ -42,9 +42,9 @@
 
 pub(crate) mod admission;
 pub(crate) mod apply;
+pub(crate) mod auth;
 pub(crate) mod builder;
 pub(crate) mod cel_rules;
-pub(crate) mod auth;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub mod faults;
@@ -82,8 +82,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-pub use builder::SandboxBuilder;
 pub use auth::certs::ClientCredentials;
+pub use builder::SandboxBuilder;
 use persist::{Db, Loaded, PersistError};
 use state::State;
 pub use state::Tunables;

@@ -437,6 +437,7 @@ fn engine_context(
     for l in leases {
         ctx.follow_lease(l.state());
     }
+    ctx.follow_api_pace(conn.pace.clone());
     Ok(ctx)
 }
 

@@ -20,7 +20,11 @@ use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::informer::InformerRegistry;
 use crate::k8s::lease::{self, LeaseState};
+use crate::k8s::pace::ApiPace;
 use crate::spec::{Hook, HookVersion};
+
+/// How often [`EngineContext::follow_api_pace`] reports.
+const API_RATE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Engine-wide settings (from the command line).
 #[derive(Debug, Clone)]
@@ -192,6 +196,44 @@ impl EngineContext {
                 if lease.changed().await.is_err() {
                     return;
                 }
+            }
+        })
+    }
+
+    /// Publish the pace of API requests ([`EngineEvent::ApiRate`]) once a second while requests
+    /// are answered or the API server throttles (nothing while idle). Ends when the engine
+    /// context is dropped.
+    pub fn follow_api_pace(self: &Arc<Self>, pace: ApiPace) -> tokio::task::JoinHandle<()> {
+        let ctx = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(API_RATE_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last = pace.snapshot();
+            let mut at = tokio::time::Instant::now();
+            loop {
+                tick.tick().await;
+                let Some(ctx) = ctx.upgrade() else { return };
+                let now = pace.snapshot();
+                let quiet = now.answered == last.answered
+                    && now.throttled == last.throttled
+                    && now.window == last.window
+                    && now.retry_after.is_none();
+                if !quiet {
+                    let secs = at.elapsed().as_secs_f64().max(1e-3);
+                    let rate = (now.answered - last.answered) as f64 / secs;
+                    ctx.bus.publish(EngineEvent::ApiRate {
+                        requests_per_second: (rate * 10.0).round() / 10.0,
+                        requests: now.answered,
+                        throttled: now.throttled,
+                        window: now.window,
+                        retry_after_seconds: now
+                            .retry_after
+                            .map(|d| (d.as_secs_f64() * 10.0).ceil() / 10.0),
+                        qps_limit: now.qps_cap,
+                    });
+                }
+                last = now;
+                at = tokio::time::Instant::now();
             }
         })
     }
