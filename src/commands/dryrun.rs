@@ -95,7 +95,7 @@ async fn hook_context(
         namespace: args.cluster.namespace.clone(),
         ..EngineOptions::default()
     };
-    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false).await?;
+    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;

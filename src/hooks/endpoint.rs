@@ -224,7 +224,7 @@ pub fn references(defs: &[ControllerDef]) -> BTreeSet<ObjectKey> {
 
 /// The keys and values of the referenced objects that exist (Secret `data` decoded). `Debug`
 /// shows keys only.
-#[derive(Default, Clone)]
+#[derive(Default, Clone, PartialEq)]
 pub struct RefData {
     objects: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
 }
@@ -248,6 +248,11 @@ impl RefData {
 
     fn get(&self, key: &ObjectKey) -> Option<&BTreeMap<String, Vec<u8>>> {
         self.objects.get(key)
+    }
+
+    /// The objects of `keys` that were not found.
+    pub fn missing<'k>(&self, keys: &'k BTreeSet<ObjectKey>) -> Vec<&'k ObjectKey> {
+        keys.iter().filter(|k| !self.objects.contains_key(k)).collect()
     }
 
     /// Read `keys` from the cluster, and from `documents` (those `--apply` will create; a

@@ -291,7 +291,7 @@ impl Writes {
                     "create",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                crate::engine::plan::rollout::RevisionWrite::Update { object } => (
+                crate::engine::plan::rollout::RevisionWrite::Update { object, .. } => (
                     "update",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
