@@ -858,17 +858,34 @@ async fn rolling_update_shows_the_order_and_the_next_child() {
                     .is_some_and(|t| t.starts_with("ControllerRevision."))
         })
         .unwrap_or_else(|| panic!("a ControllerRevision update:\n{json_out}"));
-    assert_eq!(revision["live"]["metadata"], revision["planned"]["metadata"]);
-    assert_ne!(revision["live"]["children"], revision["planned"]["children"]);
-    assert_eq!(revision["live"]["parentPatch"], revision["planned"]["parentPatch"]);
+    assert_eq!(
+        revision["live"]["metadata"],
+        revision["planned"]["metadata"]
+    );
+    assert_ne!(
+        revision["live"]["children"],
+        revision["planned"]["children"]
+    );
+    assert_eq!(
+        revision["live"]["parentPatch"],
+        revision["planned"]["parentPatch"]
+    );
     let (code, diff_out, err) = dryrun(&sb, home.path(), &["-f", &file, "-v"]).await;
     assert_eq!(code, 1, "{diff_out}\n{err}");
     let section = diff_out
         .split("~ update ControllerRevision ")
         .nth(1)
         .unwrap_or_else(|| panic!("a ControllerRevision update:\n{diff_out}"));
-    let hunk = section.lines().find(|l| l.starts_with("@@")).unwrap();
-    assert!(!hunk.starts_with("@@ -0,0 "), "diffed as all added:\n{section}");
+    let hunk = section
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("@@"))
+        .unwrap_or_else(|| panic!("a diff:\n{section}"));
+    assert!(
+        !hunk.starts_with("@@ -0,0 "),
+        "diffed as all added:\n{section}"
+    );
+    assert!(section.contains("-  - r-"), "a claim moves:\n{section}");
     assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
 }
 

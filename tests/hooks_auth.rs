@@ -530,10 +530,22 @@ spec:
     )
     .unwrap();
     let applied = sb.kubectl(&[
-        "create", "configmap", "plain", "-n", "default", "--from-literal=a=b",
+        "create",
+        "configmap",
+        "plain",
+        "-n",
+        "default",
+        "--from-literal=a=b",
     ]);
     assert!(applied.status.success(), "{applied:?}");
-    let labelled = sb.kubectl(&["label", "configmap", "plain", "-n", "default", "decorate=yes"]);
+    let labelled = sb.kubectl(&[
+        "label",
+        "configmap",
+        "plain",
+        "-n",
+        "default",
+        "decorate=yes",
+    ]);
     assert!(labelled.status.success(), "{labelled:?}");
 
     let (kubeconfig, dir_arg, base) = (
@@ -562,19 +574,26 @@ spec:
         .await;
     // The other controller runs meanwhile.
     let cms = ar("", "ConfigMap", "configmaps");
-    common::wait_for("the plain controller decorates", TIMEOUT, || async {
-        let cm = get(&sb, &cms, Some("default"), "plain").await?;
-        (cm["metadata"]["annotations"]["decorated"] == "yes").then_some(())
-    })
+    common::wait_for(
+        "the plain controller decorates",
+        common::TIMEOUT,
+        || async {
+            let cm = get(&sb, &cms, Some("default"), "plain").await?;
+            (cm["metadata"]["annotations"]["decorated"] == "yes").then_some(())
+        },
+    )
     .await;
     let hello = ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds");
     let parent = get(&sb, &hello, Some("default"), "hello").await.unwrap();
     assert!(parent["status"]["auth"].is_null(), "{parent}");
-    assert!(seen.lock().unwrap().is_empty(), "no call before the Secrets exist");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "no call before the Secrets exist"
+    );
 
     let created = sb.kubectl(&["apply", "-f", &creds_file.display().to_string()]);
     assert!(created.status.success(), "{created:?}");
-    common::wait_for("the secured controller syncs", TIMEOUT, || async {
+    common::wait_for("the secured controller syncs", common::TIMEOUT, || async {
         let p = get(&sb, &hello, Some("default"), "hello").await?;
         (p["status"]["auth"] == "accepted").then_some(())
     })
@@ -584,12 +603,28 @@ spec:
     *expected.lock().unwrap() = format!("Bearer {ROTATED}");
     let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ROTATED);
     let patch = format!(r#"{{"data":{{"token":"{encoded}"}}}}"#);
-    let patched = sb.kubectl(&["patch", "secret", "hook-token", "-n", "default", "-p", &patch]);
+    let patched = sb.kubectl(&[
+        "patch",
+        "secret",
+        "hook-token",
+        "-n",
+        "default",
+        "-p",
+        &patch,
+    ]);
     assert!(patched.status.success(), "{patched:?}");
-    dev.wait_output("read the webhooks' connection settings again").await;
-    let touched = sb.kubectl(&["annotate", "helloworld", "hello", "-n", "default", "touched=1"]);
+    dev.wait_output("read the webhooks' connection settings again")
+        .await;
+    let touched = sb.kubectl(&[
+        "annotate",
+        "helloworld",
+        "hello",
+        "-n",
+        "default",
+        "touched=1",
+    ]);
     assert!(touched.status.success(), "{touched:?}");
-    common::wait_for("a call with the rotated token", TIMEOUT, || async {
+    common::wait_for("a call with the rotated token", common::TIMEOUT, || async {
         seen.lock()
             .unwrap()
             .iter()
@@ -598,8 +633,10 @@ spec:
     })
     .await;
     let out = dev.output();
+    // Said once (then again only when what it waits for changes, as the objects appear one
+    // by one).
     assert_eq!(
-        out.matches("not started: waiting for").count(),
+        out.matches("not started: waiting for Secret default/hook-client, Secret default/hook-token, ConfigMap default/hook-ca").count(),
         1,
         "said once:\n{out}"
     );

@@ -74,7 +74,13 @@ pub struct DevArgs {
     /// With --once: a parent is converged when its last sync wrote nothing and every child is
     /// Current (`current`: Pods Ready, workloads caught up, custom resources Ready; Failed
     /// children are reported), or as soon as a sync writes nothing (`none`).
-    #[arg(long, value_enum, value_name = "WHAT", default_value = "current", requires = "once")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHAT",
+        default_value = "current",
+        requires = "once"
+    )]
     pub wait_for: WaitForArg,
     /// Print the event log instead of the terminal UI (the log is also what a non-terminal
     /// stdout, -o json and --once get).

@@ -23,7 +23,7 @@ use kube_sandbox::{Sandbox, SandboxConfig};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::dryrun::render::{Action, Entry};
+use crate::dryrun::render::{Action, Entry, RenderOptions, Summary, diff, shown_pair};
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::plan::planner::ObjectAction;
 use crate::engine::runtime::context::{EngineContext, EngineOptions};
@@ -162,7 +162,10 @@ impl Copy {
             }
             pending = rest;
         }
-        let live_uid = uid_map.iter().map(|(l, s)| (s.clone(), l.clone())).collect();
+        let live_uid = uid_map
+            .iter()
+            .map(|(l, s)| (s.clone(), l.clone()))
+            .collect();
         Ok(Copy {
             sandbox,
             client,
@@ -250,7 +253,10 @@ async fn copy_crds(
     let mut names = BTreeSet::new();
     for r in resources {
         if !r.api_resource.group.is_empty() {
-            names.insert(format!("{}.{}", r.api_resource.plural, r.api_resource.group));
+            names.insert(format!(
+                "{}.{}",
+                r.api_resource.plural, r.api_resource.group
+            ));
         }
     }
     for name in names {
@@ -331,24 +337,30 @@ async fn create_copy(
         what: describe(live),
         message: crate::k8s::kube_error_message(&e),
     };
-    let created = api
-        .create(&PostParams::default(), &dynamic(&v)?)
-        .await
-        .map_err(failed)?;
-    let mut created = serde_json::to_value(&created).map_err(|e| SimError::Copy {
-        what: describe(live),
-        message: e.to_string(),
-    })?;
-    let uid = object::uid(&created).unwrap_or_default().to_string();
+    let name = object::name(&v).unwrap_or_default().to_string();
+    let created = match api.create(&PostParams::default(), &dynamic(&v)?).await {
+        Ok(c) => c,
+        // What the sandbox makes itself (kube-root-ca.crt, the default ServiceAccount): its
+        // own object stands for the live one.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = api.get(&name).await.map_err(failed)?;
+            return Ok(existing.metadata.uid.unwrap_or_default());
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let uid = created.metadata.uid.clone().unwrap_or_default();
     if let Some(status) = status
         && info.has_status
         && !status.is_null()
     {
-        created["status"] = status;
-        let name = object::name(&created).unwrap_or_default().to_string();
-        api.replace_status(&name, &PostParams::default(), &dynamic(&created)?)
-            .await
-            .map_err(failed)?;
+        // A merge patch: the sandbox's controllers may have written the status meanwhile.
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .map_err(failed)?;
     }
     Ok(uid)
 }
@@ -415,11 +427,12 @@ impl std::fmt::Display for Cause {
                 f,
                 "waiting on readiness nothing provides (even with the sandbox's simulated kubelet and controllers): {message}"
             ),
-            Cause::SyncFailed { step, message } => write!(f, "sync failed at step {step}: {message}"),
-            Cause::MaxSteps { max_steps } => write!(
-                f,
-                "still writing after {max_steps} syncs (--max-steps)"
-            ),
+            Cause::SyncFailed { step, message } => {
+                write!(f, "sync failed at step {step}: {message}")
+            }
+            Cause::MaxSteps { max_steps } => {
+                write!(f, "still writing after {max_steps} syncs (--max-steps)")
+            }
         }
     }
 }
@@ -549,14 +562,7 @@ async fn collect(
                             ObjectAction::InSync | ObjectAction::Waiting | ObjectAction::Keep
                         )
                     })
-                    .map(|o| {
-                        format!(
-                            "{} {} {}",
-                            header(o.action),
-                            o.kind,
-                            o.id.object()
-                        )
-                    })
+                    .map(|o| format!("{} {} {}", header(o.action), o.kind, o.id.object()))
                     .collect();
                 if status_change {
                     lines.push(format!("~ status {parent}"));
@@ -695,7 +701,11 @@ fn cause_of(
     if !waiting.is_empty() {
         let message = waiting
             .iter()
-            .map(|w| w.trim_start_matches(parent).trim_start_matches(": ").to_string())
+            .map(|w| {
+                w.trim_start_matches(parent)
+                    .trim_start_matches(": ")
+                    .to_string()
+            })
             .collect::<Vec<_>>()
             .join("; ");
         return Some(Cause::WaitingForReadiness { message });
@@ -707,11 +717,10 @@ fn cause_of(
 /// replaced (same name, another object) and deleted objects; the parent's status.
 async fn end_state(copy: &Copy, parent: &str) -> Vec<Entry> {
     let key = parent.split(' ').next().unwrap_or(parent);
-    let Some(p) = copy
-        .objects
-        .iter()
-        .find(|c| ObjectKey::of(&c.live).is_some_and(|k| k.to_string() == key) && owner_uids(&c.live).is_empty())
-    else {
+    let Some(p) = copy.objects.iter().find(|c| {
+        ObjectKey::of(&c.live).is_some_and(|k| k.to_string() == key)
+            && owner_uids(&c.live).is_empty()
+    }) else {
         return Vec::new();
     };
     let parent_copy_uid = p.uid.clone();
@@ -744,7 +753,9 @@ async fn end_state(copy: &Copy, parent: &str) -> Vec<Entry> {
     for c in &copy.objects {
         let controlled = object::controller_ref(&c.live).is_some_and(|r| r.uid == parent_live_uid);
         if controlled || c.uid == parent_copy_uid {
-            let k = ObjectKey::of(&c.live).map(|k| k.to_string()).unwrap_or_default();
+            let k = ObjectKey::of(&c.live)
+                .map(|k| k.to_string())
+                .unwrap_or_default();
             before.insert((c.info.key(), k), c);
         }
     }
@@ -813,4 +824,164 @@ fn comparable(v: &Value) -> Value {
         spec.shift_remove("nodeName");
     }
     v
+}
+
+/// The summary over all runs: the counts of the end states, the most steps a parent took, and
+/// whether every parent converged.
+pub fn summary(runs: &[ParentRun]) -> (Summary, usize, bool) {
+    let mut s = Summary::default();
+    for r in runs {
+        s.add(&r.entries);
+    }
+    let steps = runs.iter().map(ParentRun::writing_steps).max().unwrap_or(0);
+    let converged = runs.iter().all(|r| r.cause.is_none());
+    (s, steps, converged)
+}
+
+/// `Plan: ...; converged in S steps` (or `not converged: N parent(s)`).
+pub fn summary_line(runs: &[ParentRun]) -> String {
+    let (s, steps, converged) = summary(runs);
+    if converged {
+        format!("{}; converged in {steps} step(s)", s.line())
+    } else {
+        let n = runs.iter().filter(|r| r.cause.is_some()).count();
+        format!("{}; not converged: {n} parent(s)", s.line())
+    }
+}
+
+/// What the output says about readiness.
+pub const READINESS_NOTE: &str = "readiness (Pods becoming Ready, workload statuses) comes from the sandbox's simulated kubelet and controllers";
+
+/// The human rendering: per parent its steps (one line each; `verbose`: the objects of each),
+/// whether and how it converged, the end state against live as diffs; then the summary.
+pub fn human(runs: &[ParentRun], opts: &RenderOptions, verbose: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for r in runs {
+        let _ = writeln!(out, "{} {}", r.controller, r.parent);
+        for s in &r.steps {
+            let what = if let Some(e) = &s.error {
+                format!("failed: {}", e.lines().next().unwrap_or_default())
+            } else if s.writes == 0 {
+                "no writes".to_string()
+            } else if verbose {
+                format!(
+                    "{} write(s):\n      {}",
+                    s.writes,
+                    s.actions.join("\n      ")
+                )
+            } else {
+                format!("{} write(s): {}", s.writes, s.actions.join("; "))
+            };
+            let _ = writeln!(out, "  step {}: {what}", s.step);
+        }
+        match &r.cause {
+            None => {
+                let _ = writeln!(out, "  converged in {} step(s)", r.writing_steps());
+            }
+            Some(c) => {
+                let _ = writeln!(out, "  NOT CONVERGED: {c}");
+            }
+        }
+        if r.entries.is_empty() {
+            let _ = writeln!(out, "  end state: as live");
+        } else {
+            let _ = writeln!(out, "  end state against live:");
+        }
+        for e in &r.entries {
+            let _ = writeln!(out, "  {} {}", e.action.header(), e.title());
+            let (l, p) = shown_pair(e, opts);
+            for line in diff(l.as_ref(), p.as_ref(), opts.context, opts.color).lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    let _ = writeln!(out, "note: {READINESS_NOTE}");
+    let _ = writeln!(out, "{}", summary_line(runs));
+    out
+}
+
+/// The JSON document (docs/dryrun-plan.md, "--simulate").
+pub fn json_doc(runs: &[ParentRun], opts: &RenderOptions) -> Value {
+    let parents: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let objects: Vec<Value> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    let (l, p) = shown_pair(e, opts);
+                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                    v["diff"] = json!(diff(l.as_ref(), p.as_ref(), opts.context, false));
+                    v["live"] = l.unwrap_or(Value::Null);
+                    v["planned"] = p.unwrap_or(Value::Null);
+                    v
+                })
+                .collect();
+            json!({
+                "controller": r.controller,
+                "parent": r.parent,
+                "converged": r.cause.is_none(),
+                "steps": r.steps,
+                "writingSteps": r.writing_steps(),
+                "cause": r.cause,
+                "message": r.cause.as_ref().map(ToString::to_string),
+                "objects": objects,
+            })
+        })
+        .collect();
+    let (s, steps, converged) = summary(runs);
+    let mut counts = serde_json::to_value(s).unwrap_or(Value::Null);
+    counts["changes"] = json!(s.changes());
+    counts["steps"] = json!(steps);
+    counts["converged"] = json!(converged);
+    json!({
+        "kind": "DryRunSimulation",
+        "note": READINESS_NOTE,
+        "parents": parents,
+        "summary": counts,
+    })
+}
+
+/// How the end states of two simulations differ, parent by parent (`--simulate --against`):
+/// one line per object whose end state differs, with the changed fields.
+pub fn end_state_differences(current: &[ParentRun], other: &[ParentRun]) -> Vec<String> {
+    let ends = |runs: &[ParentRun]| -> BTreeMap<(String, String, String), Option<Value>> {
+        let mut m = BTreeMap::new();
+        for r in runs {
+            for e in &r.entries {
+                m.insert(
+                    (r.parent.clone(), e.type_key.clone(), e.title()),
+                    e.planned.as_ref().map(comparable),
+                );
+            }
+        }
+        m
+    };
+    let (a, b) = (ends(current), ends(other));
+    let keys: BTreeSet<_> = a.keys().chain(b.keys()).cloned().collect();
+    let mut out = Vec::new();
+    for k in keys {
+        // Absent from one side: as live there.
+        let (x, y) = (a.get(&k).cloned().flatten(), b.get(&k).cloned().flatten());
+        if x == y {
+            continue;
+        }
+        let changes = crate::engine::plan::replay::response_changes(
+            y.as_ref().unwrap_or(&Value::Null),
+            x.as_ref().unwrap_or(&Value::Null),
+        );
+        let fields: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        out.push(format!(
+            "{} {}: end states differ (against -> current){}",
+            k.0,
+            k.2,
+            if fields.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", fields.join(", "))
+            }
+        ));
+    }
+    out
 }

@@ -252,7 +252,9 @@ impl RefData {
 
     /// The objects of `keys` that were not found.
     pub fn missing<'k>(&self, keys: &'k BTreeSet<ObjectKey>) -> Vec<&'k ObjectKey> {
-        keys.iter().filter(|k| !self.objects.contains_key(k)).collect()
+        keys.iter()
+            .filter(|k| !self.objects.contains_key(k))
+            .collect()
     }
 
     /// Read `keys` from the cluster, and from `documents` (those `--apply` will create; a

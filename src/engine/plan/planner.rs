@@ -219,7 +219,9 @@ impl SyncPlan {
             };
             match kstatus::compute(obj) {
                 Status::Current => {}
-                Status::InProgress(why) => moving.push(format!("{} {}: {why}", o.kind, o.id.object())),
+                Status::InProgress(why) => {
+                    moving.push(format!("{} {}: {why}", o.kind, o.id.object()))
+                }
                 Status::Failed(why) => failed.push(format!("{} {}: {why}", o.kind, o.id.object())),
             }
         }

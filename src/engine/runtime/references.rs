@@ -119,7 +119,12 @@ pub(crate) async fn follow(
 }
 
 /// What the controller waits for (`ready` not sent yet) or why its running settings were kept.
-fn problem(e: &EndpointError, data: &RefData, keys: &BTreeSet<ObjectKey>, starting: bool) -> String {
+fn problem(
+    e: &EndpointError,
+    data: &RefData,
+    keys: &BTreeSet<ObjectKey>,
+    starting: bool,
+) -> String {
     let missing = data.missing(keys);
     let what = if starting {
         if missing.is_empty() {
@@ -127,11 +132,16 @@ fn problem(e: &EndpointError, data: &RefData, keys: &BTreeSet<ObjectKey>, starti
         } else {
             format!(
                 "not started: waiting for {} (it starts once they exist; the other controllers run meanwhile)",
-                missing.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ")
+                missing
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         }
     } else {
-        "kept the webhooks' previous connection settings: the changed ones cannot be used".to_string()
+        "kept the webhooks' previous connection settings: the changed ones cannot be used"
+            .to_string()
     };
     format!("{what}: {e}")
 }
