@@ -83,11 +83,14 @@ impl Listed {
     }
 }
 
+/// A resource read, and what it listed.
+type ReadOnce = (ResourceInfo, Arc<Listed>);
+
 /// Reads resources once, each at most once per run.
 pub struct LiveReader {
     client: kube::Client,
     discovery: Discovery,
-    cache: tokio::sync::Mutex<BTreeMap<(String, String), (ResourceInfo, Arc<Listed>)>>,
+    cache: tokio::sync::Mutex<BTreeMap<(String, String), ReadOnce>>,
     lists: std::sync::atomic::AtomicUsize,
 }
 
