@@ -207,3 +207,42 @@ async fn against_shows_how_the_end_states_differ() {
         "--simulate wrote to the cluster"
     );
 }
+
+/// A child asking for a field its CRD's schema prunes: the hot-loop guard's finding names the
+/// field and the server's value; exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_the_server_prunes_is_named_with_the_hot_loop_finding() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_pruning_controller(dir.path());
+    let crds = dir.path().join("00-crds.yaml").display().to_string();
+    let applied = sb.kubectl(&["apply", "-f", &crds]);
+    assert!(applied.status.success(), "{applied:?}");
+    let sample = dir.path().join("20-sample.yaml").display().to_string();
+    common::wait_for("the Gadget CRD served", common::TIMEOUT, || async {
+        sb.kubectl(&["apply", "-f", &sample])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let before = global_rv(&sb).await;
+    let controller = dir.path().join("10-controller.yaml").display().to_string();
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &controller]).await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["cause"]["cause"], json!("hotLoop"), "{doc:#}");
+    let message = parent["cause"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.unknownField"), "{message}");
+    assert!(message.contains("prunes"), "{message}");
+    assert!(
+        err.contains("hot loop") && err.contains("spec.unknownField"),
+        "{err}"
+    );
+}
