@@ -412,6 +412,11 @@ pub enum Cause {
         /// The limit.
         max_steps: usize,
     },
+    /// `--simulate-timeout` ran out with work still pending for it.
+    Timeout {
+        /// What was pending.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for Cause {
@@ -433,6 +438,10 @@ impl std::fmt::Display for Cause {
             Cause::MaxSteps { max_steps } => {
                 write!(f, "still writing after {max_steps} syncs (--max-steps)")
             }
+            Cause::Timeout { message } => write!(
+                f,
+                "--simulate-timeout ran out while it was still syncing: {message}"
+            ),
         }
     }
 }
@@ -497,6 +506,7 @@ pub async fn run(
         engine.start(d.clone());
     }
     let deadline = Instant::now() + limits.timeout;
+    let mut timed_out = false;
     let report = loop {
         let rep = engine.wait_converged(Duration::from_millis(500)).await;
         let done = rep.converged && rep.pending.is_empty();
@@ -504,7 +514,11 @@ pub async fn run(
             .lock()
             .map(|s| s.values().any(|v| v.len() > limits.max_steps))
             .unwrap_or(false);
-        if done || over || Instant::now() >= deadline || !rep.hot_loops.is_empty() {
+        if !done && Instant::now() >= deadline {
+            timed_out = true;
+            break rep;
+        }
+        if done || over || !rep.hot_loops.is_empty() {
             break rep;
         }
         if !rep.failed.is_empty() && rep.pending.is_empty() {
@@ -518,7 +532,23 @@ pub async fn run(
     let statuses = statuses.lock().map(|s| s.clone()).unwrap_or_default();
     let mut runs = Vec::new();
     for ((controller, parent), st) in steps {
-        let cause = cause_of(&report, &controller, &parent, &st, &statuses, limits);
+        let mut cause = cause_of(&report, &controller, &parent, &st, &statuses, limits);
+        if cause.is_none() && timed_out {
+            // Nothing named it, but the run did not end: say what was still going on.
+            let pending: Vec<String> = report
+                .pending
+                .iter()
+                .filter(|(c, _)| *c == controller)
+                .map(|(_, w)| w.clone())
+                .collect();
+            cause = Some(Cause::Timeout {
+                message: if pending.is_empty() {
+                    "the controllers had not settled".to_string()
+                } else {
+                    pending.join("; ")
+                },
+            });
+        }
         let entries = end_state(copy, &parent).await;
         runs.push(ParentRun {
             controller,
