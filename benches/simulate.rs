@@ -58,7 +58,16 @@ fn time_simulation(kubeconfig: &Path, home: &Path, files: &str, runs: usize) -> 
         let (_, out) = meta(
             kubeconfig,
             home,
-            &["dryrun", "--simulate", "-o", "json", "-f", files],
+            &[
+                "dryrun",
+                "--simulate",
+                "--simulate-timeout",
+                "900",
+                "-o",
+                "json",
+                "-f",
+                files,
+            ],
         );
         walls.push(start.elapsed());
         doc = serde_json::from_str(&out).expect("JSON");

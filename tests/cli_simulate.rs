@@ -7,7 +7,17 @@ mod common;
 use common::cli::*;
 use serde_json::{Value, json};
 
-/// `dryrun --simulate ARGS -o json`: exit code, the document, stderr.
+/// The document checked against docs/dryrun-simulate.schema.json.
+fn check_schema(doc: &Value) {
+    let path = repo().join("docs/dryrun-simulate.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if let Err(e) = common::schema::validate(&schema, &schema, doc, "$") {
+        panic!("{e}\n{doc:#}");
+    }
+}
+
+/// `dryrun --simulate ARGS -o json`: exit code, the document (checked against its schema),
+/// stderr.
 async fn simulate(
     sb: &common::TestSandbox,
     home: &std::path::Path,
@@ -17,6 +27,7 @@ async fn simulate(
     all.extend_from_slice(args);
     let (code, out, err) = dryrun(sb, home, &all).await;
     let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    check_schema(&doc);
     (code, doc, err)
 }
 

@@ -383,7 +383,11 @@ pub struct Step {
 
 /// Why a parent did not converge.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "cause")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "cause"
+)]
 pub enum Cause {
     /// The hot-loop guard found a child field the server rewrites on every sync.
     HotLoop {
