@@ -12,7 +12,10 @@
 # names a cluster to use instead (e.g. ../shared/real-apiserver's, context `real`).
 # Hooks, by the image of the example's hook Deployment:
 #   metacontroller/nodejs-server  node, with Metacontroller's own examples/nodejs/server.js
-#   python:*                      python3 running manifest/sync.py, its port 80 moved to a free one
+#   python:*                      python3 running manifest/sync.py, its port 80 moved to a free one;
+#                                 the Secret volumes its Deployment mounts (webhook-auth's server
+#                                 certificate and token) are written to files once test.sh has
+#                                 created them, the hook started then, its paths moved to them
 #   metacontroller/jsonnetd       python3 with the `jsonnet` package (pip install jsonnet),
 #                                 evaluating manifest/<hook>.jsonnet with the request as TLA
 # Prints the example's output; exit status is test.sh's (124: timed out after
@@ -88,7 +91,42 @@ for f in sys.argv[1:]:
 sys.exit("no sync.py in the manifest")
 PY
     fi
-    (cd "$MAN" && exec python3 -u "$TMP/pyrun.py" "$HOOK") >"$TMP/hook.log" 2>&1 &
+    # The Secret volumes of the hook's Deployment: "SECRET NAMESPACE MOUNTPATH" lines.
+    MOUNTS=$(python3 - "$MAN"/*.yaml <<'PY'
+import sys, yaml  # PyYAML
+for f in sys.argv[1:]:
+    for d in yaml.safe_load_all(open(f)):
+        if not d or d.get("kind") != "Deployment":
+            continue
+        spec = d["spec"]["template"]["spec"]
+        secrets = {v["name"]: v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        for c in spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                if m["name"] in secrets:
+                    print(secrets[m["name"]], d["metadata"].get("namespace", "default"), m["mountPath"])
+PY
+)
+    if [[ -z "$MOUNTS" ]]; then
+      (cd "$MAN" && exec python3 -u "$TMP/pyrun.py" "$HOOK") >"$TMP/hook.log" 2>&1 &
+    else
+      # The hook reads its mounts by absolute path: move them under $TMP/mnt.
+      sed_args=()
+      while read -r _ _ path; do sed_args+=(-e "s|\"$path|\"$TMP/mnt$path|g"); done <<<"$MOUNTS"
+      sed "${sed_args[@]}" "$HOOK" >"$TMP/hook-mounted.py"
+      HOOK="$TMP/hook-mounted.py"
+      DEFERRED_HOOK=1
+      (
+        while read -r secret ns path; do
+          until kubectl get secret "$secret" -n "$ns" >/dev/null 2>&1; do sleep 0.5; done
+          mkdir -p "$TMP/mnt$path"
+          kubectl get secret "$secret" -n "$ns" -o json | python3 -c '
+import base64, json, os, sys
+for k, v in (json.load(sys.stdin).get("data") or {}).items():
+    open(os.path.join(sys.argv[1], k), "wb").write(base64.b64decode(v))' "$TMP/mnt$path"
+        done <<<"$MOUNTS"
+        cd "$MAN" && exec python3 -u "$TMP/pyrun.py" "$HOOK"
+      ) >"$TMP/hook.log" 2>&1 &
+    fi
     ;;
   metacontroller/jsonnetd*)
     python3 -c 'import _jsonnet' 2>/dev/null || { echo "python3 -m pip install jsonnet is needed for $EX" >&2; exit 3; }
@@ -114,7 +152,9 @@ EOF
   *) echo "unknown hook image $IMAGE for $EX" >&2; exit 3 ;;
 esac
 PIDS+=($!)
-for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+if [[ -z "${DEFERRED_HOOK:-}" ]]; then
+  for _ in $(seq 1 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+fi
 
 # The controllers, run by kubectl-meta dev (--force: test.sh also applies them to the cluster).
 CTRL=()
@@ -122,7 +162,13 @@ for f in "$MAN"/*.yaml "$DIR"/v1/*.yaml; do
   [[ -f "$f" ]] || continue
   grep -qE '^kind: *(CompositeController|DecoratorController)' "$f" && CTRL+=(-f "$f")
 done
-"$BIN" dev "${CTRL[@]}" --hook-base-url "http://127.0.0.1:$PORT" --no-tui --no-watch --force >"$TMP/dev.log" 2>&1 &
+# https when the definitions call their hooks so (webhook-auth: the certificate is checked
+# against the host the definition names, the hook server asks for a client certificate).
+SCHEME=http
+for f in "${CTRL[@]}"; do
+  [[ "$f" != -f ]] && grep -qE 'url: *https://' "$f" && SCHEME=https
+done
+"$BIN" dev "${CTRL[@]}" --hook-base-url "$SCHEME://127.0.0.1:$PORT" --no-tui --no-watch --force >"$TMP/dev.log" 2>&1 &
 PIDS+=($!)
 
 set +e

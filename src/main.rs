@@ -87,6 +87,7 @@ fn main() -> ExitCode {
             }
             Command::Dryrun(mut args) => {
                 args.cluster = args.cluster.or(cluster);
+                args.verbose = cli.global.verbose;
                 commands::dryrun::run(*args).await
             }
             Command::Inspect(mut args) => {

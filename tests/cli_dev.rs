@@ -120,11 +120,22 @@ async fn catset_example_rolls_out_pods_and_volumes_in_order() {
     let home = tempfile::tempdir().unwrap();
     let out = apply_example_once(&sb, home.path(), "catset").await;
     assert_ok(&out);
+    // The hook creates each Pod once the one before is Ready: --once ends only when every
+    // child is Current (kstatus), not at the first sync that writes nothing.
     let pod_names = names(&sb, &pods(), "default").await;
     assert_eq!(
         pod_names,
         ["nginx-backend-0", "nginx-backend-1", "nginx-backend-2"]
     );
+    for name in &pod_names {
+        let pod = get(&sb, &pods(), Some("default"), name).await.unwrap();
+        let ready = pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(ready, "{name} is Ready when --once exits: {pod:#}");
+    }
     let pvcs = names(
         &sb,
         &core_ar("PersistentVolumeClaim", "persistentvolumeclaims"),

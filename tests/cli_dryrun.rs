@@ -226,7 +226,7 @@ async fn composite_plan_creates_updates_recreates_deletes_adopts_and_releases_wr
         "adopt ConfigMap default/cm-adopt (selector matches)",
         "release ConfigMap default/cm-release (selector no longer matches)",
         "- delete ConfigMap default/cm-delete (not desired)",
-        "- recreate ServiceAccount default/sa (changed: metadata.annotations.note)",
+        "-/+ replace ServiceAccount default/sa (changed: metadata.annotations.note)",
         "  metadata.annotations.note: \"old\" -> \"new\"",
         "+ create ConfigMap default/cm-new (desired, absent)",
         "~ update ConfigMap default/cm-update (changed: data.k)",
@@ -237,7 +237,7 @@ async fn composite_plan_creates_updates_recreates_deletes_adopts_and_releases_wr
         "~ status Thing default/p",
         "  +  ready: true",
         "  resyncAfterSeconds: 30 (the next sync comes after 30s)",
-        "Plan: 1 to create, 3 to update, 2 to delete, 1 to adopt, 1 to release; status changes",
+        "Plan: 1 to create, 3 to update, 2 to delete (1 replaced), 1 to adopt, 1 to release; status changes",
     ] {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
@@ -843,6 +843,49 @@ async fn rolling_update_shows_the_order_and_the_next_child() {
         ),
         "{out}"
     );
+    // The old revision gives up the child being rolled: the diff is against the stored
+    // revision (its claims change), not the whole object shown as added.
+    let (code, json_out, err) = dryrun(&sb, home.path(), &["-f", &file, "-o", "json"]).await;
+    assert_eq!(code, 1, "{json_out}\n{err}");
+    let doc: Value = serde_json::from_str(&json_out).unwrap();
+    let objects = doc["parents"][0]["objects"].as_array().unwrap();
+    let revision = objects
+        .iter()
+        .find(|o| {
+            o["action"] == "update"
+                && o["type"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("ControllerRevision."))
+        })
+        .unwrap_or_else(|| panic!("a ControllerRevision update:\n{json_out}"));
+    assert_eq!(
+        revision["live"]["metadata"],
+        revision["planned"]["metadata"]
+    );
+    assert_ne!(
+        revision["live"]["children"],
+        revision["planned"]["children"]
+    );
+    assert_eq!(
+        revision["live"]["parentPatch"],
+        revision["planned"]["parentPatch"]
+    );
+    let (code, diff_out, err) = dryrun(&sb, home.path(), &["-f", &file, "-v"]).await;
+    assert_eq!(code, 1, "{diff_out}\n{err}");
+    let section = diff_out
+        .split("~ update ControllerRevision ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("a ControllerRevision update:\n{diff_out}"));
+    let hunk = section
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with("@@"))
+        .unwrap_or_else(|| panic!("a diff:\n{section}"));
+    assert!(
+        !hunk.starts_with("@@ -0,0 "),
+        "diffed as all added:\n{section}"
+    );
+    assert!(section.contains("-  - r-"), "a claim moves:\n{section}");
     assert_eq!(global_rv(&sb).await, before, "dryrun wrote something");
 }
 

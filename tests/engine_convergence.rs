@@ -267,82 +267,12 @@ async fn string_data_and_non_canonical_quantities_converge_and_a_second_run_writ
     engine.stop().await;
 }
 
-/// The CRDs, controller, sample parent and exec hook of a controller whose child asks for a
-/// field its schema prunes, as files in `dir`.
-fn write_pruning_controller(dir: &std::path::Path) {
-    let crd = |plural: &str, kind: &str, more: &str| {
-        format!(
-            "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {{name: {plural}.hot.kubectl-meta.dev}}
-spec:
-  group: hot.kubectl-meta.dev
-  scope: Namespaced
-  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {more}
-",
-            singular = kind.to_lowercase()
-        )
-    };
-    let crds = [
-        crd("gadgets", "Gadget", "{type: object, x-kubernetes-preserve-unknown-fields: true}"),
-        crd(
-            "widgets",
-            "Widget",
-            "{type: object, properties: {spec: {type: object, properties: {size: {type: integer}}}}}",
-        ),
-    ]
-    .join("---\n");
-    let files = [
-        ("00-crds.yaml", crds.as_str()),
-        (
-            "10-controller.yaml",
-            r#"apiVersion: metacontroller.k8s.io/v1alpha1
-kind: CompositeController
-metadata: {name: gadget-controller}
-spec:
-  generateSelector: true
-  parentResource: {apiVersion: hot.kubectl-meta.dev/v1, resource: gadgets}
-  childResources:
-  - apiVersion: hot.kubectl-meta.dev/v1
-    resource: widgets
-    updateStrategy: {method: InPlace}
-  hooks:
-    sync:
-      exec:
-        command: ["python3", "hook.py"]
-"#,
-        ),
-        (
-            "20-sample.yaml",
-            "apiVersion: hot.kubectl-meta.dev/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {}\n",
-        ),
-        (
-            "hook.py",
-            r#"import json, sys
-req = json.load(sys.stdin)
-name = req["parent"]["metadata"]["name"]
-json.dump({"children": [{"apiVersion": "hot.kubectl-meta.dev/v1", "kind": "Widget",
-    "metadata": {"name": name}, "spec": {"size": 1, "unknownField": "x"}}]}, sys.stdout)
-"#,
-        ),
-    ];
-    for (name, text) in files {
-        std::fs::write(dir.join(name), text).expect("write");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_once_exits_non_zero_naming_the_hot_loop() {
     let sb = common::start().await;
     let home = tempfile::tempdir().expect("home");
     let dir = tempfile::tempdir().expect("controller dir");
-    write_pruning_controller(dir.path());
+    cli::write_pruning_controller(dir.path());
     let kubeconfig = cli::kc(&sb);
     let controller_dir = dir.path().display().to_string();
     let args = [

@@ -67,6 +67,12 @@ type Seen = Arc<Mutex<Vec<String>>>;
 /// An HTTPS hook server on 127.0.0.1 (client certificates required when `mtls`) that answers
 /// 401 unless the `Authorization` header is `expected`; returns its port.
 async fn serve(pki: &Pki, mtls: bool, expected: String) -> (u16, Seen) {
+    serve_rotating(pki, mtls, Arc::new(Mutex::new(expected))).await
+}
+
+/// [`serve`], with the expected `Authorization` header changeable while it runs (a rotated
+/// token).
+async fn serve_rotating(pki: &Pki, mtls: bool, expected: Arc<Mutex<String>>) -> (u16, Seen) {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(pki.server.0.as_bytes())
             .collect::<Result<_, _>>()
@@ -95,7 +101,7 @@ async fn serve(pki: &Pki, mtls: bool, expected: String) -> (u16, Seen) {
     let answer = {
         let seen = Arc::clone(&seen);
         move |path: &'static str| {
-            let (seen, expected) = (Arc::clone(&seen), expected.clone());
+            let (seen, expected) = (Arc::clone(&seen), Arc::clone(&expected));
             move |headers: HeaderMap| async move {
                 let auth = headers
                     .get("authorization")
@@ -103,7 +109,7 @@ async fn serve(pki: &Pki, mtls: bool, expected: String) -> (u16, Seen) {
                     .unwrap_or_default()
                     .to_string();
                 seen.lock().unwrap().push(auth.clone());
-                if auth != expected {
+                if auth != *expected.lock().unwrap() {
                     return (StatusCode::UNAUTHORIZED, "bad credentials").into_response();
                 }
                 let body = match path {
@@ -440,10 +446,11 @@ async fn hook_level_basic_auth_and_inline_ca_bundle_override_the_entry() {
 }
 
 /// A reference to a Secret that exists nowhere (neither in the cluster nor among the --apply
-/// documents) is a usage error naming the controller, the field, the hooks and the fix, before
-/// anything is written.
+/// documents): `dev --once` waits for it until `--timeout`, then exits 4 naming it and how to
+/// create it; `dryrun` exits 2 at once, naming the controller, the field, the hooks and the
+/// fix, and writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_secret_reference_exits_2_before_anything_is_written() {
+async fn missing_secret_reference_is_waited_for_by_once_and_refused_by_dryrun() {
     let pki = pki();
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
@@ -453,19 +460,191 @@ async fn missing_secret_reference_exits_2_before_anything_is_written() {
         "name: no-such-token, namespace: hooks",
     );
     setup(dir.path(), &pki, &controller(&config, ""));
+    let hint = "Secret hooks/no-such-token not found; create it (kubectl create secret generic no-such-token -n hooks --from-literal=token=TOKEN)";
+
+    let dir_arg = dir.path().display().to_string();
     let rv_before = global_rv(&sb).await;
-    let out = run(dev(&sb, home.path(), dir.path(), 9, &[])).await;
-    let stderr = assert_fails(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stdout, stderr) = dryrun(&sb, home.path(), &["-f", &dir_arg]).await;
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stderr.contains("CompositeController \"secured\""),
         "{stderr}"
     );
     assert!(
-        stderr.contains("spec.endpointConfigs[0].authorization.secretRef (used by hook(s) sync, customize): Secret hooks/no-such-token not found; create it (kubectl create secret generic no-such-token -n hooks --from-literal=token=TOKEN)"),
+        stderr.contains(&format!(
+            "spec.endpointConfigs[0].authorization.secretRef (used by hook(s) sync, customize): {hint}"
+        )),
         "{stderr}"
     );
-    assert_eq!(global_rv(&sb).await, rv_before, "something was written");
+    assert_eq!(global_rv(&sb).await, rv_before, "dryrun wrote something");
+
+    let out = run(dev(&sb, home.path(), dir.path(), 9, &["--timeout", "3"])).await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("not converged after 3s"), "{stderr}");
+    assert!(
+        stderr.contains("secured: not started: waiting for Secret hooks/no-such-token"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(hint), "{stderr}");
+}
+
+/// Secrets created after `dev` started (as Metacontroller's webhook-auth `test.sh` does, and
+/// GitOps tools applying in any order): `dev` says once what is missing and how to create it,
+/// runs the other controllers meanwhile, starts the secured one when the objects appear, and
+/// uses a rotated token from the next call on without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secured_controller_starts_when_its_secrets_appear_and_follows_their_rotation() {
+    const ROTATED: &str = "tok-rotated-77b1";
+    let pki = pki();
+    let expected = Arc::new(Mutex::new(format!("Bearer {TOKEN}")));
+    let (port, seen) = serve_rotating(&pki, true, Arc::clone(&expected)).await;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    setup(
+        dir.path(),
+        &pki,
+        &controller(&ENDPOINT_CONFIG.replace("HOST", HOST), ""),
+    );
+    // The credentials are applied later, not by dev.
+    let creds = tempfile::tempdir().unwrap();
+    let creds_file = creds.path().join("credentials.yaml");
+    std::fs::rename(dir.path().join("05-credentials.yaml"), &creds_file).unwrap();
+    // Another controller, with no secured hook: it runs while the secured one waits.
+    std::fs::write(
+        dir.path().join("11-plain.yaml"),
+        r#"apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: {name: plain}
+spec:
+  resources:
+  - apiVersion: v1
+    resource: configmaps
+    labelSelector: {matchLabels: {decorate: "yes"}}
+  hooks:
+    sync:
+      exec:
+        command: [python3, -c, 'import json,sys; json.load(sys.stdin); print(json.dumps({"annotations": {"decorated": "yes"}}))']
+"#,
+    )
+    .unwrap();
+    let applied = sb.kubectl(&[
+        "create",
+        "configmap",
+        "plain",
+        "-n",
+        "default",
+        "--from-literal=a=b",
+    ]);
+    assert!(applied.status.success(), "{applied:?}");
+    let labelled = sb.kubectl(&[
+        "label",
+        "configmap",
+        "plain",
+        "-n",
+        "default",
+        "decorate=yes",
+    ]);
+    assert!(labelled.status.success(), "{labelled:?}");
+
+    let (kubeconfig, dir_arg, base) = (
+        kc(&sb),
+        dir.path().display().to_string(),
+        format!("https://127.0.0.1:{port}"),
+    );
+    let dev = Background::start(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "dev",
+            "--apply",
+            "-f",
+            &dir_arg,
+            "--hook-base-url",
+            &base,
+            "--no-tui",
+            "--no-watch",
+        ],
+    ));
+    dev.wait_output("not started: waiting for Secret default/hook-client, Secret default/hook-token, ConfigMap default/hook-ca")
+        .await;
+    dev.wait_output("kubectl create secret generic hook-token -n default")
+        .await;
+    // The other controller runs meanwhile.
+    let cms = ar("", "ConfigMap", "configmaps");
+    common::wait_for(
+        "the plain controller decorates",
+        common::TIMEOUT,
+        || async {
+            let cm = get(&sb, &cms, Some("default"), "plain").await?;
+            (cm["metadata"]["annotations"]["decorated"] == "yes").then_some(())
+        },
+    )
+    .await;
+    let hello = ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds");
+    let parent = get(&sb, &hello, Some("default"), "hello").await.unwrap();
+    assert!(parent["status"]["auth"].is_null(), "{parent}");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "no call before the Secrets exist"
+    );
+
+    let created = sb.kubectl(&["apply", "-f", &creds_file.display().to_string()]);
+    assert!(created.status.success(), "{created:?}");
+    common::wait_for("the secured controller syncs", common::TIMEOUT, || async {
+        let p = get(&sb, &hello, Some("default"), "hello").await?;
+        (p["status"]["auth"] == "accepted").then_some(())
+    })
+    .await;
+
+    // Rotation: the server now wants the new token, the Secret holds it, a sync uses it.
+    *expected.lock().unwrap() = format!("Bearer {ROTATED}");
+    let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ROTATED);
+    let patch = format!(r#"{{"data":{{"token":"{encoded}"}}}}"#);
+    let patched = sb.kubectl(&[
+        "patch",
+        "secret",
+        "hook-token",
+        "-n",
+        "default",
+        "-p",
+        &patch,
+    ]);
+    assert!(patched.status.success(), "{patched:?}");
+    dev.wait_output("read the webhooks' connection settings again")
+        .await;
+    let touched = sb.kubectl(&[
+        "annotate",
+        "helloworld",
+        "hello",
+        "-n",
+        "default",
+        "touched=1",
+    ]);
+    assert!(touched.status.success(), "{touched:?}");
+    common::wait_for("a call with the rotated token", common::TIMEOUT, || async {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|a| a == &format!("Bearer {ROTATED}"))
+            .then_some(())
+    })
+    .await;
+    let out = dev.output();
+    // Said once (then again only when what it waits for changes, as the objects appear one
+    // by one).
+    assert_eq!(
+        out.matches("not started: waiting for Secret default/hook-client, Secret default/hook-token, ConfigMap default/hook-ca").count(),
+        1,
+        "said once:\n{out}"
+    );
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+    no_secret_in("stdout", &out, &pki);
+    assert!(!out.contains(ROTATED), "{out}");
+    no_secret_in("stderr", &stderr, &pki);
 }
 
 /// `dryrun` reads the same connection settings as `dev`: after `dev --apply --once` has set

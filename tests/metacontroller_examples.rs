@@ -13,7 +13,8 @@ use std::process::Command;
 
 /// The examples that run through `dev` with hooks on the laptop (the others need an
 /// in-cluster Metacontroller: leader election, its metrics or profiling endpoints, or its own
-/// `--target-label-selector`; or hook authentication: webhook-auth).
+/// `--target-label-selector`). webhook-auth's test.sh creates the Secrets its hooks need after
+/// `dev` started: the secured controllers start when they appear.
 const EXAMPLES: &[&str] = &[
     "bluegreen",
     "catset",
@@ -29,6 +30,7 @@ const EXAMPLES: &[&str] = &[
     "service-per-pod",
     "service-per-pod-v2",
     "update-strategy",
+    "webhook-auth",
 ];
 
 #[test]

@@ -24,6 +24,17 @@ pub enum ApplyStrategyArg {
     ServerSide,
 }
 
+/// What `--once` counts as converged besides syncs that write nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitForArg {
+    /// Every child Current by the kstatus rules (Pods Ready, workloads whose
+    /// observedGeneration and replicas caught up, custom resources Ready); Failed children
+    /// are reported, not waited for.
+    Current,
+    /// Nothing more: a parent whose last sync wrote nothing is converged.
+    None,
+}
+
 /// Arguments of `kubectl meta dev`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Examples:\n  \
@@ -60,6 +71,17 @@ pub struct DevArgs {
     /// With --once: give up after this many seconds [default: 300].
     #[arg(long, value_name = "SECONDS", requires = "once")]
     pub timeout: Option<u64>,
+    /// With --once: a parent is converged when its last sync wrote nothing and every child is
+    /// Current (`current`: Pods Ready, workloads caught up, custom resources Ready; Failed
+    /// children are reported), or as soon as a sync writes nothing (`none`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHAT",
+        default_value = "current",
+        requires = "once"
+    )]
+    pub wait_for: WaitForArg,
     /// Print the event log instead of the terminal UI (the log is also what a non-terminal
     /// stdout, -o json and --once get).
     #[arg(long)]

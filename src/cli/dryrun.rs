@@ -22,7 +22,8 @@ pub enum DryrunOutput {
     kubectl meta dryrun -f controller.yaml default/hello --hook-base-url http://127.0.0.1:8080\n  \
     kubectl meta dryrun -f map.yaml default/fanout --key configmap-a-1a2b3c4d\n  \
     kubectl meta dryrun --from-cluster my-controller -o json --server\n  \
-    kubectl meta dryrun -f hook-v2/ --against hook-v1/            (how the answers differ, then the plan)\n\n\
+    kubectl meta dryrun -f hook-v2/ --against hook-v1/            (how the answers differ, then the plan)\n  \
+    kubectl meta dryrun -f examples/catset/ --simulate            (every sync until convergence, on a private copy)\n\n\
 Nothing is ever written (no create, update, patch, delete, status or Lease).\n\
 Exit codes as kubectl diff: 0 no changes, 1 changes, 2 and up errors (see README).")]
 pub struct DryrunArgs {
@@ -76,4 +77,24 @@ pub struct DryrunArgs {
     /// Colors: auto (on a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub color: ColorArg,
+    /// Run every sync until the controllers converge, on a private copy of the objects they
+    /// see (an in-process sandbox; the real engine and hooks; nothing is written to the
+    /// cluster): the steps per parent, the end state against live, and why it does not
+    /// converge when it does not (exit 4).
+    #[arg(long, conflicts_with_all = ["server", "key"])]
+    pub simulate: bool,
+    /// With --simulate: most syncs of one parent.
+    #[arg(long, value_name = "N", default_value_t = 50, requires = "simulate")]
+    pub max_steps: usize,
+    /// With --simulate: give up after this many seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 120,
+        requires = "simulate"
+    )]
+    pub simulate_timeout: u64,
+    /// -v (the global flag): with --simulate, each step's changed fields.
+    #[arg(skip)]
+    pub verbose: u8,
 }

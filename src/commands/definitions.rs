@@ -165,11 +165,18 @@ pub fn check_http_url(flag: &str, url: &str) -> Result<()> {
 /// objects that do not exist yet (and replace existing ones with `overwrite`), so one
 /// directory can hold a secured hook's whole setup. Each secured hook is named on stderr with
 /// where its settings come from (never their values).
+///
+/// With `wait_for_missing` (`dev`), a controller whose Secrets or ConfigMaps do not exist yet
+/// is not an error: the engine says what is missing and how to create it (an `info` event),
+/// and starts that controller when they appear (see
+/// [`crate::engine::runtime::references`]). Other problems (a missing key, a bad PEM) are
+/// errors either way.
 pub async fn resolve_endpoints(
     loaded: &spec::Loaded,
     conn: &Connection,
     stand_in: bool,
     overwrite: bool,
+    wait_for_missing: bool,
 ) -> Result<Vec<endpoint::ResolvedController>> {
     let keys = endpoint::references(&loaded.controllers);
     if keys.is_empty() {
@@ -194,6 +201,11 @@ pub async fn resolve_endpoints(
     for def in &loaded.controllers {
         match endpoint::resolve(def, &data) {
             Ok(r) => resolved.push(r),
+            Err(_)
+                if wait_for_missing
+                    && !data
+                        .missing(&endpoint::references(std::slice::from_ref(def)))
+                        .is_empty() => {}
             Err(e) => problems.push(e.to_string()),
         }
     }

@@ -16,7 +16,7 @@ use crate::cli::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
-use crate::dryrun::server;
+use crate::dryrun::{server, simulate};
 use crate::engine::events::EventBus;
 use crate::engine::kinds::shared;
 use crate::engine::runtime::caller::Caller;
@@ -65,8 +65,12 @@ pub async fn run(args: DryrunArgs) -> Result<u8> {
     )
     .await?;
 
-    let ctx = hook_context(&args, &conn, &loaded).await?;
-    let (mut shown, failures) = plan_all(&args, &ctx, &conn, &loaded).await?;
+    let (ctx, endpoints) = hook_context(&args, &conn, &loaded).await?;
+    let live = std::sync::Arc::new(LiveReader::new(conn.client.clone()));
+    let (mut shown, failures) = plan_all(&args, &ctx, &live, &loaded).await?;
+    if args.simulate {
+        return simulate(&args, &conn, &live, &loaded, &endpoints, against.as_deref()).await;
+    }
     if let Some(other) = &against {
         compare_answers(&ctx, &loaded.controllers, other, &shown).await;
     }
@@ -89,20 +93,107 @@ async fn hook_context(
     args: &DryrunArgs,
     conn: &client::Connection,
     loaded: &spec::Loaded,
-) -> Result<std::sync::Arc<EngineContext>> {
-    let options = EngineOptions {
-        hook_base_url: args.hook_base_url.clone(),
-        namespace: args.cluster.namespace.clone(),
-        ..EngineOptions::default()
-    };
-    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false).await?;
+) -> Result<(
+    std::sync::Arc<EngineContext>,
+    Vec<crate::hooks::endpoint::ResolvedController>,
+)> {
+    let options = engine_options(args);
+    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
     for resolved in &endpoints {
         ctx.hooks.set_endpoints(resolved);
     }
-    Ok(ctx)
+    Ok((ctx, endpoints))
+}
+
+/// The engine's options from the flags.
+fn engine_options(args: &DryrunArgs) -> EngineOptions {
+    EngineOptions {
+        hook_base_url: args.hook_base_url.clone(),
+        namespace: args.cluster.namespace.clone(),
+        ..EngineOptions::default()
+    }
+}
+
+/// `--simulate`: copy what the one-sync plan read into an in-process sandbox, run the engine
+/// there until convergence (each version with `--against`), print, and exit 4 when a parent
+/// does not converge, else 1 when the end state differs from live, else 0.
+async fn simulate(
+    args: &DryrunArgs,
+    conn: &client::Connection,
+    live: &LiveReader,
+    loaded: &spec::Loaded,
+    endpoints: &[crate::hooks::endpoint::ResolvedController],
+    against: Option<&[ControllerDef]>,
+) -> Result<u8> {
+    let limits = simulate::Limits {
+        max_steps: args.max_steps,
+        timeout: std::time::Duration::from_secs(args.simulate_timeout),
+    };
+    let once = |defs: Vec<ControllerDef>| async move {
+        let copy = simulate::Copy::load(live, &conn.client)
+            .await
+            .map_err(|e| fail(Class::Cluster, e))?;
+        let mut runs = simulate::run(&copy, &defs, endpoints, engine_options(args), limits)
+            .await
+            .map_err(|e| fail(Class::Internal, e))?;
+        copy.sandbox.shutdown().await;
+        if !args.parents.is_empty() {
+            runs.retain(|r| {
+                args.parents
+                    .iter()
+                    .any(|p| r.parent == *p || r.parent.ends_with(&format!("/{p}")))
+            });
+        }
+        Ok::<_, anyhow::Error>(runs)
+    };
+    let runs = once(loaded.controllers.clone()).await?;
+    if let Some(other) = against {
+        let theirs = once(other.to_vec()).await?;
+        let lines = simulate::end_state_differences(&runs, &theirs);
+        if lines.is_empty() {
+            eprintln!("--against: the end states are the same");
+        } else {
+            eprintln!("--against: {} object(s) end differently:", lines.len());
+            for l in &lines {
+                eprintln!("  {l}");
+            }
+        }
+        eprintln!("--against: {}", simulate::summary_line(&theirs));
+    }
+    let opts = render_options(args);
+    let text = match args.output {
+        DryrunOutput::Human => simulate::human(&runs, &opts, args.verbose > 0),
+        DryrunOutput::Json => {
+            let mut s = serde_json::to_string_pretty(&simulate::json_doc(&runs, &opts))
+                .class(Class::Internal)?;
+            s.push('\n');
+            s
+        }
+    };
+    super::write_stdout(text.as_bytes())?;
+    let stuck: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            r.cause
+                .as_ref()
+                .map(|c| format!("  {} {}: {c}", r.controller, r.parent))
+        })
+        .collect();
+    if !stuck.is_empty() {
+        return Err(fail(
+            Class::NotConverged,
+            format!(
+                "{} parent(s) do not converge (nothing was written to the cluster):\n{}",
+                stuck.len(),
+                stuck.join("\n")
+            ),
+        ));
+    }
+    let (summary, _, _) = simulate::summary(&runs);
+    Ok(u8::from(summary.changes()))
 }
 
 /// Plan every selected parent of every controller on live state read once; a PARENT given
@@ -110,11 +201,10 @@ async fn hook_context(
 async fn plan_all(
     args: &DryrunArgs,
     ctx: &std::sync::Arc<EngineContext>,
-    conn: &client::Connection,
+    live: &std::sync::Arc<LiveReader>,
     loaded: &spec::Loaded,
 ) -> Result<(Vec<Shown>, Vec<ParentFailure>)> {
-    let live = std::sync::Arc::new(LiveReader::new(conn.client.clone()));
-    let composer = Composer { ctx, live: &live };
+    let composer = Composer { ctx, live };
     let selection = Selection {
         parents: args.parents.clone(),
         key: args.key.clone(),
@@ -181,18 +271,7 @@ async fn check_on_server(conn: &client::Connection, shown: &mut [Shown]) {
 
 /// Print the plans (diffs, or `-o json`) on stdout.
 fn print(args: &DryrunArgs, shown: &[Shown], failures: &[ParentFailure]) -> Result<()> {
-    let color = match args.color {
-        ColorArg::Always => true,
-        ColorArg::Never => false,
-        ColorArg::Auto => super::dev_output::color_enabled(std::io::stdout().is_terminal()),
-    };
-    let opts = RenderOptions {
-        context: args.context_lines,
-        managed_fields: args.show_managed_fields,
-        all: args.show_all,
-        secrets: args.show_secrets,
-        color: color && args.output == DryrunOutput::Human,
-    };
+    let opts = render_options(args);
     let text = match args.output {
         DryrunOutput::Human => render::human(shown, failures, &opts),
         DryrunOutput::Json => {
@@ -203,6 +282,22 @@ fn print(args: &DryrunArgs, shown: &[Shown], failures: &[ParentFailure]) -> Resu
         }
     };
     super::write_stdout(text.as_bytes())
+}
+
+/// The display options from the flags.
+fn render_options(args: &DryrunArgs) -> RenderOptions {
+    let color = match args.color {
+        ColorArg::Always => true,
+        ColorArg::Never => false,
+        ColorArg::Auto => super::dev_output::color_enabled(std::io::stdout().is_terminal()),
+    };
+    RenderOptions {
+        context: args.context_lines,
+        managed_fields: args.show_managed_fields,
+        all: args.show_all,
+        secrets: args.show_secrets,
+        color: color && args.output == DryrunOutput::Human,
+    }
 }
 
 /// The error for syncs that would fail: a hook or planning failure, or a write the API server

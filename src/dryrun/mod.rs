@@ -7,6 +7,8 @@
 //! - [`server`]: `--server`, the server-side dry run (`dryRun=All`) of creates and updates.
 //! - [`render`]: entries per object, noise stripping, Secret masking, the unified YAML diff,
 //!   the summary line and the JSON document.
+//! - [`simulate`]: `--simulate`, every sync until convergence on a copy of the live objects in
+//!   an in-process sandbox.
 //!
 //! The only requests are discovery, lists, hook calls and (with `--server`) dry-run writes,
 //! which the API server never persists.
@@ -14,3 +16,4 @@
 pub(crate) mod compose;
 pub(crate) mod render;
 pub(crate) mod server;
+pub(crate) mod simulate;

@@ -51,7 +51,7 @@ impl Action {
             Action::Create => "+ create",
             Action::Update => "~ update",
             Action::Delete => "- delete",
-            Action::Recreate => "- recreate",
+            Action::Recreate => "-/+ replace",
             Action::Adopt => "adopt",
             Action::Release => "release",
             Action::Skip => "= skip",
@@ -229,18 +229,21 @@ pub fn entries(p: &ParentPlan) -> Vec<Entry> {
     out
 }
 
-/// A ControllerRevision write of a rolling update.
+/// A ControllerRevision write of a rolling update (an update or delete against the stored
+/// revision).
 fn revision_entry(r: &RevisionWrite) -> Entry {
-    let (action, obj) = match r {
-        RevisionWrite::Create { object } => (Action::Create, Some(object.clone())),
-        RevisionWrite::Update { object } => (Action::Update, Some(object.clone())),
-        RevisionWrite::Delete { .. } => (Action::Delete, None),
+    let (action, live, obj) = match r {
+        RevisionWrite::Create { object } => (Action::Create, None, Some(object.clone())),
+        RevisionWrite::Update { object, live } => {
+            (Action::Update, Some((**live).clone()), Some(object.clone()))
+        }
+        RevisionWrite::Delete { live, .. } => (Action::Delete, Some((**live).clone()), None),
     };
     let (ns, name) = match r {
         RevisionWrite::Delete {
             name, namespace, ..
         } => (Some(namespace.clone()), name.clone()),
-        RevisionWrite::Create { object } | RevisionWrite::Update { object } => (
+        RevisionWrite::Create { object } | RevisionWrite::Update { object, .. } => (
             object::namespace(object).map(str::to_string),
             object::name(object).unwrap_or_default().to_string(),
         ),
@@ -256,7 +259,7 @@ fn revision_entry(r: &RevisionWrite) -> Entry {
         name,
         reason: Some("rollout progress".into()),
         changes: Vec::new(),
-        live: None,
+        live,
         planned: obj,
         server: None,
     }
@@ -299,8 +302,11 @@ pub struct Summary {
     pub create: usize,
     /// Updates.
     pub update: usize,
-    /// Deletes (recreates included).
+    /// Deletes (replacements included).
     pub delete: usize,
+    /// Replacements (Recreate strategies: deleted now, created again by the next sync), also
+    /// counted in `delete`.
+    pub replace: usize,
     /// Adoptions.
     pub adopt: usize,
     /// Releases.
@@ -320,7 +326,11 @@ impl Summary {
             match e.action {
                 Action::Create => self.create += 1,
                 Action::Update => self.update += 1,
-                Action::Delete | Action::Recreate => self.delete += 1,
+                Action::Delete => self.delete += 1,
+                Action::Recreate => {
+                    self.delete += 1;
+                    self.replace += 1;
+                }
                 Action::Adopt => self.adopt += 1,
                 Action::Release => self.release += 1,
                 Action::Status => self.status += 1,
@@ -336,10 +346,17 @@ impl Summary {
         *self != Summary::default()
     }
 
-    /// `Plan: 2 to create, 1 to update, 1 to delete, 0 to adopt, 0 to release; status changes`.
+    /// `Plan: 2 to create, 1 to update, 1 to delete, 0 to adopt, 0 to release; status changes`,
+    /// with `K to delete (R replaced)` when some deletes are replacements (as Terraform says
+    /// "destroy and then create replacement").
     pub fn line(&self) -> String {
+        let replaced = if self.replace > 0 {
+            format!(" ({} replaced)", self.replace)
+        } else {
+            String::new()
+        };
         let mut s = format!(
-            "Plan: {} to create, {} to update, {} to delete, {} to adopt, {} to release",
+            "Plan: {} to create, {} to update, {} to delete{replaced}, {} to adopt, {} to release",
             self.create, self.update, self.delete, self.adopt, self.release
         );
         let mut parent = Vec::new();
@@ -713,7 +730,7 @@ mod tests {
     }
 
     #[test]
-    fn summary_line_counts_recreates_as_deletes_and_names_parent_changes() {
+    fn summary_line_says_replaced_and_names_parent_changes() {
         let mut s = Summary::default();
         s.add(&[
             entry(Action::Create, "Pod.v1", None, None),
@@ -724,8 +741,9 @@ mod tests {
         ]);
         assert_eq!(
             s.line(),
-            "Plan: 1 to create, 0 to update, 2 to delete, 0 to adopt, 0 to release; status changes"
+            "Plan: 1 to create, 0 to update, 2 to delete (1 replaced), 0 to adopt, 0 to release; status changes"
         );
+        assert_eq!((s.delete, s.replace), (2, 1));
         assert!(s.changes());
         assert!(!Summary::default().changes());
     }

@@ -224,7 +224,7 @@ pub fn references(defs: &[ControllerDef]) -> BTreeSet<ObjectKey> {
 
 /// The keys and values of the referenced objects that exist (Secret `data` decoded). `Debug`
 /// shows keys only.
-#[derive(Default, Clone)]
+#[derive(Default, Clone, PartialEq)]
 pub struct RefData {
     objects: BTreeMap<ObjectKey, BTreeMap<String, Vec<u8>>>,
 }
@@ -248,6 +248,13 @@ impl RefData {
 
     fn get(&self, key: &ObjectKey) -> Option<&BTreeMap<String, Vec<u8>>> {
         self.objects.get(key)
+    }
+
+    /// The objects of `keys` that were not found.
+    pub fn missing<'k>(&self, keys: &'k BTreeSet<ObjectKey>) -> Vec<&'k ObjectKey> {
+        keys.iter()
+            .filter(|k| !self.objects.contains_key(k))
+            .collect()
     }
 
     /// Read `keys` from the cluster, and from `documents` (those `--apply` will create; a
@@ -808,16 +815,52 @@ fn tls_config(
     .map_err(|e| format!("no usable CA certificate: {e}"))?;
     let also = definition_host.and_then(|h| ServerName::try_from(h.to_string()).ok());
     let verifier = Arc::new(DefinitionHostVerifier { inner, also });
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
         .with_custom_certificate_verifier(verifier);
     match identity {
-        Some((certs, key)) => builder.with_client_auth_cert(certs, key).map_err(|e| {
-            format!("the client certificate and private key cannot be used together ({e})")
-        }),
+        Some((certs, key)) => {
+            let (raw_certs, raw_key) = (certs.clone(), key.clone_key());
+            match builder.clone().with_client_auth_cert(certs, key) {
+                Ok(c) => Ok(c),
+                // webpki reads X.509 v3 only; OpenSSL and Go also take a v1 client certificate
+                // (what `openssl x509 -req` without extensions makes, as in Metacontroller's
+                // webhook-auth example): send it as it is and let the server decide.
+                Err(rustls::Error::InvalidCertificate(_)) => {
+                    let signing = provider
+                        .key_provider
+                        .load_private_key(raw_key)
+                        .map_err(|e| format!("the private key cannot be used ({e})"))?;
+                    let certified = Arc::new(rustls::sign::CertifiedKey::new(raw_certs, signing));
+                    Ok(builder.with_client_cert_resolver(Arc::new(FixedClientCert(certified))))
+                }
+                Err(e) => Err(format!(
+                    "the client certificate and private key cannot be used together ({e})"
+                )),
+            }
+        }
         None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+/// One client certificate for every server (a `clientTLS` webpki cannot read, see
+/// [`tls_config`]).
+#[derive(Debug)]
+struct FixedClientCert(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for FixedClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(Arc::clone(&self.0))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
     }
 }
 

@@ -162,12 +162,30 @@ fn tls_hint(message: &str) -> Option<&'static str> {
 }
 
 /// Read the body up to `limit` bytes; `false` when it was longer (the rest is not read).
+///
+/// A body delimited by the connection's close (no Content-Length, no chunking: Python's
+/// `http.server`) over TLS often ends without a TLS `close_notify`; rustls reports that as an
+/// error, Go's and OpenSSL's clients (what Metacontroller's hooks are written against) as the
+/// end of the body. It ends the body here too: the JSON decoding that follows refuses a body
+/// that was cut short.
 async fn read_body(
     response: &mut reqwest::Response,
     limit: usize,
 ) -> Result<(Vec<u8>, bool), String> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| error_chain(&e))? {
+    let close_delimited = response.content_length().is_none();
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(e) => {
+                let message = error_chain(&e);
+                if close_delimited && message.contains("close_notify") {
+                    break;
+                }
+                return Err(message);
+            }
+        };
         if bytes.len() + chunk.len() > limit {
             bytes.extend_from_slice(&chunk[..limit - bytes.len()]);
             return Ok((bytes, false));

@@ -446,13 +446,14 @@ pub const RETRY_MIN: Duration = Duration::from_millis(200);
 pub const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// The watcher backoff (see [`RETRY_MIN`]).
-struct CappedBackoff {
+pub(crate) struct CappedBackoff {
     next: Duration,
     seed: u64,
 }
 
 impl CappedBackoff {
-    fn new() -> Self {
+    /// A backoff starting at [`RETRY_MIN`].
+    pub(crate) fn new() -> Self {
         let seed = u64::from(std::process::id())
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -286,3 +286,73 @@ pub async fn dryrun(sb: &TestSandbox, home: &Path, args: &[&str]) -> (i32, Strin
     let (o, e) = text(&out);
     (out.status.code().unwrap_or(-1), o, e)
 }
+
+/// The CRDs, controller, sample parent and exec hook of a controller whose child asks for a
+/// field its schema prunes, as files in `dir`.
+pub fn write_pruning_controller(dir: &std::path::Path) {
+    let crd = |plural: &str, kind: &str, more: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.hot.kubectl-meta.dev}}
+spec:
+  group: hot.kubectl-meta.dev
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {more}
+",
+            singular = kind.to_lowercase()
+        )
+    };
+    let crds = [
+        crd("gadgets", "Gadget", "{type: object, x-kubernetes-preserve-unknown-fields: true}"),
+        crd(
+            "widgets",
+            "Widget",
+            "{type: object, properties: {spec: {type: object, properties: {size: {type: integer}}}}}",
+        ),
+    ]
+    .join("---\n");
+    let files = [
+        ("00-crds.yaml", crds.as_str()),
+        (
+            "10-controller.yaml",
+            r#"apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: gadget-controller}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: hot.kubectl-meta.dev/v1, resource: gadgets}
+  childResources:
+  - apiVersion: hot.kubectl-meta.dev/v1
+    resource: widgets
+    updateStrategy: {method: InPlace}
+  hooks:
+    sync:
+      exec:
+        command: ["python3", "hook.py"]
+"#,
+        ),
+        (
+            "20-sample.yaml",
+            "apiVersion: hot.kubectl-meta.dev/v1\nkind: Gadget\nmetadata: {name: g1, namespace: default}\nspec: {}\n",
+        ),
+        (
+            "hook.py",
+            r#"import json, sys
+req = json.load(sys.stdin)
+name = req["parent"]["metadata"]["name"]
+json.dump({"children": [{"apiVersion": "hot.kubectl-meta.dev/v1", "kind": "Widget",
+    "metadata": {"name": name}, "spec": {"size": 1, "unknownField": "x"}}]}, sys.stdout)
+"#,
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+}

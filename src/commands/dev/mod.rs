@@ -38,14 +38,14 @@ use super::interrupts::{Interrupts, Received};
 use super::definitions::{self, check_reachable, resolve_endpoints};
 use super::dev_output::{self, OutputFormat, Printer};
 use crate::cli::GlobalArgs;
-use crate::cli::dev::{ApplyStrategyArg, DevArgs, OutputArg};
+use crate::cli::dev::{ApplyStrategyArg, DevArgs, OutputArg, WaitForArg};
 use crate::devloop::control::{self, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
-use crate::engine::runtime::Engine;
 use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::execute::ApplyStrategy;
+use crate::engine::runtime::{Engine, WaitFor};
 use crate::hooks::endpoint;
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
@@ -292,9 +292,11 @@ async fn prepare(
     refuse_in_cluster_controllers(cfg, conn, &discovery, &loaded, &from_cluster).await?;
 
     // The webhooks' Secrets and ConfigMaps (caBundle, clientTLS, authorization, basicAuth):
-    // a missing one is reported before anything is written.
+    // a problem is reported before anything is written; a controller whose objects do not exist
+    // yet starts when they appear (the engine waits for them).
     phase.set("reading the webhooks' Secrets and ConfigMaps");
-    let endpoints = resolve_endpoints(&loaded, conn, cfg.args.apply, cfg.args.overwrite).await?;
+    let endpoints =
+        resolve_endpoints(&loaded, conn, cfg.args.apply, cfg.args.overwrite, true).await?;
 
     // 5. One dev loop per controller: a Lease each.
     phase.set("taking the controller lease");
@@ -345,7 +347,12 @@ async fn launch(
     let ctx = engine_context(cfg, conn, bus, &prepared.endpoints, &prepared.leases)?;
     let loop_cfg = dev_loop_config(cfg);
     let controllers = std::mem::take(&mut prepared.loaded.controllers);
-    let dev = DevLoop::start(Engine::new(ctx), controllers, loop_cfg)
+    let mut engine = Engine::new(ctx);
+    engine.set_wait_for(match cfg.args.wait_for {
+        WaitForArg::Current => WaitFor::Current,
+        WaitForArg::None => WaitFor::None,
+    });
+    let dev = DevLoop::start(engine, controllers, loop_cfg)
         .await
         .class(Class::Usage)?;
     let bus = dev.engine().context().bus.clone();

@@ -29,6 +29,19 @@ pub(super) async fn wait_once(
             .wait_converged(left.min(Duration::from_secs(1)))
             .await;
         if rep.converged && rep.pending.is_empty() && rep.failed.is_empty() {
+            // Converged to failure is converged: say which children failed (kstatus Failed).
+            if !rep.children_failed.is_empty() {
+                let lines: Vec<String> = rep
+                    .children_failed
+                    .iter()
+                    .map(|(c, parent, children)| format!("  {c} {parent}: {children}"))
+                    .collect();
+                eprintln!(
+                    "warning: --once: converged with {} parent(s) whose children failed:\n{}",
+                    lines.len(),
+                    lines.join("\n")
+                );
+            }
             return Ok(());
         }
         let broken: Vec<String> = rep
@@ -155,6 +168,7 @@ mod tests {
             hot_loops: Vec::new(),
             errors,
             held,
+            children_failed: Vec::new(),
         }
     }
 

@@ -14,12 +14,14 @@
 //! - [`decorator_rule`]: which objects a DecoratorController selects.
 //! - [`map_plan`]: MapController's pure parts (keys, outputs, tombstones, status).
 //! - [`hotloop`]: the hot-loop guard's decision; [`replay`]: comparing two answers.
+//! - [`kstatus`]: whether a child reached what its spec asks (Pods Ready, workloads caught up).
 
 pub(crate) mod apply;
 pub mod child;
 pub(crate) mod decorator_rule;
 pub mod hookapi;
 pub mod hotloop;
+pub mod kstatus;
 pub mod map_plan;
 pub(crate) mod ownership;
 pub mod planner;

@@ -207,6 +207,27 @@ pub struct StatusChange {
 }
 
 impl SyncPlan {
+    /// The observed objects of the plan that have not reached what their spec asks
+    /// ([`kstatus`](crate::engine::plan::kstatus)): (still moving, failed), one
+    /// `Kind namespace/name: why` each.
+    pub fn children_not_current(&self) -> (Vec<String>, Vec<String>) {
+        use crate::engine::plan::kstatus::{self, Status};
+        let (mut moving, mut failed) = (Vec::new(), Vec::new());
+        for o in &self.objects {
+            let Some(obj) = o.before.as_deref() else {
+                continue;
+            };
+            match kstatus::compute(obj) {
+                Status::Current => {}
+                Status::InProgress(why) => {
+                    moving.push(format!("{} {}: {why}", o.kind, o.id.object()))
+                }
+                Status::Failed(why) => failed.push(format!("{} {}: {why}", o.kind, o.id.object())),
+            }
+        }
+        (moving, failed)
+    }
+
     /// Number of API writes the plan makes.
     pub fn write_count(&self) -> usize {
         self.writes.writes()

@@ -85,6 +85,9 @@ pub enum RevisionWrite {
     Update {
         /// The object to PUT (with resourceVersion).
         object: Value,
+        /// The revision as stored (what the update changes; `dryrun` diffs against it).
+        #[serde(skip)]
+        live: Arc<Value>,
     },
     /// Delete a revision that claims nothing any more.
     Delete {
@@ -94,6 +97,9 @@ pub enum RevisionWrite {
         namespace: String,
         /// uid precondition.
         uid: String,
+        /// The revision as stored (`dryrun` shows what goes).
+        #[serde(skip)]
+        live: Arc<Value>,
     },
 }
 

@@ -350,11 +350,15 @@ pub fn revision_writes(
                 name: rev.name.clone(),
                 namespace: object::namespace(obj).unwrap_or(&ns).to_string(),
                 uid: object::uid(obj).unwrap_or_default().to_string(),
+                live: Arc::clone(obj),
             });
         } else if *want != rev.children {
             let mut o = (**obj).clone();
             o["children"] = encode(want);
-            out.push(RevisionWrite::Update { object: o });
+            out.push(RevisionWrite::Update {
+                object: o,
+                live: Arc::clone(obj),
+            });
         }
     }
     out
@@ -584,7 +588,7 @@ mod tests {
                         .into(),
                     object["children"].clone(),
                 ),
-                RevisionWrite::Update { object } => (
+                RevisionWrite::Update { object, .. } => (
                     "update",
                     object["metadata"]["name"]
                         .as_str()

@@ -300,7 +300,7 @@ impl Writes {
                     "create",
                     object::name(object).unwrap_or_default().to_string(),
                 ),
-                RevisionWrite::Update { object } => (
+                RevisionWrite::Update { object, .. } => (
                     "update",
                     object::name(object).unwrap_or_default().to_string(),
                 ),

@@ -32,6 +32,11 @@ pub struct SyncOutcome {
     pub noops: usize,
     /// Child fields the hot-loop guard holds (messages naming field, values and cause).
     pub hot_loops: Vec<String>,
+    /// Children still moving towards what their spec asks (kstatus: a Pod not Ready, a
+    /// workload not caught up), `Kind namespace/name: why` each.
+    pub children_moving: Vec<String>,
+    /// Children that will not get there (kstatus Failed), `Kind namespace/name: why` each.
+    pub children_failed: Vec<String>,
 }
 
 /// One kind of controller (CompositeController, ...), as the shared loop drives it.
@@ -107,6 +112,11 @@ pub enum KeyState {
     RolloutPending,
     /// Converged except for child fields the hot-loop guard holds (the message names them).
     HotLoop(String),
+    /// Last sync wrote nothing, but children are still moving (kstatus InProgress: a Pod not
+    /// Ready yet, a workload not caught up); their change syncs the parent again.
+    ChildrenMoving(Vec<String>),
+    /// Last sync wrote nothing; these children failed (kstatus Failed): converged, reported.
+    ChildrenFailed(Vec<String>),
 }
 
 impl Tracker {
@@ -224,6 +234,10 @@ async fn sync_one<R: Reconciler>(
                 KeyState::RolloutPending
             } else if confirm {
                 KeyState::Wrote
+            } else if !out.children_moving.is_empty() {
+                KeyState::ChildrenMoving(out.children_moving.clone())
+            } else if !out.children_failed.is_empty() {
+                KeyState::ChildrenFailed(out.children_failed.clone())
             } else {
                 KeyState::Ok
             };

@@ -813,7 +813,7 @@ impl Executor {
                 };
                 (key, r, None)
             }
-            RevisionWrite::Update { object } => {
+            RevisionWrite::Update { object, .. } => {
                 let key = ObjectKey::of(object).unwrap_or_else(|| ObjectKey::new(None, ""));
                 let api = api_for(&self.client, info, key.namespace.as_deref());
                 let r = match to_dynamic(object) {
@@ -830,6 +830,7 @@ impl Executor {
                 name,
                 namespace,
                 uid,
+                ..
             } => {
                 let key = ObjectKey::new(Some(namespace), name);
                 let api = api_for(&self.client, info, Some(namespace));

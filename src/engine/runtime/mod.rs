@@ -17,6 +17,8 @@
 //! - [`execute`]: carries a plan out against the API server; [`carry`]: waiting for the caches
 //!   to show it, failed syncs.
 //! - [`memory`]: per-key memory between syncs; [`recorder`]: `SyncError` Events on parents.
+//! - [`references`]: the Secrets and ConfigMaps a controller's webhooks reference, waited for
+//!   before it starts and read again when they change.
 
 pub(crate) mod caller;
 pub(crate) mod carry;
@@ -27,6 +29,7 @@ pub(crate) mod memory;
 pub mod queue;
 pub(crate) mod reconcile;
 pub(crate) mod recorder;
+pub(crate) mod references;
 pub(crate) mod routing;
 pub(crate) mod snapshot;
 pub(crate) mod source;
@@ -66,6 +69,9 @@ struct Running {
     task: JoinHandle<()>,
     /// Set when the controller can never start (its error).
     failed: Arc<Mutex<Option<String>>>,
+    /// What it waits for before it can start (its webhooks' Secrets and ConfigMaps), if
+    /// anything.
+    waiting: Arc<Mutex<Option<String>>>,
 }
 
 /// Where `--once` ended.
@@ -85,6 +91,20 @@ pub struct OnceReport {
     pub errors: Vec<SyncError>,
     /// Why writes were held, if they were.
     pub held: Option<WritesHeld>,
+    /// Parents converged with failed children (kstatus Failed): (controller, parent, the
+    /// children and why). Reported, not waited for.
+    pub children_failed: Vec<(String, String, String)>,
+}
+
+/// What `--once` (and [`Engine::wait_converged`]) waits for besides syncs that write nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitFor {
+    /// Every child Current (kstatus: Pods Ready, workloads caught up, custom resources Ready),
+    /// or Failed (reported).
+    #[default]
+    Current,
+    /// Nothing: a sync that writes nothing is convergence.
+    None,
 }
 
 /// The running engine.
@@ -92,6 +112,7 @@ pub struct Engine {
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     running: Vec<Running>,
+    wait_for: WaitFor,
 }
 
 impl Engine {
@@ -101,7 +122,14 @@ impl Engine {
             ctx,
             stop: CancellationToken::new(),
             running: Vec::new(),
+            wait_for: WaitFor::default(),
         }
+    }
+
+    /// What convergence waits for besides syncs that write nothing (default: every child
+    /// Current).
+    pub fn set_wait_for(&mut self, wait_for: WaitFor) {
+        self.wait_for = wait_for;
     }
 
     /// The shared services.
@@ -109,13 +137,24 @@ impl Engine {
         &self.ctx
     }
 
-    /// Start a controller (in the background; it begins syncing once its resources exist).
+    /// Start a controller (in the background; it begins syncing once its resources and the
+    /// Secrets and ConfigMaps its webhooks reference exist).
     pub fn start(&mut self, def: ControllerDef) {
         let name = def.name().to_string();
         let tracker = Arc::new(Tracker::default());
         let slot: Arc<Mutex<Option<Arc<dyn ControllerHandle>>>> = Arc::new(Mutex::new(None));
         let failed = Arc::new(Mutex::new(None));
+        let waiting = Arc::new(Mutex::new(None));
         let own_stop = self.stop.child_token();
+        // The webhooks' references: followed for as long as the controller runs.
+        let (refs_ready, refs_resolved) = tokio::sync::oneshot::channel();
+        tokio::spawn(references::follow(
+            def.clone(),
+            Arc::clone(&self.ctx),
+            own_stop.clone(),
+            Arc::clone(&waiting),
+            refs_ready,
+        ));
         let (ctx, stop, t) = (
             Arc::clone(&self.ctx),
             own_stop.clone(),
@@ -141,6 +180,10 @@ impl Engine {
         let (ctx, stop) = (Arc::clone(&self.ctx), own_stop.clone());
         let (s, f, controller) = (Arc::clone(&slot), Arc::clone(&failed), name.clone());
         let task = tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                resolved = refs_resolved => if resolved.is_err() { return },
+            }
             let (handle, run) = match launch.await {
                 Ok(started) => started,
                 Err(e) => {
@@ -171,6 +214,7 @@ impl Engine {
             handle: slot,
             task,
             failed,
+            waiting,
         });
     }
 
@@ -280,6 +324,7 @@ impl Engine {
             hot_loops: Vec::new(),
             errors: Vec::new(),
             held: None,
+            children_failed: Vec::new(),
         };
         if let Some(why) = self.ctx.writes_held() {
             rep.converged = false;
@@ -294,9 +339,10 @@ impl Engine {
             }
             let Some(c) = r.handle.lock().ok().and_then(|c| c.clone()) else {
                 rep.converged = false;
+                let why = r.waiting.lock().ok().and_then(|w| w.clone());
                 rep.pending.push((
                     r.name.clone(),
-                    "not started (waiting for its resources)".into(),
+                    why.unwrap_or_else(|| "not started (waiting for its resources)".into()),
                 ));
                 continue;
             };
@@ -336,6 +382,23 @@ impl Engine {
                         rep.pending
                             .push((r.name.clone(), format!("{key}: rollout in progress")));
                     }
+                    KeyState::ChildrenMoving(children) => {
+                        if self.wait_for == WaitFor::Current {
+                            rep.converged = false;
+                            rep.pending.push((
+                                r.name.clone(),
+                                format!(
+                                    "{key}: waiting for {} child(ren) to become Current: {}",
+                                    children.len(),
+                                    children.join("; ")
+                                ),
+                            ));
+                        }
+                    }
+                    KeyState::ChildrenFailed(children) => {
+                        rep.children_failed
+                            .push((r.name.clone(), key, children.join("; ")));
+                    }
                 }
             }
         }
@@ -343,7 +406,8 @@ impl Engine {
     }
 
     /// Wait until nothing is left to do (no queued or running syncs, no unconfirmed writes, no
-    /// pending 429 retry or rollout), or until `timeout`. Failed parents do not keep it waiting.
+    /// pending 429 retry or rollout, with [`WaitFor::Current`] no child still moving), or until
+    /// `timeout`. Failed parents do not keep it waiting.
     pub async fn wait_converged(&self, timeout: Duration) -> OnceReport {
         let deadline = Instant::now() + timeout;
         let quiet = Duration::from_millis(300);

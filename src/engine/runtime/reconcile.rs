@@ -210,9 +210,16 @@ async fn steps<S: SyncKind>(
         .publish(plan.event(kind.parts().name, &parent_shown));
     // MapController tombstones: one event per detached output (nothing for other plans).
     carry::publish_detached(ctx, kind.parts().name, &parent_shown, &plan);
+    let (children_moving, children_failed) = if plan.writes.is_empty() {
+        plan.children_not_current()
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut outcome = SyncOutcome {
         resync_after: plan.resync_after_seconds.map(Duration::from_secs_f64),
         rollout_pending: plan.rollout.as_ref().is_some_and(|r| r.in_progress),
+        children_moving,
+        children_failed,
         ..SyncOutcome::default()
     };
     if plan.writes.is_empty() && !S::CARRY_OUT_EMPTY {

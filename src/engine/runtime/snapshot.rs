@@ -83,11 +83,14 @@ impl Listed {
     }
 }
 
+/// A resource read, and what it listed.
+type ReadOnce = (ResourceInfo, Arc<Listed>);
+
 /// Reads resources once, each at most once per run.
 pub struct LiveReader {
     client: kube::Client,
     discovery: Discovery,
-    cache: tokio::sync::Mutex<BTreeMap<(String, String), Arc<Listed>>>,
+    cache: tokio::sync::Mutex<BTreeMap<(String, String), ReadOnce>>,
     lists: std::sync::atomic::AtomicUsize,
 }
 
@@ -125,7 +128,7 @@ impl LiveReader {
             info.api_resource.plural.clone(),
         );
         let mut cache = self.cache.lock().await;
-        if let Some(l) = cache.get(&id) {
+        if let Some((_, l)) = cache.get(&id) {
             return Ok(Arc::clone(l));
         }
         // Every namespace, as the engine's informers: `-n` narrows the parents only (children,
@@ -157,7 +160,17 @@ impl LiveReader {
             }
         }
         let listed = Arc::new(Listed { objects });
-        cache.insert(id, Arc::clone(&listed));
+        cache.insert(id, (info.clone(), Arc::clone(&listed)));
         Ok(listed)
+    }
+
+    /// Every resource read so far, with what it listed (`dryrun --simulate` copies them).
+    pub async fn listed(&self) -> Vec<(ResourceInfo, Arc<Listed>)> {
+        self.cache
+            .lock()
+            .await
+            .values()
+            .map(|(i, l)| (i.clone(), Arc::clone(l)))
+            .collect()
     }
 }

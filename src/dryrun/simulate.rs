@@ -1,0 +1,1021 @@
+//! `dryrun --simulate`: every sync until the controllers converge, on a private copy of the
+//! cluster.
+//!
+//! 1. [`Copy::load`]: the live objects the one-sync plan read (parents, children, related
+//!    objects, ControllerRevisions: what [`LiveReader`] listed), their CustomResourceDefinitions
+//!    and namespaces, created in an in-process [`Sandbox`]: owners first, `ownerReferences`
+//!    moved to the copies' uids, statuses written through the status subresource. The live
+//!    cluster is only read.
+//! 2. [`run`]: the real [`Engine`] (as `dev --once` runs it) and the real hooks against the
+//!    sandbox, until every parent converged by the same rule as `dev --once` (its last sync
+//!    wrote nothing and every child is Current, see [`crate::engine::plan::kstatus`]), a parent
+//!    took more than `max_steps` syncs, or the time ran out. Readiness comes from the sandbox's
+//!    simulated kubelet and controllers.
+//! 3. The end state per parent as entries against live ([`end_state`]), the steps each parent
+//!    took, and why it did not converge when it did not ([`Cause`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, PostParams};
+use kube_sandbox::{Sandbox, SandboxConfig};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::dryrun::render::{Action, Entry, RenderOptions, Summary, diff, shown_pair};
+use crate::engine::events::{EngineEvent, EventBus};
+use crate::engine::plan::planner::ObjectAction;
+use crate::engine::runtime::context::{EngineContext, EngineOptions};
+use crate::engine::runtime::snapshot::LiveReader;
+use crate::engine::runtime::{Engine, OnceReport, WaitFor};
+use crate::hooks::endpoint::ResolvedController;
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::object::{self, ObjectKey};
+use crate::spec::ControllerDef;
+
+/// Why a simulation could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The in-process sandbox did not start.
+    #[error("starting the in-process sandbox for --simulate: {0}")]
+    Sandbox(String),
+    /// Reading the live cluster failed.
+    #[error("reading {what} from the live cluster: {message}")]
+    Live {
+        /// What was read.
+        what: String,
+        /// The API server's answer.
+        message: String,
+    },
+    /// The sandbox refused a copy (the object is named).
+    #[error("copying {what} into the sandbox: {message}")]
+    Copy {
+        /// `Kind namespace/name`.
+        what: String,
+        /// The sandbox's answer.
+        message: String,
+    },
+    /// The engine could not be set up against the sandbox.
+    #[error("setting up the engine against the sandbox: {0}")]
+    Engine(String),
+}
+
+/// How long and how far to simulate.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most syncs of one parent.
+    pub max_steps: usize,
+    /// Most wall time for the whole run.
+    pub timeout: Duration,
+}
+
+/// Fields stripped from a live object before it is created in the sandbox.
+const SERVER_SET: [&str; 6] = [
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "selfLink",
+];
+
+/// One copied object: its resource, the live object, and its copy's uid.
+#[derive(Debug, Clone)]
+pub struct Copied {
+    /// The resource.
+    pub info: ResourceInfo,
+    /// The object as live.
+    pub live: Arc<Value>,
+    /// The copy's uid in the sandbox.
+    pub uid: String,
+}
+
+/// The sandbox holding the copy, and how its objects map to the live ones.
+pub struct Copy {
+    /// The in-process API server.
+    pub sandbox: Sandbox,
+    /// A client of it.
+    pub client: kube::Client,
+    /// Every copied object.
+    pub objects: Vec<Copied>,
+    /// The resources listed (copied or not: types with no object yet included).
+    pub resources: Vec<ResourceInfo>,
+    /// Sandbox uid -> live uid.
+    pub live_uid: HashMap<String, String>,
+}
+
+impl Copy {
+    /// Start a sandbox and copy into it what `live` listed (see the module header).
+    pub async fn load(live: &LiveReader, live_client: &kube::Client) -> Result<Copy, SimError> {
+        let sandbox = Sandbox::start(SandboxConfig::ephemeral())
+            .await
+            .map_err(|e| SimError::Sandbox(e.to_string()))?;
+        let client = client_of(&sandbox).await?;
+        let listed = live.listed().await;
+        let resources: Vec<ResourceInfo> = listed.iter().map(|(i, _)| i.clone()).collect();
+        copy_crds(live_client, &client, &resources).await?;
+        let mut pending: Vec<(ResourceInfo, Arc<Value>)> = Vec::new();
+        let mut namespaces = BTreeSet::new();
+        for (info, l) in &listed {
+            for o in l.list(None) {
+                if o["metadata"]["deletionTimestamp"].is_string() {
+                    continue;
+                }
+                if let Some(ns) = object::namespace(&o) {
+                    namespaces.insert(ns.to_string());
+                }
+                pending.push((info.clone(), o));
+            }
+        }
+        for ns in &namespaces {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &namespace_ar());
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let _ = api.create(&PostParams::default(), &dynamic(&obj)?).await;
+        }
+        let copying: BTreeSet<String> = pending
+            .iter()
+            .filter_map(|(_, o)| object::uid(o).map(str::to_string))
+            .collect();
+        let mut uid_map: HashMap<String, String> = HashMap::new();
+        let mut objects = Vec::new();
+        // Owners first: an object goes once every owner it has among the copies is copied.
+        while !pending.is_empty() {
+            let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(_, o)| {
+                owner_uids(o)
+                    .iter()
+                    .all(|u| !copying.contains(u) || uid_map.contains_key(u))
+            });
+            if ready.is_empty() {
+                // An ownership cycle: copy the rest without the owners not copied yet.
+                for (info, o) in rest {
+                    let uid = create_copy(&client, &info, &o, &uid_map).await?;
+                    remember(&mut uid_map, &o, &uid);
+                    objects.push(Copied { info, live: o, uid });
+                }
+                break;
+            }
+            for (info, o) in ready {
+                let uid = create_copy(&client, &info, &o, &uid_map).await?;
+                remember(&mut uid_map, &o, &uid);
+                objects.push(Copied { info, live: o, uid });
+            }
+            pending = rest;
+        }
+        let live_uid = uid_map
+            .iter()
+            .map(|(l, s)| (s.clone(), l.clone()))
+            .collect();
+        Ok(Copy {
+            sandbox,
+            client,
+            objects,
+            resources,
+            live_uid,
+        })
+    }
+
+    /// Replace every sandbox uid in `v` by the live uid it copies (ownerReferences, labels
+    /// holding a parent's uid), so the end state compares with live.
+    pub fn to_live(&self, v: &mut Value) {
+        match v {
+            Value::String(s) => {
+                if let Some(l) = self.live_uid.get(s.as_str()) {
+                    *s = l.clone();
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.to_live(x)),
+            Value::Object(m) => m.values_mut().for_each(|x| self.to_live(x)),
+            _ => {}
+        }
+    }
+}
+
+fn remember(map: &mut HashMap<String, String>, live: &Value, copy_uid: &str) {
+    if let Some(u) = object::uid(live) {
+        map.insert(u.to_string(), copy_uid.to_string());
+    }
+}
+
+fn owner_uids(o: &Value) -> Vec<String> {
+    o["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn namespace_ar() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        plural: "namespaces".into(),
+    }
+}
+
+fn dynamic(v: &Value) -> Result<DynamicObject, SimError> {
+    serde_json::from_value(v.clone()).map_err(|e| SimError::Copy {
+        what: describe(v),
+        message: e.to_string(),
+    })
+}
+
+fn describe(v: &Value) -> String {
+    format!(
+        "{} {}",
+        object::kind(v).unwrap_or_default(),
+        ObjectKey::of(v).map(|k| k.to_string()).unwrap_or_default()
+    )
+}
+
+/// A client of the sandbox, from its kubeconfig.
+async fn client_of(sandbox: &Sandbox) -> Result<kube::Client, SimError> {
+    let kc = kube::config::Kubeconfig::from_yaml(&sandbox.kubeconfig_yaml())
+        .map_err(|e| SimError::Sandbox(e.to_string()))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| SimError::Sandbox(e.to_string()))?;
+    kube::Client::try_from(cfg).map_err(|e| SimError::Sandbox(e.to_string()))
+}
+
+/// The CustomResourceDefinitions of the listed resources that have one on the live cluster.
+async fn copy_crds(
+    live: &kube::Client,
+    sandbox: &kube::Client,
+    resources: &[ResourceInfo],
+) -> Result<(), SimError> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let live_api: Api<CustomResourceDefinition> = Api::all(live.clone());
+    let sb_api: Api<CustomResourceDefinition> = Api::all(sandbox.clone());
+    let mut names = BTreeSet::new();
+    for r in resources {
+        if !r.api_resource.group.is_empty() {
+            names.insert(format!(
+                "{}.{}",
+                r.api_resource.plural, r.api_resource.group
+            ));
+        }
+    }
+    for name in names {
+        let crd = live_api.get_opt(&name).await.map_err(|e| SimError::Live {
+            what: format!("CustomResourceDefinition {name}"),
+            message: crate::k8s::kube_error_message(&e),
+        })?;
+        let Some(mut crd) = crd else { continue };
+        crd.metadata = kube::api::ObjectMeta {
+            name: crd.metadata.name.clone(),
+            labels: crd.metadata.labels.clone(),
+            annotations: crd.metadata.annotations.clone(),
+            ..Default::default()
+        };
+        crd.status = None;
+        sb_api
+            .create(&PostParams::default(), &crd)
+            .await
+            .map_err(|e| SimError::Copy {
+                what: format!("CustomResourceDefinition {name}"),
+                message: crate::k8s::kube_error_message(&e),
+            })?;
+        // Served once Established (the sandbox establishes at once; wait for it anyway).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let established = sb_api.get_opt(&name).await.ok().flatten().is_some_and(|c| {
+                c.status
+                    .and_then(|s| s.conditions)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Create the copy of `live` (server-set fields stripped, owners moved to their copies'
+/// uids, owners not copied dropped), then its status; returns the copy's uid.
+async fn create_copy(
+    client: &kube::Client,
+    info: &ResourceInfo,
+    live: &Value,
+    uid_map: &HashMap<String, String>,
+) -> Result<String, SimError> {
+    let mut v = live.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for f in SERVER_SET {
+            m.shift_remove(f);
+        }
+        if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
+            refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uid_map.get(u)) {
+                Some(copy) => {
+                    r["uid"] = json!(copy);
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+    if object::kind(&v) == Some("Pod")
+        && let Some(spec) = v["spec"].as_object_mut()
+    {
+        // The sandbox schedules onto its own nodes.
+        spec.shift_remove("nodeName");
+    }
+    let status = v.as_object_mut().and_then(|m| m.shift_remove("status"));
+    let ns = object::namespace(&v).map(str::to_string);
+    let api: Api<DynamicObject> = match (&ns, info.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &info.api_resource),
+        _ => Api::all_with(client.clone(), &info.api_resource),
+    };
+    let failed = |e: kube::Error| SimError::Copy {
+        what: describe(live),
+        message: crate::k8s::kube_error_message(&e),
+    };
+    let name = object::name(&v).unwrap_or_default().to_string();
+    let created = match api.create(&PostParams::default(), &dynamic(&v)?).await {
+        Ok(c) => c,
+        // What the sandbox makes itself (kube-root-ca.crt, the default ServiceAccount): its
+        // own object stands for the live one.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = api.get(&name).await.map_err(failed)?;
+            return Ok(existing.metadata.uid.unwrap_or_default());
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    if let Some(status) = status
+        && info.has_status
+        && !status.is_null()
+    {
+        // A merge patch: the sandbox's controllers may have written the status meanwhile.
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .map_err(failed)?;
+    }
+    Ok(uid)
+}
+
+/// One sync of one parent that was planned in the sandbox.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// 1-based, per parent.
+    pub step: usize,
+    /// Writes the plan made.
+    pub writes: usize,
+    /// One `+ create Pod default/x` line per changing object, and `~ status` when the
+    /// parent's status changed.
+    pub actions: Vec<String>,
+    /// The sync's error, if it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Why a parent did not converge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "cause"
+)]
+pub enum Cause {
+    /// The hot-loop guard found a child field the server rewrites on every sync.
+    HotLoop {
+        /// The guard's finding (field, the hook's value, the server's value).
+        message: String,
+    },
+    /// The parent's status changed on every sync until `--max-steps`.
+    StatusFlapping {
+        /// The status fields that changed between the last two syncs.
+        fields: Vec<String>,
+    },
+    /// A rollout or the parent waits for children to become Current and nothing made them.
+    WaitingForReadiness {
+        /// What it waits for.
+        message: String,
+    },
+    /// The sync failed (a hook error, an answer the engine refuses, a write refused).
+    SyncFailed {
+        /// The step it failed at.
+        step: usize,
+        /// The error.
+        message: String,
+    },
+    /// More than `--max-steps` syncs, writing each time.
+    MaxSteps {
+        /// The limit.
+        max_steps: usize,
+    },
+    /// `--simulate-timeout` ran out with work still pending for it.
+    Timeout {
+        /// What was pending.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::HotLoop { message } => write!(f, "hot loop: {message}"),
+            Cause::StatusFlapping { fields } => write!(
+                f,
+                "the status changes on every sync ({}): write it from what is observed, not from the time or a counter",
+                fields.join(", ")
+            ),
+            Cause::WaitingForReadiness { message } => write!(
+                f,
+                "waiting on readiness nothing provides (even with the sandbox's simulated kubelet and controllers): {message}"
+            ),
+            Cause::SyncFailed { step, message } => {
+                write!(f, "sync failed at step {step}: {message}")
+            }
+            Cause::MaxSteps { max_steps } => {
+                write!(f, "still writing after {max_steps} syncs (--max-steps)")
+            }
+            Cause::Timeout { message } => write!(
+                f,
+                "--simulate-timeout ran out while it was still syncing: {message}"
+            ),
+        }
+    }
+}
+
+/// What happened to one parent.
+#[derive(Debug, Clone)]
+pub struct ParentRun {
+    /// The controller.
+    pub controller: String,
+    /// `namespace/name` (with the map key for a MapController key).
+    pub parent: String,
+    /// Its syncs, in order.
+    pub steps: Vec<Step>,
+    /// Why it did not converge, if it did not.
+    pub cause: Option<Cause>,
+    /// The end state against live: one entry per object that differs.
+    pub entries: Vec<Entry>,
+}
+
+impl ParentRun {
+    /// Syncs that wrote.
+    pub fn writing_steps(&self) -> usize {
+        self.steps.iter().filter(|s| s.writes > 0).count()
+    }
+}
+
+/// Steps seen on the bus, per (controller, parent).
+type Steps = Arc<Mutex<BTreeMap<(String, String), Vec<Step>>>>;
+
+/// Status of each parent after each of its syncs (for [`Cause::StatusFlapping`]).
+type Statuses = Arc<Mutex<BTreeMap<(String, String), Vec<Value>>>>;
+
+/// Run the engine on the copy until convergence, `max_steps` syncs of a parent, or the
+/// timeout; then compare the end state with live.
+pub async fn run(
+    copy: &Copy,
+    defs: &[ControllerDef],
+    endpoints: &[ResolvedController],
+    options: EngineOptions,
+    limits: Limits,
+) -> Result<Vec<ParentRun>, SimError> {
+    let bus = EventBus::new();
+    let ctx = Arc::new(
+        EngineContext::new(copy.client.clone(), bus.clone(), options)
+            .map_err(|e| SimError::Engine(e.to_string()))?,
+    );
+    for r in endpoints {
+        ctx.hooks.set_endpoints(r);
+    }
+    let steps: Steps = Arc::default();
+    let statuses: Statuses = Arc::default();
+    let collector = tokio::spawn(collect(
+        bus.subscribe(),
+        Arc::clone(&steps),
+        Arc::clone(&statuses),
+        copy.client.clone(),
+        copy.resources.clone(),
+    ));
+    let mut engine = Engine::new(Arc::clone(&ctx));
+    engine.set_wait_for(WaitFor::Current);
+    for d in defs {
+        engine.start(d.clone());
+    }
+    let deadline = Instant::now() + limits.timeout;
+    let mut timed_out = false;
+    let report = loop {
+        let rep = engine.wait_converged(Duration::from_millis(500)).await;
+        let done = rep.converged && rep.pending.is_empty();
+        let over = steps
+            .lock()
+            .map(|s| s.values().any(|v| v.len() > limits.max_steps))
+            .unwrap_or(false);
+        if !done && Instant::now() >= deadline {
+            timed_out = true;
+            break rep;
+        }
+        if done || over || !rep.hot_loops.is_empty() {
+            break rep;
+        }
+        if !rep.failed.is_empty() && rep.pending.is_empty() {
+            // Only failures left: retrying with backoff would repeat them.
+            break rep;
+        }
+    };
+    engine.shutdown().await;
+    collector.abort();
+    let steps = steps.lock().map(|s| s.clone()).unwrap_or_default();
+    let statuses = statuses.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut runs = Vec::new();
+    for ((controller, parent), st) in steps {
+        let mut cause = cause_of(&report, &controller, &parent, &st, &statuses, limits);
+        if cause.is_none() && timed_out {
+            // Nothing named it, but the run did not end: say what was still going on.
+            let pending: Vec<String> = report
+                .pending
+                .iter()
+                .filter(|(c, _)| *c == controller)
+                .map(|(_, w)| w.clone())
+                .collect();
+            cause = Some(Cause::Timeout {
+                message: if pending.is_empty() {
+                    "the controllers had not settled".to_string()
+                } else {
+                    pending.join("; ")
+                },
+            });
+        }
+        let entries = end_state(copy, &parent).await;
+        runs.push(ParentRun {
+            controller,
+            parent,
+            steps: st,
+            cause,
+            entries,
+        });
+    }
+    Ok(runs)
+}
+
+/// Collect the steps (Planned, then SyncFinished) and the parents' statuses after each sync.
+async fn collect(
+    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    steps: Steps,
+    statuses: Statuses,
+    client: kube::Client,
+    resources: Vec<ResourceInfo>,
+) {
+    let mut planned: HashMap<(String, String), Vec<String>> = HashMap::new();
+    loop {
+        let ev = match rx.recv().await {
+            Ok(ev) => ev,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => return,
+        };
+        match ev {
+            EngineEvent::Planned {
+                controller,
+                parent,
+                objects,
+                status_change,
+                ..
+            } => {
+                let mut lines: Vec<String> = objects
+                    .iter()
+                    .filter(|o| {
+                        !matches!(
+                            o.action,
+                            ObjectAction::InSync | ObjectAction::Waiting | ObjectAction::Keep
+                        )
+                    })
+                    .map(|o| format!("{} {} {}", header(o.action), o.kind, o.id.object()))
+                    .collect();
+                if status_change {
+                    lines.push(format!("~ status {parent}"));
+                }
+                planned.insert((controller, parent), lines);
+            }
+            EngineEvent::SyncFinished {
+                controller,
+                parent,
+                writes,
+                error,
+                ..
+            } => {
+                let key = (controller, parent);
+                let actions = planned.remove(&key).unwrap_or_default();
+                if let Ok(mut s) = steps.lock() {
+                    let v = s.entry(key.clone()).or_default();
+                    let step = v.len() + 1;
+                    v.push(Step {
+                        step,
+                        writes,
+                        actions,
+                        error,
+                    });
+                }
+                if writes > 0
+                    && let Some(status) = parent_status(&client, &resources, &key.1).await
+                    && let Ok(mut s) = statuses.lock()
+                {
+                    s.entry(key).or_default().push(status);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The header of an object action, as `dryrun` prints it.
+fn header(a: ObjectAction) -> &'static str {
+    match a {
+        ObjectAction::Create => Action::Create.header(),
+        ObjectAction::Update => Action::Update.header(),
+        ObjectAction::Recreate => Action::Recreate.header(),
+        ObjectAction::Delete => Action::Delete.header(),
+        ObjectAction::Adopt => Action::Adopt.header(),
+        ObjectAction::Release => Action::Release.header(),
+        ObjectAction::Skip => Action::Skip.header(),
+        ObjectAction::Waiting => Action::Waiting.header(),
+        ObjectAction::Keep => Action::Keep.header(),
+        ObjectAction::InSync => "=",
+    }
+}
+
+/// The status of the parent `namespace/name` (any of the listed resources holding it).
+async fn parent_status(
+    client: &kube::Client,
+    resources: &[ResourceInfo],
+    parent: &str,
+) -> Option<Value> {
+    let key = parent.split(' ').next().unwrap_or(parent);
+    let (ns, name) = match key.split_once('/') {
+        Some((ns, n)) => (Some(ns), n),
+        None => (None, key),
+    };
+    for r in resources {
+        if r.namespaced != ns.is_some() {
+            continue;
+        }
+        let api: Api<DynamicObject> = match ns {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &r.api_resource),
+            None => Api::all_with(client.clone(), &r.api_resource),
+        };
+        if let Ok(Some(o)) = api.get_opt(name).await {
+            let v = serde_json::to_value(o).ok()?;
+            if v.get("status").is_some() && !owner_uids(&v).is_empty() {
+                continue;
+            }
+            return Some(v.get("status").cloned().unwrap_or(Value::Null));
+        }
+    }
+    None
+}
+
+fn cause_of(
+    rep: &OnceReport,
+    controller: &str,
+    parent: &str,
+    steps: &[Step],
+    statuses: &BTreeMap<(String, String), Vec<Value>>,
+    limits: Limits,
+) -> Option<Cause> {
+    let mine = |c: &str, p: &str| c == controller && (p == parent || p.starts_with(parent));
+    if let Some((_, _, m)) = rep.hot_loops.iter().find(|(c, p, _)| mine(c, p)) {
+        return Some(Cause::HotLoop { message: m.clone() });
+    }
+    if let Some((_, _, m)) = rep
+        .failed
+        .iter()
+        .find(|(c, p, _)| mine(c, p) && !p.is_empty())
+    {
+        let step = steps
+            .iter()
+            .find(|s| s.error.is_some())
+            .map_or(steps.len(), |s| s.step);
+        return Some(Cause::SyncFailed {
+            step,
+            message: m.clone(),
+        });
+    }
+    if steps.len() > limits.max_steps {
+        let key = (controller.to_string(), parent.to_string());
+        let history = statuses.get(&key).map(Vec::as_slice).unwrap_or_default();
+        let only_status = steps
+            .iter()
+            .rev()
+            .take(3)
+            .all(|s| s.actions.iter().all(|a| a.starts_with("~ status")));
+        if only_status && history.len() >= 2 {
+            let (a, b) = (&history[history.len() - 2], &history[history.len() - 1]);
+            let fields: Vec<String> = crate::engine::plan::replay::response_changes(b, a)
+                .into_iter()
+                .map(|c| format!("status.{}", c.path))
+                .collect();
+            return Some(Cause::StatusFlapping { fields });
+        }
+        return Some(Cause::MaxSteps {
+            max_steps: limits.max_steps,
+        });
+    }
+    let waiting: Vec<&String> = rep
+        .pending
+        .iter()
+        .filter(|(c, what)| c == controller && what.starts_with(parent))
+        .map(|(_, w)| w)
+        .collect();
+    if !waiting.is_empty() {
+        let message = waiting
+            .iter()
+            .map(|w| {
+                w.trim_start_matches(parent)
+                    .trim_start_matches(": ")
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Some(Cause::WaitingForReadiness { message });
+    }
+    None
+}
+
+/// The end state of `parent` and the objects it controls, against live: created, updated,
+/// replaced (same name, another object) and deleted objects; the parent's status.
+async fn end_state(copy: &Copy, parent: &str) -> Vec<Entry> {
+    let key = parent.split(' ').next().unwrap_or(parent);
+    let Some(p) = copy.objects.iter().find(|c| {
+        ObjectKey::of(&c.live).is_some_and(|k| k.to_string() == key)
+            && owner_uids(&c.live).is_empty()
+    }) else {
+        return Vec::new();
+    };
+    let parent_copy_uid = p.uid.clone();
+    let parent_live_uid = object::uid(&p.live).unwrap_or_default().to_string();
+    let mut entries = Vec::new();
+    // Now in the sandbox, per listed resource.
+    let mut now: BTreeMap<(String, String), (ResourceInfo, Value)> = BTreeMap::new();
+    for r in &copy.resources {
+        let api: Api<DynamicObject> = Api::all_with(copy.client.clone(), &r.api_resource);
+        let Ok(list) = api.list(&Default::default()).await else {
+            continue;
+        };
+        for item in list.items {
+            let Ok(mut v) = serde_json::to_value(&item) else {
+                continue;
+            };
+            v["apiVersion"] = json!(r.api_resource.api_version);
+            v["kind"] = json!(r.api_resource.kind);
+            let controlled = object::controller_ref(&v).is_some_and(|c| c.uid == parent_copy_uid);
+            let is_parent = object::uid(&v) == Some(parent_copy_uid.as_str());
+            if !(controlled || is_parent) {
+                continue;
+            }
+            let k = ObjectKey::of(&v).map(|k| k.to_string()).unwrap_or_default();
+            now.insert((r.key(), k), (r.clone(), v));
+        }
+    }
+    // As live.
+    let mut before: BTreeMap<(String, String), &Copied> = BTreeMap::new();
+    for c in &copy.objects {
+        let controlled = object::controller_ref(&c.live).is_some_and(|r| r.uid == parent_live_uid);
+        if controlled || c.uid == parent_copy_uid {
+            let k = ObjectKey::of(&c.live)
+                .map(|k| k.to_string())
+                .unwrap_or_default();
+            before.insert((c.info.key(), k), c);
+        }
+    }
+    let keys: BTreeSet<(String, String)> = now.keys().chain(before.keys()).cloned().collect();
+    for k in keys {
+        let (ns, name) = match k.1.split_once('/') {
+            Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
+            None => (None, k.1.clone()),
+        };
+        let entry = |action: Action, live: Option<Value>, planned: Option<Value>| Entry {
+            action,
+            type_key: k.0.clone(),
+            namespace: ns.clone(),
+            name: name.clone(),
+            reason: None,
+            changes: Vec::new(),
+            live,
+            planned,
+            server: None,
+        };
+        match (before.get(&k), now.get(&k)) {
+            (None, Some((_, v))) => {
+                let mut v = v.clone();
+                copy.to_live(&mut v);
+                entries.push(entry(Action::Create, None, Some(v)));
+            }
+            (Some(c), None) => entries.push(entry(Action::Delete, Some((*c.live).clone()), None)),
+            (Some(c), Some((_, v))) => {
+                let mut end = v.clone();
+                let replaced = object::uid(v) != Some(c.uid.as_str());
+                copy.to_live(&mut end);
+                if c.uid == parent_copy_uid {
+                    if end.get("status") != c.live.get("status") {
+                        entries.push(entry(Action::Status, Some((*c.live).clone()), Some(end)));
+                    }
+                    continue;
+                }
+                if replaced {
+                    entries.push(entry(Action::Recreate, Some((*c.live).clone()), Some(end)));
+                } else if comparable(&end) != comparable(&c.live) {
+                    entries.push(entry(Action::Update, Some((*c.live).clone()), Some(end)));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    entries
+}
+
+/// An object without what the server sets (metadata noise, status): what a sync changes.
+fn comparable(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v["metadata"].as_object_mut() {
+        for f in SERVER_SET {
+            m.shift_remove(f);
+        }
+        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.shift_remove("kubectl.kubernetes.io/last-applied-configuration");
+            a.shift_remove("metacontroller.k8s.io/last-applied-configuration");
+        }
+    }
+    if let Some(m) = v.as_object_mut() {
+        m.shift_remove("status");
+    }
+    if let Some(spec) = v["spec"].as_object_mut() {
+        spec.shift_remove("nodeName");
+    }
+    v
+}
+
+/// The summary over all runs: the counts of the end states, the most steps a parent took, and
+/// whether every parent converged.
+pub fn summary(runs: &[ParentRun]) -> (Summary, usize, bool) {
+    let mut s = Summary::default();
+    for r in runs {
+        s.add(&r.entries);
+    }
+    let steps = runs.iter().map(ParentRun::writing_steps).max().unwrap_or(0);
+    let converged = runs.iter().all(|r| r.cause.is_none());
+    (s, steps, converged)
+}
+
+/// `Plan: ...; converged in S steps` (or `not converged: N parent(s)`).
+pub fn summary_line(runs: &[ParentRun]) -> String {
+    let (s, steps, converged) = summary(runs);
+    if converged {
+        format!("{}; converged in {steps} step(s)", s.line())
+    } else {
+        let n = runs.iter().filter(|r| r.cause.is_some()).count();
+        format!("{}; not converged: {n} parent(s)", s.line())
+    }
+}
+
+/// What the output says about readiness.
+pub const READINESS_NOTE: &str = "readiness (Pods becoming Ready, workload statuses) comes from the sandbox's simulated kubelet and controllers";
+
+/// The human rendering: per parent its steps (one line each; `verbose`: the objects of each),
+/// whether and how it converged, the end state against live as diffs; then the summary.
+pub fn human(runs: &[ParentRun], opts: &RenderOptions, verbose: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for r in runs {
+        let _ = writeln!(out, "{} {}", r.controller, r.parent);
+        for s in &r.steps {
+            let what = if let Some(e) = &s.error {
+                format!("failed: {}", e.lines().next().unwrap_or_default())
+            } else if s.writes == 0 {
+                "no writes".to_string()
+            } else if verbose {
+                format!(
+                    "{} write(s):\n      {}",
+                    s.writes,
+                    s.actions.join("\n      ")
+                )
+            } else {
+                format!("{} write(s): {}", s.writes, s.actions.join("; "))
+            };
+            let _ = writeln!(out, "  step {}: {what}", s.step);
+        }
+        match &r.cause {
+            None => {
+                let _ = writeln!(out, "  converged in {} step(s)", r.writing_steps());
+            }
+            Some(c) => {
+                let _ = writeln!(out, "  NOT CONVERGED: {c}");
+            }
+        }
+        if r.entries.is_empty() {
+            let _ = writeln!(out, "  end state: as live");
+        } else {
+            let _ = writeln!(out, "  end state against live:");
+        }
+        for e in &r.entries {
+            let _ = writeln!(out, "  {} {}", e.action.header(), e.title());
+            let (l, p) = shown_pair(e, opts);
+            for line in diff(l.as_ref(), p.as_ref(), opts.context, opts.color).lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    let _ = writeln!(out, "note: {READINESS_NOTE}");
+    let _ = writeln!(out, "{}", summary_line(runs));
+    out
+}
+
+/// The JSON document (docs/dryrun-plan.md, "--simulate").
+pub fn json_doc(runs: &[ParentRun], opts: &RenderOptions) -> Value {
+    let parents: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let objects: Vec<Value> = r
+                .entries
+                .iter()
+                .map(|e| {
+                    let (l, p) = shown_pair(e, opts);
+                    let mut v = serde_json::to_value(e).unwrap_or(Value::Null);
+                    v["diff"] = json!(diff(l.as_ref(), p.as_ref(), opts.context, false));
+                    v["live"] = l.unwrap_or(Value::Null);
+                    v["planned"] = p.unwrap_or(Value::Null);
+                    v
+                })
+                .collect();
+            json!({
+                "controller": r.controller,
+                "parent": r.parent,
+                "converged": r.cause.is_none(),
+                "steps": r.steps,
+                "writingSteps": r.writing_steps(),
+                "cause": r.cause,
+                "message": r.cause.as_ref().map(ToString::to_string),
+                "objects": objects,
+            })
+        })
+        .collect();
+    let (s, steps, converged) = summary(runs);
+    let mut counts = serde_json::to_value(s).unwrap_or(Value::Null);
+    counts["changes"] = json!(s.changes());
+    counts["steps"] = json!(steps);
+    counts["converged"] = json!(converged);
+    json!({
+        "kind": "DryRunSimulation",
+        "note": READINESS_NOTE,
+        "parents": parents,
+        "summary": counts,
+    })
+}
+
+/// How the end states of two simulations differ, parent by parent (`--simulate --against`):
+/// one line per object whose end state differs, with the changed fields.
+pub fn end_state_differences(current: &[ParentRun], other: &[ParentRun]) -> Vec<String> {
+    let ends = |runs: &[ParentRun]| -> BTreeMap<(String, String, String), Option<Value>> {
+        let mut m = BTreeMap::new();
+        for r in runs {
+            for e in &r.entries {
+                m.insert(
+                    (r.parent.clone(), e.type_key.clone(), e.title()),
+                    e.planned.as_ref().map(comparable),
+                );
+            }
+        }
+        m
+    };
+    let (a, b) = (ends(current), ends(other));
+    let keys: BTreeSet<_> = a.keys().chain(b.keys()).cloned().collect();
+    let mut out = Vec::new();
+    for k in keys {
+        // Absent from one side: as live there.
+        let (x, y) = (a.get(&k).cloned().flatten(), b.get(&k).cloned().flatten());
+        if x == y {
+            continue;
+        }
+        let changes = crate::engine::plan::replay::response_changes(
+            y.as_ref().unwrap_or(&Value::Null),
+            x.as_ref().unwrap_or(&Value::Null),
+        );
+        let fields: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        out.push(format!(
+            "{} {}: end states differ (against -> current){}",
+            k.0,
+            k.2,
+            if fields.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", fields.join(", "))
+            }
+        ));
+    }
+    out
+}
