@@ -44,7 +44,8 @@ use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::runtime::Engine;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
+use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
+use crate::hooks::record::SecretsMode;
 use crate::engine::runtime::execute::ApplyStrategy;
 use crate::hooks::endpoint;
 use crate::k8s::client::{self, Connection};
@@ -421,6 +422,11 @@ fn engine_context(
         hook_base_url: cfg.args.hook_base_url.clone(),
         namespace: cfg.args.cluster.namespace.clone(),
         dump_requests: cfg.args.dump_requests.clone(),
+        record: cfg.args.record.clone().map(|dir| Recording {
+            dir,
+            secrets: SecretsMode::keeping(cfg.args.record_secrets),
+            origin: "recorded by kubectl meta dev --record",
+        }),
         apply_strategy: match cfg.args.apply_strategy {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
