@@ -324,7 +324,7 @@ request:
     assert_eq!(code(&out), 0, "{}", show(&out));
 }
 
-/// A child the API server would reject (a HelloWorld whose spec.who is a number, against the
+/// A child the API server would reject (a Greeting whose spec.count is a string, against its
 /// CRD's schema) passes a plain replay of the same answer, and fails with --validate.
 #[test]
 fn an_invalid_child_fails_only_with_validate() {
@@ -336,19 +336,42 @@ fn an_invalid_child_fails_only_with_validate() {
         "invalid",
         r#"import json, sys
 req = json.load(sys.stdin)
-child = {"apiVersion": "example.kubectl-meta.dev/v1", "kind": "HelloWorld",
-         "metadata": {"name": "child"}, "spec": {"who": 5}}
+child = {"apiVersion": "example.kubectl-meta.dev/v1", "kind": "Greeting",
+         "metadata": {"name": "child"}, "spec": {"count": "many"}}
 json.dump({"children": [child]}, sys.stdout)
 "#,
     );
-    // The child type is the CRD's kind.
+    std::fs::write(
+        dir.join("01-child-crd.yaml"),
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: greetings.example.kubectl-meta.dev}
+spec:
+  group: example.kubectl-meta.dev
+  scope: Namespaced
+  names: {plural: greetings, singular: greeting, kind: Greeting}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              count: {type: integer}
+"#,
+    )
+    .unwrap();
     let ctl = dir.join("10-controller.yaml");
     let t = std::fs::read_to_string(&ctl).unwrap();
     std::fs::write(
         &ctl,
         t.replace(
             "childResources: [{apiVersion: v1, resource: pods}]",
-            "childResources: [{apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}]",
+            "childResources: [{apiVersion: example.kubectl-meta.dev/v1, resource: greetings}]",
         ),
     )
     .unwrap();
@@ -366,7 +389,7 @@ request:
   parent: {apiVersion: example.kubectl-meta.dev/v1, kind: HelloWorld, metadata: {name: hello, namespace: default, uid: u-1}}
 response:
   children:
-  - {apiVersion: example.kubectl-meta.dev/v1, kind: HelloWorld, metadata: {name: child}, spec: {who: 5}}
+  - {apiVersion: example.kubectl-meta.dev/v1, kind: Greeting, metadata: {name: child}, spec: {count: many}}
 "#,
     )
     .unwrap();
@@ -376,8 +399,8 @@ response:
     assert_eq!(code(&out), 1, "{}", show(&out));
     let (stdout, _) = text(&out);
     assert!(stdout.contains("--validate"), "{stdout}");
-    assert!(stdout.contains("children[HelloWorld/child]"), "{stdout}");
-    assert!(stdout.contains("spec.who"), "{stdout}");
+    assert!(stdout.contains("children[Greeting/child]"), "{stdout}");
+    assert!(stdout.contains("spec.count"), "{stdout}");
 }
 
 /// A hook that makes a Secret child from a password: the recorded files never hold the value

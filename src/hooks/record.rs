@@ -9,7 +9,7 @@
 //! newer answer to the same request replaces the older one (the file is rewritten only when
 //! its text changes).
 //!
-//! Secret values (`data`, `stringData` and the last-applied annotation of `v1` Secrets,
+//! Secret values (`data`, `stringData` and the last-applied annotations of Secrets,
 //! anywhere in the request and the answer) are replaced by stable placeholders unless the
 //! secrets are recorded on purpose (`--record-secrets`); the file's `secrets:` field says which.
 
@@ -26,8 +26,9 @@ use super::dump::component;
 pub const CASE_API_VERSION: &str = "kubectl-meta.dev/v1";
 /// `kind` of a test case file.
 pub const CASE_KIND: &str = "HookTest";
-/// The annotation that holds a copy of what was applied (Secret values included).
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The end of the annotations that hold a copy of what was applied, Secret values included
+/// (`kubectl.kubernetes.io/...`, and the engine's `metacontroller.k8s.io/...`).
+const LAST_APPLIED_SUFFIX: &str = "/last-applied-configuration";
 
 /// Whether a case holds real Secret values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -285,7 +286,7 @@ fn strip_volatile_deep(v: &mut Value) {
 
 /// Replace the values of every Secret inside `v` by placeholders: `data` values by the
 /// base64 of `redacted:<key>`, `stringData` values by `redacted:<key>`, and the last-applied
-/// annotation by its own redacted copy. Stable: the same Secret always gets the same text.
+/// annotations by their own redacted copies. Stable: the same Secret always gets the same text.
 pub fn redact_secrets(v: &mut Value) {
     crate::k8s::object::visit_secrets(v, &mut redact_secret);
 }
@@ -310,11 +311,15 @@ fn redact_secret(m: &mut Map<String, Value>) {
             }
         }
     }
-    let annotation = m
+    // The last-applied annotations (kubectl's, and the engine's own) hold a copy of the values.
+    let annotations = m
         .get_mut("metadata")
         .and_then(|meta| meta.get_mut("annotations"))
-        .and_then(|a| a.get_mut(LAST_APPLIED));
-    if let Some(text) = annotation {
+        .and_then(Value::as_object_mut);
+    for (key, text) in annotations.into_iter().flatten() {
+        if !key.ends_with(LAST_APPLIED_SUFFIX) {
+            continue;
+        }
         let redacted = text
             .as_str()
             .and_then(|s| serde_json::from_str::<Value>(s).ok())
@@ -345,7 +350,7 @@ mod tests {
 
     fn secret(value: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "s", "annotations": {LAST_APPLIED:
+            "metadata": {"name": "s", "annotations": {"metacontroller.k8s.io/last-applied-configuration":
                 json!({"apiVersion": "v1", "kind": "Secret", "stringData": {"pw": value}}).to_string()}},
             "data": {"token": base64::engine::general_purpose::STANDARD.encode(value)},
             "stringData": {"pw": value}})
