@@ -89,7 +89,11 @@ fn run(label: &str, n: usize, args: &[String]) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().last().unwrap_or_default().to_string();
     if !out.status.success() {
-        eprintln!("{label}: failed ({}):\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "{label}: failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::process::exit(1);
     }
     println!(
@@ -106,7 +110,10 @@ fn main() {
     let cases = dir.path().display().to_string();
     let example = repo().join("examples/hello-world");
     let exec_defs = example.join("10-controller.yaml").display().to_string();
-    let web_defs = example.join("webhook/controller.yaml").display().to_string();
+    let web_defs = example
+        .join("webhook/controller.yaml")
+        .display()
+        .to_string();
     println!("kubectl meta test: {n} cases, hello-world hook (Python)");
     for jobs in ["1", "4"] {
         let port = free_port();
@@ -118,7 +125,10 @@ fn main() {
             "--hook-base-url",
             &format!("http://127.0.0.1:{port}"),
             "--hook-server",
-            &format!("python3 {} --port {port}", example.join("server.py").display()),
+            &format!(
+                "python3 {} --port {port}",
+                example.join("server.py").display()
+            ),
             "-j",
             jobs,
         ]

@@ -167,7 +167,10 @@ fn tombstone_cases_replay() {
     let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap();
     assert_eq!(first["result"], "pass", "{stdout}");
     assert!(
-        first["title"].as_str().unwrap_or_default().starts_with("tombstone hook of MapController"),
+        first["title"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("tombstone hook of MapController"),
         "{stdout}"
     );
 }
@@ -203,7 +206,10 @@ fn a_changed_hook_fails_with_the_field_path_and_update_fixes_it() {
         ),
         "{stdout}"
     );
-    assert!(stdout.contains(&format!("0 passed, {n} failed")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("0 passed, {n} failed")),
+        "{stdout}"
+    );
     assert!(stdout.lines().any(|l| l.starts_with("FAIL ")), "{stdout}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains(&format!("failures=\"{n}\"")), "{xml}");
@@ -236,7 +242,10 @@ fn a_changed_hook_fails_with_the_field_path_and_update_fixes_it() {
     assert_eq!(code(&out), 0, "{}", show(&out));
     let (stdout, _) = text(&out);
     assert!(stdout.contains("UPDATE"), "{stdout}");
-    assert!(stdout.contains("\"busybox\" -> \"busybox:1.37\""), "{stdout}");
+    assert!(
+        stdout.contains("\"busybox\" -> \"busybox:1.37\""),
+        "{stdout}"
+    );
     assert!(stdout.contains(&format!("{n} updated")), "{stdout}");
     let out = replay(home.path(), &rec, &[&d], &[]);
     assert_eq!(code(&out), 0, "{}", show(&out));
@@ -298,7 +307,11 @@ request:
     std::fs::write(cases.join("quantities.yaml"), case).unwrap();
     let out = replay(home.path(), &cases, &[&d], &[]);
     assert_eq!(code(&out), 0, "{}", show(&out));
-    assert!(text(&out).0.contains("1 passed, 0 failed"), "{}", show(&out));
+    assert!(
+        text(&out).0.contains("1 passed, 0 failed"),
+        "{}",
+        show(&out)
+    );
 
     std::fs::write(
         cases.join("quantities.yaml"),
@@ -308,9 +321,9 @@ request:
     let out = replay(home.path(), &cases, &[&d], &[]);
     assert_eq!(code(&out), 1, "{}", show(&out));
     assert!(
-        text(&out)
-            .0
-            .contains("children[Pod/hello].spec.containers[name=c].resources.limits.cpu: \"250m\" -> \"500m\""),
+        text(&out).0.contains(
+            "children[Pod/hello].spec.containers[name=c].resources.limits.cpu: \"250m\" -> \"500m\""
+        ),
         "{}",
         show(&out)
     );
@@ -422,16 +435,15 @@ json.dump({"children": [s]}, sys.stdout)
     );
     let ctl = dir.join("10-controller.yaml");
     let t = std::fs::read_to_string(&ctl).unwrap();
-    std::fs::write(
-        &ctl,
-        t.replace("resource: pods", "resource: secrets"),
-    )
-    .unwrap();
+    std::fs::write(&ctl, t.replace("resource: pods", "resource: secrets")).unwrap();
     let d = dir.display().to_string();
     let rec = home.path().join("rec");
     record(home.path(), &[&d], &rec, &[]);
     let files = case_files(&rec);
-    assert!(files.len() >= 2, "the second sync sees the Secret: {files:?}");
+    assert!(
+        files.len() >= 2,
+        "the second sync sees the Secret: {files:?}"
+    );
     let b64 = "aHVudGVyMi10b3Atc2VjcmV0"; // base64 of the password
     for f in &files {
         let t = std::fs::read_to_string(f).unwrap();
@@ -462,7 +474,12 @@ fn shipped_example_cases_validate_against_the_schema_and_pass() {
     .unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut total = 0;
-    for name in ["hello-world", "service-per-pod", "snapshot-schedule", "configmap-propagation"] {
+    for name in [
+        "hello-world",
+        "service-per-pod",
+        "snapshot-schedule",
+        "configmap-propagation",
+    ] {
         let cases = repo().join("examples").join(name).join("hook-tests");
         let files = case_files(&cases);
         assert!(!files.is_empty(), "{name} ships no cases");
@@ -497,7 +514,11 @@ fn bad_input_is_exit_2_naming_file_and_field() {
     assert!(show(&out).contains("no test cases found"), "{}", show(&out));
     let out = replay(home.path(), &home.path().join("tpyo"), &[&dir], &[]);
     assert_eq!(code(&out), 2, "{}", show(&out));
-    assert!(show(&out).contains("tpyo: no such directory"), "{}", show(&out));
+    assert!(
+        show(&out).contains("tpyo: no such directory"),
+        "{}",
+        show(&out)
+    );
 
     let cases = home.path().join("cases");
     std::fs::create_dir_all(&cases).unwrap();
@@ -505,21 +526,39 @@ fn bad_input_is_exit_2_naming_file_and_field() {
     std::fs::write(cases.join("a.yaml"), good.replace("hook: sync\n", "")).unwrap();
     let out = replay(home.path(), &cases, &[&dir], &[]);
     assert_eq!(code(&out), 2, "{}", show(&out));
-    assert!(show(&out).contains("a.yaml: not a valid test case: missing field `hook`"), "{}", show(&out));
+    assert!(
+        show(&out).contains("a.yaml: not a valid test case: missing field `hook`"),
+        "{}",
+        show(&out)
+    );
 
-    std::fs::write(cases.join("a.yaml"), good.replace("hello-world-controller", "nope")).unwrap();
+    std::fs::write(
+        cases.join("a.yaml"),
+        good.replace("hello-world-controller", "nope"),
+    )
+    .unwrap();
     let out = replay(home.path(), &cases, &[&dir], &[]);
     assert_eq!(code(&out), 2, "{}", show(&out));
     let s = show(&out);
     assert!(s.contains("a.yaml: controller: \"nope\" is not among the definitions given (hello-world-controller)"), "{s}");
 
-    std::fs::write(cases.join("a.yaml"), good.replace("hook: sync", "hook: finalize")).unwrap();
+    std::fs::write(
+        cases.join("a.yaml"),
+        good.replace("hook: sync", "hook: finalize"),
+    )
+    .unwrap();
     let out = replay(home.path(), &cases, &[&dir], &[]);
     assert_eq!(code(&out), 2, "{}", show(&out));
     let s = show(&out);
-    assert!(s.contains("hook: CompositeController \"hello-world-controller\" has no finalize hook"), "{s}");
+    assert!(
+        s.contains("hook: CompositeController \"hello-world-controller\" has no finalize hook"),
+        "{s}"
+    );
 
-    let out = km(home.path(), &["test", &cases.display().to_string(), "-f", &dir, "-j", "0"]);
+    let out = km(
+        home.path(),
+        &["test", &cases.display().to_string(), "-f", &dir, "-j", "0"],
+    );
     assert_eq!(code(&out), 2, "{}", show(&out));
 }
 
@@ -554,7 +593,10 @@ json.dump({"status": {"who": who}}, sys.stdout)
     let t = std::fs::read_to_string(&ctl).unwrap();
     std::fs::write(
         &ctl,
-        t.replace("command: [python3, hook.py]}", "command: [python3, hook.py], timeout: 2s}"),
+        t.replace(
+            "command: [python3, hook.py]}",
+            "command: [python3, hook.py], timeout: 2s}",
+        ),
     )
     .unwrap();
     let d = dir.display().to_string();

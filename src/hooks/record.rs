@@ -269,7 +269,12 @@ fn strip_volatile_deep(v: &mut Value) {
     match v {
         Value::Object(m) => {
             if let Some(Value::Object(meta)) = m.get_mut("metadata") {
-                for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp"] {
+                for k in [
+                    "resourceVersion",
+                    "managedFields",
+                    "uid",
+                    "creationTimestamp",
+                ] {
                     meta.shift_remove(k);
                 }
             }
@@ -404,7 +409,10 @@ mod tests {
         assert!(w1);
         assert!(p1.starts_with(dir.path().join("hello/default_world")));
         let name = p1.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("sync-") && name.ends_with(".yaml"), "{name}");
+        assert!(
+            name.starts_with("sync-") && name.ends_with(".yaml"),
+            "{name}"
+        );
         // The same exchange (another resourceVersion only) is the same file, not rewritten.
         let (p2, w2) = record(
             dir.path(),

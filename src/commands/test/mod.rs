@@ -118,8 +118,7 @@ async fn run_connected(
     } = inputs;
     let conn = &cluster.conn;
     let discovery = crate::k8s::discovery::Discovery::new(conn.client.clone());
-    definitions::add_from_cluster(&args.defs, conn, &discovery, selector.as_ref(), loaded)
-        .await?;
+    definitions::add_from_cluster(&args.defs, conn, &discovery, selector.as_ref(), loaded).await?;
     let ctx = hook_context(args, conn, loaded).await?;
     validate::install_types(cluster, loaded).await?;
     let bound = bind_all(&ctx, found, &loaded.controllers).await?;
@@ -191,7 +190,9 @@ fn validate_flags(args: &TestArgs) -> Result<()> {
     }
     if !args.defs.from_cluster.is_empty() && args.validate {
         // The API server of the cluster validates instead of the sandbox: said, not refused.
-        eprintln!("note: --validate with --from-cluster: the cluster's API server checks the answers (server-side dry run)");
+        eprintln!(
+            "note: --validate with --from-cluster: the cluster's API server checks the answers (server-side dry run)"
+        );
     }
     if let Some(f) = &args.filter
         && f.is_empty()
@@ -207,7 +208,11 @@ fn validate_flags(args: &TestArgs) -> Result<()> {
         && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         && !dir.is_dir()
     {
-        bail!("--junit {}: no such directory {}", path.display(), dir.display());
+        bail!(
+            "--junit {}: no such directory {}",
+            path.display(),
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -331,9 +336,9 @@ async fn bind_all(
             }
         };
         let hook = def.hooks().into_iter().find(|(n, _)| *n == f.case.hook);
-        let spec = match hook.map(|(n, h)| {
-            shared::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h))
-        }) {
+        let spec = match hook
+            .map(|(n, h)| shared::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h)))
+        {
             Some(Ok(Some(s))) => s,
             Some(Err(e)) => {
                 problems.push(e.to_string());
@@ -355,7 +360,8 @@ async fn bind_all(
                 }
             },
         };
-        let generate_selector = matches!(def, ControllerDef::Composite(c) if c.spec.generate_selector == Some(true));
+        let generate_selector =
+            matches!(def, ControllerDef::Composite(c) if c.spec.generate_selector == Some(true));
         out.push(Bound {
             found: f,
             controller_kind: def.kind(),
@@ -516,10 +522,11 @@ impl Runner<'_> {
         };
         let ignore: Vec<String> = case.ignore.iter().chain(self.ignore).cloned().collect();
         let changes = differences(&expected, &actual, &ignore);
-        *b.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(answer);
+        *b.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(answer);
         if self.validate {
-            let problems =
-                validate::check(self.cluster, &b.types, &case.request, &actual).await;
+            let problems = validate::check(self.cluster, &b.types, &case.request, &actual).await;
             if !problems.is_empty() {
                 return Verdict::Fail {
                     message: Some(format!(
@@ -541,7 +548,11 @@ impl Runner<'_> {
     }
 
     /// `--update`: the case's expected answer becomes the current one.
-    fn update_case(&self, b: &Bound, changes: Vec<crate::engine::plan::apply::FieldChange>) -> Verdict {
+    fn update_case(
+        &self,
+        b: &Bound,
+        changes: Vec<crate::engine::plan::apply::FieldChange>,
+    ) -> Verdict {
         let current = b
             .current
             .lock()
@@ -560,7 +571,10 @@ impl Runner<'_> {
         match case.write_to(&b.found.path, "updated by kubectl meta test --update") {
             Ok(()) => Verdict::Updated { changes },
             Err(e) => Verdict::Fail {
-                message: Some(format!("--update: cannot write {}: {e}", b.found.path.display())),
+                message: Some(format!(
+                    "--update: cannot write {}: {e}",
+                    b.found.path.display()
+                )),
                 changes,
             },
         }

@@ -55,7 +55,10 @@ pub(super) async fn install_types(cluster: &Cluster, loaded: &spec::Loaded) -> R
         .iter()
         .filter(|(_, d)| object::kind(d) == Some("CustomResourceDefinition"))
     {
-        let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
+        let group = crd
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let kind = crd
             .pointer("/spec/names/kind")
             .and_then(Value::as_str)
@@ -170,7 +173,14 @@ async fn check_status(cluster: &Cluster, parent: &Value, status: &Value) -> Opti
         }
         let mut fresh = object::strip_volatile(parent, true);
         if let Some(m) = fresh.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in ["uid", "creationTimestamp", "generation", "ownerReferences", "finalizers", "deletionTimestamp"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "ownerReferences",
+                "finalizers",
+                "deletionTimestamp",
+            ] {
                 m.shift_remove(k);
             }
         }

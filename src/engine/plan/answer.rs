@@ -37,7 +37,11 @@ pub struct AnswerContext<'a> {
 
 /// The answer as the engine would act on it (see the module docs); `Err` says why the engine
 /// would reject it.
-pub fn answer_view(cx: &AnswerContext<'_>, request: &Value, answer: &Value) -> Result<Value, String> {
+pub fn answer_view(
+    cx: &AnswerContext<'_>,
+    request: &Value,
+    answer: &Value,
+) -> Result<Value, String> {
     let hook = cx.hook;
     let mut out = Map::new();
     let mut put = |k: &str, v: Option<Value>| {
@@ -54,7 +58,8 @@ pub fn answer_view(cx: &AnswerContext<'_>, request: &Value, answer: &Value) -> R
             );
         }
         ("DecoratorController", _) => {
-            let r = hookapi::decode_decorator(hook, cx.version, answer).map_err(|e| e.to_string())?;
+            let r =
+                hookapi::decode_decorator(hook, cx.version, answer).map_err(|e| e.to_string())?;
             let target = &request["object"];
             let desired = writes::normalize_desired(
                 target,
@@ -64,11 +69,17 @@ pub fn answer_view(cx: &AnswerContext<'_>, request: &Value, answer: &Value) -> R
                 r.attachments,
             )
             .map_err(|e| format!("{hook} hook: {e}"))?;
-            put("attachments", Some(keyed(desired.into_iter().map(|(_, v)| v))));
+            put(
+                "attachments",
+                Some(keyed(desired.into_iter().map(|(_, v)| v))),
+            );
             put("labels", Some(json!(r.labels)));
             put("annotations", Some(json!(r.annotations)));
             put("status", r.status.as_ref().map(stored));
-            put("resyncAfterSeconds", r.resync_after_seconds.map(|s| json!(s)));
+            put(
+                "resyncAfterSeconds",
+                r.resync_after_seconds.map(|s| json!(s)),
+            );
             put("finalized", r.finalized.then_some(Value::Bool(true)));
         }
         ("MapController", _) => {
@@ -89,7 +100,10 @@ pub fn answer_view(cx: &AnswerContext<'_>, request: &Value, answer: &Value) -> R
                 .collect()
             };
             put("outputs", Some(keyed(outputs.into_iter())));
-            put("resyncAfterSeconds", r.resync_after_seconds.map(|s| json!(s)));
+            put(
+                "resyncAfterSeconds",
+                r.resync_after_seconds.map(|s| json!(s)),
+            );
         }
         _ => {
             let r = hookapi::decode_sync(hook, cx.version, answer).map_err(|e| e.to_string())?;
@@ -106,7 +120,10 @@ pub fn answer_view(cx: &AnswerContext<'_>, request: &Value, answer: &Value) -> R
             .map_err(|e| format!("{hook} hook: {e}"))?;
             put("children", Some(keyed(desired.into_iter().map(|(_, v)| v))));
             put("status", r.status.as_ref().map(stored));
-            put("resyncAfterSeconds", r.resync_after_seconds.map(|s| json!(s)));
+            put(
+                "resyncAfterSeconds",
+                r.resync_after_seconds.map(|s| json!(s)),
+            );
             put("finalized", r.finalized.then_some(Value::Bool(true)));
         }
     }
@@ -196,7 +213,12 @@ fn plain_object_keys(path: &str) -> String {
 /// `Kind/namespace/name` for another namespace), each as the server would store it.
 fn keyed(objects: impl Iterator<Item = Value>) -> Value {
     let objects: Vec<Value> = objects.collect();
-    let s = |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |o: &Value, p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let mut map = Map::new();
     for o in &objects {
         let kind = s(o, "/kind");
@@ -255,7 +277,12 @@ fn drop_empty(v: &mut Value) {
 }
 
 /// Rewrite every quantity field ([`is_quantity`]) in its canonical spelling (`0.5` -> `500m`).
-fn canonical_quantities(api_version: &str, kind: &str, path: &mut Vec<Option<String>>, v: &mut Value) {
+fn canonical_quantities(
+    api_version: &str,
+    kind: &str,
+    path: &mut Vec<Option<String>>,
+    v: &mut Value,
+) {
     match v {
         Value::Object(m) => {
             for (k, child) in m.iter_mut() {
@@ -347,7 +374,10 @@ mod tests {
         let paths: Vec<&str> = d.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(
             paths,
-            vec!["children[Pod/web-0].spec.containers[name=web].image", "status.at"]
+            vec![
+                "children[Pod/web-0].spec.containers[name=web].image",
+                "status.at"
+            ]
         );
         assert_eq!(d[0].old, Some(json!("nginx:1.27")));
         assert_eq!(d[0].new, Some(json!("nginx:1.28")));
@@ -367,7 +397,10 @@ mod tests {
     fn ignore_patterns_match_steps() {
         assert!(ignored("status", "status.ready"));
         assert!(ignored("status.*.time", "status.a.time"));
-        assert!(ignored("children[*].metadata", "children[Pod/a].metadata.labels"));
+        assert!(ignored(
+            "children[*].metadata",
+            "children[Pod/a].metadata.labels"
+        ));
         assert!(ignored(
             "metadata.annotations[\"a.b/c\"]",
             "metadata.annotations[\"a.b/c\"]"
