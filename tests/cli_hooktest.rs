@@ -663,3 +663,52 @@ fn a_managed_hook_server_answers_the_recorded_cases() {
         );
     }
 }
+
+/// `dryrun --record` writes the exchanges of its plan as cases too (against a cluster where
+/// `dev` ran the example), and they replay green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dryrun_records_cases_too() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = example("hello-world");
+    let kc = common::cli::kc(&sb);
+    let h = home.path().to_path_buf();
+    let (d, k) = (dir.clone(), kc.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        km(
+            &h,
+            &["--kubeconfig", &k, "dev", "--apply", "-f", &d, "--once"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code(&out), 0, "{}", show(&out));
+    let rec = home.path().join("rec");
+    let (h, d, k, r) = (
+        home.path().to_path_buf(),
+        dir.clone(),
+        kc.clone(),
+        rec.display().to_string(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        km(
+            &h,
+            &["--kubeconfig", &k, "dryrun", "-f", &d, "--record", &r],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(matches!(code(&out), 0 | 1), "{}", show(&out));
+    let files = case_files(&rec);
+    assert_eq!(files.len(), 1, "one sync planned, one case: {files:?}");
+    let t = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        t.contains("recorded by kubectl meta dryrun --record"),
+        "{t}"
+    );
+    let h = home.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || replay(&h, &rec, &[&dir], &[]))
+        .await
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", show(&out));
+}
