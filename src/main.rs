@@ -18,6 +18,8 @@ fn log_color(cli: &Cli) -> bool {
         Command::Dev(args) if args.color == ColorArg::Never => false,
         Command::Dryrun(args) if args.color == ColorArg::Always => true,
         Command::Dryrun(args) if args.color == ColorArg::Never => false,
+        Command::Test(args) if args.color == ColorArg::Always => true,
+        Command::Test(args) if args.color == ColorArg::Never => false,
         _ => {
             std::io::stderr().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
@@ -50,7 +52,11 @@ fn main() -> ExitCode {
         Command::Version(args) => Some(commands::version::run(args)),
         Command::Completion(args) => Some(commands::completion::run(args)),
         Command::Complete(args) => Some(commands::completion::run_complete(args)),
-        Command::Dev(_) | Command::Dryrun(_) | Command::Sandbox(_) | Command::Inspect(_) => None,
+        Command::Dev(_)
+        | Command::Dryrun(_)
+        | Command::Test(_)
+        | Command::Sandbox(_)
+        | Command::Inspect(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -89,6 +95,10 @@ fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 args.verbose = cli.global.verbose;
                 commands::dryrun::run(*args).await
+            }
+            Command::Test(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::test::run(cli.global.verbose, *args).await
             }
             Command::Inspect(mut args) => {
                 args.cluster = args.cluster.or(cluster);

@@ -489,6 +489,7 @@ async fn readme_flag_tables_match_help() {
         (vec!["dev"], "## `kubectl meta dev`"),
         (vec!["sandbox"], "## `kubectl meta sandbox`"),
         (vec!["dryrun"], "## `kubectl meta dryrun`"),
+        (vec!["test"], "## Test your hooks"),
     ] {
         let help = help_flags(&args).await;
         let readme = readme_table_flags(heading);

@@ -93,6 +93,14 @@ pub struct DevArgs {
     /// .response.json, .stderr.txt, .error.txt), to replay with curl or use in a hook's tests.
     #[arg(long, value_name = "DIR")]
     pub dump_requests: Option<PathBuf>,
+    /// Write every answered hook exchange to DIR as a test case for `kubectl meta test`
+    /// (DIR/CONTROLLER/PARENT/HOOK[-KEY]-HASH.yaml; one file per distinct request, the newer
+    /// answer replacing the older; format: docs/hook-test-case.md).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: keep Secret values in the cases (replaced by placeholders by default).
+    #[arg(long, requires = "record")]
+    pub record_secrets: bool,
     /// Print every event, including no-op syncs in full.
     #[arg(long)]
     pub verbose_events: bool,

@@ -71,6 +71,13 @@ pub struct DryrunArgs {
     /// differ.
     #[arg(long, value_name = "PATH")]
     pub against: Option<PathBuf>,
+    /// Write every answered hook exchange to DIR as a test case for `kubectl meta test`
+    /// (as `dev --record`; format: docs/hook-test-case.md).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: keep Secret values in the cases (replaced by placeholders by default).
+    #[arg(long, requires = "record")]
+    pub record_secrets: bool,
     /// Output format: human (default) or json.
     #[arg(short = 'o', long = "output", value_enum, default_value = "human")]
     pub output: DryrunOutput,

@@ -5,6 +5,7 @@ pub mod dev;
 pub mod dryrun;
 pub mod inspect;
 pub mod sandbox;
+pub mod test;
 pub mod version;
 
 use std::path::PathBuf;
@@ -77,7 +78,7 @@ impl ClusterArgs {
 }
 
 /// Where controller definitions come from: the same flags for every command that runs, plans
-/// or tests controllers (`dev`, `dryrun`).
+/// or tests controllers (`dev`, `dryrun`, `test`).
 #[derive(Debug, Clone, Default, Args)]
 pub struct DefinitionArgs {
     /// Controller definitions: YAML/JSON files (several documents each) or directories of them.
@@ -124,6 +125,8 @@ pub enum Command {
     Dryrun(Box<dryrun::DryrunArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).
     Sandbox(sandbox::SandboxArgs),
+    /// Replay recorded hook exchanges against the current hooks and compare the answers.
+    Test(Box<test::TestArgs>),
     /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.
     Inspect(Box<inspect::InspectArgs>),
     /// Print the version, git commit and target of this build.

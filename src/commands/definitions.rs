@@ -1,15 +1,16 @@
 //! Where controller definitions come from, for every command that runs or plans controllers
-//! (`dev`, `dryrun`): the `-f/-R` files, `--from-cluster`, the `-l` selector
+//! (`dev`, `dryrun`, `test`): the `-f/-R` files, `--from-cluster`, the `-l` selector
 //! ([`crate::cli::DefinitionArgs`]), checked before anything starts; and what the definitions
 //! need from the cluster before a hook can be called (the API server answering, the secured
 //! webhooks' Secrets and ConfigMaps).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use kube::api::{Api, DynamicObject};
 
 use super::exit::{Class, Classify, fail};
 use crate::cli::DefinitionArgs;
 use crate::hooks::endpoint;
+use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
 use crate::k8s::client::Connection;
 use crate::k8s::discovery::Discovery;
 use crate::spec::{self, ControllerDef, ControllerSelector, Source};
@@ -157,6 +158,44 @@ pub fn check_http_url(flag: &str, url: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The managed hook server from `--hook-server COMMAND` (`dev`, `test`), with the base URL
+/// whose calls wait for it: where it listens comes from `--hook-base-url`, else from
+/// `--hook-server-ready`, which also says when it is ready (default: its port accepts
+/// connections).
+pub fn hook_server_config(
+    command: Option<&str>,
+    base_url: Option<&str>,
+    ready: Option<&str>,
+) -> Result<Option<(ServerConfig, String)>> {
+    let Some(command) = command else {
+        return Ok(None);
+    };
+    let base = match (base_url, ready) {
+        (Some(b), _) => b.to_string(),
+        (None, Some(ready)) => origin(ready).ok_or_else(|| {
+            anyhow!("--hook-server-ready {ready}: not an http:// URL with a host and port")
+        })?,
+        (None, None) => bail!(
+            "--hook-server needs to know where the server listens: pass --hook-base-url http://127.0.0.1:PORT (webhook URLs are pointed there) or --hook-server-ready http://127.0.0.1:PORT/healthz"
+        ),
+    };
+    let readiness = match ready {
+        Some(url) => Readiness::Http(url.to_string()),
+        None => readiness_for(&base).ok_or_else(|| {
+            anyhow!("--hook-base-url {base}: not an http:// URL with a host; cannot tell when the hook server is ready")
+        })?,
+    };
+    Ok(Some((ServerConfig::new(command, readiness), base)))
+}
+
+/// `http://host:port` of a URL.
+fn origin(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?;
+    let port = u.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", u.scheme()))
 }
 
 /// Read the Secrets and ConfigMaps the webhooks' connection settings reference and resolve

@@ -20,8 +20,9 @@ use crate::dryrun::{server, simulate};
 use crate::engine::events::EventBus;
 use crate::engine::kinds::shared;
 use crate::engine::runtime::caller::Caller;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
+use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
 use crate::engine::runtime::snapshot::LiveReader;
+use crate::hooks::record::SecretsMode;
 use crate::k8s::client;
 use crate::k8s::discovery::Discovery;
 use crate::spec::{self, ControllerDef};
@@ -113,6 +114,11 @@ fn engine_options(args: &DryrunArgs) -> EngineOptions {
     EngineOptions {
         hook_base_url: args.hook_base_url.clone(),
         namespace: args.cluster.namespace.clone(),
+        record: args.record.clone().map(|dir| Recording {
+            dir,
+            secrets: SecretsMode::keeping(args.record_secrets),
+            origin: "recorded by kubectl meta dryrun --record",
+        }),
         ..EngineOptions::default()
     }
 }
@@ -352,6 +358,10 @@ fn validate(args: &DryrunArgs) -> Result<()> {
         if p.is_empty() || p.split('/').count() > 2 || p.split('/').any(str::is_empty) {
             bail!("PARENT {p:?}: give NAMESPACE/NAME or NAME");
         }
+    }
+    if let Some(dir) = &args.record {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("--record {}: cannot create it: {e}", dir.display()))?;
     }
     if args.context_lines > 10_000 {
         bail!("-C {}: at most 10000 lines of context", args.context_lines);

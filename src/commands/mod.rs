@@ -9,6 +9,7 @@ pub mod exit;
 pub mod inspect;
 pub mod interrupts;
 pub mod sandbox;
+pub mod test;
 pub mod version;
 
 use std::io::Write;

@@ -474,12 +474,14 @@ fn yaml(v: Option<&Value>) -> String {
 }
 
 /// ANSI color codes.
-struct Paint {
-    on: bool,
+pub(crate) struct Paint {
+    /// Whether to color at all.
+    pub(crate) on: bool,
 }
 
 impl Paint {
-    fn wrap(&self, code: &str, s: &str) -> String {
+    /// `s` in color `code` (an SGR code: `31` red, `32` green, `2` dim), when on.
+    pub(crate) fn wrap(&self, code: &str, s: &str) -> String {
         if self.on {
             format!("\x1b[{code}m{s}\x1b[0m")
         } else {

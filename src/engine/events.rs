@@ -647,22 +647,15 @@ pub fn published_text(text: &str) -> Option<String> {
 
 /// Replace the values of `data` and `stringData` of every `kind: Secret` object in `v`.
 fn mask_secrets(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(map) => {
-            if map.get("kind").and_then(serde_json::Value::as_str) == Some("Secret") {
-                for field in ["data", "stringData"] {
-                    if let Some(serde_json::Value::Object(d)) = map.get_mut(field) {
-                        for val in d.values_mut() {
-                            *val = serde_json::Value::String(MASK.into());
-                        }
-                    }
+    crate::k8s::object::visit_secrets(v, &mut |map| {
+        for field in ["data", "stringData"] {
+            if let Some(serde_json::Value::Object(d)) = map.get_mut(field) {
+                for val in d.values_mut() {
+                    *val = serde_json::Value::String(MASK.into());
                 }
             }
-            map.values_mut().for_each(mask_secrets);
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(mask_secrets),
-        _ => {}
-    }
+    });
 }
 
 /// The [`EngineEvent::Detached`] and [`EngineEvent::Tombstone`] events of a map key's

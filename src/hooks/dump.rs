@@ -18,7 +18,7 @@ use super::{CallInfo, HookCall};
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A path component from `s`: `/`, `\` and whitespace become `_`; empty becomes `_`.
-fn component(s: &str) -> String {
+pub(crate) fn component(s: &str) -> String {
     let out: String = s
         .chars()
         .map(|c| {

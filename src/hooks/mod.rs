@@ -11,11 +11,13 @@
 //! - [`resolve`]: webhook URL from `url` / `service` + `path` and `--hook-base-url`.
 //! - [`endpoint`]: `caBundle`, `clientTLS`, `authorization`, `basicAuth` and
 //!   `spec.endpointConfigs`, resolved from Secrets and ConfigMaps into a client per hook.
+//! - [`record`]: hook exchanges written as test cases (`--record`, `kubectl meta test`).
 //! - [`server`]: a managed hook server (started, readiness-gated, restarted, stopped as a group).
 
 pub(crate) mod dump;
 pub(crate) mod endpoint;
 pub(crate) mod exec;
+pub mod record;
 pub(crate) mod resolve;
 pub mod server;
 pub(crate) mod webhook;

@@ -180,6 +180,23 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
 }
 
+/// Call `f` on every `kind: Secret` object inside `v`, at any depth (to mask or redact its
+/// values before a body is shown or written down).
+pub fn visit_secrets(v: &mut Value, f: &mut impl FnMut(&mut serde_json::Map<String, Value>)) {
+    match v {
+        Value::Object(map) => {
+            if map.get("kind").and_then(Value::as_str) == Some("Secret") {
+                f(map);
+            }
+            for child in map.values_mut() {
+                visit_secrets(child, f);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| visit_secrets(i, f)),
+        _ => {}
+    }
+}
+
 /// The object without the fields that change on every write (and, if `drop_status`, status).
 pub fn strip_volatile(v: &Value, drop_status: bool) -> Value {
     let mut v = v.clone();

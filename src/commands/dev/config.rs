@@ -5,13 +5,13 @@ use super::{DEFAULT_ONCE_TIMEOUT, DEV_EXAMPLE};
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::cli::ColorArg;
 use crate::cli::dev::{DevArgs, OutputArg};
 use crate::commands::definitions::check_http_url;
 use crate::commands::{definitions, dev_output};
-use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
+use crate::hooks::server::ServerConfig;
 use crate::k8s::client;
 use crate::spec::ControllerSelector;
 
@@ -42,7 +42,11 @@ impl DevConfig {
     pub(super) fn new(args: DevArgs) -> Result<DevConfig> {
         validate(&args)?;
         let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
-        let hook_server = hook_server_config(&args)?;
+        let hook_server = definitions::hook_server_config(
+            args.hook_server.as_deref(),
+            args.hook_base_url.as_deref(),
+            args.hook_server_ready.as_deref(),
+        )?;
         let stdout_is_tty = std::io::stdout().is_terminal();
         Ok(DevConfig {
             selector,
@@ -106,39 +110,11 @@ fn validate(args: &DevArgs) -> Result<()> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--dump-requests {}: cannot create it", dir.display()))?;
     }
+    if let Some(dir) = &args.record {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--record {}: cannot create it", dir.display()))?;
+    }
     Ok(())
-}
-
-/// The managed hook server configuration from `--hook-server`, with the base URL whose calls
-/// wait for it.
-fn hook_server_config(args: &DevArgs) -> Result<Option<(ServerConfig, String)>> {
-    let Some(command) = &args.hook_server else {
-        return Ok(None);
-    };
-    let base = match (&args.hook_base_url, &args.hook_server_ready) {
-        (Some(b), _) => b.clone(),
-        (None, Some(ready)) => origin(ready).ok_or_else(|| {
-            anyhow!("--hook-server-ready {ready}: not an http:// URL with a host and port")
-        })?,
-        (None, None) => bail!(
-            "--hook-server needs to know where the server listens: pass --hook-base-url http://127.0.0.1:PORT (webhook URLs are pointed there) or --hook-server-ready http://127.0.0.1:PORT/healthz"
-        ),
-    };
-    let readiness = match &args.hook_server_ready {
-        Some(url) => Readiness::Http(url.clone()),
-        None => readiness_for(&base).ok_or_else(|| {
-            anyhow!("--hook-base-url {base}: not an http:// URL with a host; cannot tell when the hook server is ready")
-        })?,
-    };
-    Ok(Some((ServerConfig::new(command.clone(), readiness), base)))
-}
-
-/// `http://host:port` of a URL.
-fn origin(url: &str) -> Option<String> {
-    let u = reqwest::Url::parse(url).ok()?;
-    let host = u.host_str()?;
-    let port = u.port_or_known_default()?;
-    Some(format!("{}://{host}:{port}", u.scheme()))
 }
 
 /// The TUI runs unless `--no-tui`, `-o json`, `--once`, or stdout is not a terminal.

@@ -43,10 +43,11 @@ use crate::devloop::control::{self, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
+use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
 use crate::engine::runtime::execute::ApplyStrategy;
 use crate::engine::runtime::{Engine, WaitFor};
 use crate::hooks::endpoint;
+use crate::hooks::record::SecretsMode;
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::lease;
@@ -428,6 +429,11 @@ fn engine_context(
         hook_base_url: cfg.args.hook_base_url.clone(),
         namespace: cfg.args.cluster.namespace.clone(),
         dump_requests: cfg.args.dump_requests.clone(),
+        record: cfg.args.record.clone().map(|dir| Recording {
+            dir,
+            secrets: SecretsMode::keeping(cfg.args.record_secrets),
+            origin: "recorded by kubectl meta dev --record",
+        }),
         apply_strategy: match cfg.args.apply_strategy {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,

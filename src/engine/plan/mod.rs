@@ -13,9 +13,11 @@
 //! - [`rollout`]: revisions and status checks; [`rollout_plan`]: the rolling-update decision.
 //! - [`decorator_rule`]: which objects a DecoratorController selects.
 //! - [`map_plan`]: MapController's pure parts (keys, outputs, tombstones, status).
-//! - [`hotloop`]: the hot-loop guard's decision; [`replay`]: comparing two answers.
+//! - [`hotloop`]: the hot-loop guard's decision; [`replay`]: comparing two answers;
+//!   [`answer`]: what an answer means to the engine, for `kubectl meta test`.
 //! - [`kstatus`]: whether a child reached what its spec asks (Pods Ready, workloads caught up).
 
+pub(crate) mod answer;
 pub(crate) mod apply;
 pub mod child;
 pub(crate) mod decorator_rule;

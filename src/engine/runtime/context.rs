@@ -42,6 +42,20 @@ pub struct EngineOptions {
     /// `--dump-requests DIR`: write every hook request and answer there
     /// ([`crate::hooks::dump`]).
     pub dump_requests: Option<std::path::PathBuf>,
+    /// `--record DIR`: write every answered exchange there as a test case
+    /// ([`crate::hooks::record`]).
+    pub record: Option<Recording>,
+}
+
+/// Where and how `--record` writes test cases.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// Whether Secret values are kept (`--record-secrets`) or replaced by placeholders.
+    pub secrets: crate::hooks::record::SecretsMode,
+    /// What recorded them, for the files' header (`kubectl meta dev --record`).
+    pub origin: &'static str,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +67,7 @@ impl Default for EngineOptions {
             apply_strategy: ApplyStrategy::ClientSide,
             sync_timeout: Duration::from_secs(60),
             dump_requests: None,
+            record: None,
         }
     }
 }
@@ -382,6 +397,21 @@ pub async fn call_hook(
             message: format!(
                 "--dump-requests {}: cannot write the {} call of {}: {e}",
                 dir.display(),
+                info.hook,
+                info.label()
+            ),
+        });
+    }
+    if let (Some(rec), Ok(answer)) = (&ctx.options.record, &call.result)
+        && let Err(e) =
+            crate::hooks::record::record(&rec.dir, &info, body, answer, rec.secrets, rec.origin)
+    {
+        ctx.bus.publish(EngineEvent::Error {
+            controller: Some(info.controller.clone()),
+            object: None,
+            message: format!(
+                "--record {}: cannot write the {} call of {}: {e}",
+                rec.dir.display(),
                 info.hook,
                 info.label()
             ),
