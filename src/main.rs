@@ -50,7 +50,12 @@ fn main() -> ExitCode {
         Command::Version(args) => Some(commands::version::run(args)),
         Command::Completion(args) => Some(commands::completion::run(args)),
         Command::Complete(args) => Some(commands::completion::run_complete(args)),
-        Command::Dev(_) | Command::Dryrun(_) | Command::Sandbox(_) | Command::Inspect(_) => None,
+        Command::Dev(_)
+        | Command::Run(_)
+        | Command::Deploy(_)
+        | Command::Dryrun(_)
+        | Command::Sandbox(_)
+        | Command::Inspect(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -84,6 +89,14 @@ fn main() -> ExitCode {
                 commands::dev::run(cli.global.clone(), *args)
                     .await
                     .map(|()| 0)
+            }
+            Command::Run(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::run::run(*args).await.map(|()| 0)
+            }
+            Command::Deploy(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::deploy::run(*args).await.map(|()| 0)
             }
             Command::Dryrun(mut args) => {
                 args.cluster = args.cluster.or(cluster);

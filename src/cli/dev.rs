@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{ClusterArgs, ColorArg, DefinitionArgs};
+use super::{ClusterArgs, ColorArg, DefinitionArgs, EngineArgs};
 
 /// Output format of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -90,19 +90,9 @@ pub struct DevArgs {
     /// service webhooks, which cannot be reached from a laptop.
     #[arg(long, value_name = "URL")]
     pub hook_base_url: Option<String>,
-    /// Concurrent syncs per controller.
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    pub workers: usize,
-    /// Client-side rate limit: API requests per second (0: unlimited). A 429 from the API
-    /// server is retried after its Retry-After whatever this says.
-    #[arg(long, value_name = "QPS", default_value_t = 50.0)]
-    pub api_qps: f64,
-    /// Client-side rate limit: requests that may go at once.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub api_burst: u32,
-    /// How children are created and updated.
-    #[arg(long, value_enum, default_value = "client-side")]
-    pub apply_strategy: ApplyStrategyArg,
+    /// Workers, client rate limits, apply strategy.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Allow writing to this non-local context (repeatable).
     #[arg(long, value_name = "NAME")]
     pub allow_context: Vec<String>,
