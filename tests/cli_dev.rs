@@ -653,7 +653,8 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     .await;
     let stderr = assert_fails(&out);
     assert!(
-        stderr.contains("no CompositeController or DecoratorController named nope"),
+        stderr
+            .contains("no CompositeController or DecoratorController or MapController named nope"),
         "{stderr}"
     );
 }
@@ -796,7 +797,7 @@ async fn from_cluster_reads_a_decorator_controller() {
             &kc(&sb),
             "dev",
             "--from-cluster",
-            "mapcontroller/x",
+            "statefulset/x",
             "--once",
         ],
     ))

@@ -606,20 +606,30 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
     let (pa, pb) = (free_port(), free_port());
     let a = Background::start(run_in(&sb, home.path(), "catset", "replica-a", pa, &[]));
     let _ga = guard(&a);
-    let ready3 = || async {
-        let out = sb.kubectl(&["get", "pods", "-o", "json"]);
-        let list: Value = serde_json::from_slice(&out.stdout).ok()?;
-        let items = list["items"].as_array()?.clone();
-        let ready = items
-            .iter()
-            .filter(|p| {
-                p["status"]["conditions"].as_array().is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    let pod_api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    // The pods when all 3 are Ready (through the kube client: no blocking call here).
+    let ready3 = || {
+        let api = pod_api.clone();
+        async move {
+            let items: Vec<Value> = api
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect();
+            let ready = items
+                .iter()
+                .filter(|p| {
+                    p["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
                 })
-            })
-            .count();
-        (ready == 3).then_some(items)
+                .count();
+            (items.len() == 3 && ready == 3).then_some(items)
+        }
     };
     wait_for("3 ready pods", Duration::from_secs(60), ready3).await;
     let b = Background::start(run_in(&sb, home.path(), "catset", "replica-b", pb, &[]));
@@ -678,4 +688,126 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
     assert_eq!(seen.len(), 3, "{seen:?}");
     let (ok, stderr) = b.interrupt().await;
     assert!(ok, "{stderr}");
+}
+
+/// `deploy` renders what `run` needs from the definitions (YAML that the real kubectl accepts
+/// with a server-side dry run, JSON as a List), applies it with its own field manager, and a
+/// server-side dry run of the same passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_renders_applies_and_dry_runs_on_the_server() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = kc(&sb);
+    let catset = example("catset");
+    let out = run_blocking(meta(
+        home.path(),
+        &["deploy", "-f", &catset, "-n", "ctl", "-o", "json"],
+    ))
+    .await;
+    let list: Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    let role = items
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["annotations"]["kubectl-meta.dev/controller"]
+                    == "catset-controller"
+        })
+        .expect("the catset ClusterRole");
+    let why = role["metadata"]["annotations"]["kubectl-meta.dev/rules"]
+        .as_str()
+        .unwrap();
+    assert_eq!(why.lines().count(), role["rules"].as_array().unwrap().len());
+
+    // YAML, applied by the real kubectl (server-side dry run) once the namespace exists.
+    let out = run_blocking(meta(home.path(), &["deploy", "-f", &catset, "-n", "ctl"])).await;
+    let yaml = assert_ok(&out);
+    assert!(yaml.starts_with("---\n"), "{yaml}");
+    ok_kubectl(&sb, &["create", "namespace", "ctl"]);
+    let dry = sb.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &yaml);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+
+    // --apply: server-side apply with the field manager kubectl-meta-deploy.
+    let out = run_blocking(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "deploy",
+            "-f",
+            &catset,
+            "-n",
+            "ctl",
+            "--apply",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    let stderr = text(&out).1;
+    assert!(
+        stderr.contains("applied Deployment ctl/kubectl-meta"),
+        "{stderr}"
+    );
+    let d = sb.kubectl(&[
+        "get",
+        "deployment",
+        "kubectl-meta",
+        "-n",
+        "ctl",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let d: Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert!(
+        d["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["manager"] == "kubectl-meta-deploy"),
+        "{d}"
+    );
+    assert_eq!(d["spec"]["replicas"], 2);
+    // --dry-run=server: sent, validated, nothing stored.
+    let out = run_blocking(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "deploy",
+            "-f",
+            &catset,
+            "-n",
+            "ctl",
+            "--replicas",
+            "3",
+            "--dry-run=server",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    assert!(
+        text(&out).1.contains("(server dry run)"),
+        "{}",
+        text(&out).1
+    );
+    let d = sb.kubectl(&[
+        "get",
+        "deployment",
+        "kubectl-meta",
+        "-n",
+        "ctl",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&d.stdout),
+        "2",
+        "a dry run stores nothing"
+    );
 }
