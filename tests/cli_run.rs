@@ -733,20 +733,19 @@ async fn deploy_renders_applies_and_dry_runs_on_the_server() {
     );
 
     // --apply: server-side apply with the field manager kubectl-meta-deploy.
-    let out = run_blocking(meta(
-        home.path(),
-        &[
+    let deploy_to_sandbox = |extra: &[&str]| {
+        let mut args = vec![
             "--kubeconfig",
-            &kubeconfig,
+            kubeconfig.as_str(),
             "deploy",
             "-f",
-            &catset,
-            "-n",
-            "ctl",
-            "--apply",
-        ],
-    ))
-    .await;
+            catset.as_str(),
+        ];
+        args.extend_from_slice(&["-n", "ctl"]);
+        args.extend_from_slice(extra);
+        run_blocking(meta(home.path(), &args))
+    };
+    let out = deploy_to_sandbox(&["--apply"]).await;
     assert_ok(&out);
     let stderr = text(&out).1;
     assert!(
@@ -774,22 +773,7 @@ async fn deploy_renders_applies_and_dry_runs_on_the_server() {
     );
     assert_eq!(d["spec"]["replicas"], 2);
     // --dry-run=server: sent, validated, nothing stored.
-    let out = run_blocking(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "deploy",
-            "-f",
-            &catset,
-            "-n",
-            "ctl",
-            "--replicas",
-            "3",
-            "--dry-run=server",
-        ],
-    ))
-    .await;
+    let out = deploy_to_sandbox(&["--replicas", "3", "--dry-run=server"]).await;
     assert_ok(&out);
     assert!(
         text(&out).1.contains("(server dry run)"),
@@ -810,4 +794,49 @@ async fn deploy_renders_applies_and_dry_runs_on_the_server() {
         "2",
         "a dry run stores nothing"
     );
+}
+
+/// An API server outage longer than the renew deadline: the holder stops syncing (it cannot
+/// prove it still holds the Lease), then takes the Lease again once the server answers and
+/// syncs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_outage_stops_syncing_and_the_holder_resumes_after_it() {
+    use kube_sandbox::faults::Fault;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_on_cluster(&sb).await;
+    let port = free_port();
+    let run = Background::start(run_cmd(&sb, home.path(), "replica-a", port, &[]));
+    let _g = guard(&run);
+    wait_pod(&sb).await;
+    run.wait_output("took lease").await;
+    // Every request fails (503) for longer than the renew deadline (2 s).
+    sb.sandbox.faults().inject(Fault::on("*", "/").status(503));
+    run.wait_output("not renewed within the renew deadline")
+        .await;
+    wait_for(
+        "/readyz 503 while the lease is undecided",
+        TIMEOUT,
+        || async {
+            http_get(port, "/readyz")
+                .await
+                .filter(|(c, _)| *c == 503)
+                .map(|_| ())
+        },
+    )
+    .await;
+    sb.sandbox.faults().clear();
+    wait_for("the lease taken again", TIMEOUT, || async {
+        (run.output().matches("took lease").count() >= 2).then_some(())
+    })
+    .await;
+    let before = pod_uids(&sb).await;
+    ok_kubectl(&sb, &["delete", "pod", "--all"]);
+    wait_for("the pod re-created after the outage", TIMEOUT, || async {
+        let now = pod_uids(&sb).await;
+        (!now.is_empty() && now != before).then_some(())
+    })
+    .await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
 }

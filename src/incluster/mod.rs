@@ -35,6 +35,9 @@ use crate::spec::ControllerDef;
 /// How often the runner refreshes what `/readyz` and `/metrics` show.
 const STATUS_EVERY: Duration = Duration::from_millis(250);
 
+/// How long stopping a controller waits for its in-flight syncs.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// How the runner campaigns.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
@@ -340,7 +343,7 @@ impl Runner {
             return;
         };
         if slot.leading {
-            self.engine.stop_controller(name).await;
+            self.stop_controller(name).await;
         }
         slot.elector.stop().await;
         self.info(Some(name), format!("{name}: stopped ({why})"));
@@ -372,15 +375,15 @@ impl Runner {
             other => {
                 if slot.leading {
                     slot.leading = false;
-                    self.engine.stop_controller(name).await;
                     self.info(
                         Some(name),
                         format!(
-                            "{name}: lost lease {}/{lease} ({}); stopped syncing",
+                            "{name}: lost lease {}/{lease} ({}); stopping syncing",
                             self.cfg.lease_namespace,
                             describe(&other)
                         ),
                     );
+                    self.stop_controller(name).await;
                 } else if let Role::Follower { holder: Some(h) } = &other {
                     self.info(
                         Some(name),
@@ -393,6 +396,18 @@ impl Runner {
             }
         }
         self.refresh_status();
+    }
+
+    /// Stop a controller: cancelled at once (no new sync starts), its in-flight syncs given
+    /// [`STOP_WAIT`] to finish (during an API outage they may hang on requests: they end on
+    /// their own, the runner goes on).
+    async fn stop_controller(&mut self, name: &str) {
+        if tokio::time::timeout(STOP_WAIT, self.engine.stop_controller(name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(controller = %name, "in-flight syncs still running after {STOP_WAIT:?}; not waiting for them");
+        }
     }
 
     /// Refresh what `/readyz` and `/metrics` show.
