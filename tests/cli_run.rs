@@ -840,3 +840,76 @@ async fn an_api_outage_stops_syncing_and_the_holder_resumes_after_it() {
     let (ok, stderr) = run.interrupt().await;
     assert!(ok, "{stderr}");
 }
+
+/// `dev` against a cluster where `run` holds a controller's Lease refuses (exit 5), naming the
+/// replica and saying how to take the controller. The other way round, `run` stands by while a
+/// `dev` loop holds the Lease and takes the controller back as soon as `dev` exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_refuses_a_controller_run_holds_and_names_the_replica() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let hello = example("hello-world");
+    let crd = format!("{hello}/00-crd.yaml");
+    ok_kubectl(&sb, &["apply", "-f", &crd]);
+    let port = free_port();
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-a",
+        port,
+        &["-f", &hello],
+    ));
+    let _g = guard(&run);
+    run.wait_output("took lease").await;
+    let kubeconfig = kc(&sb);
+    let out = run_blocking(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "dev",
+            "-f",
+            &hello,
+            "--once",
+            "--timeout",
+            "20",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("is held by replica-a"), "{stderr}");
+    assert!(stderr.contains("`kubectl meta run`"), "{stderr}");
+    assert!(stderr.contains("scale that Deployment to 0"), "{stderr}");
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+
+    // dev holds it: run stands by, and takes it back when dev exits.
+    let dev = Background::start(meta(
+        home.path(),
+        &["--kubeconfig", &kubeconfig, "dev", "-f", &hello, "--no-tui"],
+    ));
+    let _gd = guard(&dev);
+    wait_for("dev holding the lease", TIMEOUT, || async {
+        lease_holder(&sb, "default")
+            .await
+            .filter(|h| h.contains(" pid "))
+    })
+    .await;
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-b",
+        port,
+        &["-f", &hello],
+    ));
+    let _g = guard(&run);
+    run.wait_output("standing by").await;
+    assert!(!run.output().contains("took lease"), "{}", run.output());
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+    wait_holder(&sb, "default", "replica-b").await;
+    run.wait_output("took lease").await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+}
