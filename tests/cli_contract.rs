@@ -489,6 +489,8 @@ async fn readme_flag_tables_match_help() {
         (vec!["dev"], "## `kubectl meta dev`"),
         (vec!["sandbox"], "## `kubectl meta sandbox`"),
         (vec!["dryrun"], "## `kubectl meta dryrun`"),
+        (vec!["run"], "## `kubectl meta run`"),
+        (vec!["deploy"], "## `kubectl meta deploy`"),
     ] {
         let help = help_flags(&args).await;
         let readme = readme_table_flags(heading);
