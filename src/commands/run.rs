@@ -22,6 +22,7 @@ use crate::cli::dev::OutputArg;
 use crate::cli::run::RunArgs;
 use crate::engine::events::EventBus;
 use crate::engine::runtime::Engine;
+use crate::engine::runtime::context::EngineOptions;
 use crate::incluster::metrics::Metrics;
 use crate::incluster::sources::{self, ClusterFilter};
 use crate::incluster::{Runner, RunnerConfig, http};
@@ -122,7 +123,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         verbose: false,
     };
     let log = EventLog::spawn(style, &bus, false);
-    let options = engine_start::options(&cfg.args.engine, cfg.args.cluster.namespace.clone());
+    let options = EngineOptions {
+        service_dns: true,
+        ..engine_start::options(&cfg.args.engine, cfg.args.cluster.namespace.clone())
+    };
     let ctx = engine_start::engine_context(&conn, bus.clone(), options, &[])?;
     let use_cluster = files.is_none() || !cfg.args.defs.from_cluster.is_empty();
     let sources_count = usize::from(files.is_some()) + usize::from(use_cluster);

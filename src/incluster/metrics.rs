@@ -267,7 +267,7 @@ impl Metrics {
             return;
         };
         for (hook, spec) in def.hooks() {
-            let Ok(h) = HookSpec::from_spec(hook, spec, None, def.base_dir()) else {
+            let Ok(h) = HookSpec::from_spec(hook, spec, None, def.base_dir(), true) else {
                 continue;
             };
             let (url, exec) = match h.target {

@@ -38,6 +38,10 @@ pub struct EngineOptions {
     /// `--dump-requests DIR`: write every hook request and answer there
     /// ([`crate::hooks::dump`]).
     pub dump_requests: Option<std::path::PathBuf>,
+    /// Webhooks given as a `service` are called at the Service's cluster DNS name
+    /// (`protocol://name.namespace:port/path`, as Metacontroller does): `run`, in a cluster.
+    /// Without it (`dev`, on a laptop) they need `hook_base_url`.
+    pub service_dns: bool,
 }
 
 impl Default for EngineOptions {
@@ -49,6 +53,7 @@ impl Default for EngineOptions {
             apply_strategy: ApplyStrategy::ClientSide,
             sync_timeout: Duration::from_secs(60),
             dump_requests: None,
+            service_dns: false,
         }
     }
 }
@@ -239,12 +244,14 @@ pub struct HookConfigError {
 }
 
 impl HookSpec {
-    /// Resolve a definition's hook (`base_dir` is where exec hooks run by default).
+    /// Resolve a definition's hook (`base_dir` is where exec hooks run by default; with
+    /// `service_dns`, a `service` webhook without `base_url` is called at its cluster DNS name).
     pub fn from_spec(
         name: &str,
         hook: &Hook,
         base_url: Option<&str>,
         base_dir: Option<&Path>,
+        service_dns: bool,
     ) -> Result<Self, HookConfigError> {
         let err = |message: String| HookConfigError {
             hook: name.to_string(),
@@ -265,13 +272,18 @@ impl HookSpec {
                     port: s.port,
                     protocol: s.protocol.clone(),
                 });
-            let url = crate::hooks::resolve::webhook_url(
-                w.url.as_deref(),
-                service.as_ref(),
-                w.path.as_deref(),
-                base_url,
-            )
-            .map_err(|e| err(e.to_string()))?;
+            let url = match (&w.url, &service, base_url) {
+                (None, Some(svc), None) if service_dns => {
+                    crate::hooks::resolve::service_dns_url(svc, w.path.as_deref())
+                }
+                _ => crate::hooks::resolve::webhook_url(
+                    w.url.as_deref(),
+                    service.as_ref(),
+                    w.path.as_deref(),
+                    base_url,
+                )
+                .map_err(|e| err(e.to_string()))?,
+            };
             HookTarget::Webhook { url, timeout }
         } else if let Some(x) = &hook.exec {
             let working_dir = match (&x.working_dir, base_dir) {
