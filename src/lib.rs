@@ -12,6 +12,10 @@
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
 //! - [`dryrun`]: `kubectl meta dryrun`: what a sync would do, read once, planned, rendered.
+//! - [`incluster`]: `kubectl meta run`: the engine in a cluster, a Lease per controller, probes
+//!   and metrics.
+//! - [`deploy`]: `kubectl meta deploy`: the objects that run definitions in a cluster (RBAC
+//!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //!
@@ -20,10 +24,12 @@
 
 pub mod cli;
 pub mod commands;
+pub mod deploy;
 pub mod devloop;
 pub mod dryrun;
 pub mod engine;
 pub mod hooks;
+pub mod incluster;
 pub mod inspect;
 pub mod k8s;
 pub mod spec;

@@ -53,6 +53,8 @@ fn main() -> ExitCode {
         Command::Completion(args) => Some(commands::completion::run(args)),
         Command::Complete(args) => Some(commands::completion::run_complete(args)),
         Command::Dev(_)
+        | Command::Run(_)
+        | Command::Deploy(_)
         | Command::Dryrun(_)
         | Command::Test(_)
         | Command::Sandbox(_)
@@ -90,6 +92,14 @@ fn main() -> ExitCode {
                 commands::dev::run(cli.global.clone(), *args)
                     .await
                     .map(|()| 0)
+            }
+            Command::Run(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::run::run(*args).await.map(|()| 0)
+            }
+            Command::Deploy(mut args) => {
+                args.cluster = args.cluster.or(cluster);
+                commands::deploy::run(*args).await.map(|()| 0)
             }
             Command::Dryrun(mut args) => {
                 args.cluster = args.cluster.or(cluster);

@@ -490,6 +490,8 @@ async fn readme_flag_tables_match_help() {
         (vec!["sandbox"], "## `kubectl meta sandbox`"),
         (vec!["dryrun"], "## `kubectl meta dryrun`"),
         (vec!["test"], "## Test your hooks"),
+        (vec!["run"], "## `kubectl meta run`"),
+        (vec!["deploy"], "## `kubectl meta deploy`"),
     ] {
         let help = help_flags(&args).await;
         let readme = readme_table_flags(heading);

@@ -664,7 +664,8 @@ async fn in_cluster_controller_of_the_same_name_needs_force_and_from_cluster_rea
     .await;
     let stderr = assert_fails(&out);
     assert!(
-        stderr.contains("no CompositeController or DecoratorController named nope"),
+        stderr
+            .contains("no CompositeController or DecoratorController or MapController named nope"),
         "{stderr}"
     );
 }
@@ -807,57 +808,16 @@ async fn from_cluster_reads_a_decorator_controller() {
             &kc(&sb),
             "dev",
             "--from-cluster",
-            "mapcontroller/x",
+            "statefulset/x",
             "--once",
         ],
     ))
     .await;
     let stderr = assert_fails(&out);
     assert!(
-        stderr.contains("use compositecontroller/NAME or decoratorcontroller/NAME"),
+        stderr.contains(
+            "use compositecontroller/NAME, decoratorcontroller/NAME or mapcontroller/NAME"
+        ),
         "{stderr}"
     );
-}
-
-/// Install Metacontroller's CRD for `kind` (`plural`.metacontroller.k8s.io, cluster-scoped, any
-/// fields) and return its API once it is served.
-async fn metacontroller_api(
-    sb: &common::TestSandbox,
-    kind: &str,
-    plural: &str,
-) -> Api<DynamicObject> {
-    let crd_ar = ar(
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    let crd: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.metacontroller.k8s.io"),
-            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
-        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
-            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]}
-    }))
-    .unwrap();
-    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let res = ApiResource {
-        group: "metacontroller.k8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "metacontroller.k8s.io/v1alpha1".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    let api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &res);
-    wait_for(&format!("{plural} to be served"), TIMEOUT, || {
-        let api = api.clone();
-        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
-    })
-    .await;
-    api
 }

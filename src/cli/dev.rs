@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::{ClusterArgs, ColorArg, DefinitionArgs};
+use super::{ClusterArgs, ColorArg, DefinitionArgs, EngineArgs};
 
 /// Output format of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,20 +120,9 @@ pub struct DevArgs {
     /// service webhooks, which cannot be reached from a laptop.
     #[arg(long, value_name = "URL")]
     pub hook_base_url: Option<String>,
-    /// Concurrent syncs per controller.
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    pub workers: usize,
-    /// Explicit client-side cap: API requests per second (default 0: no fixed limit; requests
-    /// go as fast as the API server accepts them, and a 429 answer slows them down and is
-    /// retried after its Retry-After).
-    #[arg(long, value_name = "QPS", default_value_t = 0.0)]
-    pub api_qps: f64,
-    /// With --api-qps: requests that may go at once after a quiet time.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub api_burst: u32,
-    /// How children are created and updated.
-    #[arg(long, value_enum, default_value = "client-side")]
-    pub apply_strategy: ApplyStrategyArg,
+    /// Workers, client rate limits, apply strategy.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Allow writing to this non-local context (repeatable).
     #[arg(long, value_name = "NAME")]
     pub allow_context: Vec<String>,

@@ -1,9 +1,11 @@
 //! Command-line definitions (clap). Plain data only: behaviour lives in [`crate::commands`].
 
 pub mod completion;
+pub mod deploy;
 pub mod dev;
 pub mod dryrun;
 pub mod inspect;
+pub mod run;
 pub mod sandbox;
 pub mod test;
 pub mod version;
@@ -87,7 +89,7 @@ pub struct DefinitionArgs {
     /// Process the directories given with -f recursively (as kubectl's -R).
     #[arg(short = 'R', long)]
     pub recursive: bool,
-    /// Read the CompositeController or DecoratorController NAME (or KIND/NAME, e.g.
+    /// Read the CompositeController, DecoratorController or MapController NAME (or KIND/NAME, e.g.
     /// decoratorcontroller/NAME) from the cluster instead of a file (repeatable).
     #[arg(long, value_name = "[KIND/]NAME")]
     pub from_cluster: Vec<String>,
@@ -103,6 +105,25 @@ impl DefinitionArgs {
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.from_cluster.is_empty()
     }
+}
+
+/// How the engine runs: the same flags for every command that runs it (`dev`, `run`).
+#[derive(Debug, Clone, Args)]
+pub struct EngineArgs {
+    /// Concurrent syncs per controller.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub workers: usize,
+    /// Explicit client-side cap: API requests per second (default 0: no fixed limit; requests
+    /// go as fast as the API server accepts them, and a 429 answer slows them down and is
+    /// retried after its Retry-After).
+    #[arg(long, value_name = "QPS", default_value_t = 0.0)]
+    pub api_qps: f64,
+    /// With --api-qps: requests that may go at once after a quiet time.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub api_burst: u32,
+    /// How children are created and updated.
+    #[arg(long, value_enum, default_value = "client-side")]
+    pub apply_strategy: dev::ApplyStrategyArg,
 }
 
 /// When to color output.
@@ -121,6 +142,12 @@ pub enum ColorArg {
 pub enum Command {
     /// Run controller definitions locally: the engine on your machine, hooks served or run locally.
     Dev(Box<dev::DevArgs>),
+    /// Run controller definitions in a cluster: the engine of `dev`, headless, highly available
+    /// (a Lease per controller), with /healthz, /readyz and /metrics.
+    Run(Box<run::RunArgs>),
+    /// Render (or apply) what running controller definitions in a cluster takes: namespace,
+    /// least-privilege RBAC, a Deployment of `kubectl meta run`, PDB, metrics Service.
+    Deploy(Box<deploy::DeployArgs>),
     /// Show what a sync would do, as a diff, writing nothing (exit 1 when there are changes).
     Dryrun(Box<dryrun::DryrunArgs>),
     /// Run an embedded Kubernetes-compatible API server (kubectl works against it).

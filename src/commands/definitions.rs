@@ -11,6 +11,8 @@ use super::exit::{Class, Classify, fail};
 use crate::cli::DefinitionArgs;
 use crate::hooks::endpoint;
 use crate::hooks::server::{Readiness, ServerConfig, readiness_for};
+// The kinds a definition can be read from the cluster as, the same as `run` reads.
+use crate::incluster::sources::CLUSTER_KINDS;
 use crate::k8s::client::Connection;
 use crate::k8s::discovery::Discovery;
 use crate::spec::{self, ControllerDef, ControllerSelector, Source};
@@ -260,15 +262,8 @@ pub async fn resolve_endpoints(
     Ok(resolved)
 }
 
-/// The Metacontroller kinds a definition can be read from the cluster as:
-/// (kind, resource plural).
-const CLUSTER_KINDS: [(&str, &str); 2] = [
-    ("CompositeController", "compositecontrollers"),
-    ("DecoratorController", "decoratorcontrollers"),
-];
-
 /// Read `NAME` (or `KIND/NAME`, e.g. `decoratorcontroller/foo`) from the cluster: a
-/// CompositeController or DecoratorController object.
+/// CompositeController, DecoratorController or MapController object.
 pub async fn read_from_cluster(
     client: &kube::Client,
     discovery: &Discovery,
@@ -282,7 +277,7 @@ pub async fn read_from_cluster(
                 .find(|(kind, plural)| k == kind.to_ascii_lowercase() || k == *plural)
             else {
                 bail!(
-                    "--from-cluster {arg}: {k} is not a kind that can be read from the cluster; use compositecontroller/NAME or decoratorcontroller/NAME"
+                    "--from-cluster {arg}: {k} is not a kind that can be read from the cluster; use compositecontroller/NAME, decoratorcontroller/NAME or mapcontroller/NAME"
                 );
             };
             (vec![*kind], n)
@@ -323,7 +318,12 @@ pub async fn read_from_cluster(
         ),
         1 => {}
         _ => bail!(
-            "--from-cluster {arg}: both a CompositeController and a DecoratorController are named {name}; say which with compositecontroller/{name} or decoratorcontroller/{name}"
+            "--from-cluster {arg}: {} are all named {name}; say which with KIND/{name} (e.g. compositecontroller/{name})",
+            found
+                .iter()
+                .map(|(k, _)| *k)
+                .collect::<Vec<_>>()
+                .join(" and ")
         ),
     }
     let (kind, obj) = found.remove(0);
@@ -335,7 +335,7 @@ pub async fn read_from_cluster(
 }
 
 /// Does an object of the definition's kind and name exist on the cluster (an in-cluster
-/// Metacontroller may run it)? MapController exists only here, so never.
+/// Metacontroller, or `kubectl meta run`, may run it)?
 pub async fn in_cluster_controller_exists(
     client: &kube::Client,
     discovery: &Discovery,

@@ -88,6 +88,17 @@ impl Interrupts {
         let this = self.clone();
         async move { this.nth(n).await }
     }
+
+    /// While stopping, let the next Ctrl-C (or SIGTERM) exit at once (exit code of
+    /// [`super::exit::Class::Interrupted`]), saying `left_behind` (what stopping at once leaves behind).
+    pub fn exit_on_next(&self, left_behind: &'static str) {
+        let again = self.next();
+        tokio::spawn(async move {
+            again.await;
+            eprintln!("stopping: interrupted again, exiting at once ({left_behind})");
+            std::process::exit(i32::from(super::exit::Class::Interrupted.code()));
+        });
+    }
 }
 
 #[cfg(test)]

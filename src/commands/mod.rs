@@ -2,12 +2,15 @@
 
 pub mod completion;
 pub mod definitions;
+pub mod deploy;
 pub mod dev;
 pub mod dev_output;
 pub mod dryrun;
+pub mod engine_start;
 pub mod exit;
 pub mod inspect;
 pub mod interrupts;
+pub mod run;
 pub mod sandbox;
 pub mod test;
 pub mod version;

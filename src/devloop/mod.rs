@@ -373,6 +373,7 @@ impl DevLoop {
                 hook,
                 base_url.as_deref(),
                 def.base_dir(),
+                false,
             ) {
                 dirs.extend(exec_roots(&spec.target));
             }

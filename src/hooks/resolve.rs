@@ -121,6 +121,17 @@ pub fn webhook_url(
     }
 }
 
+/// A `service` webhook's address in a cluster, as Metacontroller builds it:
+/// `protocol://name.namespace:port/path` (protocol `http`, port 80 by default).
+pub fn service_dns_url(service: &ServiceAddr, path: Option<&str>) -> String {
+    let protocol = service.protocol.as_deref().unwrap_or("http");
+    format!(
+        "{protocol}://{}{}",
+        service.host_port(),
+        normalize_path(path.unwrap_or("/"))
+    )
+}
+
 /// Parse an absolute http(s) URL with a host.
 fn parse_http(text: &str) -> Result<Url, String> {
     let url = Url::parse(text.trim()).map_err(|e| e.to_string())?;
@@ -299,5 +310,25 @@ mod tests {
             assert!(matches!(e, ResolveError::InvalidUrl { .. }), "{url}: {e:?}");
             assert!(e.to_string().starts_with("webhook.url"), "{e}");
         }
+    }
+
+    #[test]
+    fn service_webhooks_in_a_cluster_use_the_service_dns_name() {
+        let svc = ServiceAddr {
+            name: "hooks".into(),
+            namespace: "ops".into(),
+            port: None,
+            protocol: None,
+        };
+        assert_eq!(
+            service_dns_url(&svc, Some("/sync")),
+            "http://hooks.ops:80/sync"
+        );
+        let tls = ServiceAddr {
+            port: Some(8443),
+            protocol: Some("https".into()),
+            ..svc
+        };
+        assert_eq!(service_dns_url(&tls, None), "https://hooks.ops:8443/");
     }
 }

@@ -85,10 +85,10 @@ const MAX_NAME_LEN: usize = 253;
 pub enum LeaseError {
     /// Someone else holds the Lease and it has not expired.
     #[error(
-        "lease {namespace}/{name} is held by {holder} (renewed {}s ago, expires in {}s): another dev loop is driving this controller. \
-         Stop that one first; if it died without releasing the lease, it expires on its own and the next start takes it over",
+        "lease {namespace}/{name} is held by {holder} (renewed {}s ago, expires in {}s): {}",
         renewed_ago.as_secs(),
-        secs_up(expires_in)
+        secs_up(expires_in),
+        who_and_how(holder)
     )]
     Held {
         /// Lease namespace.
@@ -128,6 +128,19 @@ pub enum LeaseError {
         /// How to fix it, when known (starts with "; ").
         hint: String,
     },
+}
+
+/// Who holds a Lease, by the shape of its identity, and how to take it: a dev loop is
+/// `user@host pid N`; anything else is a `kubectl meta run` replica (`host_suffix`).
+fn who_and_how(holder: &str) -> &'static str {
+    if holder.contains(" pid ") {
+        "another dev loop is driving this controller. \
+         Stop that one first; if it died without releasing the lease, it expires on its own and the next start takes it over"
+    } else {
+        "`kubectl meta run` (a replica in the cluster) is driving this controller. \
+         To develop it here, stop it there first: scale that Deployment to 0 (kubectl scale deployment kubectl-meta -n NAMESPACE --replicas 0) \
+         or delete the controller's definition it runs; when this dev loop exits it releases the lease and the in-cluster replica takes the controller back"
+    }
 }
 
 /// Whole seconds, rounded up.

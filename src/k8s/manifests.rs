@@ -62,6 +62,17 @@ pub enum Outcome {
     Kept,
 }
 
+/// How [`apply_documents`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyMode<'a> {
+    /// Re-apply objects that exist (else they are kept as they are).
+    pub overwrite: bool,
+    /// The server-side apply field manager.
+    pub field_manager: &'a str,
+    /// Server-side dry run (`dryRun=All`): validated and admitted, nothing stored.
+    pub dry_run: bool,
+}
+
 /// Apply `docs` (with a description of where each came from); returns each object
 /// (`Kind name` or `Kind namespace/name`) with what was done. Without `overwrite`, only
 /// objects that do not exist are applied: what the user changed since (with kubectl) stays.
@@ -71,8 +82,9 @@ pub async fn apply_documents(
     default_namespace: &str,
     docs: &[(String, Value)],
     wait: Duration,
-    overwrite: bool,
+    mode: &ApplyMode<'_>,
 ) -> Result<Vec<(String, Outcome)>, ManifestError> {
+    let overwrite = mode.overwrite;
     let mut ordered: Vec<&(String, Value)> = docs.iter().collect();
     ordered.sort_by_key(|(_, d)| rank(d));
     let mut done = Vec::new();
@@ -135,15 +147,13 @@ pub async fn apply_documents(
         {
             meta.insert("namespace".into(), Value::String(ns.clone()));
         }
-        api.patch(
-            name,
-            &PatchParams::apply(super::FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await
-        .map_err(rejected)?;
+        let mut params = PatchParams::apply(mode.field_manager).force();
+        params.dry_run = mode.dry_run;
+        api.patch(name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(rejected)?;
         done.push((described, Outcome::Applied));
-        if kind == "CustomResourceDefinition" {
+        if kind == "CustomResourceDefinition" && !mode.dry_run {
             discovery.invalidate();
         }
     }

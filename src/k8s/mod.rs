@@ -5,6 +5,8 @@
 //! - [`discovery`]: resource rules (`apiVersion` + plural) to kinds and scopes.
 //! - [`informer`]: shared list+watch caches with owner, orphan, namespace and label indexes.
 //! - [`lease`]: one dev loop per controller.
+//! - [`election`]: leader election among `run` replicas (client-go's semantics).
+//! - [`incluster`]: connecting from inside a Pod (ServiceAccount token, CA, namespace).
 //! - [`manifests`]: applying plain documents (`--apply`).
 //! - [`object`]: JSON metadata accessors.
 //! - [`pace`]: the pace of API requests (adaptive window, 429 `Retry-After`, `--api-qps` cap).
@@ -26,7 +28,9 @@ pub fn kube_error_message(e: &kube::Error) -> String {
 
 pub mod client;
 pub(crate) mod discovery;
+pub mod election;
 pub mod error;
+pub mod incluster;
 pub(crate) mod informer;
 pub mod lease;
 pub(crate) mod manifests;

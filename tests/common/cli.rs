@@ -7,12 +7,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::engine::core_ar;
-use super::{TIMEOUT, TestSandbox};
+use super::{TIMEOUT, TestSandbox, wait_for};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
 
@@ -355,4 +355,43 @@ json.dump({"children": [{"apiVersion": "hot.kubectl-meta.dev/v1", "kind": "Widge
     for (name, text) in files {
         std::fs::write(dir.join(name), text).expect("write");
     }
+}
+
+/// Install Metacontroller's CRD for `kind` (`plural`.metacontroller.k8s.io, cluster-scoped, any
+/// fields) and return its API once it is served.
+pub async fn metacontroller_api(sb: &TestSandbox, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let crd_ar = ar(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.metacontroller.k8s.io"),
+            "annotations": {"api-approved.kubernetes.io": "unapproved, request not yet submitted"}},
+        "spec": {"group": "metacontroller.k8s.io", "scope": "Cluster",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(sb.client.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let res = ApiResource {
+        group: "metacontroller.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "metacontroller.k8s.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(sb.client.clone(), &res);
+    wait_for(&format!("{plural} to be served"), TIMEOUT, || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    api
 }

@@ -136,7 +136,11 @@ pub(super) async fn apply_manifests(
         &conn.context.namespace,
         &docs,
         Duration::from_secs(30),
-        cfg.args.overwrite,
+        &manifests::ApplyMode {
+            overwrite: cfg.args.overwrite,
+            field_manager: crate::k8s::FIELD_MANAGER,
+            dry_run: false,
+        },
     )
     .await
     .class(Class::Cluster)?;

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use crate::cli::ColorArg;
 use crate::cli::dev::{DevArgs, OutputArg};
 use crate::commands::definitions::check_http_url;
-use crate::commands::{definitions, dev_output};
+use crate::commands::{definitions, dev_output, engine_start};
 use crate::hooks::server::ServerConfig;
 use crate::k8s::client;
 use crate::spec::ControllerSelector;
@@ -41,6 +41,7 @@ impl DevConfig {
     /// values from them; a mistake is a usage error before anything starts.
     pub(super) fn new(args: DevArgs) -> Result<DevConfig> {
         validate(&args)?;
+        let limits = engine_start::check(&args.engine)?;
         let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
         let hook_server = definitions::hook_server_config(
             args.hook_server.as_deref(),
@@ -50,10 +51,7 @@ impl DevConfig {
         let stdout_is_tty = std::io::stdout().is_terminal();
         Ok(DevConfig {
             selector,
-            limits: client::ClientLimits {
-                qps: args.api_qps,
-                burst: args.api_burst,
-            },
+            limits,
             once_timeout: args
                 .once
                 .then(|| Duration::from_secs(args.timeout.unwrap_or(DEFAULT_ONCE_TIMEOUT))),
@@ -69,15 +67,6 @@ impl DevConfig {
 /// reported before anything starts.
 fn validate(args: &DevArgs) -> Result<()> {
     definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
-    if args.workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    if !args.api_qps.is_finite() || args.api_qps < 0.0 {
-        bail!("--api-qps must be a number of requests per second, 0 or more (0: unlimited)");
-    }
-    if args.api_burst == 0 {
-        bail!("--api-burst must be at least 1");
-    }
     if args.sandbox {
         let given: Vec<&str> = args
             .cluster

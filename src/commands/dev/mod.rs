@@ -36,15 +36,14 @@ use super::exit::{Class, Classify, fail};
 use super::interrupts::{Interrupts, Received};
 
 use super::definitions::{self, check_reachable, resolve_endpoints};
-use super::dev_output::{self, OutputFormat, Printer};
+use super::engine_start::{self, EventLog, LogStyle};
 use crate::cli::GlobalArgs;
-use crate::cli::dev::{ApplyStrategyArg, DevArgs, OutputArg, WaitForArg};
+use crate::cli::dev::{DevArgs, WaitForArg};
 use crate::devloop::control::{self, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
-use crate::engine::runtime::execute::ApplyStrategy;
 use crate::engine::runtime::{Engine, WaitFor};
 use crate::hooks::endpoint;
 use crate::hooks::record::SecretsMode;
@@ -150,14 +149,9 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
         sandbox = Some((sb, kubeconfig));
         conn
     } else {
-        client::connect_limited(
-            cluster.kubeconfig.as_deref(),
-            cluster.context.as_deref(),
-            cluster.namespace.as_deref(),
-            cfg.limits,
-        )
-        .await
-        .class(Class::Usage)
+        engine_start::connect_kubeconfig(cluster, cfg.limits)
+            .await
+            .class(Class::Usage)
     };
     let ending = Ending {
         deadline,
@@ -249,7 +243,8 @@ async fn run_connected(
             .map_err(|e| anyhow!("the terminal UI failed: {e}")),
         None => Ok(()),
     };
-    exit_on_second_interrupt(interrupts);
+    interrupts
+        .exit_on_next("the hook server and Leases may be left behind; a Lease expires on its own");
     let quiet = cfg.args.once && outcome.is_ok();
     phase.set("stopping");
     stop(cfg, quiet, control_server, dev, log.log, leases).await;
@@ -376,12 +371,6 @@ fn interrupted_while(r: Received, phase: &Phase) -> anyhow::Error {
     )
 }
 
-/// The event log printing the bus on stdout, and how to stop it.
-struct EventLog {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
 /// Start the event log; it prints nothing when the TUI shows the events.
 fn spawn_event_log(
     cfg: &DevConfig,
@@ -390,29 +379,12 @@ fn spawn_event_log(
     bus: &EventBus,
     tui: bool,
 ) -> EventLog {
-    let format = match cfg.args.output {
-        OutputArg::Human => OutputFormat::Human,
-        OutputArg::Json => OutputFormat::Json,
+    let style = LogStyle {
+        output: cfg.args.output,
+        color,
+        verbose: cfg.args.verbose_events || verbose > 0,
     };
-    let printer = Printer::new(
-        std::io::stdout(),
-        format,
-        color && format == OutputFormat::Human,
-        cfg.args.verbose_events || verbose > 0,
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(dev_output::run(
-        if tui {
-            EventBus::new().subscribe()
-        } else {
-            bus.subscribe()
-        },
-        printer,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    EventLog { stop, task }
+    EventLog::spawn(style, bus, tui)
 }
 
 /// The engine's context: options from the flags, the resolved hook endpoints, and writes held
@@ -425,28 +397,16 @@ fn engine_context(
     leases: &[lease::LeaseGuard],
 ) -> Result<Arc<EngineContext>> {
     let options = EngineOptions {
-        workers: cfg.args.workers,
         hook_base_url: cfg.args.hook_base_url.clone(),
-        namespace: cfg.args.cluster.namespace.clone(),
         dump_requests: cfg.args.dump_requests.clone(),
         record: cfg.args.record.clone().map(|dir| Recording {
             dir,
             secrets: SecretsMode::keeping(cfg.args.record_secrets),
             origin: "recorded by kubectl meta dev --record",
         }),
-        apply_strategy: match cfg.args.apply_strategy {
-            ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
-            ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
-        },
-        ..EngineOptions::default()
+        ..engine_start::options(&cfg.args.engine, cfg.args.cluster.namespace.clone())
     };
-    let ctx = Arc::new(
-        EngineContext::new(conn.client.clone(), bus, options)
-            .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
-    );
-    for resolved in endpoints {
-        ctx.hooks.set_endpoints(resolved);
-    }
+    let ctx = engine_start::engine_context(conn, bus, options, endpoints)?;
     for l in leases {
         ctx.follow_lease(l.state());
     }
@@ -605,18 +565,6 @@ async fn wait_until_done(
     }
 }
 
-/// While stopping, let the next Ctrl-C (or SIGTERM) exit at once, saying what is left behind.
-fn exit_on_second_interrupt(interrupts: &Interrupts) {
-    let again = interrupts.next();
-    tokio::spawn(async move {
-        again.await;
-        eprintln!(
-            "stopping: interrupted again, exiting at once (the hook server and Leases may be left behind; a Lease expires on its own)"
-        );
-        std::process::exit(i32::from(Class::Interrupted.code()));
-    });
-}
-
 /// Stop: finish in-flight syncs, stop the hook server and the event log, release the Leases
 /// (saying so unless `quiet`). With `--once` within [`STOP_GRACE`], after which in-flight
 /// work is abandoned.
@@ -639,8 +587,7 @@ async fn stop(
         );
         drop(control_server);
         dev.shutdown().await;
-        let _ = log.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(2), log.task).await;
+        log.stop().await;
         if !leases.is_empty() {
             say(&format!("releasing {} Lease(s)", leases.len()));
         }

@@ -47,7 +47,11 @@ pub(super) async fn install_types(cluster: &Cluster, loaded: &spec::Loaded) -> R
         &conn.context.namespace,
         &docs,
         CRD_WAIT,
-        false,
+        &manifests::ApplyMode {
+            overwrite: false,
+            field_manager: crate::k8s::FIELD_MANAGER,
+            dry_run: false,
+        },
     )
     .await
     .class(Class::Usage)?;

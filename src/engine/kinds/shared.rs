@@ -137,8 +137,14 @@ pub fn resolve_hook(
     hook: Option<&Hook>,
 ) -> Result<Option<HookSpec>, StartError> {
     hook.map(|h| {
-        HookSpec::from_spec(name, h, ctx.options.hook_base_url.as_deref(), base_dir)
-            .map_err(|e| StartError::config(controller, e.to_string()))
+        HookSpec::from_spec(
+            name,
+            h,
+            ctx.options.hook_base_url.as_deref(),
+            base_dir,
+            ctx.options.service_dns,
+        )
+        .map_err(|e| StartError::config(controller, e.to_string()))
     })
     .transpose()
 }

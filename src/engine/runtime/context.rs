@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// `--dump-requests DIR`: write every hook request and answer there
     /// ([`crate::hooks::dump`]).
     pub dump_requests: Option<std::path::PathBuf>,
+    /// Webhooks given as a `service` are called at the Service's cluster DNS name
+    /// (`protocol://name.namespace:port/path`, as Metacontroller does): `run`, in a cluster.
+    /// Without it (`dev`, on a laptop) they need `hook_base_url`.
+    pub service_dns: bool,
     /// `--record DIR`: write every answered exchange there as a test case
     /// ([`crate::hooks::record`]).
     pub record: Option<Recording>,
@@ -68,6 +72,7 @@ impl Default for EngineOptions {
             sync_timeout: Duration::from_secs(60),
             dump_requests: None,
             record: None,
+            service_dns: false,
         }
     }
 }
@@ -296,12 +301,14 @@ pub struct HookConfigError {
 }
 
 impl HookSpec {
-    /// Resolve a definition's hook (`base_dir` is where exec hooks run by default).
+    /// Resolve a definition's hook (`base_dir` is where exec hooks run by default; with
+    /// `service_dns`, a `service` webhook without `base_url` is called at its cluster DNS name).
     pub fn from_spec(
         name: &str,
         hook: &Hook,
         base_url: Option<&str>,
         base_dir: Option<&Path>,
+        service_dns: bool,
     ) -> Result<Self, HookConfigError> {
         let err = |message: String| HookConfigError {
             hook: name.to_string(),
@@ -322,13 +329,18 @@ impl HookSpec {
                     port: s.port,
                     protocol: s.protocol.clone(),
                 });
-            let url = crate::hooks::resolve::webhook_url(
-                w.url.as_deref(),
-                service.as_ref(),
-                w.path.as_deref(),
-                base_url,
-            )
-            .map_err(|e| err(e.to_string()))?;
+            let url = match (&w.url, &service, base_url) {
+                (None, Some(svc), None) if service_dns => {
+                    crate::hooks::resolve::service_dns_url(svc, w.path.as_deref())
+                }
+                _ => crate::hooks::resolve::webhook_url(
+                    w.url.as_deref(),
+                    service.as_ref(),
+                    w.path.as_deref(),
+                    base_url,
+                )
+                .map_err(|e| err(e.to_string()))?,
+            };
             HookTarget::Webhook { url, timeout }
         } else if let Some(x) = &hook.exec {
             let working_dir = match (&x.working_dir, base_dir) {

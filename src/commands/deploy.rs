@@ -1,0 +1,147 @@
+//! `kubectl meta deploy`: render (or apply) what running the definitions in a cluster takes
+//! ([`crate::deploy::render`]). Definitions from `-f` (rendered as a ConfigMap) or
+//! `--from-cluster` (read from the cluster, where they stay); `-o yaml|json` on stdout, or
+//! `--apply` / `--dry-run=server` (server-side apply with the field manager
+//! [`FIELD_MANAGER`]).
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+
+use super::definitions::{self, check_reachable};
+use super::exit::{Class, Classify, fail};
+use crate::cli::deploy::{DeployArgs, DeployOutput};
+use crate::deploy::{self, DeployConfig, rbac};
+use crate::k8s::client;
+use crate::k8s::discovery::Discovery;
+use crate::k8s::manifests;
+
+/// The field manager of `deploy --apply`.
+pub const FIELD_MANAGER: &str = "kubectl-meta-deploy";
+
+/// The namespace deployed to without `-n`.
+pub const DEFAULT_NAMESPACE: &str = "kubectl-meta";
+
+/// Run `kubectl meta deploy`.
+pub async fn run(args: DeployArgs) -> Result<()> {
+    let selector = definitions::check(
+        &args.defs,
+        "deploy",
+        "kubectl meta deploy -f examples/hello-world/",
+    )
+    .class(Class::Usage)?;
+    if args.replicas < 1 {
+        return Err(fail(Class::Usage, "--replicas must be at least 1"));
+    }
+    let namespace = args
+        .cluster
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
+    let write = args.apply || args.dry_run.is_some();
+    let conn = if write || !args.defs.from_cluster.is_empty() {
+        let c = client::connect(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+            Some(&namespace),
+        )
+        .await
+        .class(Class::Usage)?;
+        check_reachable(&c).await?;
+        Some(c)
+    } else {
+        None
+    };
+    if let Some(c) = &conn
+        && !args.defs.from_cluster.is_empty()
+    {
+        let discovery = Discovery::new(c.client.clone());
+        definitions::add_from_cluster(&args.defs, c, &discovery, selector.as_ref(), &mut loaded)
+            .await?;
+    }
+    if loaded.controllers.is_empty() {
+        return Err(fail(
+            Class::Usage,
+            "no controller definitions found in the given files",
+        ));
+    }
+    for d in loaded.controllers.iter().filter(|d| rbac::has_customize(d)) {
+        eprintln!(
+            "note: {} has a customize hook: the related resources it asks for are chosen at run time; add get/list/watch on them to ClusterRole {}:{namespace}:{}",
+            d.name(),
+            deploy::APP,
+            d.name()
+        );
+    }
+    let cfg = DeployConfig {
+        namespace: namespace.clone(),
+        image: args.image.clone(),
+        replicas: args.replicas,
+        from_files: args.defs.from_cluster.is_empty(),
+        selector: args.defs.selector.clone(),
+    };
+    let objects = deploy::render(&loaded.controllers, &cfg);
+    match conn {
+        Some(c) if write => apply(&c, &namespace, &objects, args.dry_run.is_some()).await,
+        _ => print(&objects, args.output),
+    }
+}
+
+/// Print the objects: YAML documents, or a `v1` `List` as JSON.
+fn print(objects: &[serde_json::Value], output: DeployOutput) -> Result<()> {
+    let text = match output {
+        DeployOutput::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            let mut s = serde_json::to_string_pretty(&list)?;
+            s.push('\n');
+            s
+        }
+        DeployOutput::Yaml => {
+            let mut s = String::new();
+            for o in objects {
+                s.push_str("---\n");
+                s.push_str(&serde_saphyr::to_string(o).map_err(|e| anyhow!("writing YAML: {e}"))?);
+            }
+            s
+        }
+    };
+    super::write_stdout(text.as_bytes())
+}
+
+/// Server-side apply every object (or a server-side dry run); say what was done on stderr.
+async fn apply(
+    conn: &client::Connection,
+    namespace: &str,
+    objects: &[serde_json::Value],
+    dry_run: bool,
+) -> Result<()> {
+    let discovery = Discovery::new(conn.client.clone());
+    let docs: Vec<(String, serde_json::Value)> = objects
+        .iter()
+        .map(|o| ("deploy".to_string(), o.clone()))
+        .collect();
+    let mode = manifests::ApplyMode {
+        overwrite: true,
+        field_manager: FIELD_MANAGER,
+        dry_run,
+    };
+    let done = manifests::apply_documents(
+        &conn.client,
+        &discovery,
+        namespace,
+        &docs,
+        Duration::from_secs(30),
+        &mode,
+    )
+    .await
+    .class(Class::Cluster)?;
+    let suffix = if dry_run { " (server dry run)" } else { "" };
+    for (object, _) in &done {
+        eprintln!("applied {object}{suffix}");
+    }
+    if done.len() != objects.len() {
+        bail!("applied {} of {} objects", done.len(), objects.len());
+    }
+    Ok(())
+}

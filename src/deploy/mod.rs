@@ -1,0 +1,360 @@
+//! `kubectl meta deploy`: everything needed to run a set of definitions in a cluster with
+//! `kubectl meta run`, as plain objects (pure: no I/O).
+//!
+//! [`render`] gives, in apply order: the Namespace, the CRDs `run` needs that Metacontroller does
+//! not ship (`controllerrevisions.metacontroller.k8s.io` when a controller rolls out, so `run`
+//! needs no right to create CRDs), the ServiceAccount, the least-privilege roles of [`rbac`]
+//! and their bindings, the definitions as a ConfigMap (for `-f`; with `--from-cluster` they are
+//! the cluster's objects already), the Deployment (replicas, probes, resources, non-root,
+//! read-only root filesystem), a PodDisruptionBudget and the metrics Service.
+
+pub mod rbac;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::spec::ControllerDef;
+
+/// The name of every object (and the label value) of a deployment.
+pub const APP: &str = "kubectl-meta";
+
+/// The port of `/healthz`, `/readyz` and `/metrics`.
+pub const HTTP_PORT: i32 = 9090;
+
+/// Where the definitions ConfigMap is mounted.
+pub const DEFINITIONS_DIR: &str = "/etc/kubectl-meta/definitions";
+
+/// What to render.
+#[derive(Debug, Clone)]
+pub struct DeployConfig {
+    /// The namespace everything goes to (and the Leases).
+    pub namespace: String,
+    /// The container image.
+    pub image: String,
+    /// Replicas of the Deployment.
+    pub replicas: i32,
+    /// Whether the definitions come from files (rendered as a ConfigMap, `run -f`) or are the
+    /// cluster's objects (`run` reads them).
+    pub from_files: bool,
+    /// `-l`, passed on to `run`.
+    pub selector: Option<String>,
+}
+
+/// Common labels.
+fn labels() -> Value {
+    json!({"app.kubernetes.io/name": APP, "app.kubernetes.io/managed-by": "kubectl-meta-deploy"})
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> Value {
+    let mut m = json!({"name": name, "labels": labels()});
+    if let Some(ns) = namespace {
+        m["namespace"] = Value::String(ns.into());
+    }
+    m
+}
+
+/// A ConfigMap key for a definition: `<kind>-<name>.json` with characters keys may not hold
+/// replaced.
+fn config_key(def: &ControllerDef) -> String {
+    let raw = format!("{}-{}.json", def.kind().to_ascii_lowercase(), def.name());
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Everything to apply, in order.
+pub fn render(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
+    let ns = cfg.namespace.as_str();
+    let mut out = vec![json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": meta(ns, None),
+    })];
+    let rolls = defs.iter().any(|d| {
+        rbac::controller_rules(d)
+            .rules()
+            .iter()
+            .any(|r| r.resource == "controllerrevisions")
+    });
+    if rolls {
+        out.push(crate::engine::plan::rollout::revision_crd());
+    }
+    out.push(json!({
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(APP, Some(ns)),
+    }));
+    out.extend(roles(defs, ns));
+    if cfg.from_files {
+        let data: BTreeMap<String, String> = defs
+            .iter()
+            .map(|d| {
+                (
+                    config_key(d),
+                    serde_json::to_string_pretty(d.raw()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        out.push(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": meta(&format!("{APP}-definitions"), Some(ns)),
+            "data": data,
+        }));
+    }
+    out.push(deployment(cfg));
+    out.push(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": meta(APP, Some(ns)),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": APP}}},
+    }));
+    out.push(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {
+            "name": format!("{APP}-metrics"), "namespace": ns, "labels": labels(),
+            "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": HTTP_PORT.to_string(), "prometheus.io/path": "/metrics"},
+        },
+        "spec": {
+            "selector": {"app.kubernetes.io/name": APP},
+            "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}],
+        },
+    }));
+    out
+}
+
+/// The roles and their bindings to the ServiceAccount.
+fn roles(defs: &[ControllerDef], ns: &str) -> Vec<Value> {
+    let subject = json!([{"kind": "ServiceAccount", "name": APP, "namespace": ns}]);
+    let mut out = Vec::new();
+    let mut cluster_role = |name: String, controller: Option<&str>, rules: &rbac::Rules| {
+        out.push(rbac::role(
+            "ClusterRole",
+            &name,
+            None,
+            controller,
+            rules,
+            &labels(),
+        ));
+        out.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta(&name, None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subject,
+        }));
+    };
+    cluster_role(format!("{APP}:{ns}:runtime"), None, &rbac::runtime_rules());
+    for d in defs {
+        cluster_role(
+            format!("{APP}:{ns}:{}", d.name()),
+            Some(d.name()),
+            &rbac::controller_rules(d),
+        );
+    }
+    let mut namespaced = vec![(ns.to_string(), format!("{APP}-leases"), rbac::lease_rules())];
+    for (ref_ns, rules) in rbac::reference_rules(defs) {
+        namespaced.push((ref_ns, format!("{APP}-{ns}-webhook-settings"), rules));
+    }
+    for (role_ns, name, rules) in namespaced {
+        out.push(rbac::role(
+            "Role",
+            &name,
+            Some(&role_ns),
+            None,
+            &rules,
+            &labels(),
+        ));
+        out.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": meta(&name, Some(&role_ns)),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": subject,
+        }));
+    }
+    out
+}
+
+/// The Deployment running `kubectl meta run`.
+fn deployment(cfg: &DeployConfig) -> Value {
+    let mut args = vec![
+        "run".to_string(),
+        format!("--http-addr=0.0.0.0:{HTTP_PORT}"),
+    ];
+    if cfg.from_files {
+        args.push(format!("--filename={DEFINITIONS_DIR}"));
+    }
+    if let Some(sel) = &cfg.selector {
+        args.push(format!("--selector={sel}"));
+    }
+    let mut mounts = vec![json!({"name": "tmp", "mountPath": "/tmp"})];
+    let mut volumes = vec![json!({"name": "tmp", "emptyDir": {}})];
+    if cfg.from_files {
+        mounts.push(json!({"name": "definitions", "mountPath": DEFINITIONS_DIR, "readOnly": true}));
+        volumes.push(
+            json!({"name": "definitions", "configMap": {"name": format!("{APP}-definitions")}}),
+        );
+    }
+    let probe = |path: &str| json!({"httpGet": {"path": path, "port": "http"}, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 3});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": meta(APP, Some(&cfg.namespace)),
+        "spec": {
+            "replicas": cfg.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+            "template": {
+                "metadata": {"labels": labels()},
+                "spec": {
+                    "serviceAccountName": APP,
+                    "terminationGracePeriodSeconds": 30,
+                    "securityContext": {
+                        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+                    }],
+                    "containers": [{
+                        "name": "engine",
+                        "image": cfg.image,
+                        "args": args,
+                        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
+                        "livenessProbe": probe("/healthz"),
+                        "readinessProbe": probe("/readyz"),
+                        "resources": {
+                            "requests": {"cpu": "50m", "memory": "64Mi"},
+                            "limits": {"memory": "256Mi"},
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defs() -> Vec<ControllerDef> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut out = Vec::new();
+        for ex in ["hello-world", "catset"] {
+            let loaded =
+                crate::spec::load_paths_with(&[dir.join(ex).join("10-controller.yaml")], false)
+                    .unwrap();
+            out.extend(loaded.controllers);
+        }
+        out
+    }
+
+    fn cfg(from_files: bool) -> DeployConfig {
+        DeployConfig {
+            namespace: "ops".into(),
+            image: "example.com/kubectl-meta:1".into(),
+            replicas: 2,
+            from_files,
+            selector: None,
+        }
+    }
+
+    fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+        objs.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    #[test]
+    fn renders_everything_run_needs_in_apply_order() {
+        let objs = render(&defs(), &cfg(true));
+        let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds[0], "Namespace");
+        assert_eq!(kinds[1], "CustomResourceDefinition", "catset rolls out");
+        for k in [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+        ] {
+            assert!(kinds.contains(&k), "{k} missing: {kinds:?}");
+        }
+        // One ClusterRole per controller, plus the runtime's.
+        let roles = of_kind(&objs, "ClusterRole");
+        assert_eq!(roles.len(), 3);
+        let controllers: Vec<&str> = roles
+            .iter()
+            .filter_map(|r| r["metadata"]["annotations"][rbac::CONTROLLER_ANNOTATION].as_str())
+            .collect();
+        assert_eq!(controllers, ["hello-world-controller", "catset-controller"]);
+        // No wildcard anywhere.
+        for r in of_kind(&objs, "ClusterRole")
+            .into_iter()
+            .chain(of_kind(&objs, "Role"))
+        {
+            for rule in r["rules"].as_array().unwrap() {
+                for f in ["apiGroups", "resources", "verbs"] {
+                    assert!(
+                        !rule[f].as_array().unwrap().iter().any(|v| v == "*"),
+                        "{rule}"
+                    );
+                }
+            }
+        }
+        let cm = of_kind(&objs, "ConfigMap")[0];
+        assert!(cm["data"]["compositecontroller-catset-controller.json"].is_string());
+    }
+
+    #[test]
+    fn the_deployment_is_hardened_and_probed() {
+        let objs = render(&defs(), &cfg(true));
+        let d = of_kind(&objs, "Deployment")[0];
+        assert_eq!(d["spec"]["replicas"], 2);
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        let c = &pod["containers"][0];
+        assert_eq!(c["image"], "example.com/kubectl-meta:1");
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+        assert!(c["resources"]["requests"]["memory"].is_string());
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--http-addr=0.0.0.0:9090",
+                "--filename=/etc/kubectl-meta/definitions"
+            ]
+        );
+        assert_eq!(pod["serviceAccountName"], APP);
+        // From the cluster: no ConfigMap, no -f.
+        let objs = render(&defs(), &cfg(false));
+        assert!(of_kind(&objs, "ConfigMap").is_empty());
+        let d = of_kind(&objs, "Deployment")[0];
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+}

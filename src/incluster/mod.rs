@@ -1,0 +1,456 @@
+//! `kubectl meta run`: the engine of `dev`, headless, in a cluster, with one Lease per
+//! controller.
+//!
+//! [`Runner`] owns the [`Engine`] and, per controller definition, an [`Elector`] campaigning
+//! for its Lease. A controller runs (informers, workers, writes) only while this replica holds
+//! its Lease: on [`Role::Leader`] it is started (and resumes rollouts from its
+//! ControllerRevisions, as any start does), on losing the Lease it is stopped (in-flight syncs
+//! finish first), so a replica that is not the holder writes nothing. Definitions arrive as
+//! whole sets from [`sources`] (the cluster's definition objects, watched; or `-f` files): a
+//! new one starts campaigning, a changed one restarts its controller (keeping the Lease), a
+//! removed one stops and releases its Lease.
+//!
+//! - [`sources`]: where definition sets come from.
+//! - [`metrics`]: Prometheus metrics from the engine's events and the runner's state.
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics`.
+
+pub mod http;
+pub mod metrics;
+pub mod sources;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::engine::events::{EngineEvent, EventBus};
+use crate::engine::runtime::Engine;
+use crate::engine::runtime::queue::QueueStats;
+use crate::hooks::endpoint;
+use crate::k8s::election::{ElectionConfig, Elector, Role};
+use crate::k8s::lease::lease_name;
+use crate::spec::ControllerDef;
+
+/// How often the runner refreshes what `/readyz` and `/metrics` show.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+
+/// How long stopping a controller waits for its in-flight syncs.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// How the runner campaigns.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// Namespace of the Leases.
+    pub lease_namespace: String,
+    /// This replica's holder identity.
+    pub identity: String,
+    /// Lease duration, renew deadline, retry period.
+    pub election: ElectionConfig,
+}
+
+/// One source's definitions, whole.
+#[derive(Debug, Clone, Default)]
+pub struct DefinitionSet {
+    /// Which source (the runner keeps the latest set of each, and runs their union).
+    pub source: usize,
+    /// The definitions to run.
+    pub defs: Vec<ControllerDef>,
+    /// Names whose current version could not be read: the running version is kept.
+    pub broken: BTreeSet<String>,
+}
+
+/// What `/readyz` and `/metrics` show of one controller.
+#[derive(Debug, Clone)]
+pub struct ControllerStatus {
+    /// `CompositeController`, ...
+    pub kind: &'static str,
+    /// This replica's role for the controller's Lease.
+    pub role: Role,
+    /// Started (resources found, caches synced).
+    pub started: bool,
+    /// Its work queue (zero when not started).
+    pub queue: QueueStats,
+}
+
+/// What the runner shows: each controller's state, and whether the definitions were read.
+#[derive(Debug, Default)]
+pub struct Status {
+    /// Every source delivered its first set.
+    pub loaded: bool,
+    /// By controller name.
+    pub controllers: BTreeMap<String, ControllerStatus>,
+}
+
+impl Status {
+    /// Why this replica is not ready (empty: ready): definitions not read yet, a Lease whose
+    /// holder is unknown, a held controller whose caches have not synced.
+    pub fn not_ready(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if !self.loaded {
+            why.push("controller definitions not read yet".to_string());
+        }
+        for (name, c) in &self.controllers {
+            if !c.role.decided() {
+                why.push(format!("{name}: lease not decided yet"));
+            } else if c.role == Role::Leader && !c.started {
+                why.push(format!("{name}: caches not synced yet"));
+            }
+        }
+        why
+    }
+}
+
+/// Shared, read by the HTTP server.
+pub type SharedStatus = Arc<RwLock<Status>>;
+
+/// One controller of the runner.
+struct Slot {
+    def: ControllerDef,
+    elector: Elector,
+    /// Tells this elector's role changes from a replaced one's.
+    generation: u64,
+    /// Its controller runs in the engine.
+    leading: bool,
+}
+
+/// The engine, the controllers' elections, and what they show.
+pub struct Runner {
+    engine: Engine,
+    cfg: RunnerConfig,
+    slots: BTreeMap<String, Slot>,
+    /// The latest set of each source.
+    sets: BTreeMap<usize, DefinitionSet>,
+    /// How many sources there are (`loaded` once each delivered).
+    sources: usize,
+    roles_tx: mpsc::UnboundedSender<(String, u64, Role)>,
+    roles_rx: mpsc::UnboundedReceiver<(String, u64, Role)>,
+    generation: u64,
+    status: SharedStatus,
+    metrics: Arc<metrics::Metrics>,
+}
+
+impl Runner {
+    /// A runner over `engine`, expecting sets from `sources` sources.
+    pub fn new(
+        engine: Engine,
+        cfg: RunnerConfig,
+        sources: usize,
+        metrics: Arc<metrics::Metrics>,
+    ) -> Runner {
+        let (roles_tx, roles_rx) = mpsc::unbounded_channel();
+        Runner {
+            engine,
+            cfg,
+            slots: BTreeMap::new(),
+            sets: BTreeMap::new(),
+            sources,
+            roles_tx,
+            roles_rx,
+            generation: 0,
+            status: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// What `/readyz` and `/metrics` read.
+    pub fn status(&self) -> SharedStatus {
+        Arc::clone(&self.status)
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn bus(&self) -> &EventBus {
+        &self.engine.context().bus
+    }
+
+    fn info(&self, controller: Option<&str>, message: String) {
+        self.bus().publish(EngineEvent::Info {
+            controller: controller.map(str::to_string),
+            message,
+        });
+    }
+
+    /// Run until `shutdown`: take definition sets, follow the Leases.
+    pub async fn run_until(
+        &mut self,
+        mut sets: mpsc::Receiver<DefinitionSet>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut tick = tokio::time::interval(STATUS_EVERY);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                Some(set) = sets.recv() => self.apply(set).await,
+                Some((name, generation, role)) = self.roles_rx.recv() => {
+                    self.on_role(&name, generation, role).await;
+                }
+                _ = tick.tick() => self.refresh_status(),
+            }
+        }
+    }
+
+    /// A source's new set: start, restart or stop controllers so that the union of the sets
+    /// runs.
+    pub async fn apply(&mut self, set: DefinitionSet) {
+        self.sets.insert(set.source, set);
+        let mut wanted: BTreeMap<String, ControllerDef> = BTreeMap::new();
+        let mut broken = BTreeSet::new();
+        for s in self.sets.values() {
+            broken.extend(s.broken.iter().cloned());
+            for d in &s.defs {
+                if let Some(other) = wanted.get(d.name()) {
+                    self.bus().publish(EngineEvent::Error {
+                        controller: Some(d.name().to_string()),
+                        object: None,
+                        message: format!(
+                            "{} {} and {} {} have the same name; only the first runs (rename one)",
+                            other.kind(),
+                            other.name(),
+                            d.kind(),
+                            d.name()
+                        ),
+                    });
+                    continue;
+                }
+                wanted.insert(d.name().to_string(), d.clone());
+            }
+        }
+        let names: Vec<String> = self.slots.keys().cloned().collect();
+        for name in names {
+            if !wanted.contains_key(&name) && !broken.contains(&name) {
+                self.remove(&name, "no longer defined").await;
+            }
+        }
+        for (name, def) in wanted {
+            match self.slots.get(&name) {
+                Some(slot) if slot.def == def => {}
+                Some(slot) if slot.def.kind() != def.kind() => {
+                    self.remove(&name, "its kind changed").await;
+                    self.add(def).await;
+                }
+                Some(_) => self.replace(def).await,
+                None => self.add(def).await,
+            }
+        }
+        if self.sets.len() >= self.sources
+            && let Ok(mut st) = self.status.write()
+        {
+            st.loaded = true;
+        }
+        self.refresh_status();
+    }
+
+    /// Read the webhooks' Secrets and ConfigMaps of `def`; false (said) when they cannot be.
+    async fn resolve_endpoints(&self, def: &ControllerDef) -> bool {
+        self.metrics.describe(def);
+        let ctx = self.engine.context();
+        match endpoint::resolve_from_cluster(&ctx.client, std::slice::from_ref(def)).await {
+            Ok(resolved) => {
+                resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r));
+                true
+            }
+            Err(e) => {
+                self.bus().publish(EngineEvent::Error {
+                    controller: Some(def.name().to_string()),
+                    object: None,
+                    message: format!("not running {}: {e}", def.name()),
+                });
+                false
+            }
+        }
+    }
+
+    /// A new definition: campaign for its Lease (its controller starts once held).
+    async fn add(&mut self, def: ControllerDef) {
+        if !self.resolve_endpoints(&def).await {
+            return;
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        let name = def.name().to_string();
+        let lease = lease_name(def.kind(), def.name());
+        let elector = Elector::spawn(
+            self.engine.context().client.clone(),
+            &self.cfg.lease_namespace,
+            &lease,
+            &self.cfg.identity,
+            self.cfg.election,
+        );
+        let mut roles = elector.role();
+        let tx = self.roles_tx.clone();
+        let controller = name.clone();
+        tokio::spawn(async move {
+            loop {
+                let role = roles.borrow_and_update().clone();
+                if tx.send((controller.clone(), generation, role)).is_err() {
+                    return;
+                }
+                if roles.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.info(
+            Some(&name),
+            format!(
+                "{} {name}: campaigning for lease {}/{lease} as {}",
+                def.kind(),
+                self.cfg.lease_namespace,
+                self.cfg.identity
+            ),
+        );
+        self.slots.insert(
+            name,
+            Slot {
+                def,
+                elector,
+                generation,
+                leading: false,
+            },
+        );
+    }
+
+    /// A changed definition: restart its controller when it runs here (the Lease is kept).
+    async fn replace(&mut self, def: ControllerDef) {
+        if !self.resolve_endpoints(&def).await {
+            return;
+        }
+        let name = def.name().to_string();
+        let Some(slot) = self.slots.get_mut(&name) else {
+            return;
+        };
+        slot.def = def.clone();
+        if slot.leading {
+            self.engine.stop_controller(&name).await;
+            self.engine.start(def);
+            self.info(
+                Some(&name),
+                format!("{name}: definition changed; restarted"),
+            );
+        } else {
+            self.info(Some(&name), format!("{name}: definition changed"));
+        }
+    }
+
+    /// A removed definition: stop its controller, then release its Lease.
+    async fn remove(&mut self, name: &str, why: &str) {
+        let Some(slot) = self.slots.remove(name) else {
+            return;
+        };
+        if slot.leading {
+            self.stop_controller(name).await;
+        }
+        slot.elector.stop().await;
+        self.info(Some(name), format!("{name}: stopped ({why})"));
+    }
+
+    /// A Lease's role changed: start the controller on taking it, stop it on losing it.
+    async fn on_role(&mut self, name: &str, generation: u64, role: Role) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        if slot.generation != generation {
+            return;
+        }
+        let lease = lease_name(slot.def.kind(), name);
+        match role {
+            Role::Leader if !slot.leading => {
+                slot.leading = true;
+                let def = slot.def.clone();
+                self.engine.start(def);
+                self.info(
+                    Some(name),
+                    format!(
+                        "{name}: took lease {}/{lease}; syncing",
+                        self.cfg.lease_namespace
+                    ),
+                );
+            }
+            Role::Leader => {}
+            other => {
+                if slot.leading {
+                    slot.leading = false;
+                    self.info(
+                        Some(name),
+                        format!(
+                            "{name}: lost lease {}/{lease} ({}); stopping syncing",
+                            self.cfg.lease_namespace,
+                            describe(&other)
+                        ),
+                    );
+                    self.stop_controller(name).await;
+                } else if let Role::Follower { holder: Some(h) } = &other {
+                    self.info(
+                        Some(name),
+                        format!(
+                            "{name}: lease {}/{lease} held by {h}; standing by",
+                            self.cfg.lease_namespace
+                        ),
+                    );
+                }
+            }
+        }
+        self.refresh_status();
+    }
+
+    /// Stop a controller: cancelled at once (no new sync starts), its in-flight syncs given
+    /// [`STOP_WAIT`] to finish (during an API outage they may hang on requests: they end on
+    /// their own, the runner goes on).
+    async fn stop_controller(&mut self, name: &str) {
+        if tokio::time::timeout(STOP_WAIT, self.engine.stop_controller(name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(controller = %name, "in-flight syncs still running after {STOP_WAIT:?}; not waiting for them");
+        }
+    }
+
+    /// Refresh what `/readyz` and `/metrics` show.
+    fn refresh_status(&self) {
+        let mut controllers = BTreeMap::new();
+        for (name, slot) in &self.slots {
+            let role = slot.elector.role().borrow().clone();
+            let handle = if slot.leading {
+                self.engine.started(Some(name)).into_iter().next()
+            } else {
+                None
+            };
+            controllers.insert(
+                name.clone(),
+                ControllerStatus {
+                    kind: slot.def.kind(),
+                    role,
+                    started: handle.is_some(),
+                    queue: handle.map(|h| h.queue_stats()).unwrap_or_default(),
+                },
+            );
+        }
+        if let Ok(mut st) = self.status.write() {
+            st.controllers = controllers;
+        }
+    }
+
+    /// Stop: every controller finishes its in-flight syncs and stops writing, then every Lease
+    /// is released at once (the other replicas take over right away).
+    pub async fn shutdown(self) {
+        self.engine.shutdown().await;
+        let stops = self.slots.into_values().map(|s| s.elector.stop());
+        futures::future::join_all(stops).await;
+    }
+}
+
+/// For a log line: `held by X`, `renewals failed`, ...
+fn describe(role: &Role) -> String {
+    match role {
+        Role::Follower { holder: Some(h) } => format!("held by {h}"),
+        Role::Follower { holder: None } => "not renewed within the renew deadline".to_string(),
+        Role::Unknown => "not known".to_string(),
+        Role::Stopped => "stopped".to_string(),
+        Role::Leader => "held".to_string(),
+    }
+}
