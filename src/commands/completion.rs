@@ -419,7 +419,7 @@ mod tests {
         assert_eq!(values_of(&ask(&["-n", "default", "sa"])), vec!["sandbox"]);
         assert_eq!(
             values_of(&ask(&["-vv", "--context=kind", "de"])),
-            vec!["dev"]
+            vec!["dev", "deploy"]
         );
         // The value of -o is not taken for a subcommand or a positional.
         let v = ask(&["dev", "-o", "json", "--no-t"]);

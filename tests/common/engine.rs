@@ -348,6 +348,9 @@ impl Running {
         let n = defs.len();
         let ctx = Arc::new(EngineContext::new(client.clone(), bus, options).expect("context"));
         let mut engine = Engine::new(ctx);
+        // These tests drive readiness themselves and check the engine's syncs: convergence is
+        // a sync that writes nothing, as before `--wait-for current` (tested with the binary).
+        engine.set_wait_for(kubectl_meta::engine::runtime::WaitFor::None);
         for d in defs {
             engine.start(d);
         }

@@ -435,7 +435,10 @@ async fn label_annotate_and_patch_of_every_type() {
             ("b".to_string(), Some("b:1".to_string()))
         ]
     );
-    // A no-op patch is reported as such.
+    // A no-op patch is reported as such, once the rollout the template change started is over
+    // (until then the deployment controller keeps writing the status between kubectl's read
+    // and its patch).
+    kubectl(&t, &["rollout", "status", "deployment/d", "--timeout=60s"]).await;
     let out = kubectl(
         &t,
         &[
