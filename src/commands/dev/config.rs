@@ -40,9 +40,9 @@ impl DevConfig {
     /// Check every flag and path that can be checked without a cluster, and derive the run's
     /// values from them; a mistake is a usage error before anything starts.
     pub(super) fn new(args: DevArgs) -> Result<DevConfig> {
+        let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
         validate(&args)?;
         let limits = engine_start::check(&args.engine)?;
-        let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
         let hook_server = definitions::hook_server_config(
             args.hook_server.as_deref(),
             args.hook_base_url.as_deref(),
@@ -63,10 +63,10 @@ impl DevConfig {
     }
 }
 
-/// Check every flag and path that can be checked without a cluster, so that a mistake is
-/// reported before anything starts.
+/// Check the other flags and paths that can be checked without a cluster (the definition
+/// flags are checked by [`definitions::check`] before), so that a mistake is reported before
+/// anything starts.
 fn validate(args: &DevArgs) -> Result<()> {
-    definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
     if args.sandbox {
         let given: Vec<&str> = args
             .cluster
