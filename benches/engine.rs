@@ -32,8 +32,8 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
-use kubectl_meta::engine::runtime::Engine;
-use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::Engine;
+use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 

@@ -20,8 +20,8 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube_sandbox::{Sandbox, SandboxConfig};
 use kubectl_meta::engine::events::EventBus;
-use kubectl_meta::engine::runtime::Engine;
-use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
+use kubectl_meta::engine::Engine;
+use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 

@@ -48,7 +48,7 @@ fn sha256_hex(path: &Path) -> String {
 
 /// krew's os/arch words for this machine (what `kubectl meta version` reports as platform).
 fn host_platform() -> (String, String) {
-    let platform = kubectl_meta::commands::version::platform();
+    let platform = kubectl_meta::platform();
     let (os, arch) = platform.split_once('/').unwrap();
     (os.to_string(), arch.to_string())
 }

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use kubectl_meta::devloop::control::Command;
 use kubectl_meta::engine::error::WritesHeld;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
-use kubectl_meta::engine::runtime::queue::QueueStats;
+use kubectl_meta::engine::QueueStats;
 use kubectl_meta::tui::app::{App, Focus, Overlay, Tab};
 use kubectl_meta::tui::{event_loop, input, kube_events, ui};
 use ratatui::Terminal;

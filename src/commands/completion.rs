@@ -17,10 +17,6 @@ use crate::cli::Cli;
 use crate::cli::completion::{CompleteArgs, CompletionArgs};
 use crate::cli::version::VERSION_LINE;
 
-/// The completion helper kubectl looks for (shipped in the release archive, installed by
-/// install.sh); its source is `completion/kubectl_complete-meta` in the repository.
-pub const HELPER_NAME: &str = "kubectl_complete-meta";
-
 /// Cobra's ShellCompDirectiveDefault: the shell may fall back to completing file names.
 pub const DIRECTIVE_DEFAULT: u32 = 0;
 /// Cobra's ShellCompDirectiveNoFileComp: no file names, even when there is no candidate.

@@ -5,7 +5,7 @@
 //!   executes, `dryrun` prints and the TUI shows.
 //! - [`kinds`]: CompositeController, DecoratorController and MapController, each the steps of
 //!   one reconcile skeleton that differ between kinds.
-//! - [`runtime`]: the [`runtime::Engine`], the controller loop, the work queue, sources
+//! - `runtime`: the [`Engine`], the controller loop, the work queue, sources
 //!   (informers or lists read once), event routing, hook calls and the executor.
 //!
 //! And two things every layer speaks:
@@ -16,4 +16,10 @@ pub mod error;
 pub mod events;
 pub(crate) mod kinds;
 pub mod plan;
-pub mod runtime;
+pub(crate) mod runtime;
+
+// The runtime's public surface: start an engine on a client, drive it, read its queue.
+pub use runtime::context::{EngineContext, EngineOptions, Recording};
+pub use runtime::execute::ApplyStrategy;
+pub use runtime::queue::QueueStats;
+pub use runtime::{Engine, OnceReport, WaitFor};

@@ -17,7 +17,7 @@
 pub(crate) mod dump;
 pub(crate) mod endpoint;
 pub(crate) mod exec;
-pub mod record;
+pub(crate) mod record;
 pub(crate) mod resolve;
 pub mod server;
 pub(crate) mod webhook;

@@ -63,8 +63,6 @@ pub struct DefinitionSet {
 /// What `/readyz` and `/metrics` show of one controller.
 #[derive(Debug, Clone)]
 pub struct ControllerStatus {
-    /// `CompositeController`, ...
-    pub kind: &'static str,
     /// This replica's role for the controller's Lease.
     pub role: Role,
     /// Started (resources found, caches synced).
@@ -156,11 +154,6 @@ impl Runner {
     /// What `/readyz` and `/metrics` read.
     pub fn status(&self) -> SharedStatus {
         Arc::clone(&self.status)
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
     }
 
     fn bus(&self) -> &EventBus {
@@ -423,7 +416,6 @@ impl Runner {
             controllers.insert(
                 name.clone(),
                 ControllerStatus {
-                    kind: slot.def.kind(),
                     role,
                     started: handle.is_some(),
                     queue: handle.map(|h| h.queue_stats()).unwrap_or_default(),

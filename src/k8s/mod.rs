@@ -28,9 +28,9 @@ pub fn kube_error_message(e: &kube::Error) -> String {
 
 pub mod client;
 pub(crate) mod discovery;
-pub mod election;
-pub mod error;
-pub mod incluster;
+pub(crate) mod election;
+pub(crate) mod error;
+pub(crate) mod incluster;
 pub(crate) mod informer;
 pub mod lease;
 pub(crate) mod manifests;

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
-use kubectl_meta::engine::runtime::context::{EngineContext, EngineOptions};
-use kubectl_meta::engine::runtime::{Engine, OnceReport};
+use kubectl_meta::engine::{EngineContext, EngineOptions};
+use kubectl_meta::engine::{Engine, OnceReport};
 use kubectl_meta::spec::{self, ControllerDef, Source};
 use serde_json::{Value, json};
 
@@ -350,7 +350,7 @@ impl Running {
         let mut engine = Engine::new(ctx);
         // These tests drive readiness themselves and check the engine's syncs: convergence is
         // a sync that writes nothing, as before `--wait-for current` (tested with the binary).
-        engine.set_wait_for(kubectl_meta::engine::runtime::WaitFor::None);
+        engine.set_wait_for(kubectl_meta::engine::WaitFor::None);
         for d in defs {
             engine.start(d);
         }

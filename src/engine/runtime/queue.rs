@@ -431,6 +431,7 @@ where
         state.cleanup(key);
     }
 
+    #[cfg(test)]
     /// How many times in a row `key` has failed.
     pub fn failures(&self, key: &K) -> u32 {
         self.lock().entries.get(key).map_or(0, |e| e.failures)
@@ -543,6 +544,7 @@ where
         stats
     }
 
+    #[cfg(test)]
     /// A receiver of the queue's figures, updated on every change.
     ///
     /// `next_due` is relative to the moment the snapshot was published. Copy the value out of
@@ -551,6 +553,7 @@ where
         self.inner.stats.subscribe()
     }
 
+    #[cfg(test)]
     /// The scheduled keys and the time until each is due, earliest first (for display).
     pub fn scheduled_keys(&self) -> Vec<(K, Duration)> {
         let state = self.lock();
@@ -562,6 +565,7 @@ where
             .collect()
     }
 
+    #[cfg(test)]
     /// Stop handing out keys: every [`next`](Self::next) returns `None` from now on (waiting
     /// ones at once) and new additions are ignored. Keys in flight can still be marked done.
     pub fn shutdown(&self) {
