@@ -17,6 +17,7 @@
 //! - [`deploy`]: `kubectl meta deploy`: the objects that run definitions in a cluster (RBAC
 //!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
+//! - [`notice`]: what a person sees of an engine event, worded once for the log and the TUI.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //!
 //! The API server behind `kubectl meta sandbox` and `dev --sandbox` is the `kube-sandbox` crate;
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
+pub mod notice;
 pub mod spec;
 pub mod tui;
 

@@ -715,8 +715,8 @@ async fn a_restarted_engine_converges_without_writes() {
 /// field manager `kubectl-meta`, removed keys go away, and a restart writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_creates_updates_and_converges() {
-    use kubectl_meta::engine::EngineOptions;
     use kubectl_meta::engine::ApplyStrategy;
+    use kubectl_meta::engine::EngineOptions;
     let w = World::new("Parent", sync_fn(counted)).await;
     let options = || EngineOptions {
         apply_strategy: ApplyStrategy::ServerSide,

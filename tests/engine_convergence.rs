@@ -11,10 +11,10 @@ use common::engine::*;
 use common::{TIMEOUT, wait_for};
 
 use kube::discovery::ApiResource;
+use kubectl_meta::engine::ApplyStrategy;
+use kubectl_meta::engine::EngineOptions;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent};
 use kubectl_meta::engine::plan::hotloop;
-use kubectl_meta::engine::EngineOptions;
-use kubectl_meta::engine::ApplyStrategy;
 use serde_json::{Value, json};
 
 /// A structural schema: `spec.size` only, so the sandbox prunes any other `spec` field.

@@ -8,8 +8,8 @@
 mod common;
 
 use common::engine::*;
-use kubectl_meta::engine::events::{EngineEvent, Trigger};
 use kubectl_meta::engine::EngineOptions;
+use kubectl_meta::engine::events::{EngineEvent, Trigger};
 use serde_json::{Value, json};
 
 fn cm_ar() -> kube::discovery::ApiResource {
@@ -63,12 +63,8 @@ async fn parent_crd_created_after_start_is_reported_then_picked_up() {
     let bus = kubectl_meta::engine::events::EventBus::new();
     let mut rx = bus.subscribe();
     let ctx = std::sync::Arc::new(
-        kubectl_meta::engine::EngineContext::new(
-            sb.client.clone(),
-            bus,
-            EngineOptions::default(),
-        )
-        .unwrap(),
+        kubectl_meta::engine::EngineContext::new(sb.client.clone(), bus, EngineOptions::default())
+            .unwrap(),
     );
     let mut engine = kubectl_meta::engine::Engine::new(ctx);
     engine.start(def(controller(&hook, json!({}), json!({}))));

@@ -1,6 +1,7 @@
 //! The headless event log of `kubectl meta dev` (`--no-tui`, or stdout not a terminal).
 //!
-//! This module owns how [`EngineEvent`]s are printed without the TUI:
+//! The words of each event come from [`crate::notice`] (shared with the TUI); this module owns
+//! how they are laid out without the TUI:
 //! - `-o human`: one scannable line per event that matters, `HH:MM:SS.mmm controller parent
 //!   tag content`, columns aligned, optionally colored. Outside verbose mode a sync that changed
 //!   nothing (sync started, successful hook calls, sync finished with no write and no error) is
@@ -26,8 +27,10 @@ use tokio::sync::broadcast::{
     error::{RecvError, TryRecvError},
 };
 
-use crate::engine::events::{ActionVerb, EngineEvent, EventSubject, Trigger};
-use crate::engine::plan::child::ChildId;
+use crate::engine::events::EngineEvent;
+use crate::notice::{
+    self, Notice, Repeat, Tone, clean, fmt_duration, hook_ok, label, non_empty, trigger_list,
+};
 
 /// How the event log is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +55,6 @@ const MAX_CONTROLLER_WIDTH: usize = 24;
 const HOLD_LIMIT: jiff::SignedDuration = jiff::SignedDuration::from_secs(2);
 /// Width of the tag column (`finalizer` is the longest tag).
 const TAG_WIDTH: usize = 9;
-/// Triggers listed on a sync line before `+N more`.
-const MAX_TRIGGERS: usize = 3;
 
 /// ANSI SGR codes used by the human format.
 mod sgr {
@@ -73,6 +74,22 @@ mod sgr {
     pub const BOLD_RED: &str = "1;31";
     /// Dim: timestamps.
     pub const DIM: &str = "2";
+
+    /// The color of a [`Tone`] (`None`: not painted).
+    pub fn of(tone: super::Tone) -> Option<&'static str> {
+        use super::Tone;
+        match tone {
+            Tone::Plain => None,
+            Tone::Dim => Some(DIM),
+            Tone::Good => Some(GREEN),
+            Tone::Warn => Some(YELLOW),
+            Tone::Bad => Some(RED),
+            Tone::Alert => Some(BOLD_RED),
+            Tone::Note => Some(CYAN),
+            Tone::Meta => Some(BLUE),
+            Tone::Step => Some(MAGENTA),
+        }
+    }
 }
 
 /// A sync being held back (non-verbose human mode) until we know whether it changed anything.
@@ -299,7 +316,12 @@ impl<W: Write> Printer<W> {
                     latency,
                     error,
                     ..
-                } => hooks.push(self.hook_text(hook, *status, *latency, error.as_deref())),
+                } => hooks.push(self.paint_line(&notice::hook_outcome(
+                    hook,
+                    *status,
+                    *latency,
+                    non_empty(error).is_some(),
+                ))),
                 _ => {}
             }
         }
@@ -311,132 +333,18 @@ impl<W: Write> Printer<W> {
         self.line(now, &p.controller, &p.parent, ("sync", None), &content)
     }
 
-    /// One event as its own line: each event family has its own step.
+    /// One event as its own line, worded by [`notice::describe`]; hook calls and sync ends
+    /// also depend on what this printer showed before (a failure that repeats).
     fn human(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
         match event {
-            // The plan's writes show as their actions; the per-object view is for -o json and
-            // the TUI.
-            EngineEvent::Planned { .. } => Ok(()),
-            EngineEvent::ControllerStarted {
-                controller_kind,
-                controller,
-                parent_resource,
-                parents,
-            } => {
-                self.controller_started(now, controller_kind, controller, parent_resource, *parents)
-            }
-            EngineEvent::ControllerStopped { controller } => {
-                self.line(now, controller, "", ("stop", None), "stopped")
-            }
-            EngineEvent::SyncStarted {
-                controller,
-                parent,
-                map_key,
-                status_only,
-                triggers,
-            } => {
-                let content = if triggers.is_empty() {
-                    "started".to_string()
-                } else {
-                    format!("started ({})", trigger_list(triggers))
-                };
-                let parent = label(parent, map_key, *status_only);
-                self.line(now, controller, &parent, ("sync", None), &content)
-            }
             EngineEvent::HookCalled { .. } => self.hook_called(now, event),
-            EngineEvent::Action { .. } => self.action(now, event),
             EngineEvent::SyncFinished { .. } => self.sync_finished(now, event),
-            EngineEvent::Rollout {
-                controller,
-                parent,
-                reason,
-                message,
-            } => {
-                let content = if message.trim().is_empty() {
-                    clean(reason)
-                } else {
-                    format!("{}: {}", clean(reason), clean(message))
-                };
-                let tag = ("rollout", Some(sgr::MAGENTA));
-                self.line(now, controller, parent, tag, &content)
-            }
-            EngineEvent::Error {
-                controller,
-                object,
-                message,
-            } => {
-                let content = self.paint(&clean(message), sgr::BOLD_RED);
-                let controller = controller.as_deref().unwrap_or("");
-                let object = object.as_deref().unwrap_or("");
-                let tag = ("error", Some(sgr::BOLD_RED));
-                self.line(now, controller, object, tag, &content)
-            }
-            EngineEvent::HotLoop {
-                controller,
-                parent,
-                map_key,
-                message,
-                ..
-            } => {
-                let content = self.paint(&clean(message), sgr::BOLD_RED);
-                let parent = label(parent, map_key, false);
-                let tag = ("hot-loop", Some(sgr::BOLD_RED));
-                self.line(now, controller, &parent, tag, &content)
-            }
-            EngineEvent::Info {
-                controller,
-                message,
-            } => {
-                let controller = controller.as_deref().unwrap_or("");
-                self.line(now, controller, "", ("info", None), &clean(message))
-            }
-            EngineEvent::PlanHeld { .. } => self.plan_held(now, event),
             EngineEvent::ApiRate { .. } => self.api_rate(now, event),
-            EngineEvent::Detached { .. } | EngineEvent::Tombstone { .. } => {
-                self.detached(now, event)
-            }
-            EngineEvent::Paused { paused } => {
-                let content = if *paused {
-                    "writes paused: hooks are still called and plans shown, nothing is written (resume: p, SIGUSR2 or kubectl meta dev --resume)"
-                } else {
-                    "writes resumed"
-                };
-                self.line(now, "", "", ("pause", Some(sgr::YELLOW)), content)
-            }
-            EngineEvent::HookServer { .. } | EngineEvent::HookServerOutput { .. } => {
-                self.hook_server(now, event)
-            }
-            EngineEvent::Reload { .. } => self.reload(now, event),
-            EngineEvent::Replay { .. } => self.replay(now, event),
+            _ => match notice::describe(event, self.verbose) {
+                Some(n) => self.notice(now, &n),
+                None => Ok(()),
+            },
         }
-    }
-
-    /// `CompositeController watching Thing.v1 (3 parents)`.
-    fn controller_started(
-        &mut self,
-        now: Timestamp,
-        controller_kind: &str,
-        controller: &str,
-        parent_resource: &str,
-        parents: usize,
-    ) -> io::Result<()> {
-        // A DecoratorController's objects are targets, MapController's parents.
-        let noun = if controller_kind == "DecoratorController" {
-            "target"
-        } else {
-            "parent"
-        };
-        let what = if parents == 1 {
-            noun.to_string()
-        } else {
-            format!("{noun}s")
-        };
-        let content = format!(
-            "{} watching {} ({parents} {what})",
-            clean(controller_kind),
-            clean(parent_resource)
-        );
-        self.line(now, controller, "", ("start", None), &content)
     }
 
     /// A hook call: outcome and latency, the error once per run of the same failure, and with
@@ -446,18 +354,13 @@ impl<W: Write> Printer<W> {
             controller,
             parent,
             map_key,
-            hook,
-            status,
-            latency,
             error,
-            stderr,
             ..
         } = event
         else {
             return Ok(());
         };
-        let parent = label(parent, map_key, false);
-        let key = (controller.clone(), parent.clone());
+        let key = (controller.clone(), label(parent, map_key, false));
         if let Some(e) = non_empty(error) {
             // The same failure as last time: the sync's line says so, briefly.
             let repeated = self
@@ -469,46 +372,10 @@ impl<W: Write> Printer<W> {
                 return Ok(());
             }
         }
-        let mut content = self.hook_text(hook, *status, *latency, error.as_deref());
-        // What a successful exec hook wrote to stderr is its author's debug output:
-        // shown with -v (a failed call's error already carries its tail).
-        if self.verbose
-            && non_empty(error).is_none()
-            && let Some(text) = non_empty(stderr)
-        {
-            content.push_str("\nstderr:\n");
-            content.push_str(&self.paint(&clean(text.trim_end()), sgr::DIM));
+        match notice::describe(event, self.verbose) {
+            Some(n) => self.notice(now, &n),
+            None => Ok(()),
         }
-        self.line(now, controller, &parent, ("hook", None), &content)
-    }
-
-    /// A write: verb tag, object, detail, and the error when it failed.
-    fn action(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        let EngineEvent::Action {
-            controller,
-            parent,
-            map_key,
-            verb,
-            resource,
-            object,
-            detail,
-            error,
-        } = event
-        else {
-            return Ok(());
-        };
-        let (tag, code, prefix) = verb_style(*verb);
-        let mut content = format!("{prefix}{} {}", clean(resource), clean(object));
-        if let Some(d) = non_empty(detail) {
-            content.push_str("  ");
-            content.push_str(&clean(d));
-        }
-        if let Some(e) = non_empty(error) {
-            content.push_str("  ");
-            content.push_str(&self.paint(&format!("failed: {}", clean(e)), sgr::BOLD_RED));
-        }
-        let parent = label(parent, map_key, false);
-        self.line(now, controller, &parent, (tag, Some(code)), &content)
     }
 
     /// The end of a sync: `done in`, or the failure (briefly when it repeats or when the hook
@@ -519,290 +386,65 @@ impl<W: Write> Printer<W> {
             parent,
             map_key,
             status_only,
-            duration,
-            writes,
             error,
-            retry_in,
             ..
         } = event
         else {
             return Ok(());
         };
-        let parent = label(parent, map_key, *status_only);
-        let took = fmt_duration(*duration);
-        let wrote = match writes {
-            0 => "no changes".to_string(),
-            1 => "1 write".to_string(),
-            n => format!("{n} writes"),
-        };
-        let key = (controller.clone(), parent.clone());
+        let key = (controller.clone(), label(parent, map_key, *status_only));
         let hook_error = self.hook_errors.remove(&key);
-        let Some(e) = non_empty(error) else {
-            self.failures.remove(&key);
-            let content = format!("done in {took}, {wrote}");
-            return self.line(now, controller, &parent, ("sync", None), &content);
-        };
-        let retry = retry_in
-            .map(|r| format!("; retry in {}", fmt_seconds(r)))
-            .unwrap_or_default();
-        let count = match self.failures.get_mut(&key) {
-            Some((last, n)) if last == e => {
-                *n += 1;
-                *n
+        let repeat = match non_empty(error) {
+            None => {
+                self.failures.remove(&key);
+                Repeat::First
             }
-            _ => {
-                self.failures.insert(key, (e.to_string(), 1));
-                1
-            }
-        };
-        let mut text = format!("sync failed after {took}");
-        if *writes > 0 {
-            text.push_str(&format!(" ({wrote})"));
-        }
-        if count > 1 {
-            text.push_str(&format!(
-                ": same error again, {count} times in a row{retry}"
-            ));
-        } else if hook_error.as_deref().is_some_and(|h| e.contains(h)) {
-            // The hook line above already shows the whole error.
-            text.push_str(&format!(": the hook failed (above){retry}"));
-        } else {
-            text.push_str(": ");
-            text.push_str(&clean(e));
-            text.push_str(&retry);
-        }
-        let content = self.paint(&text, sgr::BOLD_RED);
-        let tag = ("error", Some(sgr::BOLD_RED));
-        self.line(now, controller, &parent, tag, &content)
-    }
-
-    /// Writes paused: the actions the sync would have written.
-    fn plan_held(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        let EngineEvent::PlanHeld {
-            controller,
-            parent,
-            map_key,
-            status_only,
-            actions,
-        } = event
-        else {
-            return Ok(());
-        };
-        let content = if actions.is_empty() {
-            "paused: nothing to write".to_string()
-        } else {
-            let list: Vec<String> = actions.iter().map(|a| clean(&a.to_string())).collect();
-            format!("paused, not written:\n{}", list.join("\n"))
-        };
-        let content = self.paint(&content, sgr::YELLOW);
-        let parent = label(parent, map_key, *status_only);
-        let tag = ("held", Some(sgr::YELLOW));
-        self.line(now, controller, &parent, tag, &content)
-    }
-
-    /// A map key's detached outputs (`detached`) and the tombstone decision (`tombstone`).
-    fn detached(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        let ids = |ids: &[ChildId]| {
-            ids.iter()
-                .map(|i| format!("{} {}", clean(&i.type_key), clean(&i.object())))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let (controller, parent, map_key, tag, content) = match event {
-            EngineEvent::Detached {
-                controller,
-                parent,
-                map_key,
-                outputs,
-            } => (
-                controller,
-                parent,
-                map_key,
-                "detached",
-                format!("input gone: {}", ids(outputs)),
-            ),
-            EngineEvent::Tombstone {
-                controller,
-                parent,
-                map_key,
-                kept,
-                deleted,
-            } => {
-                let mut parts = Vec::new();
-                if !kept.is_empty() {
-                    parts.push(format!("kept {}", ids(kept)));
-                }
-                if !deleted.is_empty() {
-                    parts.push(format!("deleted {}", ids(deleted)));
-                }
-                (controller, parent, map_key, "tombstone", parts.join("; "))
-            }
-            _ => return Ok(()),
-        };
-        let parent = label(parent, &Some(map_key.clone()), false);
-        self.line(now, controller, &parent, (tag, Some(sgr::CYAN)), &content)
-    }
-
-    /// The managed hook server's state changes and output lines.
-    fn hook_server(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        match event {
-            EngineEvent::HookServer {
-                state,
-                pid,
-                message,
-            } => {
-                let mut content = clean(state);
-                if let Some(pid) = pid {
-                    content.push_str(&format!(" (pid {pid})"));
-                }
-                if !message.trim().is_empty() {
-                    content.push_str(": ");
-                    content.push_str(&clean(message));
-                }
-                let style = match state.as_str() {
-                    "failed" | "exited" => Some(sgr::BOLD_RED),
-                    "ready" => Some(sgr::GREEN),
-                    _ => None,
-                };
-                let content = match style {
-                    Some(code) => self.paint(&content, code),
-                    None => content,
-                };
-                self.line(now, "", "", ("server", style), &content)
-            }
-            EngineEvent::HookServerOutput { stream, line } => {
-                let content = self.paint(&clean(line), sgr::DIM);
-                let tag = if stream == "stderr" {
-                    "server!"
-                } else {
-                    "server>"
-                };
-                self.line(now, "", "", (tag, None), &content)
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Files changed and what was reloaded (or why not).
-    fn reload(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        let EngineEvent::Reload {
-            what,
-            paths,
-            message,
-            error,
-        } = event
-        else {
-            return Ok(());
-        };
-        let files: Vec<String> = paths.iter().map(|p| clean(p)).collect();
-        let mut content = format!("{} ({})", clean(what), files.join(", "));
-        if !message.trim().is_empty() {
-            content.push_str(": ");
-            content.push_str(&clean(message));
-        }
-        match non_empty(error) {
             Some(e) => {
-                content.push_str(": ");
-                content.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
-                self.line(now, "", "", ("reload", Some(sgr::BOLD_RED)), &content)
-            }
-            None => self.line(now, "", "", ("reload", Some(sgr::CYAN)), &content),
-        }
-    }
-
-    /// How a reloaded hook answers a parent's last request, compared with before.
-    fn replay(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
-        let EngineEvent::Replay {
-            controller,
-            parent,
-            map_key,
-            hook,
-            changes,
-            error,
-        } = event
-        else {
-            return Ok(());
-        };
-        let content = match (non_empty(error), changes.is_empty()) {
-            (Some(e), _) => self.paint(
-                &format!(
-                    "{} hook failed on the last request: {}",
-                    clean(hook),
-                    clean(e)
-                ),
-                sgr::BOLD_RED,
-            ),
-            (None, true) => format!("{} answers the last request as before", clean(hook)),
-            (None, false) => {
-                let mut text = format!(
-                    "{} answers the last request differently ({} change{}):",
-                    clean(hook),
-                    changes.len(),
-                    if changes.len() == 1 { "" } else { "s" }
-                );
-                for c in changes {
-                    text.push('\n');
-                    text.push_str(&self.change_text(c));
+                let count = match self.failures.get_mut(&key) {
+                    Some((last, n)) if last == e => {
+                        *n += 1;
+                        *n
+                    }
+                    _ => {
+                        self.failures.insert(key, (e.to_string(), 1));
+                        1
+                    }
+                };
+                if count > 1 {
+                    Repeat::Again(count)
+                } else if hook_error.as_deref().is_some_and(|h| e.contains(h)) {
+                    Repeat::HookShown
+                } else {
+                    Repeat::First
                 }
-                text
             }
         };
-        let parent = label(parent, map_key, false);
-        self.line(
-            now,
-            controller,
-            &parent,
-            ("replay", Some(sgr::CYAN)),
-            &content,
-        )
-    }
-    /// `path: old -> new` with the removed side red and the added side green.
-    fn change_text(&self, c: &crate::engine::plan::apply::FieldChange) -> String {
-        let show = |v: &Option<serde_json::Value>| match v {
-            Some(v) => clean(&v.to_string()),
-            None => "(none)".to_string(),
-        };
-        match (&c.old, &c.new) {
-            (None, Some(_)) => format!(
-                "{} {}",
-                self.paint(&format!("+ {}:", clean(&c.path)), sgr::GREEN),
-                show(&c.new)
-            ),
-            (Some(_), None) => format!(
-                "{} {}",
-                self.paint(&format!("- {}:", clean(&c.path)), sgr::RED),
-                show(&c.old)
-            ),
-            _ => format!(
-                "~ {}: {} -> {}",
-                clean(&c.path),
-                self.paint(&show(&c.old), sgr::RED),
-                self.paint(&show(&c.new), sgr::GREEN)
-            ),
+        match notice::sync_finished(event, repeat) {
+            Some(n) => self.notice(now, &n),
+            None => Ok(()),
         }
     }
 
-    /// `sync 200 3.1ms`, `sync 500 3.1ms: <error>`, `sync ok 3.1ms` (exec hook).
-    fn hook_text(
-        &self,
-        hook: &str,
-        status: Option<u16>,
-        latency: Duration,
-        error: Option<&str>,
-    ) -> String {
-        let error = error.filter(|e| !e.trim().is_empty());
-        let outcome = match status {
-            Some(s) if (200..300).contains(&s) => self.paint(&s.to_string(), sgr::GREEN),
-            Some(s) => self.paint(&s.to_string(), sgr::RED),
-            None if error.is_some() => self.paint("failed", sgr::RED),
-            None => self.paint("ok", sgr::GREEN),
-        };
-        let mut text = format!("{} {outcome} {}", clean(hook), fmt_duration(latency));
-        if let Some(e) = error {
-            text.push_str(": ");
-            text.push_str(&self.paint(&clean(e), sgr::BOLD_RED));
-        }
-        text
+    /// One notice as an aligned line, its tones as colors.
+    fn notice(&mut self, now: Timestamp, n: &Notice) -> io::Result<()> {
+        let content = n
+            .lines
+            .iter()
+            .map(|l| self.paint_line(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let tag = (n.tag, sgr::of(n.tag_tone));
+        self.line(now, &n.controller, &n.parent, tag, &content)
+    }
+
+    /// The spans of `line`, each painted in its tone's color.
+    fn paint_line(&self, line: &notice::Line) -> String {
+        line.iter()
+            .map(|s| match sgr::of(s.tone) {
+                Some(code) => self.paint(&s.text, code),
+                None => s.text.clone(),
+            })
+            .collect()
     }
 
     /// Write one aligned line; continuation lines of `content` are indented under it.
@@ -980,18 +622,6 @@ fn sync_key(event: &EngineEvent) -> Option<(&str, String)> {
     }
 }
 
-/// The parent column of an event about a parent: `ns/p`, `ns/p KEY` (a map key),
-/// `ns/p (status)` (a MapController's status-only sync), as [`EventSubject`] shows it.
-fn label(parent: &str, map_key: &Option<String>, status_only: bool) -> String {
-    EventSubject {
-        parent: parent.to_string(),
-        map_key: map_key.clone(),
-        status_only,
-    }
-    .to_string()
-}
-
-/// A hook call that is part of an uneventful sync.
 /// Whether `event` is part of a sync that may still collapse into one `no changes` line: the
 /// start, and hook calls that succeeded.
 fn quiet(event: &EngineEvent) -> bool {
@@ -999,85 +629,6 @@ fn quiet(event: &EngineEvent) -> bool {
         EngineEvent::SyncStarted { .. } => true,
         EngineEvent::HookCalled { status, error, .. } => hook_ok(*status, error),
         _ => false,
-    }
-}
-
-fn hook_ok(status: Option<u16>, error: &Option<String>) -> bool {
-    error.is_none() && status.is_none_or(|s| (200..300).contains(&s))
-}
-
-/// Tag, color and content prefix of an action.
-fn verb_style(verb: ActionVerb) -> (&'static str, &'static str, &'static str) {
-    match verb {
-        ActionVerb::Create => ("create", sgr::GREEN, ""),
-        ActionVerb::Update => ("update", sgr::YELLOW, ""),
-        ActionVerb::Delete => ("delete", sgr::RED, ""),
-        ActionVerb::Adopt => ("adopt", sgr::CYAN, ""),
-        ActionVerb::Release => ("release", sgr::RED, ""),
-        ActionVerb::Status => ("status", sgr::BLUE, ""),
-        ActionVerb::AddFinalizer => ("finalizer", sgr::BLUE, "add "),
-        ActionVerb::RemoveFinalizer => ("finalizer", sgr::BLUE, "remove "),
-        ActionVerb::Revision => ("revision", sgr::BLUE, ""),
-        ActionVerb::ApplyDocument => ("apply", sgr::GREEN, ""),
-        ActionVerb::NoOp => ("no-op", sgr::DIM, ""),
-    }
-}
-
-/// `parent added, parent changed, retry, +2 more`.
-fn trigger_list(triggers: &[Trigger]) -> String {
-    let mut parts: Vec<String> = triggers
-        .iter()
-        .take(MAX_TRIGGERS)
-        .map(|t| clean(&t.to_string()))
-        .collect();
-    if triggers.len() > MAX_TRIGGERS {
-        parts.push(format!("+{} more", triggers.len() - MAX_TRIGGERS));
-    }
-    parts.join(", ")
-}
-
-fn non_empty(s: &Option<String>) -> Option<&str> {
-    s.as_deref().filter(|s| !s.trim().is_empty())
-}
-
-/// Text from the engine or a hook, made safe for a terminal: no trailing blank, no carriage
-/// returns, other control characters (escape sequences) shown escaped, newlines kept.
-fn clean(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.trim_end().chars() {
-        match c {
-            '\n' => out.push('\n'),
-            '\t' => out.push(' '),
-            '\r' => {}
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `0.4ms`, `12.9ms`, `420ms`, `1.3s`, `2m05s`.
-fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms < 99.95 {
-        format!("{ms:.1}ms")
-    } else if ms < 999.5 {
-        format!("{ms:.0}ms")
-    } else {
-        fmt_seconds(d.as_secs_f64())
-    }
-}
-
-/// `1.0s`, `2m05s` (seconds as the engine reports `retry_in`).
-fn fmt_seconds(s: f64) -> String {
-    if !s.is_finite() || s < 0.0 {
-        return format!("{s}s");
-    }
-    if s < 59.95 {
-        format!("{s:.1}s")
-    } else {
-        let total = s.round() as u64;
-        format!("{}m{:02}s", total / 60, total % 60)
     }
 }
 
@@ -1096,6 +647,8 @@ fn local_time(tz: &TimeZone, ts: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::events::{ActionVerb, Trigger};
+    use crate::engine::plan::child::ChildId;
     use std::sync::{Arc, Mutex};
 
     const T0: i64 = 1_700_000_000; // 2023-11-14T22:13:20Z
@@ -1701,17 +1254,6 @@ mod tests {
         let v: Value = serde_json::from_slice(&p.out).expect("JSON");
         assert_eq!(v["event"], "eventsDropped");
         assert_eq!(v["count"], 7);
-    }
-
-    #[test]
-    fn durations_are_short_and_readable() {
-        assert_eq!(fmt_duration(Duration::from_micros(400)), "0.4ms");
-        assert_eq!(fmt_duration(Duration::from_micros(12_940)), "12.9ms");
-        assert_eq!(fmt_duration(Duration::from_millis(420)), "420ms");
-        assert_eq!(fmt_duration(Duration::from_millis(1_250)), "1.2s");
-        assert_eq!(fmt_duration(Duration::from_secs(125)), "2m05s");
-        assert_eq!(fmt_seconds(1.0), "1.0s");
-        assert_eq!(fmt_seconds(f64::NAN), "NaNs");
     }
 
     #[test]

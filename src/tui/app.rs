@@ -23,6 +23,7 @@ use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
 use crate::engine::runtime::queue::QueueStats;
 use crate::k8s::object;
+use crate::notice::{self, Notice, Tone};
 
 use super::kube_events::{EventIndex, KubeEvent};
 
@@ -282,8 +283,8 @@ pub struct Parent {
     pub rollout: Option<String>,
     /// The last replay.
     pub replay: Option<ReplayRecord>,
-    /// The engine's events about this parent, newest last.
-    pub log: VecDeque<String>,
+    /// The engine's events about this parent, newest last, as [`notice`] words them.
+    pub log: VecDeque<notice::Line>,
     /// The parent object's uid (from the last hook request): the key of its Kubernetes Events.
     pub uid: Option<String>,
 }
@@ -304,7 +305,7 @@ impl Parent {
             .unwrap_or(&self.unit.state)
     }
 
-    fn push_log(&mut self, line: String) {
+    fn push_log(&mut self, line: notice::Line) {
         if self.log.len() == LOG_LINES {
             self.log.pop_front();
         }
@@ -445,8 +446,8 @@ pub struct App {
     pub parents: Vec<Parent>,
     /// Hook server output lines.
     pub server_output: VecDeque<String>,
-    /// The engine's notices and errors not tied to one parent.
-    pub log: VecDeque<String>,
+    /// The engine's notices and errors not tied to one parent, as [`notice`] words them.
+    pub log: VecDeque<notice::Line>,
     /// Errors seen (sync failures and engine errors).
     pub errors: usize,
     /// Selection, focus, filter.
@@ -497,14 +498,6 @@ fn class(s: &SyncState) -> usize {
         SyncState::Failed { .. } => 2,
         _ => 0,
     }
-}
-
-/// `Kind.v1 ns/a, Kind.v1 ns/b`.
-fn id_list(ids: &[crate::engine::plan::child::ChildId]) -> String {
-    ids.iter()
-        .map(|i| format!("{} {}", i.type_key, i.object()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// A held write as the tree shows it (marked held, not written).
@@ -625,7 +618,7 @@ impl App {
         (i, unit)
     }
 
-    fn push_log(&mut self, line: String) {
+    fn push_log(&mut self, line: notice::Line) {
         if self.log.len() == LOG_LINES {
             self.log.pop_front();
         }
@@ -666,29 +659,23 @@ impl App {
             } => {
                 let i = self.parent_mut(controller, parent);
                 self.parents[i].rollout = Some(format!("{reason}: {message}"));
-                self.parents[i].push_log(format!("rollout {reason}: {message}"));
+                self.log_event(Some(i), event, None);
             }
             EngineEvent::Error {
-                controller,
-                object,
-                message,
-            } => self.on_error(controller.as_deref(), object.as_deref(), message),
+                controller, object, ..
+            } => self.on_error(controller.as_deref(), object.as_deref(), event),
             EngineEvent::Paused { paused } => {
                 self.paused = *paused;
-                self.push_log(
-                    if *paused {
-                        "writes paused"
-                    } else {
-                        "writes resumed"
-                    }
-                    .into(),
-                );
+                self.log_event(None, event, None);
             }
             EngineEvent::HookServer {
                 state,
                 pid,
                 message,
-            } => self.on_hook_server(state, *pid, message),
+            } => {
+                self.on_hook_server(state, *pid, message);
+                self.log_event(None, event, None);
+            }
             EngineEvent::HookServerOutput { stream, line } => {
                 if self.server_output.len() == SERVER_LINES {
                     self.server_output.pop_front();
@@ -700,7 +687,7 @@ impl App {
             EngineEvent::HotLoop { .. }
             | EngineEvent::Detached { .. }
             | EngineEvent::Tombstone { .. } => self.on_parent_notice(event),
-            EngineEvent::Info { message, .. } => self.push_log(message.clone()),
+            EngineEvent::Info { .. } => self.log_event(None, event, None),
             EngineEvent::ApiRate {
                 requests_per_second,
                 throttled,
@@ -800,7 +787,7 @@ impl App {
             return;
         };
         if *verb == ActionVerb::ApplyDocument || parent.is_empty() {
-            self.push_log(format!("applied {resource} {object}"));
+            self.log_event(None, event, None);
             return;
         }
         if error.is_none() {
@@ -832,11 +819,7 @@ impl App {
             unit.written_since_call.push(record.clone());
         }
         unit.pending.push(record);
-        let line = match error {
-            Some(e) => format!("{verb} {resource} {object} failed: {e}"),
-            None => format!("{verb} {resource} {object}"),
-        };
-        self.parents[i].push_log(line);
+        self.log_event(Some(i), event, None);
     }
 
     /// A sync's per-object plan: the tree's markers and the detached outputs' fate.
@@ -887,8 +870,7 @@ impl App {
         };
         let (i, unit) = self.unit_mut(controller, parent, map_key.as_deref());
         unit.pending.extend(actions.iter().map(held_action));
-        let line = format!("paused: held {} write(s)", actions.len());
-        self.parents[i].push_log(line);
+        self.log_event(Some(i), event, None);
     }
 
     /// A sync ended: its writes become the unit's last, its state in sync, failed (with the
@@ -927,29 +909,34 @@ impl App {
             SyncState::InSync
         };
         self.restate(i, before);
-        if let Some(e) = error {
+        if error.is_some() {
             self.errors += 1;
-            let heading = error_heading(*error_layer);
-            self.parents[i].push_log(format!("sync of {parent} failed: {heading}: {e}"));
+            // The error's layer leads the line (the log printer has no room for it).
+            let lead = notice::Span {
+                text: format!("{}: ", error_heading(*error_layer)),
+                tone: Tone::Alert,
+            };
+            if let Some(n) = notice::sync_finished(event, notice::Repeat::First) {
+                self.log_notice(Some(i), &n, Some(lead));
+            }
         }
     }
 
     /// An engine error: counted, logged on its parent when it names a known one, else
     /// globally.
-    fn on_error(&mut self, controller: Option<&str>, object: Option<&str>, message: &str) {
+    fn on_error(&mut self, controller: Option<&str>, object: Option<&str>, event: &EngineEvent) {
         self.errors += 1;
-        let line = format!("error: {message}");
-        match (controller, object) {
+        let known = match (controller, object) {
             (Some(c), Some(o))
                 if self
                     .parent_index
                     .contains_key(&(c.to_string(), o.to_string())) =>
             {
-                let i = self.parent_mut(c, o);
-                self.parents[i].push_log(line);
+                Some(self.parent_mut(c, o))
             }
-            _ => self.push_log(line),
-        }
+            _ => None,
+        };
+        self.log_event(known, event, None);
     }
 
     /// The managed hook server changed state (a restart is counted).
@@ -961,17 +948,12 @@ impl App {
         state.clone_into(&mut s.state);
         s.pid = pid;
         message.clone_into(&mut s.message);
-        let line = format!("hook server {state}: {message}");
-        self.push_log(line);
     }
 
     /// A reload (or a refused one): the new last reload, its replay counts at zero.
     fn on_reload(&mut self, event: &EngineEvent, now: Instant) {
         let EngineEvent::Reload {
-            what,
-            paths,
-            message,
-            error,
+            what, paths, error, ..
         } = event
         else {
             return;
@@ -984,11 +966,7 @@ impl App {
             replayed: 0,
             error: error.clone(),
         });
-        let line = match error {
-            Some(e) => format!("reload of {what} refused: {e}"),
-            None => format!("reloaded {what}: {message}"),
-        };
-        self.push_log(line);
+        self.log_event(None, event, None);
     }
 
     /// A parent's request replayed against a reloaded hook: counted on the reload, kept as
@@ -1010,58 +988,82 @@ impl App {
             r.changed += usize::from(!changes.is_empty() || error.is_some());
         }
         let i = self.parent_mut(controller, parent);
-        let line = match error {
-            Some(e) => format!("replay of {hook}: the new hook failed: {e}"),
-            None if changes.is_empty() => format!("replay of {hook}: same answer"),
-            None => format!("replay of {hook}: {} field(s) changed", changes.len()),
-        };
         self.parents[i].replay = Some(ReplayRecord {
             hook: hook.clone(),
             changes: changes.clone(),
             error: error.clone(),
         });
-        self.parents[i].push_log(line);
+        self.log_event(Some(i), event, None);
     }
 
     /// A hot loop, a MapController's detached outputs or tombstone decision: a line of the
     /// parent's log.
     fn on_parent_notice(&mut self, event: &EngineEvent) {
-        let (controller, parent, line) = match event {
-            EngineEvent::HotLoop {
-                controller,
-                parent,
-                message,
-                ..
-            } => (controller, parent, format!("hot loop: {message}")),
-            EngineEvent::Detached {
-                controller,
-                parent,
-                map_key,
-                outputs,
-            } => (
-                controller,
-                parent,
-                format!("{map_key}: detached (input gone): {}", id_list(outputs)),
-            ),
-            EngineEvent::Tombstone {
-                controller,
-                parent,
-                map_key,
-                kept,
-                deleted,
-            } => (
-                controller,
-                parent,
-                format!(
-                    "{map_key}: tombstone kept [{}], deleted [{}]",
-                    id_list(kept),
-                    id_list(deleted)
-                ),
-            ),
-            _ => return,
+        let (EngineEvent::HotLoop {
+            controller, parent, ..
+        }
+        | EngineEvent::Detached {
+            controller, parent, ..
+        }
+        | EngineEvent::Tombstone {
+            controller, parent, ..
+        }) = event
+        else {
+            return;
         };
         let i = self.parent_mut(controller, parent);
-        self.parents[i].push_log(line);
+        self.log_event(Some(i), event, None);
+    }
+
+    /// Puts `event`'s [`notice`] on a log: parent `i`'s, or the engine's (`None`).
+    fn log_event(&mut self, i: Option<usize>, event: &EngineEvent, lead: Option<notice::Span>) {
+        if let Some(n) = notice::describe(event, false) {
+            self.log_notice(i, &n, lead);
+        }
+    }
+
+    /// Puts notice `n` on parent `i`'s log (`tag content`, a map key or `(status)` first), or
+    /// on the engine's log (controller and parent first); `lead` goes before everything.
+    /// Continuation lines are indented.
+    fn log_notice(&mut self, i: Option<usize>, n: &Notice, lead: Option<notice::Span>) {
+        let span = |text: String, tone| notice::Span { text, tone };
+        let mut head: notice::Line = lead.into_iter().collect();
+        match i {
+            Some(i) => {
+                // The parent column without the parent itself: a map key, `(status)`.
+                let rest = n
+                    .parent
+                    .strip_prefix(self.parents[i].key.as_str())
+                    .unwrap_or(&n.parent)
+                    .trim();
+                if !rest.is_empty() {
+                    head.push(span(format!("{rest}: "), Tone::Plain));
+                }
+            }
+            None => {
+                for who in [&n.controller, &n.parent] {
+                    if !who.is_empty() {
+                        head.push(span(format!("{who} "), Tone::Dim));
+                    }
+                }
+            }
+        }
+        head.push(span(format!("{} ", n.tag), n.tag_tone));
+        let mut lines = n.lines.iter();
+        if let Some(first) = lines.next() {
+            head.extend(first.iter().cloned());
+        }
+        let rest = lines.map(|l| {
+            let mut line = vec![span("  ".to_string(), Tone::Plain)];
+            line.extend(l.iter().cloned());
+            line
+        });
+        for line in std::iter::once(head).chain(rest) {
+            match i {
+                Some(i) => self.parents[i].push_log(line),
+                None => self.push_log(line),
+            }
+        }
     }
 
     /// Fold in a Kubernetes Event (from the Events watch).
@@ -1588,6 +1590,14 @@ pub(crate) fn error_heading(layer: Option<Layer>) -> String {
 mod tests {
     use super::*;
 
+    /// A parent's log lines without styling.
+    fn log_text(p: &Parent) -> Vec<String> {
+        p.log
+            .iter()
+            .map(|l| l.iter().map(|s| s.text.as_str()).collect())
+            .collect()
+    }
+
     fn started() -> EngineEvent {
         EngineEvent::ControllerStarted {
             controller_kind: "CompositeController".into(),
@@ -1655,14 +1665,65 @@ mod tests {
             app.apply(&e, now);
         }
         assert_eq!(app.parents.len(), 1);
-        let log: Vec<&String> = app.parents[0].log.iter().collect();
+        let log = log_text(&app.parents[0]);
         assert_eq!(
             log,
             [
-                "key-a: detached (input gone): Snap.v1 ns/s-a",
-                "key-a: tombstone kept [], deleted [Snap.v1 ns/s-a]"
+                "key-a: detached input gone: Snap.v1 ns/s-a",
+                "key-a: tombstone deleted Snap.v1 ns/s-a"
             ]
         );
+    }
+
+    /// The TUI's parent log words events as the headless log does (one [`notice`] for both):
+    /// a held plan lists each held write on its own line, a write failure says why.
+    #[test]
+    fn parent_log_lines_are_the_notices_of_the_headless_log() {
+        let mut app = App::new("ctx", false);
+        let now = Instant::now();
+        app.apply(&started(), now);
+        let held = EngineEvent::PlanHeld {
+            controller: "c".into(),
+            parent: "ns/p".into(),
+            map_key: None,
+            status_only: false,
+            actions: vec![HeldAction {
+                verb: ActionVerb::Update,
+                resource: "Pod.v1".into(),
+                object: "ns/x".into(),
+                detail: Some("spec.containers".into()),
+            }],
+        };
+        let failed = EngineEvent::Action {
+            controller: "c".into(),
+            parent: "ns/p".into(),
+            map_key: None,
+            verb: ActionVerb::Delete,
+            resource: "ConfigMap.v1".into(),
+            object: "ns/y".into(),
+            detail: None,
+            error: Some("forbidden".into()),
+        };
+        app.apply(&held, now);
+        app.apply(&failed, now);
+        let log = log_text(&app.parents[0]);
+        assert_eq!(
+            log,
+            [
+                "held paused, not written:",
+                "  update Pod.v1 ns/x (spec.containers)",
+                "delete ConfigMap.v1 ns/y  failed: forbidden",
+            ]
+        );
+        // The same words as the headless log's content column.
+        let printed = notice::describe(&held, false).expect("a notice").text();
+        assert_eq!(
+            printed,
+            "paused, not written:\nupdate Pod.v1 ns/x (spec.containers)"
+        );
+        let tones: Vec<Tone> = app.parents[0].log[2].iter().map(|s| s.tone).collect();
+        assert_eq!(tones.first(), Some(&Tone::Bad), "the delete tag is red");
+        assert_eq!(tones.last(), Some(&Tone::Alert), "the failure is an alert");
     }
 
     #[test]

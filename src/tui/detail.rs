@@ -262,7 +262,7 @@ fn events_tab(app: &App, p: &Parent, t: Theme, mask: bool) -> Vec<Line<'static>>
         out.push(Line::from(Span::styled("none", t.dim())));
     }
     out.push(Line::from(Span::styled("this parent (engine):", t.bold())));
-    out.extend(p.log.iter().map(|l| Line::from(l.clone())));
+    out.extend(p.log.iter().map(|l| notice_line(t, l)));
     if p.log.is_empty() {
         out.push(Line::from(Span::styled(
             "no events for this parent yet",
@@ -270,8 +270,17 @@ fn events_tab(app: &App, p: &Parent, t: Theme, mask: bool) -> Vec<Line<'static>>
         )));
     }
     out.push(Line::from(Span::styled("engine:", t.bold())));
-    out.extend(app.log.iter().rev().take(50).map(|l| Line::from(l.clone())));
+    out.extend(app.log.iter().rev().take(50).map(|l| notice_line(t, l)));
     out
+}
+
+/// A log line of engine notices, its tones as the theme's styles.
+fn notice_line(t: Theme, line: &crate::notice::Line) -> Line<'static> {
+    Line::from(
+        line.iter()
+            .map(|s| Span::styled(s.text.clone(), t.tone(s.tone)))
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// Draw the detail tabs into `area`; `item` is the selected tree line.

@@ -3,6 +3,8 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
+use crate::notice::Tone;
+
 /// The styles of one run.
 #[derive(Debug, Clone, Copy)]
 pub struct Theme {
@@ -17,6 +19,22 @@ impl Theme {
             Style::default().fg(c)
         } else {
             Style::default()
+        }
+    }
+
+    /// The style of a [`Tone`] of the engine's notices (the same tones the headless log
+    /// colors).
+    pub fn tone(self, tone: Tone) -> Style {
+        match tone {
+            Tone::Plain => Style::default(),
+            Tone::Dim => self.dim(),
+            Tone::Good => self.ok(),
+            Tone::Warn => self.warn(),
+            Tone::Bad => self.err(),
+            Tone::Alert => self.err().add_modifier(Modifier::BOLD),
+            Tone::Note => self.fg(Color::Cyan),
+            Tone::Meta => self.fg(Color::Blue),
+            Tone::Step => self.fg(Color::Magenta),
         }
     }
 

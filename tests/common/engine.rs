@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
-use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::engine::{Engine, OnceReport};
+use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, ControllerDef, Source};
 use serde_json::{Value, json};
 
