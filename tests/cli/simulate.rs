@@ -1,0 +1,259 @@
+//! `kubectl meta dryrun --simulate` against a sandbox standing for the live cluster: every
+//! sync until convergence runs on a private in-process copy, with the real engine and hooks;
+//! the live cluster's resourceVersion is checked unchanged after every run.
+
+use crate::common;
+
+use crate::common::cli::*;
+use serde_json::{Value, json};
+
+/// The document checked against docs/dryrun-simulate.schema.json.
+fn check_schema(doc: &Value) {
+    let path = repo().join("docs/dryrun-simulate.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if let Err(e) = common::schema::validate(&schema, &schema, doc, "$") {
+        panic!("{e}\n{doc:#}");
+    }
+}
+
+/// `dryrun --simulate ARGS -o json`: exit code, the document (checked against its schema),
+/// stderr.
+async fn simulate(
+    sb: &common::TestSandbox,
+    home: &std::path::Path,
+    args: &[&str],
+) -> (i32, Value, String) {
+    let mut all = vec!["--simulate", "-o", "json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = dryrun(sb, home, &all).await;
+    let doc = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    check_schema(&doc);
+    (code, doc, err)
+}
+
+/// A catset image change: the simulation replaces the 3 Pods one at a time (each once the
+/// one before is Ready, as the sandbox's kubelet makes it), converges, and the end state
+/// against live is 3 replacements; nothing is written to the live cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catset_image_change_simulates_to_three_replacements_and_converges() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let catset = example("catset");
+    let out = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &catset,
+            "--once",
+        ],
+    ))
+    .await;
+    assert_ok(&out);
+    let patched = sb.kubectl(&[
+        "patch",
+        "catset",
+        "nginx-backend",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.28"}]"#,
+    ]);
+    assert!(patched.status.success(), "{patched:?}");
+    let before = global_rv(&sb).await;
+
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &catset]).await;
+    assert_eq!(code, 1, "changes found: {doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["converged"], json!(true), "{doc:#}");
+    let replaced: Vec<&str> = parent["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["action"] == "recreate" && o["type"] == "Pod.v1")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        replaced,
+        ["nginx-backend-0", "nginx-backend-1", "nginx-backend-2"],
+        "{doc:#}"
+    );
+    for o in parent["objects"].as_array().unwrap() {
+        if o["action"] == "recreate" {
+            assert_eq!(o["live"]["spec"]["containers"][0]["image"], "nginx:1.27");
+            assert_eq!(o["planned"]["spec"]["containers"][0]["image"], "nginx:1.28");
+        }
+    }
+    // One Pod at a time: no step replaces two.
+    let steps = parent["steps"].as_array().unwrap();
+    let replacing: Vec<usize> = steps
+        .iter()
+        .map(|s| {
+            s["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| a.as_str().unwrap().starts_with("-/+ replace Pod"))
+                .count()
+        })
+        .collect();
+    assert!(replacing.iter().all(|n| *n <= 1), "{replacing:?}");
+    assert_eq!(replacing.iter().sum::<usize>(), 3, "{steps:#?}");
+    assert_eq!(doc["summary"]["replace"], json!(3), "{doc:#}");
+    assert_eq!(doc["summary"]["converged"], json!(true));
+    assert!(doc["summary"]["steps"].as_u64().unwrap() >= 3, "{doc:#}");
+
+    // The human output: collapsed steps, the end state, the summary.
+    let (code, out, err) = dryrun(&sb, home.path(), &["--simulate", "-f", &catset]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("  step 1: "), "{out}");
+    assert!(
+        out.contains("-/+ replace Pod default/nginx-backend-2"),
+        "{out}"
+    );
+    assert!(out.contains("simulated kubelet"), "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with("Plan: ")
+            && last.contains("(3 replaced)")
+            && last.contains("; converged in "),
+        "{last}"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+}
+
+/// The hello-world CRD, a sample, and a CompositeController whose exec hook is `script`.
+fn hello_with_hook(dir: &std::path::Path, script: &str) -> String {
+    exec_hook_controller(dir, "hello", script);
+    dir.display().to_string()
+}
+
+/// A hook that writes the time into the status on every sync never converges: named, with
+/// the field, exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_rewritten_every_sync_is_named_as_not_converging() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = hello_with_hook(
+        dir.path(),
+        "import json, sys, time\njson.load(sys.stdin)\nprint(json.dumps({\"status\": {\"syncedAt\": time.time_ns()}, \"children\": []}))\n",
+    );
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &files, "--max-steps", "5"]).await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["converged"], json!(false));
+    assert_eq!(parent["cause"]["cause"], json!("statusFlapping"), "{doc:#}");
+    assert_eq!(
+        parent["cause"]["fields"],
+        json!(["status.syncedAt"]),
+        "{doc:#}"
+    );
+    assert!(err.contains("status.syncedAt"), "{err}");
+}
+
+/// `--against`: the two hook versions' end states are compared parent by parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_shows_how_the_end_states_differ() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let hook = |value: &str| {
+        format!(
+            "import json, sys\nreq = json.load(sys.stdin)\nprint(json.dumps({{\"children\": [{{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"hello-cm\"}}, \"data\": {{\"v\": \"{value}\"}}}}]}}))\n"
+        )
+    };
+    let current = hello_with_hook(a.path(), &hook("new"));
+    let other = hello_with_hook(b.path(), &hook("old"));
+    for f in ["10-controller.yaml"] {
+        for d in [a.path(), b.path()] {
+            let text = std::fs::read_to_string(d.join(f)).unwrap();
+            std::fs::write(
+                d.join(f),
+                text.replace("resource: pods", "resource: configmaps"),
+            )
+            .unwrap();
+        }
+    }
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &a.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &current, "--against", &other]).await;
+    assert_eq!(code, 1, "{doc:#}\n{err}");
+    assert!(
+        err.contains("--against: 1 object(s) end differently"),
+        "{err}"
+    );
+    assert!(
+        err.contains("ConfigMap default/hello-cm: end states differ (against -> current): data.v"),
+        "{err}"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+}
+
+/// A child asking for a field its CRD's schema prunes: the hot-loop guard's finding names the
+/// field and the server's value; exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_the_server_prunes_is_named_with_the_hot_loop_finding() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_pruning_controller(dir.path());
+    let crds = dir.path().join("00-crds.yaml").display().to_string();
+    let applied = sb.kubectl(&["apply", "-f", &crds]);
+    assert!(applied.status.success(), "{applied:?}");
+    let sample = dir.path().join("20-sample.yaml").display().to_string();
+    common::wait_for("the Gadget CRD served", common::TIMEOUT, || async {
+        sb.kubectl(&["apply", "-f", &sample])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let before = global_rv(&sb).await;
+    let controller = dir.path().join("10-controller.yaml").display().to_string();
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &controller]).await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["cause"]["cause"], json!("hotLoop"), "{doc:#}");
+    let message = parent["cause"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.unknownField"), "{message}");
+    assert!(message.contains("prunes"), "{message}");
+    assert!(
+        err.contains("hot loop") && err.contains("spec.unknownField"),
+        "{err}"
+    );
+}
