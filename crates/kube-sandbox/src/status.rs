@@ -217,6 +217,18 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// `apierrors.NewInternalError(err)`: 500 "Internal error occurred: ERR", with `err` as the
+    /// one cause.
+    pub fn internal_error(err: &str) -> Self {
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {err}"),
+        );
+        e.details = Some(Box::new(serde_json::json!({"causes": [{"message": err}]})));
+        e
+    }
+
     /// The Status object.
     pub fn to_status(&self) -> Value {
         let mut s = json!({

@@ -12,28 +12,14 @@ use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/crd_lists");
 
-/// One raw request with the admin token: status code and JSON body.
 async fn call(
-    client: &reqwest::Client,
     t: &common::TestSandbox,
     method: &str,
     path: &str,
     body: &Value,
     content_type: &str,
 ) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let r = client
-        .request(method, format!("{}{path}", t.sandbox.url()))
-        .bearer_auth(t.sandbox.token())
-        .header("accept", "application/json")
-        .header("content-type", content_type)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("request");
-    let code = r.status().as_u16();
-    let bytes = r.bytes().await.expect("body");
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    common::admin_request(t, method, path, body, content_type).await
 }
 
 #[tokio::test]
@@ -41,17 +27,10 @@ async fn list_type_answers_match_the_real_server() {
     let spec: Value = common::fixture(FIXTURES, "cases.json");
     let expected: Value = common::fixture(FIXTURES, "expected.json");
     let t = common::start().await;
-    let client = reqwest::Client::builder()
-        .add_root_certificate(
-            reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca"),
-        )
-        .build()
-        .expect("client");
     let ns = spec["namespace"].as_str().expect("namespace");
     let crd = &spec["crd"];
     let json_ct = "application/json";
     let (code, body) = call(
-        &client,
         &t,
         "POST",
         "/api/v1/namespaces",
@@ -61,7 +40,6 @@ async fn list_type_answers_match_the_real_server() {
     .await;
     assert_eq!(code, 201, "{body}");
     let (code, body) = call(
-        &client,
         &t,
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -74,11 +52,10 @@ async fn list_type_answers_match_the_real_server() {
     let plural = crd["spec"]["names"]["plural"].as_str().expect("plural");
     let path = format!("/apis/{group}/v1/namespaces/{ns}/{plural}");
     common::wait_for("the CRD served", common::TIMEOUT, || {
-        let client = client.clone();
         let path = path.clone();
         let t = &t;
         async move {
-            let (code, _) = call(&client, t, "GET", &path, &Value::Null, json_ct).await;
+            let (code, _) = call(t, "GET", &path, &Value::Null, json_ct).await;
             (code == 200).then_some(())
         }
     })
@@ -91,7 +68,6 @@ async fn list_type_answers_match_the_real_server() {
                 let (manager, obj) = (a[0].as_str().expect("manager"), &a[1]);
                 let name = obj["metadata"]["name"].as_str().expect("name");
                 (code, body) = call(
-                    &client,
                     &t,
                     "PATCH",
                     &format!("{path}/{name}?fieldManager={manager}"),
@@ -102,12 +78,11 @@ async fn list_type_answers_match_the_real_server() {
             }
         } else {
             let obj = &case["create"];
-            (code, body) = call(&client, &t, "POST", &path, obj, json_ct).await;
+            (code, body) = call(&t, "POST", &path, obj, json_ct).await;
             if !case["update"].is_null() {
                 assert_eq!(code, 201, "{}: {body}", case["name"]);
                 let name = obj["metadata"]["name"].as_str().expect("name");
                 (code, body) = call(
-                    &client,
                     &t,
                     "PATCH",
                     &format!("{path}/{name}"),

@@ -269,25 +269,8 @@ async fn http_body(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
-    let client = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .build()
-        .expect("client");
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut rb = client
-        .request(method, format!("{}{path}", t.sandbox.url()))
-        .bearer_auth(token)
-        .header("accept", "application/json");
-    if let Some(b) = body {
-        rb = rb
-            .header("content-type", "application/json")
-            .body(b.to_string());
-    }
-    let r = rb.send().await.expect("request");
-    let code = r.status().as_u16();
-    let body = r.bytes().await.expect("body");
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let body = body.unwrap_or(Value::Null);
+    common::request_as(t, token, method, path, &body, "application/json").await
 }
 
 #[tokio::test]

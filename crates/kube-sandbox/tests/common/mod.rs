@@ -77,6 +77,51 @@ pub async fn kubectl_async(kubeconfig: &Path, args: &[&str], stdin: Option<&str>
         .expect("kubectl thread")
 }
 
+/// One raw HTTPS request with the admin token: status code and JSON body (null when the body
+/// is not JSON).
+pub async fn admin_request(
+    t: &TestSandbox,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+    content_type: &str,
+) -> (u16, serde_json::Value) {
+    request_as(t, t.sandbox.token(), method, path, body, content_type).await
+}
+
+/// Like [`admin_request`], with the bearer token `token`.
+pub async fn request_as(
+    t: &TestSandbox,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+    content_type: &str,
+) -> (u16, serde_json::Value) {
+    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client");
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut rb = client
+        .request(method, format!("{}{path}", t.sandbox.url()))
+        .bearer_auth(token)
+        .header("accept", "application/json");
+    if !body.is_null() {
+        rb = rb
+            .header("content-type", content_type)
+            .body(body.to_string());
+    }
+    let r = rb.send().await.expect("request");
+    let code = r.status().as_u16();
+    let bytes = r.bytes().await.expect("body");
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// A JSON file of a fixture directory (`cases.json`, or the `expected.json` its capture script
 /// wrote from a real kube-apiserver's answers).
 pub fn fixture(dir: &str, file: &str) -> serde_json::Value {
