@@ -1,6 +1,6 @@
 //! The real `kubectl-meta sandbox` binary: the start-up line, the private kubeconfig it writes,
 //! the real kubectl against it, clean exit on SIGTERM/SIGINT, `--state` across restarts, clear
-//! errors for bad `--listen` values, `--help`, and 401 for a wrong token.
+//! errors for bad `--listen` values, `--help`, 401 for a wrong token, and `--token-auth-file`.
 
 mod common;
 
@@ -311,6 +311,7 @@ async fn help_documents_state_and_ephemeral() {
         "--listen",
         "--write-kubeconfig",
         "--no-kubelet",
+        "--token-auth-file",
     ] {
         assert!(help.contains(flag), "{flag} in help:\n{help}");
     }
