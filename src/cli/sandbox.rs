@@ -33,4 +33,8 @@ pub struct SandboxArgs {
     /// the simulated kubelet marks them Succeeded, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub pod_run_ms: u64,
+    /// Also accept the bearer tokens of this CSV file, as kube-apiserver's --token-auth-file:
+    /// one `token,user,uid,"group1,group2"` per line (groups optional).
+    #[arg(long, value_name = "PATH")]
+    pub token_auth_file: Option<PathBuf>,
 }

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::exit::{self, Class};
 use super::interrupts::Interrupts;
 use crate::cli::sandbox::SandboxArgs;
-use kube_sandbox::{Sandbox, SandboxConfig, Storage, Tunables};
+use kube_sandbox::{Sandbox, SandboxConfig, SandboxError, Storage, Tunables};
 
 /// The per-user data directory of kubectl-meta (`$XDG_DATA_HOME/kubectl-meta`, else `~/.local/share/kubectl-meta`).
 pub fn data_dir() -> Result<PathBuf> {
@@ -45,6 +46,7 @@ pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
         storage,
         kubeconfig: Some(kubeconfig),
         tunables,
+        token_auth_file: args.token_auth_file.clone(),
         ..SandboxConfig::ephemeral()
     })
 }
@@ -64,7 +66,18 @@ pub async fn run(args: SandboxArgs) -> Result<()> {
         Storage::Ephemeral => "in memory".to_string(),
         Storage::Dir(d) => format!("state in {}", d.display()),
     };
-    let bound = Sandbox::bind(cfg).await.context("starting the sandbox")?;
+    // A token file that cannot be used is a mistake on the command line (exit 2); it is read
+    // before anything else starts.
+    let bound = Sandbox::bind(cfg)
+        .await
+        .map_err(|e| match e {
+            SandboxError::TokenFile(_) => exit::tag(
+                anyhow::Error::new(e).context("--token-auth-file"),
+                Class::Usage,
+            ),
+            e => anyhow::Error::new(e),
+        })
+        .context("starting the sandbox")?;
     let kc = bound
         .kubeconfig_path()
         .map(|p| p.display().to_string())

@@ -1,6 +1,6 @@
 //! The real `kubectl-meta sandbox` binary: the start-up line, the private kubeconfig it writes,
 //! the real kubectl against it, clean exit on SIGTERM/SIGINT, `--state` across restarts, clear
-//! errors for bad `--listen` values, `--help`, and 401 for a wrong token.
+//! errors for bad `--listen` values, `--help`, 401 for a wrong token, and `--token-auth-file`.
 
 use crate::common;
 
@@ -93,6 +93,24 @@ impl Running {
         );
         (rest, err)
     }
+}
+
+/// A copy of kubeconfig `kc` (next to it, named after the token) with its token replaced by
+/// `token`.
+fn with_token(kc: &Path, token: &str) -> PathBuf {
+    let yaml = std::fs::read_to_string(kc).expect("kubeconfig");
+    let token_line = yaml
+        .lines()
+        .find(|l| l.trim_start().starts_with("token: "))
+        .expect("token line")
+        .to_string();
+    let out = kc.with_file_name(format!("{token}.kubeconfig"));
+    std::fs::write(
+        &out,
+        yaml.replace(&token_line, &format!("    token: {token}")),
+    )
+    .expect("write kubeconfig");
+    out
 }
 
 /// Run kubectl off the async threads.
@@ -293,6 +311,7 @@ async fn help_documents_state_and_ephemeral() {
         "--listen",
         "--write-kubeconfig",
         "--no-kubelet",
+        "--token-auth-file",
     ] {
         assert!(help.contains(flag), "{flag} in help:\n{help}");
     }
@@ -311,14 +330,7 @@ async fn kubectl_with_a_wrong_token_is_unauthorized() {
         ],
     )
     .await;
-    let yaml = std::fs::read_to_string(&kc).expect("kubeconfig");
-    let token_line = yaml
-        .lines()
-        .find(|l| l.trim_start().starts_with("token: "))
-        .expect("token line")
-        .to_string();
-    let bad = home.path().join("bad.kubeconfig");
-    std::fs::write(&bad, yaml.replace(&token_line, "    token: wrong-token")).expect("write");
+    let bad = with_token(&kc, "wrong-token");
 
     let out = kubectl(&bad, &["get", "ns"], None).await;
     let err = String::from_utf8_lossy(&out.stderr);
@@ -330,4 +342,56 @@ async fn kubectl_with_a_wrong_token_is_unauthorized() {
     // The right one still works.
     common::ok_stdout(&kubectl(&kc, &["get", "ns", "default"], None).await);
     r.stop("TERM").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_auth_file_users_can_use_the_sandbox_and_a_bad_file_is_a_usage_error() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let tokens = home.path().join("tokens.csv");
+    std::fs::write(&tokens, "dev-token,dev,uid-dev,\"system:masters\"\n").expect("tokens");
+    let kc = home.path().join("kubeconfig");
+    let r = start(
+        home.path(),
+        &[
+            "--ephemeral",
+            "--write-kubeconfig",
+            kc.to_str().expect("utf-8"),
+            "--token-auth-file",
+            tokens.to_str().expect("utf-8"),
+        ],
+    )
+    .await;
+    let dev = with_token(&kc, "dev-token");
+    let who = common::ok_stdout(&kubectl(&dev, &["auth", "whoami"], None).await);
+    assert!(who.contains("dev") && who.contains("uid-dev"), "{who}");
+    common::ok_stdout(&kubectl(&dev, &["get", "ns", "default"], None).await);
+    r.stop("TERM").await;
+
+    // A record with 2 columns: refused before anything starts, exit 2, naming the file.
+    std::fs::write(&tokens, "dev-token,dev\n").expect("tokens");
+    let out = tokio::task::spawn_blocking({
+        let tokens = tokens.clone();
+        let home = home.path().to_path_buf();
+        move || {
+            std::process::Command::new(BIN)
+                .args(["sandbox", "--ephemeral", "--token-auth-file"])
+                .arg(&tokens)
+                .env("XDG_DATA_HOME", home.join("data"))
+                .env("HOME", &home)
+                .output()
+                .expect("kubectl-meta runs")
+        }
+    })
+    .await
+    .expect("task");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "token file '{}' must have at least 3 columns (token, user name, user uid), found 2 (line 1)",
+            tokens.display()
+        )),
+        "stderr: {err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing announced: {:?}", out.stdout);
 }

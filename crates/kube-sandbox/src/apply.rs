@@ -1,8 +1,10 @@
 //! Server-side apply (`application/apply-patch+yaml`) and the `metadata.managedFields` bookkeeping
 //! that every write does: which manager owns which fields (FieldsV1 encoding), merging an applied
 //! configuration into the live object, pruning fields a manager stopped applying, and apply
-//! conflicts with kube-apiserver's error text. Lists are associative, sets or atomic by
-//! [`super::patch::list_merge_key`].
+//! conflicts with kube-apiserver's error text. Lists of a custom resource are associative, sets
+//! or atomic by its CRD schema (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`; atomic
+//! when unset, as for kube-apiserver); lists of built-in kinds (and parts of a custom resource its
+//! schema does not describe, such as `metadata`) by [`super::patch::list_merge_key`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,6 +12,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::patch::{ListKey, list_merge_key};
+use super::schema::Schema;
 
 const APPLY: &str = "Apply";
 const UPDATE: &str = "Update";
@@ -42,6 +45,10 @@ pub enum ApplyError {
     /// The applied configuration cannot be applied at all (kube-apiserver answers 400).
     #[error("{0}")]
     Invalid(String),
+    /// The applied configuration does not fit the schema's list types (kube-apiserver answers
+    /// 500 "failed to create typed patch object"); the text is structured-merge-diff's.
+    #[error("{0}")]
+    TypedPatch(String),
 }
 
 /// One field the applied configuration would change that another manager owns.
@@ -91,6 +98,10 @@ fn conflict_message(conflicts: &[Conflict]) -> String {
 /// ownership to this manager. Never touches `metadata.{uid, resourceVersion, generation,
 /// creationTimestamp, deletionTimestamp, managedFields}`, nor `status` unless
 /// `subresource == Some("status")`, in which case only `status` is applied.
+///
+/// `schema` is the CRD schema of a custom resource (None for built-in kinds): it decides how
+/// lists merge, and an applied list of `x-kubernetes-list-type: map` with two items of the same
+/// key is refused as kube-apiserver refuses it (500, "duplicate entries for key").
 pub fn apply(
     live: Option<&Value>,
     applied: &Value,
@@ -98,8 +109,12 @@ pub fn apply(
     force: bool,
     subresource: Option<&str>,
     now: &str,
+    schema: Option<&Schema>,
 ) -> Result<Value, ApplyError> {
     let config = applied_config(live, applied, subresource)?;
+    if let Some(s) = schema {
+        duplicate_map_keys(&config, At::root(Some(s)), "")?;
+    }
     let old = live
         .filter(|v| v.is_object())
         .cloned()
@@ -107,7 +122,7 @@ pub fn apply(
     let api_version = api_version_of(&old)
         .or_else(|| api_version_of(&config))
         .unwrap_or_default();
-    let config_set = owned_fields(&config, false);
+    let config_set = owned_fields(&config, schema, false);
     let mut entries = decode_entries(&old);
     if live.is_some() && entries.is_empty() {
         entries.push(Entry::new(
@@ -116,12 +131,12 @@ pub fn apply(
             None,
             api_version.clone(),
             now,
-            owned_fields(&old, true),
+            owned_fields(&old, schema, true),
         ));
     }
 
     let mut merged = old.clone();
-    merge(&mut merged, &config, "");
+    merge(&mut merged, &config, At::root(schema));
     let own = entries
         .iter()
         .position(|e| e.is(manager, APPLY, subresource));
@@ -132,11 +147,16 @@ pub fn apply(
                 keep.union(&entry.fields);
             }
         }
-        prune(&mut merged, &entries[own].fields, Some(&keep), "");
+        prune(
+            &mut merged,
+            &entries[own].fields,
+            Some(&keep),
+            At::root(schema),
+        );
     }
 
-    let (changed, removed) = diff(&old, &merged);
-    let conflicts = apply_conflicts(&entries, own, &changed, manager, &old, &api_version);
+    let (changed, removed) = diff(&old, &merged, schema);
+    let conflicts = apply_conflicts(&entries, own, &changed, manager, &old, &api_version, schema);
     if !conflicts.is_empty() && !force {
         return Err(ApplyError::Conflict { conflicts });
     }
@@ -203,9 +223,15 @@ fn applied_config(
 }
 
 /// The fields of `value` a manager can own (see [`collect`] for `every_node`).
-fn owned_fields(value: &Value, every_node: bool) -> FieldSet {
+fn owned_fields(value: &Value, schema: Option<&Schema>, every_node: bool) -> FieldSet {
     let mut set = FieldSet::default();
-    collect(value, "", &mut Vec::new(), &mut set, every_node);
+    collect(
+        value,
+        At::root(schema),
+        &mut Vec::new(),
+        &mut set,
+        every_node,
+    );
     strip_server_fields(&mut set);
     set
 }
@@ -220,9 +246,10 @@ fn apply_conflicts(
     manager: &str,
     old: &Value,
     api_version: &str,
+    schema: Option<&Schema>,
 ) -> Vec<Conflict> {
     let upgradable = (manager == KUBECTL)
-        .then(|| fields_from_last_applied(old, api_version))
+        .then(|| fields_from_last_applied(old, api_version, schema))
         .flatten()
         .unwrap_or_default();
     let mut conflicts = Vec::new();
@@ -303,7 +330,11 @@ fn record_apply(
 /// The fields of `live`'s last-applied annotation (written by client-side apply at
 /// `api_version`) whose values `live` still has: kube-apiserver's
 /// `allowedConflictsFromLastApplied`.
-fn fields_from_last_applied(live: &Value, api_version: &str) -> Option<FieldSet> {
+fn fields_from_last_applied(
+    live: &Value,
+    api_version: &str,
+    schema: Option<&Schema>,
+) -> Option<FieldSet> {
     let text = live
         .pointer("/metadata/annotations")?
         .get(LAST_APPLIED)?
@@ -313,9 +344,9 @@ fn fields_from_last_applied(live: &Value, api_version: &str) -> Option<FieldSet>
         return None;
     }
     let mut fields = FieldSet::default();
-    collect(&last, "", &mut Vec::new(), &mut fields, true);
+    collect(&last, At::root(schema), &mut Vec::new(), &mut fields, true);
     strip_server_fields(&mut fields);
-    let (changed, removed) = diff(&last, live);
+    let (changed, removed) = diff(&last, live, schema);
     Some(fields.difference(&changed).difference(&removed))
 }
 
@@ -388,6 +419,7 @@ pub fn record_update(
     manager: &str,
     subresource: Option<&str>,
     now: &str,
+    schema: Option<&Schema>,
 ) {
     if !new.is_object() {
         return;
@@ -402,7 +434,7 @@ pub fn record_update(
         old.map(decode_entries).unwrap_or_default()
     };
     let empty = json!({});
-    let (changed, removed) = diff(old.unwrap_or(&empty), new);
+    let (changed, removed) = diff(old.unwrap_or(&empty), new, schema);
     let api_version = api_version_of(new).unwrap_or_default();
 
     let own = entries
@@ -645,15 +677,54 @@ fn display_path(path: &[String]) -> String {
 // List shapes
 
 /// How a list's items are identified.
-enum ListKind {
+enum ListKind<'s> {
     Atomic,
     Set,
-    Map(Vec<&'static str>),
+    Map(Vec<&'s str>),
 }
 
-/// The shape of list `field`, judged from the items of either side of a merge or comparison.
-/// Ports are keyed by port and protocol (defaulted to TCP), as in the Kubernetes schema.
-fn list_kind(field: &str, items: &[Value], other_items: &[Value]) -> ListKind {
+/// Where a walk over an object is: the field name (for the list shapes of built-in kinds) and,
+/// in a custom resource, the CRD schema of the node.
+#[derive(Clone, Copy)]
+struct At<'f, 's> {
+    field: &'f str,
+    schema: Option<&'s Schema>,
+}
+
+impl<'f, 's> At<'f, 's> {
+    fn root(schema: Option<&'s Schema>) -> Self {
+        At { field: "", schema }
+    }
+
+    /// The node of field `name` of this one.
+    fn child<'g>(self, name: &'g str) -> At<'g, 's> {
+        At {
+            field: name,
+            schema: self.schema.and_then(|s| s.field_schema(name)),
+        }
+    }
+
+    /// The node of this list's items.
+    fn item(self) -> At<'static, 's> {
+        At {
+            field: "",
+            schema: self.schema.and_then(Schema::items_schema),
+        }
+    }
+}
+
+/// The shape of the list at `at`: by its CRD schema where there is one, else judged from the
+/// field name and the items of either side of a merge or comparison. Ports are keyed by port
+/// and protocol (defaulted to TCP), as in the Kubernetes schema.
+fn list_kind<'s>(at: At<'_, 's>, items: &[Value], other_items: &[Value]) -> ListKind<'s> {
+    if let Some(s) = at.schema {
+        return match s.list_type() {
+            Some("set") => ListKind::Set,
+            Some("map") => ListKind::Map(s.list_map_keys().iter().map(String::as_str).collect()),
+            _ => ListKind::Atomic,
+        };
+    }
+    let field = at.field;
     match list_merge_key(field, items).or_else(|| list_merge_key(field, other_items)) {
         None => ListKind::Atomic,
         Some(ListKey::PrimitiveSet) => ListKind::Set,
@@ -679,7 +750,7 @@ fn item_elements(kind: &ListKind, items: &[Value]) -> Option<Vec<String>> {
             }
             ListKind::Map(keys) => {
                 let mut key = Map::new();
-                for &name in keys {
+                for &name in keys.iter() {
                     let value = match item.get(name) {
                         Some(value) if !value.is_null() => value.clone(),
                         _ if name == "protocol" => json!("TCP"),
@@ -711,7 +782,7 @@ fn is_atomic_map(value: &Value) -> bool {
 /// list items are (what an applied configuration owns).
 fn collect(
     value: &Value,
-    field: &str,
+    at: At<'_, '_>,
     path: &mut Vec<String>,
     set: &mut FieldSet,
     every_node: bool,
@@ -723,11 +794,11 @@ fn collect(
             }
             for (name, child) in map {
                 path.push(format!("f:{name}"));
-                collect(child, name, path, set, every_node);
+                collect(child, at.child(name), path, set, every_node);
                 path.pop();
             }
         }
-        Value::Array(items) => match item_elements(&list_kind(field, items, &[]), items) {
+        Value::Array(items) => match item_elements(&list_kind(at, items, &[]), items) {
             Some(elements) => {
                 if every_node {
                     set.insert(path);
@@ -735,7 +806,7 @@ fn collect(
                 for (element, item) in elements.into_iter().zip(items) {
                     path.push(element);
                     set.insert(path);
-                    collect(item, "", path, set, every_node);
+                    collect(item, at.item(), path, set, every_node);
                     path.pop();
                 }
             }
@@ -747,13 +818,13 @@ fn collect(
 
 /// The fields added or modified (`.0`) and removed (`.1`) from `old` to `new`, without the fields
 /// the server owns.
-fn diff(old: &Value, new: &Value) -> (FieldSet, FieldSet) {
+fn diff(old: &Value, new: &Value, schema: Option<&Schema>) -> (FieldSet, FieldSet) {
     let mut changed = FieldSet::default();
     let mut removed = FieldSet::default();
     compare(
         Some(old),
         Some(new),
-        "",
+        At::root(schema),
         &mut Vec::new(),
         &mut changed,
         &mut removed,
@@ -769,15 +840,15 @@ fn diff(old: &Value, new: &Value) -> (FieldSet, FieldSet) {
 fn compare(
     old: Option<&Value>,
     new: Option<&Value>,
-    field: &str,
+    at: At<'_, '_>,
     path: &mut Vec<String>,
     changed: &mut FieldSet,
     removed: &mut FieldSet,
 ) {
     let (old, new) = match (old, new) {
         (None, None) => return,
-        (None, Some(new)) => return collect(new, field, path, changed, true),
-        (Some(old), None) => return collect(old, field, path, removed, true),
+        (None, Some(new)) => return collect(new, at, path, changed, true),
+        (Some(old), None) => return collect(old, at, path, removed, true),
         (Some(old), Some(new)) => (old, new),
     };
     match (old, new) {
@@ -792,7 +863,7 @@ fn compare(
                 compare(
                     old_map.get(name),
                     new_map.get(name),
-                    name,
+                    at.child(name),
                     path,
                     changed,
                     removed,
@@ -802,7 +873,7 @@ fn compare(
             return;
         }
         (Value::Array(old_items), Value::Array(new_items)) => {
-            let kind = list_kind(field, new_items, old_items);
+            let kind = list_kind(at, new_items, old_items);
             if let (Some(old_elements), Some(new_elements)) = (
                 item_elements(&kind, old_items),
                 item_elements(&kind, new_items),
@@ -813,13 +884,13 @@ fn compare(
                         .position(|e| e == element)
                         .map(|i| &old_items[i]);
                     path.push(element.clone());
-                    compare(old_item, Some(item), "", path, changed, removed);
+                    compare(old_item, Some(item), at.item(), path, changed, removed);
                     path.pop();
                 }
                 for (element, item) in old_elements.iter().zip(old_items) {
                     if !new_elements.contains(element) {
                         path.push(element.clone());
-                        collect(item, "", path, removed, true);
+                        collect(item, at.item(), path, removed, true);
                         path.pop();
                     }
                 }
@@ -831,21 +902,21 @@ fn compare(
     if old == new {
         return;
     }
-    if !has_children(old, field) && !has_children(new, field) {
+    if !has_children(old, at) && !has_children(new, at) {
         changed.insert(path);
     } else {
         // The value changed shape: everything under it went away and came back.
-        collect(old, field, path, removed, true);
-        collect(new, field, path, changed, true);
+        collect(old, at, path, removed, true);
+        collect(new, at, path, changed, true);
     }
 }
 
 /// Whether `value` is a node with owned fields below it rather than a leaf.
-fn has_children(value: &Value, field: &str) -> bool {
+fn has_children(value: &Value, at: At<'_, '_>) -> bool {
     match value {
         Value::Object(map) => !map.is_empty() && !is_atomic_map(value),
         Value::Array(items) => {
-            !items.is_empty() && item_elements(&list_kind(field, items, &[]), items).is_some()
+            !items.is_empty() && item_elements(&list_kind(at, items, &[]), items).is_some()
         }
         _ => false,
     }
@@ -853,13 +924,13 @@ fn has_children(value: &Value, field: &str) -> bool {
 
 /// Merges an applied configuration into the live object: maps merge, associative lists and sets
 /// merge item by item (kube-apiserver's order), everything else is replaced.
-fn merge(live: &mut Value, config: &Value, field: &str) {
+fn merge(live: &mut Value, config: &Value, at: At<'_, '_>) {
     if let (Value::Object(live_map), Value::Object(config_map)) = (&mut *live, config)
         && !is_atomic_map(config)
     {
         for (name, value) in config_map {
             match live_map.get_mut(name) {
-                Some(existing) => merge(existing, value, name),
+                Some(existing) => merge(existing, value, at.child(name)),
                 None => {
                     live_map.insert(name.clone(), value.clone());
                 }
@@ -868,12 +939,18 @@ fn merge(live: &mut Value, config: &Value, field: &str) {
         return;
     }
     if let (Value::Array(live_items), Value::Array(config_items)) = (&mut *live, config) {
-        let kind = list_kind(field, config_items, live_items);
+        let kind = list_kind(at, config_items, live_items);
         if let (Some(live_elements), Some(config_elements)) = (
             item_elements(&kind, live_items),
             item_elements(&kind, config_items),
         ) {
-            *live_items = merge_items(live_items, &live_elements, config_items, &config_elements);
+            *live_items = merge_items(
+                live_items,
+                &live_elements,
+                config_items,
+                &config_elements,
+                at.item(),
+            );
             return;
         }
     }
@@ -887,6 +964,7 @@ fn merge_items(
     live_elements: &[String],
     config: &[Value],
     config_elements: &[String],
+    item_at: At<'_, '_>,
 ) -> Vec<Value> {
     let in_config = |element: &String| config_elements.contains(element);
     let live_item = |element: &String| {
@@ -898,7 +976,7 @@ fn merge_items(
     let merged_item = |live: Option<&Value>, config: &Value| match live {
         Some(live) => {
             let mut item = live.clone();
-            merge(&mut item, config, "");
+            merge(&mut item, config, item_at);
             item
         }
         None => config.clone(),
@@ -952,7 +1030,7 @@ fn merge_items(
 /// Removes from `value` what this manager applied last time (`last`) that nobody claims now
 /// (`keep`: this apply's fields and every other manager's). Maps and lists emptied by the removal
 /// go too, unless claimed.
-fn prune(value: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, field: &str) {
+fn prune(value: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, at: At<'_, '_>) {
     if is_atomic_map(value) {
         return;
     }
@@ -971,14 +1049,14 @@ fn prune(value: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, field: &st
                     continue;
                 }
                 let was_empty = is_empty_container(child);
-                prune(child, last_child, keep_child, name);
+                prune(child, last_child, keep_child, at.child(name));
                 if keep_child.is_none() && !was_empty && is_empty_container(child) {
                     map.shift_remove(name);
                 }
             }
         }
         Value::Array(items) => {
-            let kind = list_kind(field, items, &[]);
+            let kind = list_kind(at, items, &[]);
             let Some(elements) = item_elements(&kind, items) else {
                 return;
             };
@@ -991,7 +1069,7 @@ fn prune(value: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, field: &st
                 if last_child.member && keep_child.is_none() {
                     gone.push(element);
                 } else {
-                    prune(item, last_child, keep_child, "");
+                    prune(item, last_child, keep_child, at.item());
                 }
             }
             let mut elements = elements.iter();
@@ -999,6 +1077,44 @@ fn prune(value: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, field: &st
         }
         _ => {}
     }
+}
+
+/// structured-merge-diff's refusal of an applied configuration with two items of one key in a
+/// list of `x-kubernetes-list-type: map` (`.spec.ports: duplicate entries for key
+/// [name="http"]`), which kube-apiserver answers with 500.
+fn duplicate_map_keys(value: &Value, at: At<'_, '_>, path: &str) -> Result<(), ApplyError> {
+    match value {
+        Value::Object(map) => {
+            for (name, child) in map {
+                duplicate_map_keys(child, at.child(name), &format!("{path}.{name}"))?;
+            }
+        }
+        Value::Array(items) => {
+            if let ListKind::Map(keys) = list_kind(at, items, &[]) {
+                let mut seen: Vec<Vec<Option<&Value>>> = Vec::new();
+                for item in items {
+                    let key: Vec<Option<&Value>> = keys.iter().map(|k| item.get(*k)).collect();
+                    if seen.contains(&key) {
+                        let shown: Vec<String> = keys
+                            .iter()
+                            .zip(&key)
+                            .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+                            .collect();
+                        return Err(ApplyError::TypedPatch(format!(
+                            "{path}: duplicate entries for key [{}]",
+                            shown.join(",")
+                        )));
+                    }
+                    seen.push(key);
+                }
+            }
+            for (i, item) in items.iter().enumerate() {
+                duplicate_map_keys(item, at.item(), &format!("{path}[{i}]"))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn is_empty_container(value: &Value) -> bool {
@@ -1132,6 +1248,29 @@ fn write_entries(object: &mut Value, entries: Vec<Entry>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::apply`] of a built-in kind (no CRD schema).
+    fn apply(
+        live: Option<&Value>,
+        applied: &Value,
+        manager: &str,
+        force: bool,
+        subresource: Option<&str>,
+        now: &str,
+    ) -> Result<Value, ApplyError> {
+        super::apply(live, applied, manager, force, subresource, now, None)
+    }
+
+    /// [`super::record_update`] of a built-in kind (no CRD schema).
+    fn record_update(
+        old: Option<&Value>,
+        new: &mut Value,
+        manager: &str,
+        subresource: Option<&str>,
+        now: &str,
+    ) {
+        super::record_update(old, new, manager, subresource, now, None)
+    }
 
     const T1: &str = "2025-01-01T00:00:00Z";
     const T2: &str = "2025-01-02T00:00:00Z";

@@ -123,6 +123,22 @@ impl SandboxBuilder {
         self
     }
 
+    /// Authenticate the bearer tokens of a CSV file as kube-apiserver's `--token-auth-file`
+    /// does (`token,user,uid,"group1,group2"` per line); a file that cannot be read or parsed
+    /// fails [`start`](Self::start) with [`SandboxError::TokenFile`].
+    pub fn token_auth_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cfg.token_auth_file = Some(path.into());
+        self
+    }
+
+    /// Serve requests without credentials as `system:anonymous` (the default, as
+    /// kube-apiserver's `--anonymous-auth=true`: RBAC decides, most are 403) or refuse them with
+    /// 401 (`false`).
+    pub fn anonymous_auth(mut self, on: bool) -> Self {
+        self.cfg.anonymous_auth = on;
+        self
+    }
+
     /// Create namespace `name` (with its default ServiceAccount and `kube-root-ca.crt`).
     pub fn namespace(mut self, name: impl Into<String>) -> Self {
         self.seeds.push(Seed::Namespace(name.into()));

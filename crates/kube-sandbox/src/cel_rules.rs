@@ -259,6 +259,25 @@ thread_local! {
     static ROOT: Context<'static> = Context::default().with_all();
 }
 
+/// Evaluates a boolean expression (an admission webhook's `matchConditions` entry) with
+/// `vars` bound, in the same environment as the CRD rules: its result, or the error worded as
+/// cel-go words it (a compile error, an evaluation error, or `no such overload` for a value
+/// that is not a bool).
+pub(crate) fn eval_condition(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> {
+    let program = Program::compile(expression).map_err(|e| cel_go_errors(&e))?;
+    ROOT.with(|root| {
+        let mut ctx = root.new_inner_scope();
+        for (name, v) in vars {
+            ctx.add_variable_from_value(*name, to_cel(v));
+        }
+        match program.execute(&ctx) {
+            Ok(CelValue::Bool(b)) => Ok(b),
+            Ok(_) => Err("no such overload".to_string()),
+            Err(e) => Err(eval_error(&e)),
+        }
+    })
+}
+
 /// How cel-go words an evaluation error.
 fn eval_error(e: &ExecutionError) -> String {
     match e {

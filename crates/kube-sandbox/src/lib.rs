@@ -83,6 +83,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 pub use auth::certs::ClientCredentials;
+pub use auth::token_file::TokenFileError;
 pub use builder::SandboxBuilder;
 use persist::{Db, Loaded, PersistError};
 use state::State;
@@ -111,6 +112,12 @@ pub struct SandboxConfig {
     pub tunables: Tunables,
     /// Number of changes kept for watches that resume from a resourceVersion.
     pub history: usize,
+    /// Static bearer tokens, a CSV file as kube-apiserver's `--token-auth-file`
+    /// (`token,user,uid,"group1,group2"`); read when the sandbox starts.
+    pub token_auth_file: Option<PathBuf>,
+    /// Requests without credentials are `system:anonymous` (kube-apiserver's default
+    /// `--anonymous-auth=true`: RBAC then decides, so most are 403); `false` refuses them with 401.
+    pub anonymous_auth: bool,
 }
 
 impl SandboxConfig {
@@ -122,6 +129,8 @@ impl SandboxConfig {
             kubeconfig: None,
             tunables: Tunables::default(),
             history: 50_000,
+            token_auth_file: None,
+            anonymous_auth: true,
         }
     }
 }
@@ -157,6 +166,9 @@ pub enum SandboxError {
         /// Cause (part of the message, not a `source`, so error chains don't print it twice).
         cause: std::io::Error,
     },
+    /// The `--token-auth-file` could not be used.
+    #[error(transparent)]
+    TokenFile(#[from] auth::token_file::TokenFileError),
     /// A seed document of [`SandboxBuilder`] could not be created.
     #[error("{origin}: {message}")]
     Seed {
@@ -288,6 +300,10 @@ impl Sandbox {
 
     /// Open storage, bootstrap built-in objects, bind the listener and write the kubeconfig.
     pub async fn bind(cfg: SandboxConfig) -> Result<Bound, SandboxError> {
+        let static_tokens = match &cfg.token_auth_file {
+            Some(path) => auth::token_file::StaticTokens::from_file(path)?,
+            None => Default::default(),
+        };
         let (db, loaded, token) = match &cfg.storage {
             Storage::Ephemeral => (None, Loaded::default(), random_token()),
             Storage::Dir(dir) => {
@@ -317,6 +333,8 @@ impl Sandbox {
                 Storage::Ephemeral => None,
             })?,
             ca: auth::certs::Ca::new(tls.ca_key_pem.clone()),
+            static_tokens,
+            anonymous: cfg.anonymous_auth,
         };
         let state = State::new(
             store,

@@ -592,7 +592,14 @@ fn store_created(
         }
         let mut candidate = obj.clone();
         if !c.managed_fields_done {
-            apply::record_update(None, &mut candidate, &opts.field_manager, None, c.now);
+            apply::record_update(
+                None,
+                &mut candidate,
+                &opts.field_manager,
+                None,
+                c.now,
+                def.schema(),
+            );
         }
         if opts.dry_run {
             return Ok(Written {
@@ -784,6 +791,7 @@ fn write_update(
             &opts.field_manager,
             sub,
             &now_rfc3339(),
+            def.schema(),
         );
     }
     if opts.dry_run {
@@ -992,8 +1000,16 @@ pub fn patch(
                 )));
             }
             applied["metadata"]["name"] = json!(name);
-            let obj = apply::apply(None, &applied, &opts.field_manager, force, sub, &now)
-                .map_err(|e| apply_err(def, name, e))?;
+            let obj = apply::apply(
+                None,
+                &applied,
+                &opts.field_manager,
+                force,
+                sub,
+                &now,
+                def.schema(),
+            )
+            .map_err(|e| apply_err(def, name, &applied, e))?;
             return match create_checked(state, def, url_ns, obj, opts, true) {
                 Err(e) if e.reason == "AlreadyExists" => continue,
                 other => other,
@@ -1035,8 +1051,9 @@ pub fn patch(
                     force,
                     sub,
                     &now,
+                    def.schema(),
                 )
-                .map_err(|e| apply_err(def, name, e))?;
+                .map_err(|e| apply_err(def, name, &applied, e))?;
                 managed_done = true;
             }
         }
@@ -1070,13 +1087,20 @@ pub fn patch(
     Err(ApiError::conflict_modified(target(def, name)))
 }
 
-fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
+fn apply_err(def: &ResourceDef, name: &str, applied: &Value, e: ApplyError) -> ApiError {
     match &e {
-        ApplyError::Conflict { .. } => {
+        // `apierrors.NewApplyConflict`: one cause per field and manager, nothing else.
+        ApplyError::Conflict { conflicts } => {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|c| {
+                    json!({"reason": "FieldManagerConflict",
+                        "message": format!("conflict with {}", c.manager_description),
+                        "field": c.field})
+                })
+                .collect();
             let mut err = ApiError::new(409, "Conflict", e.to_string());
-            err.details = Some(Box::new(
-                json!({"name": name, "group": def.group, "kind": def.plural}),
-            ));
+            err.details = Some(Box::new(json!({"causes": causes})));
             err
         }
         ApplyError::Invalid(m) if m.contains("managedFields") => ApiError::bad_request(m.clone()),
@@ -1085,6 +1109,20 @@ fn apply_err(def: &ResourceDef, name: &str, e: ApplyError) -> ApiError {
             format!("{} \"{name}\" is invalid: {m}", qualified_kind(def)),
             vec![],
         ),
+        // kube-apiserver wraps structured-merge-diff's error in a plain (reason-less) 500,
+        // naming the applied object by its own namespace and name.
+        ApplyError::TypedPatch(m) => {
+            let ns = str_at(applied, &["metadata", "namespace"]).unwrap_or_default();
+            ApiError::new(
+                500,
+                "",
+                format!(
+                    "failed to create typed patch object ({ns}/{name}; {}, Kind={}): {m}",
+                    def.api_version(),
+                    def.kind
+                ),
+            )
+        }
     }
 }
 

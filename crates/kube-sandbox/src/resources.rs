@@ -476,6 +476,8 @@ const BUILTINS: &[Builtin] = &[
 const GROUP_ORDER: &[&str] = &[
     "apps",
     "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
     "autoscaling",
     "batch",
     "policy",
@@ -488,6 +490,57 @@ const GROUP_ORDER: &[&str] = &[
     "admissionregistration.k8s.io",
     "apiextensions.k8s.io",
 ];
+
+/// The create-only review resources `auth::endpoints` serves (nothing is stored), listed in
+/// discovery as kube-apiserver lists them (group, plural, kind, namespaced; by plural).
+const REVIEWS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+];
+
+/// The review resources of `group`/`version`.
+fn reviews_of(
+    group: &str,
+    version: &str,
+) -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str, bool)> {
+    REVIEWS
+        .iter()
+        .filter(move |r| r.0 == group && version == "v1")
+}
 
 /// All served resources, indexed by group/version/plural.
 #[derive(Debug, Clone, Default)]
@@ -556,6 +609,9 @@ impl Registry {
     /// Groups in discovery order, each with its versions (preferred first).
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in REVIEWS {
+            groups.insert(r.0.to_string(), vec!["v1".to_string()]);
+        }
         for (g, v, _) in self.by_gvr.keys() {
             if g.is_empty() {
                 continue;
@@ -625,10 +681,15 @@ impl Registry {
     /// `GET /api/v1` or `/apis/<g>/<v>` (APIResourceList), None if not served.
     pub fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
         let defs = self.resources_of(group, version);
-        if defs.is_empty() {
+        let mut resources: Vec<Value> = reviews_of(group, version)
+            .map(|(_, plural, kind, namespaced)| {
+                json!({"name": plural, "singularName": kind.to_lowercase(),
+                    "namespaced": namespaced, "kind": kind, "verbs": ["create"]})
+            })
+            .collect();
+        if defs.is_empty() && resources.is_empty() {
             return None;
         }
-        let mut resources = Vec::new();
         for d in &defs {
             let mut r = json!({
                 "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced,
@@ -680,7 +741,8 @@ impl Registry {
                 let versions: Vec<Value> = vs
                     .iter()
                     .map(|v| {
-                        let resources: Vec<Value> = self
+                        let mut resources = Self::aggregated_reviews(&g, v);
+                        resources.extend(self
                             .resources_of(&g, v)
                             .iter()
                             .map(|d| {
@@ -712,8 +774,7 @@ impl Registry {
                                     r["subresources"] = Value::Array(subs);
                                 }
                                 r
-                            })
-                            .collect();
+                            }));
                         json!({"version": v, "resources": resources, "freshness": "Current"})
                     })
                     .collect();
@@ -722,6 +783,18 @@ impl Registry {
             .collect();
         json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
             "metadata": {}, "items": items})
+    }
+
+    /// The aggregated-discovery entries of the review resources of `group`/`version`.
+    fn aggregated_reviews(group: &str, version: &str) -> Vec<Value> {
+        reviews_of(group, version)
+            .map(|(_, plural, kind, namespaced)| {
+                json!({"resource": plural,
+                    "responseKind": {"group": "", "version": "", "kind": kind},
+                    "scope": if *namespaced { "Namespaced" } else { "Cluster" },
+                    "singularResource": kind.to_lowercase(), "verbs": ["create"]})
+            })
+            .collect()
     }
 }
 

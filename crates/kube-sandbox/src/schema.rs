@@ -13,8 +13,8 @@
 //!
 //! Error paths and messages follow kube-apiserver 1.36 (apiextensions-apiserver and kube-openapi).
 //! `pattern`, `format` (see [`super::formats`]), `allOf`/`anyOf`/`oneOf`/`not` and the CEL rules of
-//! `x-kubernetes-validations` (see [`super::cel_rules`]) are checked. Known gaps: the uniqueness rules
-//! of `x-kubernetes-list-type: set|map` are not checked; `default:` values are not validated against their own schema, the
+//! `x-kubernetes-validations` (see [`super::cel_rules`]) are checked, and so is the uniqueness of
+//! `x-kubernetes-list-type: set|map` items. Known gaps: `default:` values are not validated against their own schema, the
 //! metadata of embedded resources is not coerced, and only the `None` conversion strategy is accepted.
 
 use std::collections::HashSet;
@@ -68,6 +68,8 @@ impl SchemaViolation {
             "FieldValueTooLong"
         } else if detail.starts_with("Too many") {
             "FieldValueTooMany"
+        } else if detail.starts_with("Duplicate value") {
+            "FieldValueDuplicate"
         } else if detail.contains(" in body must be of type ") {
             "FieldValueTypeInvalid"
         } else {
@@ -94,6 +96,40 @@ fn invalid(field: &str, bad: &str, detail: &str) -> SchemaViolation {
     SchemaViolation {
         field: field.to_string(),
         detail: format!("Invalid value: {bad}: {detail}"),
+    }
+}
+
+/// `field.Duplicate`: the value as Go renders it (strings quoted, numbers bare, anything else
+/// as JSON with sorted keys).
+fn duplicate(field: &str, value: &Value) -> SchemaViolation {
+    let shown = match value {
+        Value::String(s) => go_quote(s),
+        Value::Number(n) => go_number(n),
+        other => sorted_json(other),
+    };
+    SchemaViolation {
+        field: field.to_string(),
+        detail: format!("Duplicate value: {shown}"),
+    }
+}
+
+/// Compact JSON with object keys sorted, as Go's `encoding/json` writes a map.
+fn sorted_json(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), sorted_json(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(sorted_json).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -327,6 +363,7 @@ impl Schema {
     pub fn validate_update(&self, obj: &Value, old: Option<&Value>) -> Vec<SchemaViolation> {
         let mut out = Vec::new();
         self.validate_at(obj, "", &mut out);
+        self.check_list_types(obj, "", &mut out);
         if !self.has_rules() {
             return out;
         }
@@ -432,6 +469,91 @@ impl Schema {
         }
     }
 
+    /// apiextensions-apiserver's `structurallisttype.ValidateListSetsAndMaps`: items of a
+    /// `set` list must be unique (each duplicated value reported once, at its first repeat) and
+    /// items of a `map` list unique by their `x-kubernetes-list-map-keys` (every repeat
+    /// reported, with the key fields as its value); then the same below, lists before their
+    /// items. Paths as `field.Path` renders them (`spec.tags[2]`, `spec.labels[key]`).
+    fn check_list_types(&self, v: &Value, field: &str, out: &mut Vec<SchemaViolation>) {
+        match v {
+            Value::Object(map) => {
+                if let Additional::Schema(s) = &self.additional {
+                    for (k, val) in map {
+                        s.check_list_types(val, &format!("{field}[{k}]"), out);
+                    }
+                }
+                for (k, val) in map {
+                    if let Some(p) = self.property(k) {
+                        p.check_list_types(val, &child(field, k), out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                match self.list_type.as_deref() {
+                    Some("set") => {
+                        let mut reported: Vec<&Value> = Vec::new();
+                        for (i, x) in items.iter().enumerate() {
+                            if items[..i].iter().any(|y| json_eq(x, y))
+                                && !reported.iter().any(|y| json_eq(x, y))
+                            {
+                                reported.push(x);
+                                out.push(duplicate(&format!("{field}[{i}]"), x));
+                            }
+                        }
+                    }
+                    Some("map") => {
+                        let key_of = |x: &Value| -> Value {
+                            let mut key = std::collections::BTreeMap::new();
+                            for k in &self.list_map_keys {
+                                let val = x.get(k).cloned().or_else(|| {
+                                    self.items
+                                        .as_ref()
+                                        .and_then(|i| i.property(k))
+                                        .and_then(|p| p.default.clone())
+                                });
+                                if let Some(val) = val {
+                                    key.insert(k.clone(), val);
+                                }
+                            }
+                            serde_json::to_value(key).unwrap_or_default()
+                        };
+                        let mut seen: Vec<Value> = Vec::new();
+                        for (i, x) in items.iter().enumerate() {
+                            let key = key_of(x);
+                            if seen.iter().any(|k| json_eq(k, &key)) {
+                                out.push(duplicate(&format!("{field}[{i}]"), &key));
+                            } else {
+                                seen.push(key);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                if let Some(item_schema) = &self.items {
+                    for (i, item) in items.iter().enumerate() {
+                        item_schema.check_list_types(item, &format!("{field}[{i}]"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The schema of a list's items.
+    pub(crate) fn items_schema(&self) -> Option<&Schema> {
+        self.items.as_deref()
+    }
+
+    /// `x-kubernetes-list-type`.
+    pub(crate) fn list_type(&self) -> Option<&str> {
+        self.list_type.as_deref()
+    }
+
+    /// `x-kubernetes-list-map-keys`.
+    pub(crate) fn list_map_keys(&self) -> &[String] {
+        &self.list_map_keys
+    }
+
     /// The schema of a declared property.
     fn property(&self, name: &str) -> Option<&Schema> {
         self.properties
@@ -450,8 +572,8 @@ impl Schema {
         }
     }
 
-    /// The schema of a field for null pruning and defaulting.
-    fn field_schema(&self, name: &str) -> Option<&Schema> {
+    /// The schema of a field (a declared property, else `additionalProperties`).
+    pub(crate) fn field_schema(&self, name: &str) -> Option<&Schema> {
         match (self.property(name), &self.additional) {
             (Some(s), _) => Some(s),
             (None, Additional::Schema(s)) => Some(s),

@@ -89,8 +89,11 @@ fn openapi_v2(headers: &HeaderMap, reg: &super::resources::Registry) -> Response
         .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
 }
 
+/// A JSON answer, ending in a newline as kube-apiserver's (Go's `json.Encoder`) do.
 fn value_resp(code: StatusCode, v: &Value, warnings: &[String]) -> Response {
-    json_resp(code, v.to_string(), warnings)
+    let mut body = v.to_string();
+    body.push('\n');
+    json_resp(code, body, warnings)
 }
 
 fn wants_aggregated(headers: &HeaderMap) -> bool {
@@ -110,7 +113,15 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
     let params: Params = Query::<Params>::try_from_uri(req.uri())
         .map(|q| q.0)
         .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
-    match route {
+    // Who is asking, and may they? (kube-apiserver's authentication, impersonation and
+    // authorization filters, in that order; `/version` and the health checks too: anonymous
+    // requests may read them through `system:public-info-viewer`, a wrong token may not.)
+    let cert = req.extensions().get::<auth::ClientCert>().cloned();
+    let user = auth::authenticate(&state, req.headers(), cert.as_ref())?;
+    let attrs = rbac::attributes::of_request(&route, req.uri().path(), req.method(), &params);
+    let user = auth::impersonate(&state, user, req.headers(), &attrs)?;
+    state.rbac.check(&state, &user, &attrs)?;
+    match &route {
         Route::Health => return Ok((StatusCode::OK, "ok").into_response()),
         Route::Version => {
             return Ok(value_resp(
@@ -127,13 +138,6 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
         }
         _ => {}
     }
-    // Who is asking, and may they? (kube-apiserver's authentication, impersonation and
-    // authorization filters, in that order.)
-    let cert = req.extensions().get::<auth::ClientCert>().cloned();
-    let user = auth::authenticate(&state, req.headers(), cert.as_ref())?;
-    let attrs = rbac::attributes::of_request(&route, req.uri().path(), req.method(), &params);
-    let user = auth::impersonate(&state, user, req.headers(), &attrs)?;
-    state.rbac.check(&state, &user, &attrs)?;
     let headers = req.headers().clone();
     let reg = || state.registry();
     match route {

@@ -99,6 +99,18 @@ impl ApiError {
         )
     }
 
+    /// 405 MethodNotAllowed for a path with no handler for the method at all (go-restful's
+    /// answer, e.g. `GET` of a create-only review resource).
+    pub fn no_method() -> Self {
+        let mut e = Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        );
+        e.details = Some(Box::new(serde_json::json!({})));
+        e
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(verb: &str, what: &str) -> Self {
         Self::new(
@@ -205,6 +217,18 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// `apierrors.NewInternalError(err)`: 500 "Internal error occurred: ERR", with `err` as the
+    /// one cause.
+    pub fn internal_error(err: &str) -> Self {
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {err}"),
+        );
+        e.details = Some(Box::new(serde_json::json!({"causes": [{"message": err}]})));
+        e
+    }
+
     /// The Status object.
     pub fn to_status(&self) -> Value {
         let mut s = json!({
@@ -216,6 +240,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // An error without a reason (a plain Go error turned into a Status) has none.
+        if self.reason.is_empty()
+            && let Some(m) = s.as_object_mut()
+        {
+            m.shift_remove("reason");
+        }
         if let Some(d) = &self.details {
             s["details"] = (**d).clone();
         }

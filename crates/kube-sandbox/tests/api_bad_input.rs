@@ -566,46 +566,56 @@ async fn client_with_user(t: &common::TestSandbox, user_yaml: &str) -> kube::Cli
 }
 
 #[tokio::test]
-async fn missing_or_wrong_bearer_tokens_are_401() {
+async fn wrong_bearer_tokens_are_401_and_no_credentials_are_anonymous_403() {
     let t = common::start().await;
     let wrong_same_length = "x".repeat(t.sandbox.token().len());
+    // Without credentials (basic auth is no credential to kube-apiserver) a request is
+    // `system:anonymous`, which RBAC refuses; a token nobody knows is 401.
     let cases = [
-        ("no token", "  user: {}\n".to_string()),
+        ("no token", "  user: {}\n".to_string(), 403, "Forbidden"),
         (
             "wrong token",
             "  user:\n    token: not-the-sandbox-token\n".to_string(),
+            401,
+            "Unauthorized",
         ),
         (
             "wrong token of the right length",
             format!("  user:\n    token: {wrong_same_length}\n"),
+            401,
+            "Unauthorized",
         ),
         (
             "basic auth instead",
             "  user:\n    username: admin\n    password: admin\n".to_string(),
+            403,
+            "Forbidden",
         ),
     ];
-    for (what, user) in cases {
+    for (what, user, code, reason) in cases {
         let c = client_with_user(&t, &user).await;
         let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
         match cms.list(&ListParams::default()).await {
             Err(kube::Error::Api(s)) => {
-                assert_eq!(
-                    (s.code, s.reason.as_str()),
-                    (401, "Unauthorized"),
-                    "{what}: {s:?}"
-                );
+                assert_eq!((s.code, s.reason.as_str()), (code, reason), "{what}: {s:?}");
+                if code == 403 {
+                    assert_eq!(
+                        s.message,
+                        "configmaps is forbidden: User \"system:anonymous\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+                    );
+                }
             }
-            other => panic!("{what}: expected 401, got {other:?}"),
+            other => panic!("{what}: expected {code}, got {other:?}"),
         }
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some("sneaky".into());
         match cms.create(&PostParams::default(), &cm).await {
-            Err(kube::Error::Api(s)) => assert_eq!(s.code, 401, "{what}: create: {s:?}"),
-            other => panic!("{what}: create expected 401, got {other:?}"),
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, code, "{what}: create: {s:?}"),
+            other => panic!("{what}: create expected {code}, got {other:?}"),
         }
         // Discovery is protected too.
         let got = raw(&c, "GET", "/api/v1", None, Vec::new()).await;
-        status(&format!("{what}: discovery"), &got, 401, "Unauthorized");
+        status(&format!("{what}: discovery"), &got, code, reason);
     }
     assert_nothing_stored_and_healthy(&t).await;
 }

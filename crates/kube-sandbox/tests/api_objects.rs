@@ -1531,3 +1531,47 @@ async fn immutable_fields_are_refused_with_kube_apiservers_message() {
     .await
     .expect("labels of an immutable configmap");
 }
+
+/// Fields Kubernetes 1.34–1.36 added (`spec.hostnameOverride`, a container's
+/// `restartPolicyRules`) are kept as the real 1.36 server keeps them
+/// (`fixtures/new_fields`, captured with its `capture.sh`), and read back through k8s-openapi's
+/// `v1_36` types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_kubernetes_1_34_to_1_36_added_survive_a_round_trip() {
+    use k8s_openapi::api::core::v1::Pod;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/new_fields");
+    let expected: Value = common::fixture(dir, "expected.json");
+    let t = common::start_with({
+        let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
+        cfg.tunables.kubelet_delay = None;
+        cfg
+    })
+    .await;
+    common::ok_stdout(&t.kubectl(&["create", "-f", &format!("{dir}/pod.yaml")]));
+    let got: Value = serde_json::from_str(&common::ok_stdout(&t.kubectl(&[
+        "get",
+        "pod",
+        "new-fields",
+        "-n",
+        NS,
+        "-o",
+        "json",
+    ])))
+    .expect("pod json");
+    let c = &got["spec"]["containers"][0];
+    assert_eq!(
+        json!({"hostnameOverride": got["spec"]["hostnameOverride"],
+            "restartPolicy": c["restartPolicy"], "restartPolicyRules": c["restartPolicyRules"]}),
+        expected
+    );
+    // Typed: the same fields through kube-rs and k8s-openapi.
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), NS);
+    let pod = pods.get("new-fields").await.expect("get pod");
+    let spec = pod.spec.expect("spec");
+    assert_eq!(spec.hostname_override.as_deref(), Some("custom-host"));
+    let rules = spec.containers[0]
+        .restart_policy_rules
+        .as_ref()
+        .expect("restartPolicyRules");
+    assert_eq!(rules[0].action, "Restart");
+}

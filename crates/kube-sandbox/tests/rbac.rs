@@ -8,7 +8,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{Value, json};
@@ -30,18 +29,7 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rbac
 
 /// Run kubectl on a blocking thread (the sandbox runs in this process) with `kubeconfig`.
 async fn run(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let kc = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let stdin = stdin.map(String::from);
-    let what = args.join(" ");
-    let task = tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        common::kubectl(&kc, &refs, stdin.as_deref())
-    });
-    tokio::time::timeout(Duration::from_secs(60), task)
-        .await
-        .unwrap_or_else(|_| panic!("kubectl {what} hung"))
-        .expect("kubectl thread")
+    common::kubectl_async(kubeconfig, args, stdin).await
 }
 
 fn text(b: &[u8]) -> String {
@@ -281,25 +269,8 @@ async fn http_body(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
-    let client = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .build()
-        .expect("client");
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut rb = client
-        .request(method, format!("{}{path}", t.sandbox.url()))
-        .bearer_auth(token)
-        .header("accept", "application/json");
-    if let Some(b) = body {
-        rb = rb
-            .header("content-type", "application/json")
-            .body(b.to_string());
-    }
-    let r = rb.send().await.expect("request");
-    let code = r.status().as_u16();
-    let body = r.bytes().await.expect("body");
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let body = body.unwrap_or(Value::Null);
+    common::request_as(t, token, method, path, &body, "application/json").await
 }
 
 #[tokio::test]
@@ -707,35 +678,16 @@ async fn answer(t: &TestSandbox, bot: &Path, token: &str, case: &Value) -> Value
 
 #[tokio::test]
 async fn rbac_answers_match_the_real_server() {
-    let cases: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{FIXTURES}/cases.json")).expect("cases"),
-    )
-    .expect("cases.json");
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{FIXTURES}/expected.json"))
-            .expect("expected.json (run capture.py)"),
-    )
-    .expect("expected.json");
+    let cases: Value = common::fixture(FIXTURES, "cases.json");
+    let expected: Value = common::fixture(FIXTURES, "expected.json");
     let t = common::start().await;
     setup(&t).await;
     let (token, bot) = token_kubeconfig(&t, "bot", NS, &[]).await;
-    let mut differ = Vec::new();
-    let all = cases.as_array().expect("a list");
-    for case in all {
+    let mut differ = common::Differences::default();
+    for case in cases.as_array().expect("a list") {
         let name = case["name"].as_str().expect("name");
         let got = answer(&t, &bot, &token, case).await;
-        if got != expected[name] {
-            differ.push(format!(
-                "{name}:\n  real:    {}\n  sandbox: {}",
-                expected[name], got
-            ));
-        }
+        differ.check(name, &expected[name], &got);
     }
-    assert!(
-        differ.is_empty(),
-        "{} of {} cases differ from the real server:\n{}",
-        differ.len(),
-        all.len(),
-        differ.join("\n")
-    );
+    differ.assert_none();
 }

@@ -26,13 +26,18 @@ struct Server {
 }
 
 async fn serve(handler: Handler) -> Server {
+    serve_as(handler, "127.0.0.1").await
+}
+
+/// [`serve`] with a certificate for `name` (an IP address or a DNS name).
+async fn serve_as(handler: Handler, name: &str) -> Server {
     let ca_key = KeyPair::generate().expect("key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("params");
     ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca_cert = ca.self_signed(&ca_key).expect("ca");
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().expect("key");
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+    let cert = CertificateParams::new(vec![name.to_string()])
         .expect("params")
         .signed_by(&key, &issuer)
         .expect("cert");
@@ -454,5 +459,134 @@ async fn a_webhook_configuration_that_cannot_be_called_is_rejected() {
         stderr(&out).contains(r#"The ValidatingWebhookConfiguration "bad.example.com" is invalid: webhooks[0].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun""#),
         "{}",
         stderr(&out)
+    );
+}
+
+/// `matchConditions` decide as on a real kube-apiserver (`fixtures/match_conditions`, captured
+/// by its `capture.py`): a false condition skips the webhook (a create passes although nothing
+/// listens at its URL), true ones call it (the call fails), an evaluation error is a 403 under
+/// `failurePolicy: Fail` and a skip under `Ignore`, a false condition wins over an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_answers_match_the_real_server() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/match_conditions"
+    );
+    let spec = common::fixture(dir, "cases.json");
+    let expected = common::fixture(dir, "expected.json");
+    let t = common::start().await;
+    let ns = spec["namespace"].as_str().expect("namespace");
+    let json_ct = "application/json";
+    let (code, body) = common::admin_request(
+        &t,
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"sandbox3-match-conditions": "on"}}}),
+        json_ct,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let vwc = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+    let mut differ = common::Differences::default();
+    for case in spec["cases"].as_array().expect("cases") {
+        let name = case["name"].as_str().expect("name");
+        let config = format!("sandbox3-{name}");
+        let (code, body) = common::admin_request(
+            &t,
+            "POST",
+            vwc,
+            &json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": config}, "webhooks": case["hooks"]}),
+            json_ct,
+        )
+        .await;
+        assert_eq!(code, 201, "{name}: {body}");
+        let (code, body) = common::admin_request(
+            &t,
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/configmaps?dryRun=All"),
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": case["create"]}}),
+            json_ct,
+        )
+        .await;
+        let got = if code == 201 {
+            json!({"code": code})
+        } else {
+            json!({"code": code, "body": body})
+        };
+        differ.check(name, &expected[name], &got);
+        let (code, body) = common::admin_request(
+            &t,
+            "DELETE",
+            &format!("{vwc}/{config}"),
+            &Value::Null,
+            json_ct,
+        )
+        .await;
+        assert_eq!(code, 200, "{name}: {body}");
+    }
+    differ.assert_none();
+}
+
+/// A `clientConfig.service` webhook is called at `https://NAME.NAMESPACE.svc:PORT/PATH` (its
+/// certificate is for that name) on the address the Service's Endpoints list, the Service's
+/// port mapped to the endpoint port of the same name; without endpoints the call fails and the
+/// failure policy decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_webhook_is_reached_through_the_endpoints_of_its_service() {
+    let t = common::start().await;
+    let server = serve_as(handler, "hooks.webhooks.svc").await;
+    let port = server.url.rsplit(':').next().expect("port").to_string();
+    ok_stdout(&t.kubectl(&["create", "namespace", "guarded"]));
+    ok_stdout(&t.kubectl(&["label", "namespace", "guarded", "webhooks=on"]));
+    ok_stdout(&t.kubectl(&["create", "namespace", "webhooks"]));
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "hooks", "namespace": "webhooks"},
+        "spec": {"ports": [{"name": "https", "port": 8443, "targetPort": "webhook"}]}});
+    ok_stdout(&t.kubectl_stdin(&["create", "-f", "-"], &service.to_string()));
+    let mut config = configuration(
+        "ValidatingWebhookConfiguration",
+        "svc.example.com",
+        &server,
+        "/validate",
+        json!({"failurePolicy": "Fail"}),
+    );
+    config["webhooks"][0]["clientConfig"] = json!({"caBundle": server.ca_bundle,
+        "service": {"namespace": "webhooks", "name": "hooks", "port": 8443, "path": "/validate"}});
+    ok_stdout(&t.kubectl_stdin(&["create", "-f", "-"], &config.to_string()));
+    // No endpoints yet: the call fails, and failurePolicy Fail refuses the write.
+    let out = t.kubectl_stdin(&["create", "-f", "-"], &cm("guarded", "a", json!({})));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            r#"failed calling webhook "svc.example.com": failed to call webhook: service webhooks/hooks: no endpoints available"#
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "hooks", "namespace": "webhooks"},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}],
+            "ports": [{"name": "https", "port": port.parse::<u16>().expect("port")}]}]});
+    ok_stdout(&t.kubectl_stdin(&["create", "-f", "-"], &endpoints.to_string()));
+    ok_stdout(&t.kubectl_stdin(&["create", "-f", "-"], &cm("guarded", "b", json!({}))));
+    let out = t.kubectl_stdin(
+        &["create", "-f", "-"],
+        &cm("guarded", "c", json!({"forbidden": "yes"})),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("forbidden ConfigMaps are not welcome"),
+        "{}",
+        stderr(&out)
+    );
+    let seen = server.seen.lock().expect("log");
+    assert_eq!(seen.len(), 2, "the webhook saw b and c: {seen:?}");
+    assert!(
+        seen[0].0.starts_with("/validate?timeout=10s"),
+        "{:?}",
+        seen[0].0
     );
 }

@@ -81,10 +81,7 @@ pub async fn serve(
         return Err(ApiError::no_route(req.uri().path()));
     }
     if req.method() != Method::POST {
-        return Err(ApiError::method_not_allowed(
-            &req.method().as_str().to_ascii_lowercase(),
-            kind,
-        ));
+        return Err(ApiError::no_method());
     }
     let limit = state.tunables.max_body_bytes;
     let protobuf = req
@@ -284,8 +281,15 @@ fn token_review(state: &State, obj: &Value) -> ApiResult<(StatusCode, Value)> {
         audiences = vec![ISSUER.to_string()];
     }
     let mut out = json!({"spec": obj["spec"].clone()});
-    let admin = (token == state.token).then(|| (UserInfo::admin(), audiences.clone()));
-    match admin.or_else(|| state.auth.tokens.authenticate_for(state, token, &audiences)) {
+    // The admin token and static tokens carry no audience: accepted for the requested ones,
+    // as the sandbox's own token always was.
+    let audience_agnostic = if token == state.token {
+        Some(UserInfo::admin())
+    } else {
+        state.auth.static_tokens.authenticate(token)
+    };
+    let found = audience_agnostic.map(|u| (u, audiences.clone()));
+    match found.or_else(|| state.auth.tokens.authenticate_for(state, token, &audiences)) {
         Some((user, aud)) => {
             out["status"] =
                 json!({"authenticated": true, "user": user.to_json(), "audiences": aud});

@@ -9,8 +9,13 @@
 //!   token`; audiences, expiry, bound objects) or a legacy token Secret's; signature, issuer,
 //!   audience, expiry and the ServiceAccount (and bound object) still existing are checked on
 //!   every request, behind a cache of verified signatures;
-//! - anything else, or nothing, is refused with 401 (anonymous requests are off, as with
-//!   `--anonymous-auth=false`).
+//! - a static token of the `--token-auth-file` ([`token_file`]);
+//! - a bearer token none of these knows is refused with 401; a request without one (no
+//!   `Authorization: Bearer` header, or an empty token) is `system:anonymous` in
+//!   `system:unauthenticated`, as with kube-apiserver's default `--anonymous-auth=true`, and RBAC
+//!   decides: the bootstrap policy lets it read `/version`, `/healthz`, `/readyz` and `/livez`
+//!   (`system:public-info-viewer`) and nothing else (403). With anonymous requests off
+//!   ([`crate::SandboxConfig::anonymous_auth`]) they are 401.
 //!
 //! Every authenticated user also gets `system:authenticated`; ServiceAccounts get
 //! `system:serviceaccounts` and `system:serviceaccounts:<namespace>`. Then [`impersonate`]
@@ -20,6 +25,7 @@
 pub(crate) mod certs;
 pub(crate) mod endpoints;
 pub(crate) mod jwt;
+pub mod token_file;
 pub(crate) mod tokens;
 
 use std::collections::BTreeMap;
@@ -37,6 +43,8 @@ pub const MASTERS: &str = "system:masters";
 pub const AUTHENTICATED: &str = "system:authenticated";
 /// Anonymous requests are in this group.
 pub const UNAUTHENTICATED: &str = "system:unauthenticated";
+/// The user name of requests without credentials.
+pub const ANONYMOUS: &str = "system:anonymous";
 /// Every ServiceAccount is in this group.
 pub const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 /// The user name of the sandbox's admin token.
@@ -61,6 +69,15 @@ impl UserInfo {
         UserInfo {
             name: ADMIN_USER.into(),
             groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            ..Default::default()
+        }
+    }
+
+    /// `system:anonymous`, in `system:unauthenticated`.
+    pub fn anonymous() -> Self {
+        UserInfo {
+            name: ANONYMOUS.into(),
+            groups: vec![UNAUTHENTICATED.into()],
             ..Default::default()
         }
     }
@@ -142,7 +159,34 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// Who sent the request, or 401.
+/// The bearer token of a request, as kube-apiserver's `bearertoken` authenticator reads the
+/// `Authorization` header (trimmed, `<scheme> <token>` with the scheme `bearer` in any case);
+/// None when there is none (the request is then anonymous, not refused).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get("authorization")?.to_str().ok()?.trim();
+    let mut parts = header.splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// `user` with `system:authenticated` added, as kube-apiserver's `AuthenticatedGroupAdder`
+/// does (unless it is anonymous or already in it).
+pub(crate) fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
+    if user.name != ANONYMOUS
+        && !user
+            .groups
+            .iter()
+            .any(|g| g == AUTHENTICATED || g == UNAUTHENTICATED)
+    {
+        user.groups.push(AUTHENTICATED.into());
+    }
+    user
+}
+
+/// Who sent the request: a client certificate's user, a bearer token's (a token nobody knows
+/// is 401), or `system:anonymous` when there are no credentials (401 instead when anonymous
+/// requests are off).
 pub fn authenticate(
     state: &State,
     headers: &HeaderMap,
@@ -151,15 +195,18 @@ pub fn authenticate(
     if let Some(c) = cert {
         return Ok(c.0.clone());
     }
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(ApiError::unauthorized)?;
+    let Some(token) = bearer_token(headers) else {
+        return if state.auth.anonymous {
+            Ok(UserInfo::anonymous())
+        } else {
+            Err(ApiError::unauthorized())
+        };
+    };
     if constant_time_eq(token, &state.token) {
         return Ok(UserInfo::admin());
+    }
+    if let Some(user) = state.auth.static_tokens.authenticate(token) {
+        return Ok(user);
     }
     state
         .auth
@@ -332,6 +379,10 @@ pub struct Auth {
     pub tokens: tokens::Tokens,
     /// The CA (for client certificates the sandbox issues).
     pub ca: certs::Ca,
+    /// The tokens of the `--token-auth-file`.
+    pub static_tokens: token_file::StaticTokens,
+    /// Whether requests without credentials are `system:anonymous` (else 401).
+    pub anonymous: bool,
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate definitions.json, the OpenAPI definitions of the built-in kinds the sandbox serves.
 
-Source: k8s-openapi 0.29.0 (unpacked in the local cargo registry), module v1_33 -- its
+Source: k8s-openapi 0.29.0 (unpacked in the local cargo registry), module v1_36 -- its
 `impl schemars::JsonSchema` blocks carry every definition of the upstream swagger spec
 (name, description, type, format, properties, required, references), and its
 `impl Resource` blocks the group/version/kind of every top-level kind.
@@ -14,7 +14,7 @@ Output: one JSON object, definition name -> swagger 2.0 schema (`$ref`s point to
 openapi.rs turns it into /openapi/v2 and /openapi/v3 documents on first request.
 
 Usage: python3 generate.py [--k8s-openapi DIR] [--out FILE]
-(DIR is the crate's src/v1_33 directory; by default looked up in ~/.cargo/registry/src/*/).
+(DIR is the crate's src/v1_36 directory; by default looked up in ~/.cargo/registry/src/*/).
 """
 
 import argparse
@@ -47,7 +47,7 @@ RESOURCE = re.compile(
 
 
 def find_src():
-    hits = sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/k8s-openapi-0.29.0/src/v1_33")))
+    hits = sorted(glob.glob(os.path.expanduser("~/.cargo/registry/src/*/k8s-openapi-0.29.0/src/v1_36")))
     if not hits:
         sys.exit("k8s-openapi 0.29.0 not found in ~/.cargo/registry/src; run `cargo fetch` first")
     return hits[0]

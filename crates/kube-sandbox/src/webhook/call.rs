@@ -1,6 +1,10 @@
 //! The HTTPS call of one webhook: `POST` the AdmissionReview to `clientConfig.url` (with
 //! `?timeout=Ns` as kube-apiserver adds it), trusting only `caBundle`, within
-//! `timeoutSeconds` (10 by default). Blocking I/O: admission runs inside synchronous writes, so
+//! `timeoutSeconds` (10 by default). A `clientConfig.service` is called at
+//! `https://NAME.NAMESPACE.svc:PORT/PATH` as kube-apiserver names it (the certificate must be for
+//! `NAME.NAMESPACE.svc`), connecting to the address [`resolve_service`] finds: the sandbox has
+//! no cluster network, so the Service's Endpoints (or EndpointSlices) must list an address this
+//! machine can reach, typically `127.0.0.1` in a Service without selector. Blocking I/O: admission runs inside synchronous writes, so
 //! on a multi-threaded runtime the call tells tokio it blocks (`block_in_place`).
 
 use std::io::{Read, Write};
@@ -15,8 +19,14 @@ use serde_json::Value;
 
 /// POST `review` to the webhook; its decoded answer, or why the call failed (worded as Go's
 /// HTTP client words it where kube-apiserver shows that).
-pub fn post(webhook: &Value, review: &Value) -> Result<Value, String> {
-    let blocking = || post_blocking(webhook, review);
+///
+/// `service_addr` is where a `clientConfig.service` webhook's Service resolved to.
+pub fn post(
+    webhook: &Value,
+    review: &Value,
+    service_addr: Option<std::net::SocketAddr>,
+) -> Result<Value, String> {
+    let blocking = || post_blocking(webhook, review, service_addr);
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(blocking)
@@ -25,21 +35,21 @@ pub fn post(webhook: &Value, review: &Value) -> Result<Value, String> {
     }
 }
 
-fn post_blocking(webhook: &Value, review: &Value) -> Result<Value, String> {
+fn post_blocking(
+    webhook: &Value,
+    review: &Value,
+    service_addr: Option<std::net::SocketAddr>,
+) -> Result<Value, String> {
     let cc = &webhook["clientConfig"];
     let timeout = webhook["timeoutSeconds"]
         .as_u64()
         .unwrap_or(10)
         .clamp(1, 30);
-    let Some(url) = cc["url"].as_str() else {
-        let svc = &cc["service"];
-        return Err(format!(
-            "failed to call webhook: service {}/{} cannot be reached: the sandbox has no cluster network (use clientConfig.url)",
-            svc["namespace"].as_str().unwrap_or_default(),
-            svc["name"].as_str().unwrap_or_default()
-        ));
+    let url = match cc["url"].as_str() {
+        Some(url) => url.to_string(),
+        None => service_url(&cc["service"]),
     };
-    let target = Url::parse(url).map_err(|e| format!("failed to call webhook: {e}"))?;
+    let target = Url::parse(&url).map_err(|e| format!("failed to call webhook: {e}"))?;
     let sep = if target.path.contains('?') { '&' } else { '?' };
     let path = format!("{}{sep}timeout={timeout}s", target.path);
     let shown = format!("https://{}{path}", target.authority);
@@ -54,11 +64,14 @@ fn post_blocking(webhook: &Value, review: &Value) -> Result<Value, String> {
         .with_no_client_auth();
     let server_name = ServerName::try_from(target.host.clone())
         .map_err(|e| post_err(format!("invalid host {}: {e}", target.host)))?;
-    let addr = (target.host.as_str(), target.port)
-        .to_socket_addrs()
-        .map_err(|e| post_err(format!("dial tcp: lookup {}: {e}", target.host)))?
-        .next()
-        .ok_or_else(|| post_err(format!("dial tcp: lookup {}: no such host", target.host)))?;
+    let addr = match service_addr {
+        Some(a) => a,
+        None => (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|e| post_err(format!("dial tcp: lookup {}: {e}", target.host)))?
+            .next()
+            .ok_or_else(|| post_err(format!("dial tcp: lookup {}: no such host", target.host)))?,
+    };
     let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(timeout))
         .map_err(|e| post_err(format!("dial tcp {addr}: connect: {}", io_words(&e))))?;
     let left = deadline
@@ -102,6 +115,23 @@ fn post_blocking(webhook: &Value, review: &Value) -> Result<Value, String> {
         ));
     }
     serde_json::from_slice(&body).map_err(|e| format!("received invalid webhook response: {e}"))
+}
+
+/// The URL kube-apiserver calls a `clientConfig.service` at
+/// (`https://NAME.NAMESPACE.svc:PORT/PATH`, port 443 unless given).
+fn service_url(svc: &Value) -> String {
+    let path = svc["path"].as_str().unwrap_or("/");
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    format!(
+        "https://{}.{}.svc:{}{path}",
+        svc["name"].as_str().unwrap_or_default(),
+        svc["namespace"].as_str().unwrap_or_default(),
+        svc["port"].as_u64().unwrap_or(443)
+    )
 }
 
 /// Words like Go's for the usual socket and certificate errors.

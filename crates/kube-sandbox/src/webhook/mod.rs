@@ -11,9 +11,16 @@
 //! to a webhook whose `sideEffects` is not `None`/`NoneOnDryRun`: errors worded as
 //! kube-apiserver words them.
 //!
-//! Only `clientConfig.url` webhooks can be reached (HTTPS, verified with `caBundle`): a
-//! `clientConfig.service` needs a cluster network the sandbox does not have, so calling one
-//! fails (`failurePolicy` decides). Webhook configurations themselves never go through
+//! `matchConditions` (CEL, with `object`, `oldObject` and `request` bound; no `authorizer`)
+//! are evaluated after the rules and selectors, as upstream: one false skips the webhook, an
+//! error (with none false) rejects the request with 403 under `failurePolicy: Fail` and skips
+//! the webhook under `Ignore`.
+//!
+//! Webhooks are called over HTTPS, verified with `caBundle`: at `clientConfig.url`, or for a
+//! `clientConfig.service` at `https://NAME.NAMESPACE.svc:PORT/PATH` (the certificate must name
+//! `NAME.NAMESPACE.svc`), connecting to the address [`resolve_service`] finds in the Service's
+//! Endpoints or EndpointSlices: there is no cluster network, so they must list an address this
+//! machine reaches (a Service without selector and Endpoints on `127.0.0.1`). Webhook configurations themselves never go through
 //! webhooks, as upstream.
 
 mod call;
@@ -88,7 +95,7 @@ pub fn mutate(state: &State, a: &Attributes<'_>, obj: &mut Value) -> ApiResult<V
     // Index of the last webhook that changed the object, per pass.
     let mut changed_by = None;
     for (i, h) in hooks.iter().enumerate() {
-        if call_one(a, h, obj, true, &mut warnings)? {
+        if call_one(state, a, h, obj, true, &mut warnings)? {
             changed_by = Some(i);
         }
     }
@@ -98,7 +105,7 @@ pub fn mutate(state: &State, a: &Attributes<'_>, obj: &mut Value) -> ApiResult<V
             .iter()
             .filter(|h| h.webhook["reinvocationPolicy"] == "IfNeeded")
         {
-            call_one(a, h, obj, true, &mut warnings)?;
+            call_one(state, a, h, obj, true, &mut warnings)?;
         }
     }
     Ok(warnings)
@@ -113,7 +120,7 @@ pub fn validate(state: &State, a: &Attributes<'_>, obj: Option<&Value>) -> ApiRe
     for h in hooks(state, VALIDATING) {
         if matches(state, &h.webhook, a, obj) {
             let mut o = obj.cloned().unwrap_or(Value::Null);
-            call_one(a, &h, &mut o, false, &mut warnings)?;
+            call_one(state, a, &h, &mut o, false, &mut warnings)?;
         }
     }
     Ok(warnings)
@@ -126,12 +133,32 @@ fn skipped(a: &Attributes<'_>) -> bool {
 
 /// Call one webhook; apply its patch when mutating. Returns whether the object changed.
 fn call_one(
+    state: &State,
     a: &Attributes<'_>,
     h: &Hook,
     obj: &mut Value,
     mutating: bool,
     warnings: &mut Vec<String>,
 ) -> ApiResult<bool> {
+    if let Err(e) = match_conditions(a, h, obj) {
+        return match e {
+            Skip::NotSelected => Ok(false),
+            Skip::Failed(_) if h.failure_ignored() => Ok(false),
+            Skip::Failed(err) => {
+                let name = if a.name.is_empty() {
+                    obj["metadata"]["name"].as_str().unwrap_or_default()
+                } else {
+                    a.name
+                };
+                Err(crate::rbac::forbidden_for(
+                    &a.def.group,
+                    &a.def.plural,
+                    name,
+                    &err,
+                ))
+            }
+        };
+    }
     let name = h.name();
     if a.dry_run
         && !matches!(
@@ -145,15 +172,21 @@ fn call_one(
     }
     let uid = crate::state::new_uid();
     let review = review(a, &uid, obj);
-    let answer = match call::post(&h.webhook, &review) {
+    let service = &h.webhook["clientConfig"]["service"];
+    let resolved = if service.is_object() {
+        resolve_service(state, service).map(Some)
+    } else {
+        Ok(None)
+    };
+    let answer = match resolved.and_then(|addr| call::post(&h.webhook, &review, addr)) {
         Ok(v) => v,
         Err(e) if h.failure_ignored() => {
             tracing::warn!(webhook = name, error = %e, "admission webhook failed; ignored (failurePolicy: Ignore)");
             return Ok(false);
         }
         Err(e) => {
-            return Err(ApiError::internal(format!(
-                "Internal error occurred: failed calling webhook {name:?}: {e}"
+            return Err(ApiError::internal_error(&format!(
+                "failed calling webhook {name:?}: {e}"
             )));
         }
     };
@@ -176,8 +209,8 @@ fn call_one(
         if h.failure_ignored() {
             return Ok(false);
         }
-        return Err(ApiError::internal(format!(
-            "Internal error occurred: failed calling webhook {name:?}: received invalid webhook response: {e}"
+        return Err(ApiError::internal_error(&format!(
+            "failed calling webhook {name:?}: received invalid webhook response: {e}"
         )));
     }
     for w in resp["warnings"].as_array().into_iter().flatten() {
@@ -198,8 +231,8 @@ fn call_one(
             tracing::warn!(webhook = name, error = %e, "admission webhook patch failed; ignored");
             Ok(false)
         }
-        Err(e) => Err(ApiError::internal(format!(
-            "Internal error occurred: failed calling webhook {name:?}: {e}"
+        Err(e) => Err(ApiError::internal_error(&format!(
+            "failed calling webhook {name:?}: {e}"
         ))),
     }
 }
@@ -306,6 +339,122 @@ fn review(a: &Attributes<'_>, uid: &str, obj: &Value) -> Value {
         req["namespace"] = json!(a.ns);
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+}
+
+/// The address a `clientConfig.service` leads to: the Service's port `port` (443 by default),
+/// then the endpoint port of the same name (or the only one) and the first address of the
+/// Service's Endpoints, else of its EndpointSlices (`kubernetes.io/service-name`).
+fn resolve_service(state: &State, svc: &Value) -> Result<std::net::SocketAddr, String> {
+    let ns = svc["namespace"].as_str().unwrap_or_default();
+    let name = svc["name"].as_str().unwrap_or_default();
+    let port = svc["port"].as_u64().unwrap_or(443);
+    let fail = |why: String| format!("failed to call webhook: service {ns}/{name}: {why}");
+    let service = state
+        .store
+        .get("/services", ns, name)
+        .and_then(|o| o.value().ok())
+        .ok_or_else(|| fail(format!("service \"{name}\" not found")))?;
+    let service_port = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["port"].as_u64() == Some(port))
+        .ok_or_else(|| fail(format!("no service port {port} found")))?;
+    let port_name = service_port["name"].as_str().unwrap_or_default();
+    // (ip, port) of one endpoint group: its first address and its port named like the
+    // Service's (or its only port).
+    let pick = |addresses: Vec<&str>, ports: &[Value]| -> Option<(String, u64)> {
+        let p = ports
+            .iter()
+            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
+            .or_else(|| (ports.len() == 1).then(|| &ports[0]))?;
+        Some((addresses.first()?.to_string(), p["port"].as_u64()?))
+    };
+    let from_endpoints = state
+        .store
+        .get(crate::controllers::apiserver::ENDPOINTS, ns, name)
+        .and_then(|o| o.value().ok())
+        .and_then(|ep| {
+            ep["subsets"].as_array()?.iter().find_map(|subset| {
+                let addresses = subset["addresses"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|a| a["ip"].as_str())
+                    .collect();
+                pick(addresses, subset["ports"].as_array()?)
+            })
+        });
+    let found = from_endpoints.or_else(|| {
+        let slices = state
+            .store
+            .list(
+                crate::controllers::apiserver::SLICES,
+                Some(ns),
+                None,
+                None,
+                |_| true,
+            )
+            .items;
+        slices
+            .iter()
+            .filter_map(|s| s.value().ok())
+            .find_map(|slice| {
+                if slice["metadata"]["labels"]["kubernetes.io/service-name"] != name {
+                    return None;
+                }
+                let addresses = slice["endpoints"]
+                    .as_array()?
+                    .iter()
+                    .filter(|e| e["conditions"]["ready"] != false)
+                    .filter_map(|e| e["addresses"][0].as_str())
+                    .collect();
+                pick(addresses, slice["ports"].as_array()?)
+            })
+    });
+    let (ip, target) = found.ok_or_else(|| fail("no endpoints available".to_string()))?;
+    let ip: std::net::IpAddr = ip
+        .parse()
+        .map_err(|_| fail(format!("endpoint address {ip:?} is not an IP address")))?;
+    let target = u16::try_from(target).map_err(|_| fail(format!("invalid port {target}")))?;
+    Ok(std::net::SocketAddr::new(ip, target))
+}
+
+/// Why a webhook is not called after all.
+enum Skip {
+    /// A match condition is false.
+    NotSelected,
+    /// No condition is false but one could not be evaluated: the errors, as upstream joins them.
+    Failed(String),
+}
+
+/// The webhook's `matchConditions` (the matcher of `admission/plugin/webhook/matchconditions`):
+/// conditions in order; the first false one skips the webhook, errors count only when none is
+/// false.
+fn match_conditions(a: &Attributes<'_>, h: &Hook, obj: &Value) -> Result<(), Skip> {
+    let Some(conditions) = h.webhook["matchConditions"].as_array() else {
+        return Ok(());
+    };
+    let review = review(a, "", obj);
+    let request = &review["request"];
+    let vars = [
+        ("object", &request["object"]),
+        ("oldObject", &request["oldObject"]),
+        ("request", request),
+    ];
+    let mut errors = Vec::new();
+    for c in conditions {
+        let expression = c["expression"].as_str().unwrap_or_default();
+        match crate::cel_rules::eval_condition(expression, &vars) {
+            Ok(true) => {}
+            Ok(false) => return Err(Skip::NotSelected),
+            Err(e) => errors.push(format!("expression '{expression}' resulted in error: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Skip::Failed(errors.join("\n")))
+    }
 }
 
 /// Does the webhook select this request (rules, then namespace and object selectors)?

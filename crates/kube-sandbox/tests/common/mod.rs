@@ -60,6 +60,106 @@ pub async fn start_with(mut cfg: SandboxConfig) -> TestSandbox {
     }
 }
 
+/// [`kubectl`] on a blocking thread (for tests whose sandbox runs on the test's own runtime),
+/// failing the test if it has not finished within 60 s.
+pub async fn kubectl_async(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let kc = kubeconfig.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let stdin = stdin.map(String::from);
+    let what = args.join(" ");
+    let task = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl(&kc, &refs, stdin.as_deref())
+    });
+    tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {what} hung"))
+        .expect("kubectl thread")
+}
+
+/// One raw HTTPS request with the admin token: status code and JSON body (null when the body
+/// is not JSON).
+pub async fn admin_request(
+    t: &TestSandbox,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+    content_type: &str,
+) -> (u16, serde_json::Value) {
+    request_as(t, t.sandbox.token(), method, path, body, content_type).await
+}
+
+/// Like [`admin_request`], with the bearer token `token`.
+pub async fn request_as(
+    t: &TestSandbox,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+    content_type: &str,
+) -> (u16, serde_json::Value) {
+    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
+    let client = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client");
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut rb = client
+        .request(method, format!("{}{path}", t.sandbox.url()))
+        .bearer_auth(token)
+        .header("accept", "application/json");
+    if !body.is_null() {
+        rb = rb
+            .header("content-type", content_type)
+            .body(body.to_string());
+    }
+    let r = rb.send().await.expect("request");
+    let code = r.status().as_u16();
+    let bytes = r.bytes().await.expect("body");
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// A JSON file of a fixture directory (`cases.json`, or the `expected.json` its capture script
+/// wrote from a real kube-apiserver's answers).
+pub fn fixture(dir: &str, file: &str) -> serde_json::Value {
+    let path = format!("{dir}/{file}");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e} (run the directory's capture script)"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The cases whose sandbox answer differs from the real server's (fixture tests).
+#[derive(Default)]
+pub struct Differences {
+    cases: usize,
+    differ: Vec<String>,
+}
+
+impl Differences {
+    /// Compare one case's answer with the real server's.
+    pub fn check(&mut self, name: &str, real: &serde_json::Value, sandbox: &serde_json::Value) {
+        self.cases += 1;
+        if real != sandbox {
+            self.differ
+                .push(format!("{name}:\n  real:    {real}\n  sandbox: {sandbox}"));
+        }
+    }
+
+    /// Fail, listing every differing case, unless there is none.
+    pub fn assert_none(self) {
+        assert!(
+            self.differ.is_empty(),
+            "{} of {} cases differ from the real server:\n{}",
+            self.differ.len(),
+            self.cases,
+            self.differ.join("\n")
+        );
+    }
+}
+
 /// A kube-rs client built from the sandbox's kubeconfig, exactly as users' tools would.
 pub async fn client_for(sandbox: &Sandbox) -> kube::Client {
     let kc = Kubeconfig::from_yaml(&sandbox.kubeconfig_yaml()).expect("kubeconfig parses");
