@@ -557,33 +557,56 @@ async fn two_replicas_fail_over_after_kill_and_hand_over_on_sigterm() {
 }
 
 /// Every uid each pod name had, seen by a watch for the whole test: how many times each pod
-/// was (re)created.
-fn watch_pod_uids(
-    sb: &TestSandbox,
-) -> std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>> {
-    use futures::StreamExt;
-    let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>> =
-        Default::default();
-    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
-    let s = std::sync::Arc::clone(&seen);
-    tokio::spawn(async move {
-        let mut events =
-            kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
-        while let Some(e) = events.next().await {
-            let objs = match e {
-                Ok(kube::runtime::watcher::Event::Apply(o))
-                | Ok(kube::runtime::watcher::Event::InitApply(o)) => vec![o],
-                _ => continue,
-            };
-            for o in objs {
+/// was (re)created. The watch ends when this is dropped.
+///
+/// The watch must end with the test, not with its runtime: when the runtime shuts down, the
+/// kube client's request buffer task is dropped and every request fails at once without
+/// awaiting anything; a watcher retrying without backoff then spins on a worker thread forever
+/// and the runtime's shutdown (the end of the test) waits for it. That hung this test in busy
+/// runs. So the task is aborted on drop (before the sandbox and the runtime go), and retries
+/// back off.
+struct PodWatch {
+    seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodWatch {
+    fn start(sb: &TestSandbox) -> PodWatch {
+        use futures::StreamExt;
+        use kube::runtime::WatchStreamExt;
+        let seen: std::sync::Arc<std::sync::Mutex<BTreeMap<String, BTreeSet<String>>>> =
+            Default::default();
+        let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+        let s = std::sync::Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            let mut events = kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(e) = events.next().await {
+                let o = match e {
+                    Ok(kube::runtime::watcher::Event::Apply(o))
+                    | Ok(kube::runtime::watcher::Event::InitApply(o)) => o,
+                    _ => continue,
+                };
                 let (Some(n), Some(u)) = (o.metadata.name, o.metadata.uid) else {
                     continue;
                 };
                 s.lock().unwrap().entry(n).or_default().insert(u);
             }
-        }
-    });
-    seen
+        });
+        PodWatch { seen, task }
+    }
+
+    /// Every uid seen so far, by pod name.
+    fn uids(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 fn pod_template_revision(pod: &Value) -> Option<String> {
@@ -594,7 +617,6 @@ fn pod_template_revision(pod: &Value) -> Option<String> {
 
 /// `kill -9` of the holder in the middle of a rollout (catset, RollingRecreate): the standby
 /// replica takes over and finishes it from the ControllerRevisions; each Pod is replaced once.
-#[ignore = "hangs in the full workspace run after the merges of 2026-11-26 (passes alone, 15-24 s); to be fixed before it runs in CI again: cargo test --test cli_run -- --ignored"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once() {
     let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
@@ -603,7 +625,7 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
     let sb = common::start_with(cfg).await;
     let home = tempfile::tempdir().unwrap();
     example_on_cluster(&sb, "catset", "catsets").await;
-    let seen = watch_pod_uids(&sb);
+    let watch = PodWatch::start(&sb);
     let (pa, pb) = (free_port(), free_port());
     let a = Background::start(run_in(&sb, home.path(), "catset", "replica-a", pa, &[]));
     let _ga = guard(&a);
@@ -636,7 +658,7 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
     let b = Background::start(run_in(&sb, home.path(), "catset", "replica-b", pb, &[]));
     let _gb = guard(&b);
     b.wait_output("held by replica-a; standing by").await;
-    let before: BTreeMap<String, BTreeSet<String>> = seen.lock().unwrap().clone();
+    let before = watch.uids();
     assert_eq!(before.len(), 3, "{before:?}");
 
     // A template change: a rollout, highest ordinal first, one pod at a time.
@@ -653,16 +675,10 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
     );
     // Once the first pod is replaced, kill the holder.
     wait_for("the first pod replaced", TIMEOUT, || async {
-        let s = seen.lock().unwrap();
-        (s.values().filter(|u| u.len() >= 2).count() >= 1).then_some(())
+        (watch.uids().values().filter(|u| u.len() >= 2).count() >= 1).then_some(())
     })
     .await;
-    let replaced_before_kill = seen
-        .lock()
-        .unwrap()
-        .values()
-        .filter(|u| u.len() >= 2)
-        .count();
+    let replaced_before_kill = watch.uids().values().filter(|u| u.len() >= 2).count();
     kill9(&a);
     b.wait_output("took lease").await;
     let done = wait_for(
@@ -682,7 +698,7 @@ async fn kill_during_a_rollout_the_standby_finishes_it_replacing_each_pod_once()
         replaced_before_kill < 3,
         "the kill came mid-rollout ({replaced_before_kill} of 3 replaced)"
     );
-    let seen = seen.lock().unwrap().clone();
+    let seen = watch.uids();
     for (name, uids) in &seen {
         assert_eq!(uids.len(), 2, "{name} replaced exactly once: {seen:?}");
     }
