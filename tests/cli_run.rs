@@ -897,7 +897,7 @@ async fn dev_refuses_a_controller_run_holds_and_names_the_replica() {
     assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert!(stderr.contains("is held by replica-a"), "{stderr}");
     assert!(stderr.contains("`kubectl meta run`"), "{stderr}");
-    assert!(stderr.contains("scale that Deployment to 0"), "{stderr}");
+    assert!(stderr.contains("re-run with --takeover"), "{stderr}");
     let (ok, stderr) = run.interrupt().await;
     assert!(ok, "{stderr}");
 
@@ -927,6 +927,281 @@ async fn dev_refuses_a_controller_run_holds_and_names_the_replica() {
     assert!(ok, "{stderr}");
     wait_holder(&sb, "default", "replica-b").await;
     run.wait_output("took lease").await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// Two controllers in `dir/defs`: hello-world, and `greeting-controller` (the same hook) on a
+/// second parent type `Greeting`; the CRDs and one parent of each applied.
+async fn two_controllers(sb: &TestSandbox, dir: &Path) -> (String, String) {
+    let hook = format!("{}/exec_hook.py", example("hello-world"));
+    let defs = dir.join("defs");
+    std::fs::create_dir_all(&defs).unwrap();
+    let controller = |name: &str, plural: &str| {
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {{name: {name}}}
+spec:
+  generateSelector: true
+  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: {plural}}}
+  childResources: [{{apiVersion: v1, resource: pods, updateStrategy: {{method: Recreate}}}}]
+  hooks:
+    sync: {{exec: {{command: [python3, {hook}]}}}}
+"
+        )
+    };
+    let hello = defs.join("hello.yaml");
+    std::fs::write(&hello, controller("hello-world-controller", "helloworlds")).unwrap();
+    std::fs::write(
+        defs.join("greeting.yaml"),
+        controller("greeting-controller", "greetings"),
+    )
+    .unwrap();
+    let crd = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: greetings.example.kubectl-meta.dev}
+spec:
+  group: example.kubectl-meta.dev
+  scope: Namespaced
+  names: {plural: greetings, singular: greeting, kind: Greeting}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+";
+    let crd_file = dir.join("greetings-crd.yaml");
+    std::fs::write(&crd_file, crd).unwrap();
+    ok_kubectl(
+        sb,
+        &[
+            "apply",
+            "-f",
+            &format!("{}/00-crd.yaml", example("hello-world")),
+        ],
+    );
+    ok_kubectl(sb, &["apply", "-f", &crd_file.display().to_string()]);
+    for plural in ["helloworlds", "greetings"] {
+        wait_for(&format!("{plural} to be served"), TIMEOUT, || async {
+            sb.kubectl(&["get", plural]).status.success().then_some(())
+        })
+        .await;
+    }
+    ok_kubectl(
+        sb,
+        &[
+            "apply",
+            "-f",
+            &format!("{}/20-sample.yaml", example("hello-world")),
+        ],
+    );
+    let greet = dir.join("greet.yaml");
+    std::fs::write(
+        &greet,
+        "apiVersion: example.kubectl-meta.dev/v1\nkind: Greeting\nmetadata: {name: greet, namespace: default}\nspec: {who: you}\n",
+    )
+    .unwrap();
+    ok_kubectl(sb, &["apply", "-f", &greet.display().to_string()]);
+    (defs.display().to_string(), hello.display().to_string())
+}
+
+/// The holder of a controller's Lease in `default`.
+async fn holder_of(sb: &TestSandbox, controller: &str) -> Option<String> {
+    let api: Api<Lease> = Api::namespaced(sb.client.clone(), "default");
+    api.get_opt(&format!("kubectl-meta-compositecontroller-{controller}"))
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+/// `run`'s writes for `controller`, from its /metrics.
+async fn run_writes(port: u16, controller: &str) -> f64 {
+    let (_, body) = http_get(port, "/metrics").await.expect("/metrics answers");
+    sample(
+        &parse_prometheus(&body),
+        "kubectl_meta_writes_total",
+        &[("controller", controller)],
+    )
+    .unwrap_or(0.0)
+}
+
+/// Delete pod `name` and wait until a new one of that name exists.
+async fn recreated(sb: &TestSandbox, name: &str) {
+    let before = pod_uids(sb).await;
+    let old = before
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, u)| u.clone());
+    ok_kubectl(sb, &["delete", "pod", name, "--wait=false"]);
+    wait_for(&format!("pod {name} re-created"), TIMEOUT, || async {
+        pod_uids(sb)
+            .await
+            .into_iter()
+            .any(|(n, u)| n == name && Some(&u) != old.as_ref())
+            .then_some(())
+    })
+    .await;
+}
+
+/// `dev --takeover` of one of the two controllers `run` holds: `run` finishes and yields just
+/// that one (no write from `run` for it while `dev` holds it, the other keeps syncing), takes
+/// it back when `dev` exits, and within the Lease duration after `kill -9` of `dev`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_takeover_of_one_controller_run_yields_it_and_takes_it_back() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (defs, hello_def) = two_controllers(&sb, dir.path()).await;
+    let port = free_port();
+    let run = Background::start(run_cmd(&sb, home.path(), "replica-a", port, &["-f", &defs]));
+    let _g = guard(&run);
+    for c in ["hello-world-controller", "greeting-controller"] {
+        wait_for(&format!("replica-a holding {c}"), TIMEOUT, || async {
+            (holder_of(&sb, c).await.as_deref() == Some("replica-a")).then_some(())
+        })
+        .await;
+    }
+    wait_for("both pods", TIMEOUT, || async {
+        let names: Vec<String> = pod_uids(&sb).await.into_iter().map(|(n, _)| n).collect();
+        (names.contains(&"hello".to_string()) && names.contains(&"greet".to_string())).then_some(())
+    })
+    .await;
+
+    // Without --takeover: refused, naming the replica and saying how to take it.
+    let kubeconfig = kc(&sb);
+    let dev_args = |extra: &[&str]| {
+        let mut a = vec![
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "dev",
+            "-f",
+            hello_def.as_str(),
+            "--no-tui",
+            "-o",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        meta(home.path(), &a.iter().map(|s| &**s).collect::<Vec<_>>())
+    };
+    let out = run_blocking(dev_args(&["--once", "--timeout", "20"])).await;
+    let stderr = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("is held by replica-a"), "{stderr}");
+    assert!(stderr.contains("re-run with --takeover"), "{stderr}");
+
+    // --takeover: run yields hello-world-controller only.
+    let dev = Background::start(dev_args(&["--takeover"]));
+    let _gd = guard(&dev);
+    wait_for("dev holding hello-world-controller", TIMEOUT, || async {
+        holder_of(&sb, "hello-world-controller")
+            .await
+            .filter(|h| h.contains(" pid "))
+    })
+    .await;
+    run.wait_output(
+        "yielded lease default/kubectl-meta-compositecontroller-hello-world-controller",
+    )
+    .await;
+    dev.wait_errors("took over lease default/kubectl-meta-compositecontroller-hello-world-controller from replica-a")
+        .await;
+    dev.wait_output("took over lease").await;
+    let handover: Value = dev
+        .output()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("took over lease"))
+        })
+        .unwrap();
+    assert_eq!(handover["event"], "info");
+    assert_eq!(handover["controller"], "hello-world-controller");
+    assert_eq!(
+        holder_of(&sb, "greeting-controller").await.as_deref(),
+        Some("replica-a")
+    );
+
+    // While dev holds it: run writes nothing for it, and keeps syncing the other.
+    let (hello_before, greet_before) = (
+        run_writes(port, "hello-world-controller").await,
+        run_writes(port, "greeting-controller").await,
+    );
+    let run_log_before = run.output().len();
+    recreated(&sb, "hello").await;
+    recreated(&sb, "greet").await;
+    wait_for("run re-creating greet", TIMEOUT, || async {
+        (run_writes(port, "greeting-controller").await > greet_before).then_some(())
+    })
+    .await;
+    dev.wait_output("\"event\":\"action\"").await;
+    assert_eq!(
+        run_writes(port, "hello-world-controller").await,
+        hello_before,
+        "run wrote for the controller dev holds"
+    );
+    let run_log = run.output();
+    for line in run_log[run_log_before..].lines() {
+        let e: Value = serde_json::from_str(line).unwrap();
+        assert!(
+            !(e["event"] == "action" && e["controller"] == "hello-world-controller"),
+            "run acted for the controller dev holds: {line}"
+        );
+    }
+
+    // dev exits: run takes the controller back and syncs it again.
+    let (ok, stderr) = dev.interrupt().await;
+    assert!(ok, "{stderr}");
+    wait_for(
+        "replica-a holding hello-world-controller again",
+        TIMEOUT,
+        || async {
+            (holder_of(&sb, "hello-world-controller").await.as_deref() == Some("replica-a"))
+                .then_some(())
+        },
+    )
+    .await;
+    let hello_back = run_writes(port, "hello-world-controller").await;
+    recreated(&sb, "hello").await;
+    wait_for("run re-creating hello", TIMEOUT, || async {
+        (run_writes(port, "hello-world-controller").await > hello_back).then_some(())
+    })
+    .await;
+
+    // kill -9 of dev: run takes it back once dev's Lease (15 s) lapses.
+    let dev = Background::start(dev_args(&["--takeover"]));
+    let _gd2 = guard(&dev);
+    wait_for("dev holding hello-world-controller", TIMEOUT, || async {
+        holder_of(&sb, "hello-world-controller")
+            .await
+            .filter(|h| h.contains(" pid "))
+    })
+    .await;
+    dev.wait_output("took over lease").await;
+    let killed = Instant::now();
+    kill9(&dev);
+    wait_for(
+        "replica-a holding hello-world-controller after kill -9 of dev",
+        Duration::from_secs(45),
+        || async {
+            (holder_of(&sb, "hello-world-controller").await.as_deref() == Some("replica-a"))
+                .then_some(())
+        },
+    )
+    .await;
+    let back = killed.elapsed();
+    eprintln!(
+        "FIGURE run took the controller back {:.2}s after kill -9 of dev (dev's lease: 15 s)",
+        back.as_secs_f64()
+    );
+    assert!(
+        back < Duration::from_secs(15) + Duration::from_secs(5),
+        "took {back:?}"
+    );
     let (ok, stderr) = run.interrupt().await;
     assert!(ok, "{stderr}");
 }

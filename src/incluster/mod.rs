@@ -372,6 +372,30 @@ impl Runner {
                 );
             }
             Role::Leader => {}
+            Role::Yielding { to } => {
+                let was_leading = slot.leading;
+                slot.leading = false;
+                self.info(
+                    Some(name),
+                    format!(
+                        "{name}: {to} asks for lease {}/{lease} (dev --takeover); finishing in-flight syncs, then yielding it",
+                        self.cfg.lease_namespace
+                    ),
+                );
+                if was_leading {
+                    self.stop_controller(name).await;
+                }
+                if let Some(slot) = self.slots.get(name) {
+                    slot.elector.yielded();
+                }
+                self.info(
+                    Some(name),
+                    format!(
+                        "{name}: yielded lease {}/{lease} to {to}; syncing stopped here until it is released or lapses",
+                        self.cfg.lease_namespace
+                    ),
+                );
+            }
             other => {
                 if slot.leading {
                     slot.leading = false;
@@ -452,5 +476,6 @@ fn describe(role: &Role) -> String {
         Role::Unknown => "not known".to_string(),
         Role::Stopped => "stopped".to_string(),
         Role::Leader => "held".to_string(),
+        Role::Yielding { to } => format!("yielding to {to}"),
     }
 }
