@@ -1205,3 +1205,248 @@ async fn dev_takeover_of_one_controller_run_yields_it_and_takes_it_back() {
     let (ok, stderr) = run.interrupt().await;
     assert!(ok, "{stderr}");
 }
+
+/// What `deploy -f DIR -n NS` renders for the ServiceAccount to work (JSON): the RBAC objects,
+/// and the CRD it needs (ControllerRevisions, for rollouts).
+async fn rendered_rbac(home: &Path, dirs: &[&str], ns: &str) -> Vec<Value> {
+    let mut args = vec!["deploy"];
+    for d in dirs {
+        args.extend_from_slice(&["-f", d]);
+    }
+    args.extend_from_slice(&["-n", ns, "-o", "json"]);
+    let out = run_blocking(meta(home, &args)).await;
+    let list: Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            [
+                "Namespace",
+                "CustomResourceDefinition",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+            ]
+            .contains(&o["kind"].as_str().unwrap_or_default())
+        })
+        .cloned()
+        .collect()
+}
+
+fn kubectl_apply_json(sb: &TestSandbox, objects: &[Value]) {
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let out = sb.kubectl_stdin(&["apply", "-f", "-"], &list.to_string());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A kubeconfig for the sandbox holding a token of ServiceAccount `ns/sa`
+/// (`kubectl create token`, a TokenRequest, as a Pod's mounted token).
+fn service_account_kubeconfig(sb: &TestSandbox, dir: &Path, ns: &str, sa: &str) -> String {
+    let out = sb.kubectl(&["create", "token", sa, "-n", ns, "--duration", "1h"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let kc = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::copy(sb.kubeconfig(), &kc).unwrap();
+    let kcs = kc.display().to_string();
+    for args in [
+        vec![
+            "config".to_string(),
+            "set-credentials".into(),
+            sa.into(),
+            format!("--token={token}"),
+        ],
+        vec![
+            "config".into(),
+            "set-context".into(),
+            "--current".into(),
+            format!("--user={sa}"),
+        ],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::kubectl(&kc, &args, None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    kcs
+}
+
+/// `run` as the ServiceAccount of `kubeconfig`, from the directory of `example`, Leases in
+/// `lease_ns`.
+fn run_as(
+    home: &Path,
+    kubeconfig: &str,
+    example_dir: &str,
+    identity: &str,
+    port: u16,
+    lease_ns: &str,
+) -> Command {
+    let addr = format!("127.0.0.1:{port}");
+    let dir = example(example_dir);
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig,
+        "run",
+        "-f",
+        dir.as_str(),
+        "--identity",
+        identity,
+        "--http-addr",
+        addr.as_str(),
+        "--lease-namespace",
+        lease_ns,
+    ];
+    args.extend_from_slice(&FAST);
+    let mut cmd = meta(home, &args);
+    cmd.current_dir(&dir);
+    cmd
+}
+
+/// Least privilege, end to end: the RBAC objects `deploy` renders applied to the sandbox (RBAC
+/// on, 403s as kube-apiserver), `run` with a token of that ServiceAccount: hello-world and
+/// catset (with a rollout) converge and nothing is forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_as_the_rendered_service_account_converges_with_no_403() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for ex in ["hello-world", "catset"] {
+        ok_kubectl(
+            &sb,
+            &["apply", "-f", &format!("{}/00-crd.yaml", example(ex))],
+        );
+    }
+    for plural in ["helloworlds", "catsets"] {
+        wait_for(&format!("{plural} to be served"), TIMEOUT, || async {
+            sb.kubectl(&["get", plural]).status.success().then_some(())
+        })
+        .await;
+    }
+    for ex in ["hello-world", "catset"] {
+        ok_kubectl(
+            &sb,
+            &["apply", "-f", &format!("{}/20-sample.yaml", example(ex))],
+        );
+    }
+    let rbac = rendered_rbac(
+        home.path(),
+        &[&example("hello-world"), &example("catset")],
+        "ctl",
+    )
+    .await;
+    kubectl_apply_json(&sb, &rbac);
+    let kc = service_account_kubeconfig(&sb, dir.path(), "ctl", "kubectl-meta");
+    // Not an admin: the token's user may not read Secrets.
+    let out = common::kubectl(Path::new(&kc), &["get", "secrets", "-A"], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let hello = Background::start(run_as(
+        home.path(),
+        &kc,
+        "hello-world",
+        "sa-hello",
+        free_port(),
+        "ctl",
+    ));
+    let _gh = guard(&hello);
+    let catset = Background::start(run_as(
+        home.path(),
+        &kc,
+        "catset",
+        "sa-catset",
+        free_port(),
+        "ctl",
+    ));
+    let _gc = guard(&catset);
+    let pod_api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), "default", &pods());
+    let catset_pods = |template: Option<&'static str>| {
+        let api = pod_api.clone();
+        async move {
+            let items: Vec<Value> = api
+                .list(&ListParams::default().labels("app=nginx"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|p| serde_json::to_value(p).ok())
+                .collect();
+            let ready = items.iter().all(|p| {
+                p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+            });
+            let on_template = template.is_none_or(|t| {
+                items
+                    .iter()
+                    .all(|p| pod_template_revision(p).as_deref() == Some(t))
+            });
+            (items.len() == 3 && ready && on_template).then_some(())
+        }
+    };
+    wait_for("the hello pod", TIMEOUT, || async {
+        pod_uids(&sb)
+            .await
+            .iter()
+            .any(|(n, _)| n == "hello")
+            .then_some(())
+    })
+    .await;
+    let converged = tokio::time::timeout(
+        Duration::from_secs(60),
+        wait_for("3 ready catset pods", Duration::from_secs(60), || {
+            catset_pods(None)
+        }),
+    )
+    .await;
+    assert!(
+        converged.is_ok(),
+        "catset did not converge:\n{}\n{}",
+        catset.output(),
+        catset.errors()
+    );
+    ok_kubectl(
+        &sb,
+        &[
+            "patch",
+            "catset",
+            "nginx-backend",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"template":{"metadata":{"labels":{"rollout":"two"}}}}}"#,
+        ],
+    );
+    wait_for("the rollout done", Duration::from_secs(90), || {
+        catset_pods(Some("two"))
+    })
+    .await;
+    for (name, b) in [("hello", hello), ("catset", catset)] {
+        let stdout = b.output();
+        let (ok, stderr) = b.interrupt().await;
+        assert!(ok, "{name}: {stderr}");
+        for text in [&stdout, &stderr] {
+            assert!(
+                !text.contains("forbidden") && !text.contains("403"),
+                "{name}:\n{text}"
+            );
+        }
+    }
+}
