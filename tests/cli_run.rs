@@ -1450,3 +1450,94 @@ async fn run_as_the_rendered_service_account_converges_with_no_403() {
         }
     }
 }
+
+/// Each rule `deploy` renders for hello-world (its controller's ClusterRole and the Leases
+/// Role) is needed: with the rule dropped, `run` as the ServiceAccount is refused exactly what
+/// the rule allows (the API server's 403 names the verb and resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_rule_of_the_rendered_role_is_needed() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let hello = example("hello-world");
+    ok_kubectl(&sb, &["apply", "-f", &format!("{hello}/00-crd.yaml")]);
+    wait_for("helloworlds to be served", TIMEOUT, || async {
+        sb.kubectl(&["get", "helloworlds"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let rbac = rendered_rbac(home.path(), &[&hello], "ctl").await;
+    kubectl_apply_json(&sb, &rbac);
+    let kc = service_account_kubeconfig(&sb, dir.path(), "ctl", "kubectl-meta");
+    let roles: Vec<Value> = rbac
+        .iter()
+        .filter(|o| {
+            (o["kind"] == "ClusterRole"
+                && o["metadata"]["name"] == "kubectl-meta:ctl:hello-world-controller")
+                || (o["kind"] == "Role" && o["metadata"]["name"] == "kubectl-meta-leases")
+        })
+        .cloned()
+        .collect();
+    assert_eq!(roles.len(), 2);
+    let mut checked = 0;
+    for role in &roles {
+        let rules = role["rules"].as_array().unwrap().clone();
+        for (i, rule) in rules.iter().enumerate() {
+            // The role without rule i; a fresh parent (its status must be written) and no pod.
+            let mut without = role.clone();
+            let mut fewer = rules.clone();
+            fewer.remove(i);
+            without["rules"] = Value::Array(fewer);
+            kubectl_apply_json(&sb, &[without]);
+            ok_kubectl(&sb, &["delete", "helloworld", "--all", "--wait=false"]);
+            ok_kubectl(&sb, &["delete", "pod", "--all", "--wait=false"]);
+            wait_for("no parent left", TIMEOUT, || async {
+                let out = sb.kubectl(&["get", "helloworlds", "-o", "name"]);
+                out.stdout.is_empty().then_some(())
+            })
+            .await;
+            ok_kubectl(&sb, &["apply", "-f", &format!("{hello}/20-sample.yaml")]);
+
+            let resources: Vec<&str> = rule["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let run = Background::start(run_as(
+                home.path(),
+                &kc,
+                "hello-world",
+                &format!("rule-{checked}"),
+                free_port(),
+                "ctl",
+            ));
+            let _g = guard(&run);
+            let refused = wait_for(
+                &format!("a 403 on {resources:?} without rule {rule}"),
+                TIMEOUT,
+                || async {
+                    let all = format!("{}\n{}", run.output(), run.errors());
+                    all.lines()
+                        .find(|l| {
+                            l.contains("forbidden")
+                                && resources.iter().any(|r| {
+                                    l.contains(&format!("resource \\\"{r}\\\""))
+                                        || l.contains(&format!("resource \"{r}\""))
+                                })
+                        })
+                        .map(str::to_string)
+                },
+            )
+            .await;
+            eprintln!("without {resources:?}: {refused}");
+            let (ok, stderr) = run.interrupt().await;
+            assert!(ok, "{stderr}");
+            kubectl_apply_json(&sb, std::slice::from_ref(role));
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4, "3 rules for hello-world, 1 for the Leases");
+}

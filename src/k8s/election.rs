@@ -172,6 +172,7 @@ impl Elector {
         let campaign = Campaign {
             yielded: Arc::clone(&yielded),
             request: None,
+            refused: None,
             api: Api::namespaced(client, namespace),
             name: name.to_string(),
             identity: identity.to_string(),
@@ -268,6 +269,8 @@ struct Campaign {
     yielded: Arc<tokio::sync::Notify>,
     /// The last takeover request seen by someone else and when we saw it change.
     request: Option<(TakeoverRequest, Instant)>,
+    /// The last refusal said (so that it is said once).
+    refused: Option<String>,
     name: String,
     identity: String,
     cfg: ElectionConfig,
@@ -306,6 +309,14 @@ impl Campaign {
                     self.set_follower(Some(holder));
                 }
                 Attempt::Failed(e) => {
+                    // Refused (403: the role lacks the Lease rule, 404: no such namespace) is
+                    // a configuration error: said once per message; outages stay quiet.
+                    if (e.contains("(403 ") || e.contains("(404 "))
+                        && self.refused.as_deref() != Some(e.as_str())
+                    {
+                        tracing::warn!(lease = %self.name, "cannot take the lease: {e}");
+                        self.refused = Some(e.clone());
+                    }
                     tracing::debug!(lease = %self.name, "cannot take the lease: {e}");
                     if *self.role.borrow() == Role::Leader {
                         self.set_follower(None);
