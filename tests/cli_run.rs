@@ -1544,3 +1544,75 @@ async fn each_rule_of_the_rendered_role_is_needed() {
     }
     assert_eq!(checked, 4, "3 rules for hello-world, 1 for the Leases");
 }
+
+/// A controller whose webhook's Secret does not exist when `run` starts is not skipped: `run`
+/// takes its Lease, says what it waits for, and starts it once the Secret is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_for_a_missing_webhook_secret_and_starts_when_it_appears() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    ok_kubectl(
+        &sb,
+        &[
+            "apply",
+            "-f",
+            &format!("{}/00-crd.yaml", example("hello-world")),
+        ],
+    );
+    std::fs::write(
+        dir.path().join("secured.yaml"),
+        "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: secured}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}
+  childResources: [{apiVersion: v1, resource: configmaps}]
+  endpointConfigs:
+  - host: 127.0.0.1:9
+    authorization:
+      type: Bearer
+      secretRef: {name: hook-token, namespace: default, key: token}
+  hooks:
+    sync:
+      webhook: {url: 'http://127.0.0.1:9/sync'}
+",
+    )
+    .unwrap();
+    let defs = dir.path().display().to_string();
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-a",
+        free_port(),
+        &["-f", &defs],
+    ));
+    let _g = guard(&run);
+    run.wait_output("not started: waiting for Secret default/hook-token")
+        .await;
+    wait_for("replica-a holding secured", TIMEOUT, || async {
+        (holder_of(&sb, "secured").await.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    assert!(
+        !run.output().contains("\"event\":\"controllerStarted\""),
+        "{}",
+        run.output()
+    );
+    ok_kubectl(
+        &sb,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "hook-token",
+            "-n",
+            "default",
+            "--from-literal=token=t0k",
+        ],
+    );
+    run.wait_output("\"event\":\"controllerStarted\"").await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+}

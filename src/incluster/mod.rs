@@ -245,31 +245,28 @@ impl Runner {
         self.refresh_status();
     }
 
-    /// Read the webhooks' Secrets and ConfigMaps of `def`; false (said) when they cannot be.
-    async fn resolve_endpoints(&self, def: &ControllerDef) -> bool {
+    /// Read the webhooks' Secrets and ConfigMaps of `def` now, when they can be. When they
+    /// cannot (not created yet, or not resolving), the controller still campaigns and starts:
+    /// the engine follows the references and begins syncing once they resolve, saying what it
+    /// waits for (as `dev` does, and as Metacontroller retries such a controller).
+    async fn resolve_endpoints(&self, def: &ControllerDef) {
         self.metrics.describe(def);
         let ctx = self.engine.context();
         match endpoint::resolve_from_cluster(&ctx.client, std::slice::from_ref(def)).await {
-            Ok(resolved) => {
-                resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r));
-                true
-            }
-            Err(e) => {
-                self.bus().publish(EngineEvent::Error {
-                    controller: Some(def.name().to_string()),
-                    object: None,
-                    message: format!("not running {}: {e}", def.name()),
-                });
-                false
-            }
+            Ok(resolved) => resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r)),
+            Err(e) => self.info(
+                Some(def.name()),
+                format!(
+                    "{}: its webhooks' Secrets or ConfigMaps do not resolve yet ({e}); it syncs once they do",
+                    def.name()
+                ),
+            ),
         }
     }
 
     /// A new definition: campaign for its Lease (its controller starts once held).
     async fn add(&mut self, def: ControllerDef) {
-        if !self.resolve_endpoints(&def).await {
-            return;
-        }
+        self.resolve_endpoints(&def).await;
         self.generation += 1;
         let generation = self.generation;
         let name = def.name().to_string();
@@ -317,9 +314,7 @@ impl Runner {
 
     /// A changed definition: restart its controller when it runs here (the Lease is kept).
     async fn replace(&mut self, def: ControllerDef) {
-        if !self.resolve_endpoints(&def).await {
-            return;
-        }
+        self.resolve_endpoints(&def).await;
         let name = def.name().to_string();
         let Some(slot) = self.slots.get_mut(&name) else {
             return;
