@@ -132,6 +132,11 @@ pub struct DevArgs {
     /// Namespace of the Lease that keeps two dev loops from driving the same controller.
     #[arg(long, value_name = "NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
+    /// Ask the `kubectl meta run` replica holding a controller's Lease to yield it: it finishes
+    /// its in-flight sync and stops syncing just the controllers this dev loop runs, and takes
+    /// them back when this loop exits or its Lease lapses. Use run's --lease-namespace.
+    #[arg(long, conflicts_with = "sandbox")]
+    pub takeover: bool,
     /// Start this command as the hook server (`sh -c`, own process group), restart it when its
     /// files change, stop it on exit.
     #[arg(long, value_name = "COMMAND")]

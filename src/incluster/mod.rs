@@ -238,31 +238,28 @@ impl Runner {
         self.refresh_status();
     }
 
-    /// Read the webhooks' Secrets and ConfigMaps of `def`; false (said) when they cannot be.
-    async fn resolve_endpoints(&self, def: &ControllerDef) -> bool {
+    /// Read the webhooks' Secrets and ConfigMaps of `def` now, when they can be. When they
+    /// cannot (not created yet, or not resolving), the controller still campaigns and starts:
+    /// the engine follows the references and begins syncing once they resolve, saying what it
+    /// waits for (as `dev` does, and as Metacontroller retries such a controller).
+    async fn resolve_endpoints(&self, def: &ControllerDef) {
         self.metrics.describe(def);
         let ctx = self.engine.context();
         match endpoint::resolve_from_cluster(&ctx.client, std::slice::from_ref(def)).await {
-            Ok(resolved) => {
-                resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r));
-                true
-            }
-            Err(e) => {
-                self.bus().publish(EngineEvent::Error {
-                    controller: Some(def.name().to_string()),
-                    object: None,
-                    message: format!("not running {}: {e}", def.name()),
-                });
-                false
-            }
+            Ok(resolved) => resolved.iter().for_each(|r| ctx.hooks.set_endpoints(r)),
+            Err(e) => self.info(
+                Some(def.name()),
+                format!(
+                    "{}: its webhooks' Secrets or ConfigMaps do not resolve yet ({e}); it syncs once they do",
+                    def.name()
+                ),
+            ),
         }
     }
 
     /// A new definition: campaign for its Lease (its controller starts once held).
     async fn add(&mut self, def: ControllerDef) {
-        if !self.resolve_endpoints(&def).await {
-            return;
-        }
+        self.resolve_endpoints(&def).await;
         self.generation += 1;
         let generation = self.generation;
         let name = def.name().to_string();
@@ -310,9 +307,7 @@ impl Runner {
 
     /// A changed definition: restart its controller when it runs here (the Lease is kept).
     async fn replace(&mut self, def: ControllerDef) {
-        if !self.resolve_endpoints(&def).await {
-            return;
-        }
+        self.resolve_endpoints(&def).await;
         let name = def.name().to_string();
         let Some(slot) = self.slots.get_mut(&name) else {
             return;
@@ -365,6 +360,30 @@ impl Runner {
                 );
             }
             Role::Leader => {}
+            Role::Yielding { to } => {
+                let was_leading = slot.leading;
+                slot.leading = false;
+                self.info(
+                    Some(name),
+                    format!(
+                        "{name}: {to} asks for lease {}/{lease} (dev --takeover); finishing in-flight syncs, then yielding it",
+                        self.cfg.lease_namespace
+                    ),
+                );
+                if was_leading {
+                    self.stop_controller(name).await;
+                }
+                if let Some(slot) = self.slots.get(name) {
+                    slot.elector.yielded();
+                }
+                self.info(
+                    Some(name),
+                    format!(
+                        "{name}: yielded lease {}/{lease} to {to}; syncing stopped here until it is released or lapses",
+                        self.cfg.lease_namespace
+                    ),
+                );
+            }
             other => {
                 if slot.leading {
                     slot.leading = false;
@@ -444,5 +463,6 @@ fn describe(role: &Role) -> String {
         Role::Unknown => "not known".to_string(),
         Role::Stopped => "stopped".to_string(),
         Role::Leader => "held".to_string(),
+        Role::Yielding { to } => format!("yielding to {to}"),
     }
 }

@@ -14,7 +14,17 @@
 //!
 //! Every write carries the resourceVersion read: two candidates cannot both win. Lease names
 //! are `dev`'s ([`super::lease::lease_name`]), so `dev` and `run` meet on the same Leases.
+//!
+//! Handing over to `dev --takeover`: a dev loop annotates the Lease with a takeover request
+//! ([`super::lease::TakeoverRequest`]). A request is fresh for its `takeover-seconds` after this
+//! replica saw it last change (our clock only, as for renewals). The leader seeing a fresh
+//! request reports [`Role::Yielding`], keeps renewing until the runner confirms the controller
+//! stopped ([`Elector::yielded`]), then releases the Lease; no replica takes a Lease while a
+//! fresh request by someone else is on it. The dev loop takes it and removes the request; when
+//! it deletes the Lease on exit, or stops renewing it (crashed, asleep), the replicas take it
+//! back as any free or expired Lease.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -28,6 +38,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
+use super::lease::TakeoverRequest;
 
 /// client-go's `JitterFactor` for the candidates' retries.
 const JITTER_FACTOR: f64 = 1.2;
@@ -118,6 +129,12 @@ pub enum Role {
         /// The current holder, when there is one.
         holder: Option<String>,
     },
+    /// We hold the Lease, but a dev loop asked for it (`dev --takeover`): the controller must
+    /// stop syncing, then [`Elector::yielded`] lets the Lease go.
+    Yielding {
+        /// The dev loop asking.
+        to: String,
+    },
     /// Stopped (released, or never taken).
     Stopped,
 }
@@ -125,13 +142,17 @@ pub enum Role {
 impl Role {
     /// Whether the Lease's holder is known (us or someone else): readiness.
     pub fn decided(&self) -> bool {
-        matches!(self, Role::Leader | Role::Follower { holder: Some(_) })
+        matches!(
+            self,
+            Role::Leader | Role::Yielding { .. } | Role::Follower { holder: Some(_) }
+        )
     }
 }
 
 /// One Lease's election, running in the background until [`Elector::stop`].
 pub struct Elector {
     role: watch::Receiver<Role>,
+    yielded: Arc<tokio::sync::Notify>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -147,7 +168,11 @@ impl Elector {
     ) -> Elector {
         let (tx, role) = watch::channel(Role::Unknown);
         let stop = CancellationToken::new();
+        let yielded = Arc::new(tokio::sync::Notify::new());
         let campaign = Campaign {
+            yielded: Arc::clone(&yielded),
+            request: None,
+            refused: None,
             api: Api::namespaced(client, namespace),
             name: name.to_string(),
             identity: identity.to_string(),
@@ -157,7 +182,18 @@ impl Elector {
             stop: stop.clone(),
         };
         let task = tokio::spawn(campaign.run());
-        Elector { role, stop, task }
+        Elector {
+            role,
+            yielded,
+            stop,
+            task,
+        }
+    }
+
+    /// After [`Role::Yielding`]: the controller stopped syncing; release the Lease to the dev
+    /// loop that asked for it.
+    pub fn yielded(&self) {
+        self.yielded.notify_one();
     }
 
     /// Follows this replica's role.
@@ -208,14 +244,33 @@ impl Record {
 enum Attempt {
     /// We hold the Lease (taken or renewed).
     Held,
-    /// Someone else holds it and it has not expired.
+    /// Someone else holds it and it has not expired, or a fresh takeover request by them is on
+    /// it.
     Other(String),
+    /// We hold it and a dev loop asks for it with a fresh request.
+    Yield(String),
     /// The request failed (API server unreachable, conflict, refused).
     Failed(String),
 }
 
+/// How [`Campaign::lead`] ended.
+enum LeadEnd {
+    /// Stopped while leading: the caller releases.
+    Stopped,
+    /// Leadership lost (renewals failed, or someone else took it).
+    Lost,
+    /// Yielded to a dev loop's takeover request: the caller releases, then campaigns again.
+    Yielded,
+}
+
 struct Campaign {
     api: Api<Lease>,
+    /// Set by the runner once the controller stopped after [`Role::Yielding`].
+    yielded: Arc<tokio::sync::Notify>,
+    /// The last takeover request seen by someone else and when we saw it change.
+    request: Option<(TakeoverRequest, Instant)>,
+    /// The last refusal said (so that it is said once).
+    refused: Option<String>,
     name: String,
     identity: String,
     cfg: ElectionConfig,
@@ -232,10 +287,14 @@ impl Campaign {
                 return;
             }
             self.role.send_replace(Role::Leader);
-            if !self.lead().await {
-                self.release().await;
-                self.role.send_replace(Role::Stopped);
-                return;
+            match self.lead().await {
+                LeadEnd::Lost => {}
+                LeadEnd::Stopped => {
+                    self.release().await;
+                    self.role.send_replace(Role::Stopped);
+                    return;
+                }
+                LeadEnd::Yielded => self.release().await,
             }
         }
     }
@@ -244,12 +303,20 @@ impl Campaign {
     async fn acquire(&mut self) -> bool {
         let mut changes = self.watch_changes();
         loop {
-            match self.try_acquire_or_renew().await {
+            match self.try_acquire_or_renew(true).await {
                 Attempt::Held => return true,
-                Attempt::Other(holder) => {
+                Attempt::Other(holder) | Attempt::Yield(holder) => {
                     self.set_follower(Some(holder));
                 }
                 Attempt::Failed(e) => {
+                    // Refused (403: the role lacks the Lease rule, 404: no such namespace) is
+                    // a configuration error: said once per message; outages stay quiet.
+                    if (e.contains("(403 ") || e.contains("(404 "))
+                        && self.refused.as_deref() != Some(e.as_str())
+                    {
+                        tracing::warn!(lease = %self.name, "cannot take the lease: {e}");
+                        self.refused = Some(e.clone());
+                    }
                     tracing::debug!(lease = %self.name, "cannot take the lease: {e}");
                     if *self.role.borrow() == Role::Leader {
                         self.set_follower(None);
@@ -274,48 +341,92 @@ impl Campaign {
         });
     }
 
-    /// Renew every retry period while leading; false when stopped (still leader: the caller
-    /// releases), true when renewing failed for a whole renew deadline (leadership lost).
-    async fn lead(&mut self) -> bool {
+    /// Renew every retry period while leading, until stopped, leadership is lost, or a fresh
+    /// takeover request was honoured (see [`Campaign::yield_to`]).
+    async fn lead(&mut self) -> LeadEnd {
         loop {
             tokio::select! {
-                () = self.stop.cancelled() => return false,
+                () = self.stop.cancelled() => return LeadEnd::Stopped,
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
-            let deadline = Instant::now() + self.cfg.renew_deadline;
-            loop {
-                let stop = self.stop.clone();
-                let attempt = tokio::select! {
-                    () = stop.cancelled() => return false,
-                    a = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => a,
-                };
-                match attempt {
-                    Ok(Attempt::Held) => break,
-                    Ok(Attempt::Other(holder)) => {
-                        tracing::warn!(lease = %self.name, "lease taken over by {holder}");
-                        self.set_follower(Some(holder));
-                        return true;
-                    }
-                    Ok(Attempt::Failed(e)) => {
-                        tracing::debug!(lease = %self.name, "renewing the lease failed: {e}");
-                    }
-                    Err(_) => {}
-                }
-                if Instant::now() + self.cfg.retry_period >= deadline {
-                    tracing::warn!(lease = %self.name, "could not renew the lease within the renew deadline; stopping leading");
-                    self.set_follower(None);
-                    return true;
-                }
-                tokio::select! {
-                    () = self.stop.cancelled() => return false,
-                    () = tokio::time::sleep(self.cfg.retry_period) => {}
-                }
+            match self.renew(true).await {
+                Ok(None) => {}
+                Ok(Some(to)) => return self.yield_to(to).await,
+                Err(end) => return end,
             }
         }
     }
 
+    /// One renewal, retried until the renew deadline: `Ok(None)` renewed, `Ok(Some(by))` a
+    /// fresh takeover request by `by` (only when `honour`), `Err` stopped or lost.
+    async fn renew(&mut self, honour: bool) -> Result<Option<String>, LeadEnd> {
+        let deadline = Instant::now() + self.cfg.renew_deadline;
+        loop {
+            let stop = self.stop.clone();
+            let attempt = tokio::select! {
+                () = stop.cancelled() => return Err(LeadEnd::Stopped),
+                a = tokio::time::timeout_at(deadline, self.try_acquire_or_renew(honour)) => a,
+            };
+            match attempt {
+                Ok(Attempt::Held) => return Ok(None),
+                Ok(Attempt::Yield(by)) => return Ok(Some(by)),
+                Ok(Attempt::Other(holder)) => {
+                    tracing::warn!(lease = %self.name, "lease taken over by {holder}");
+                    self.set_follower(Some(holder));
+                    return Err(LeadEnd::Lost);
+                }
+                Ok(Attempt::Failed(e)) => {
+                    tracing::debug!(lease = %self.name, "renewing the lease failed: {e}");
+                }
+                Err(_) => {}
+            }
+            if Instant::now() + self.cfg.retry_period >= deadline {
+                tracing::warn!(lease = %self.name, "could not renew the lease within the renew deadline; stopping leading");
+                self.set_follower(None);
+                return Err(LeadEnd::Lost);
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return Err(LeadEnd::Stopped),
+                () = tokio::time::sleep(self.cfg.retry_period) => {}
+            }
+        }
+    }
+
+    /// A dev loop asked for the Lease: say [`Role::Yielding`], keep renewing (the controller
+    /// may still be finishing a sync) until the runner confirms it stopped, then yield.
+    async fn yield_to(&mut self, to: String) -> LeadEnd {
+        self.role.send_replace(Role::Yielding { to });
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return LeadEnd::Stopped,
+                () = self.yielded.notified() => return LeadEnd::Yielded,
+                () = tokio::time::sleep(self.cfg.retry_period) => {}
+            }
+            if let Err(end) = self.renew(false).await {
+                return end;
+            }
+        }
+    }
+
+    /// A fresh takeover request by someone other than us on `lease`: who asks. Fresh while it
+    /// keeps changing: valid for its `takeover-seconds` after we saw it last change.
+    fn fresh_request(&mut self, lease: &Lease) -> Option<String> {
+        let Some(req) = TakeoverRequest::of(lease).filter(|r| r.by != self.identity) else {
+            self.request = None;
+            return None;
+        };
+        let now = Instant::now();
+        if self.request.as_ref().is_none_or(|(r, _)| *r != req) {
+            self.request = Some((req.clone(), now));
+        }
+        let (r, seen) = self.request.as_ref()?;
+        (*seen + r.valid_for > now).then(|| r.by.clone())
+    }
+
     /// client-go's `tryAcquireOrRenew`.
-    async fn try_acquire_or_renew(&mut self) -> Attempt {
+    /// With `honour`, a fresh takeover request on the Lease stops us from taking it
+    /// ([`Attempt::Other`]) and makes the leader yield ([`Attempt::Yield`]).
+    async fn try_acquire_or_renew(&mut self, honour: bool) -> Attempt {
         let now = Timestamp::now();
         let current =
             match tokio::time::timeout(REQUEST_TIMEOUT, self.api.get_opt(&self.name)).await {
@@ -336,6 +447,17 @@ impl Campaign {
             self.observed = Some(Observed {
                 record: record.clone(),
                 at: seen_now,
+            });
+        }
+        if honour && let Some(by) = self.fresh_request(&lease) {
+            // Ours: yield. Free, expired or another replica's: leave it to the requester.
+            if record.holder == self.identity {
+                return Attempt::Yield(by);
+            }
+            return Attempt::Other(if record.holder.is_empty() {
+                by
+            } else {
+                record.holder
             });
         }
         if !record.holder.is_empty() && record.holder != self.identity {

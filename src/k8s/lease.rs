@@ -35,6 +35,82 @@ const RETRY_MIN: Duration = Duration::from_millis(250);
 /// A renewal request slower than this (or the renew interval, if longer) counts as failed.
 const RENEW_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Annotation on a Lease: the identity of a dev loop asking its holder (a `kubectl meta run`
+/// replica) to yield it (`dev --takeover`).
+pub const TAKEOVER_BY: &str = "kubectl-meta.dev/takeover-requested-by";
+
+/// Annotation on a Lease: when the request was last refreshed (RFC 3339, the requester's clock;
+/// the replica only compares it with its previous value: a request is fresh while it keeps
+/// changing, see [`TAKEOVER_SECONDS`]).
+pub const TAKEOVER_AT: &str = "kubectl-meta.dev/takeover-requested-at";
+
+/// Annotation on a Lease: how long a request stays valid after the replica saw it last change
+/// (whole seconds). A requester that died stops refreshing it, so the replica takes its
+/// controller back after that long.
+pub const TAKEOVER_SECONDS: &str = "kubectl-meta.dev/takeover-seconds";
+
+/// How often `dev --takeover` refreshes its request while waiting for the holder to yield.
+const TAKEOVER_REFRESH: Duration = Duration::from_secs(2);
+
+/// How often `dev --takeover` reads the Lease while waiting.
+const TAKEOVER_POLL: Duration = Duration::from_millis(200);
+
+/// A takeover request read from a Lease's annotations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakeoverRequest {
+    /// Who asks (a dev loop's `user@host pid N`).
+    pub by: String,
+    /// The value of [`TAKEOVER_AT`] (changes with every refresh).
+    pub at: String,
+    /// Valid for this long after it was seen to change.
+    pub valid_for: Duration,
+}
+
+impl TakeoverRequest {
+    /// The request on `lease`, if any (malformed ones are ignored).
+    pub fn of(lease: &Lease) -> Option<TakeoverRequest> {
+        let a = lease.metadata.annotations.as_ref()?;
+        let by = a.get(TAKEOVER_BY).filter(|b| !b.is_empty())?.clone();
+        let at = a.get(TAKEOVER_AT).cloned().unwrap_or_default();
+        let secs: u64 = a.get(TAKEOVER_SECONDS)?.parse().ok()?;
+        Some(TakeoverRequest {
+            by,
+            at,
+            valid_for: Duration::from_secs(secs.max(1)),
+        })
+    }
+}
+
+/// `lease` with a (refreshed) takeover request by `by`, valid for `valid_for`.
+fn with_request(mut lease: Lease, by: &str, valid_for: Duration, now: Timestamp) -> Lease {
+    let a = lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    a.insert(TAKEOVER_BY.to_string(), by.to_string());
+    a.insert(TAKEOVER_AT.to_string(), now.to_string());
+    a.insert(
+        TAKEOVER_SECONDS.to_string(),
+        duration_secs(valid_for).to_string(),
+    );
+    lease
+}
+
+/// `lease` without a takeover request.
+fn without_request(mut lease: Lease) -> Lease {
+    if let Some(a) = lease.metadata.annotations.as_mut() {
+        for k in [TAKEOVER_BY, TAKEOVER_AT, TAKEOVER_SECONDS] {
+            a.remove(k);
+        }
+    }
+    lease
+}
+
+/// Whether `holder` is a dev loop (`user@host pid N`) rather than a `kubectl meta run` replica.
+pub fn is_dev_holder(holder: &str) -> bool {
+    holder.contains(" pid ")
+}
+
 /// Where a held Lease stands, as [`LeaseGuard::state`] reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseState {
@@ -102,6 +178,22 @@ pub enum LeaseError {
         /// Time until the Lease expires unless renewed.
         expires_in: Duration,
     },
+    /// `dev --takeover` asked a `kubectl meta run` replica to yield, and it did not in time.
+    #[error(
+        "lease {namespace}/{name} is held by {holder}, which did not yield it within {}s of the takeover request (a kubectl meta run without --takeover support, or one that cannot write the Lease?). \
+         Stop that replica (kubectl scale deployment kubectl-meta -n NAMESPACE --replicas 0), or try again",
+        waited.as_secs()
+    )]
+    NotYielded {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// The replica holding it.
+        holder: String,
+        /// How long we waited.
+        waited: Duration,
+    },
     /// Other writers changed the Lease every time we tried.
     #[error(
         "lease {namespace}/{name} changed under us {attempts} times in a row (another dev loop is starting at the same moment?); try again"
@@ -133,13 +225,13 @@ pub enum LeaseError {
 /// Who holds a Lease, by the shape of its identity, and how to take it: a dev loop is
 /// `user@host pid N`; anything else is a `kubectl meta run` replica (`host_suffix`).
 fn who_and_how(holder: &str) -> &'static str {
-    if holder.contains(" pid ") {
+    if is_dev_holder(holder) {
         "another dev loop is driving this controller. \
          Stop that one first; if it died without releasing the lease, it expires on its own and the next start takes it over"
     } else {
         "`kubectl meta run` (a replica in the cluster) is driving this controller. \
-         To develop it here, stop it there first: scale that Deployment to 0 (kubectl scale deployment kubectl-meta -n NAMESPACE --replicas 0) \
-         or delete the controller's definition it runs; when this dev loop exits it releases the lease and the in-cluster replica takes the controller back"
+         To develop it here, re-run with --takeover: the replica finishes its in-flight sync, yields just this controller's lease and takes it back when this dev loop exits \
+         (or when its lease lapses); the replica's other controllers keep running there"
     }
 }
 
@@ -350,8 +442,36 @@ pub async fn acquire(
     holder: &str,
     duration: Duration,
 ) -> Result<LeaseGuard, LeaseError> {
+    acquire_with(client, namespace, name, holder, duration, None).await
+}
+
+/// What `dev --takeover` does when a `kubectl meta run` replica holds the Lease.
+pub struct Takeover<'a> {
+    /// Give up when the holder has not yielded after this long.
+    pub wait: Duration,
+    /// Called once with the holder's identity when the request is first made.
+    pub asked: &'a (dyn Fn(&str) + Sync),
+}
+
+/// [`acquire`], and with `takeover`: a Lease held by a `kubectl meta run` replica is asked for
+/// (annotations [`TAKEOVER_BY`], [`TAKEOVER_AT`], [`TAKEOVER_SECONDS`], refreshed every
+/// [`TAKEOVER_REFRESH`]); the replica stops syncing that controller, releases the Lease and
+/// leaves it to us while the request is fresh; we take it and remove the request. A Lease held
+/// by another dev loop is never asked for ([`LeaseError::Held`]); a replica that does not yield
+/// within `takeover.wait` gives [`LeaseError::NotYielded`] (the request then lapses).
+pub async fn acquire_with(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+    holder: &str,
+    duration: Duration,
+    takeover: Option<Takeover<'_>>,
+) -> Result<LeaseGuard, LeaseError> {
     let api: Api<Lease> = Api::namespaced(client, namespace);
-    for _ in 0..MAX_ATTEMPTS {
+    let mut conflicts = 0;
+    // When the request was first made and last refreshed.
+    let mut asked: Option<(tokio::time::Instant, tokio::time::Instant)> = None;
+    loop {
         let now = Timestamp::now();
         let current = api
             .get_opt(name)
@@ -366,15 +486,53 @@ pub async fn acquire(
             Some(lease) => {
                 if let Some((other, renewed_ago, expires_in)) = blocking_holder(&lease, holder, now)
                 {
-                    return Err(LeaseError::Held {
-                        namespace: namespace.to_string(),
-                        name: name.to_string(),
-                        holder: other,
-                        renewed_ago,
-                        expires_in,
-                    });
+                    let Some(t) = takeover.as_ref().filter(|_| !is_dev_holder(&other)) else {
+                        return Err(LeaseError::Held {
+                            namespace: namespace.to_string(),
+                            name: name.to_string(),
+                            holder: other,
+                            renewed_ago,
+                            expires_in,
+                        });
+                    };
+                    let at = tokio::time::Instant::now();
+                    let (first, last) = *asked.get_or_insert((at, at - TAKEOVER_REFRESH));
+                    if at.duration_since(first) > t.wait {
+                        return Err(LeaseError::NotYielded {
+                            namespace: namespace.to_string(),
+                            name: name.to_string(),
+                            holder: other,
+                            waited: t.wait,
+                        });
+                    }
+                    let ours = TakeoverRequest::of(&lease).is_some_and(|r| r.by == holder);
+                    if !ours || at.duration_since(last) >= TAKEOVER_REFRESH {
+                        let next = with_request(lease, holder, duration, now);
+                        match api.replace(name, &post_params(), &next).await {
+                            Ok(_) => {
+                                if first == at {
+                                    (t.asked)(&other);
+                                }
+                                asked = Some((first, at));
+                            }
+                            Err(e) if is_code(&e, 409) => continue,
+                            Err(e) => {
+                                return Err(api_error(
+                                    "asking the holder to yield",
+                                    namespace,
+                                    name,
+                                    &e,
+                                ));
+                            }
+                        }
+                    }
+                    tokio::time::sleep(TAKEOVER_POLL).await;
+                    continue;
                 }
-                let next = taken_by(lease, holder, duration, now);
+                let mut next = taken_by(lease, holder, duration, now);
+                if TakeoverRequest::of(&next).is_some_and(|r| r.by == holder) {
+                    next = without_request(next);
+                }
                 (
                     "taking over",
                     api.replace(name, &post_params(), &next).await,
@@ -383,15 +541,19 @@ pub async fn acquire(
         };
         match written {
             Ok(lease) => return Ok(LeaseGuard::start(api, name, holder, duration, lease)),
-            Err(e) if is_code(&e, 409) => continue,
+            Err(e) if is_code(&e, 409) => {
+                conflicts += 1;
+                if conflicts >= MAX_ATTEMPTS {
+                    return Err(LeaseError::Contended {
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        attempts: MAX_ATTEMPTS,
+                    });
+                }
+            }
             Err(e) => return Err(api_error(action, namespace, name, &e)),
         }
     }
-    Err(LeaseError::Contended {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        attempts: MAX_ATTEMPTS,
-    })
 }
 
 /// A held Lease, renewed in the background until released or dropped.

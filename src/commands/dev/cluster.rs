@@ -75,22 +75,44 @@ pub(super) async fn refuse_in_cluster_controllers(
     Ok(())
 }
 
-/// Step 5: a Lease per controller.
+/// How long `dev --takeover` waits for a `run` replica to yield a controller: its next
+/// renewal (a retry period), its in-flight sync (at most 5 s), its release.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(30);
+
+/// Step 5: a Lease per controller (with `--takeover`, asked of the `run` replica holding it).
+/// Also returns what was taken over, as `(controller, message)` for the event log.
 pub(super) async fn take_leases(
     cfg: &DevConfig,
     conn: &Connection,
     loaded: &spec::Loaded,
-) -> Result<Vec<lease::LeaseGuard>> {
+) -> Result<(Vec<lease::LeaseGuard>, Vec<(String, String)>)> {
     let holder = lease::default_holder();
     let mut leases = Vec::new();
+    let mut handovers = Vec::new();
     for def in &loaded.controllers {
         let name = lease::lease_name(def.kind(), def.name());
-        let guard = lease::acquire(
+        let asked_of = std::sync::Mutex::new(None::<String>);
+        let asked = |replica: &str| {
+            eprintln!(
+                "controller {}: asked {replica} (kubectl meta run) to yield lease {}/{name} (--takeover); waiting for its in-flight sync",
+                def.name(),
+                cfg.args.lease_namespace
+            );
+            if let Ok(mut a) = asked_of.lock() {
+                *a = Some(replica.to_string());
+            }
+        };
+        let takeover = cfg.args.takeover.then_some(lease::Takeover {
+            wait: TAKEOVER_WAIT,
+            asked: &asked,
+        });
+        let guard = lease::acquire_with(
             conn.client.clone(),
             &cfg.args.lease_namespace,
             &name,
             &holder,
             LEASE_DURATION,
+            takeover,
         )
         .await
         .map_err(|e| {
@@ -101,9 +123,17 @@ pub(super) async fn take_leases(
             tag(e.into(), class)
         })
         .with_context(|| format!("controller {}", def.name()))?;
+        if let Some(replica) = asked_of.lock().ok().and_then(|mut a| a.take()) {
+            let message = format!(
+                "took over lease {}/{name} from {replica} (kubectl meta run); it takes the controller back when this dev loop exits or its lease lapses",
+                cfg.args.lease_namespace
+            );
+            eprintln!("controller {}: {message}", def.name());
+            handovers.push((def.name().to_string(), message));
+        }
         leases.push(guard);
     }
-    Ok(leases)
+    Ok((leases, handovers))
 }
 
 /// Release the Leases taken before a start that did not complete, within [`STOP_GRACE`] (they

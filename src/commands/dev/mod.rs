@@ -257,6 +257,8 @@ struct Prepared {
     discovery: Discovery,
     endpoints: Vec<endpoint::ResolvedController>,
     leases: Vec<lease::LeaseGuard>,
+    /// Controllers taken over from `kubectl meta run` (`--takeover`): (controller, message).
+    handovers: Vec<(String, String)>,
 }
 
 /// Steps 3-5: the write guard, the cluster's definitions and in-cluster controllers, the
@@ -296,12 +298,13 @@ async fn prepare(
 
     // 5. One dev loop per controller: a Lease each.
     phase.set("taking the controller lease");
-    let leases = take_leases(cfg, conn, &loaded).await?;
+    let (leases, handovers) = take_leases(cfg, conn, &loaded).await?;
     Ok(Prepared {
         loaded,
         discovery,
         endpoints,
         leases,
+        handovers,
     })
 }
 
@@ -340,6 +343,13 @@ async fn launch(
     // The TUI subscribes now, before the engine starts, to see the controllers start.
     let tui_events = cfg.tui.then(|| bus.subscribe());
     let log = spawn_event_log(cfg, verbose, color, &bus, tui_events.is_some());
+    // The handovers from `kubectl meta run` (--takeover), in the event log and the TUI.
+    for (controller, message) in std::mem::take(&mut prepared.handovers) {
+        bus.publish(EngineEvent::Info {
+            controller: Some(controller),
+            message,
+        });
+    }
     let ctx = engine_context(cfg, conn, bus, &prepared.endpoints, &prepared.leases)?;
     let loop_cfg = dev_loop_config(cfg);
     let controllers = std::mem::take(&mut prepared.loaded.controllers);
