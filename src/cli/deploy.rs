@@ -35,7 +35,8 @@ pub enum DryRun {
 Renders the Namespace (-n, default kubectl-meta), a ServiceAccount, one least-privilege\n\
 ClusterRole per controller (each rule's reason in the annotation kubectl-meta.dev/rules), the\n\
 Lease Role, the Deployment running `kubectl meta run`, a PodDisruptionBudget and a metrics\n\
-Service; with -f, the definitions as a ConfigMap.")]
+Service; with -f, the definitions as a ConfigMap. A customize hook's related resources are\n\
+chosen at run time: name them with --related CONTROLLER=RESOURCE[.GROUP].")]
 pub struct DeployArgs {
     /// The cluster (for --from-cluster, --apply and --dry-run); -n is the namespace to deploy to.
     #[command(flatten)]
@@ -59,4 +60,9 @@ pub struct DeployArgs {
     /// Replicas of the Deployment (one holds each controller's Lease, the others stand by).
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub replicas: i32,
+    /// A resource a controller's customize hook asks for as related objects (get, list, watch
+    /// in that controller's ClusterRole); repeat for each, e.g. `--related
+    /// my-controller=configmaps --related my-controller=widgets.example.com`.
+    #[arg(long = "related", value_name = "CONTROLLER=RESOURCE[.GROUP]")]
+    pub related: Vec<String>,
 }

@@ -30,6 +30,8 @@ pub async fn run(args: DeployArgs) -> Result<()> {
         "kubectl meta deploy -f examples/hello-world/",
     )
     .class(Class::Usage)?;
+    let related =
+        deploy::parse_related(&args.related).map_err(|e| fail(Class::Usage, e.to_string()))?;
     if args.replicas < 1 {
         return Err(fail(Class::Usage, "--replicas must be at least 1"));
     }
@@ -66,9 +68,37 @@ pub async fn run(args: DeployArgs) -> Result<()> {
             "no controller definitions found in the given files",
         ));
     }
-    for d in loaded.controllers.iter().filter(|d| rbac::has_customize(d)) {
+    for name in related.keys() {
+        match loaded.controllers.iter().find(|d| d.name() == name) {
+            None => {
+                let known: Vec<&str> = loaded.controllers.iter().map(|d| d.name()).collect();
+                return Err(fail(
+                    Class::Usage,
+                    format!(
+                        "--related {name}=...: no controller {name} among the definitions ({})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+            Some(d) if !rbac::has_customize(d) => {
+                return Err(fail(
+                    Class::Usage,
+                    format!(
+                        "--related {name}=...: {name} has no customize hook, so it reads no related objects; remove the flag"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for d in loaded
+        .controllers
+        .iter()
+        .filter(|d| rbac::has_customize(d) && !related.contains_key(d.name()))
+    {
         eprintln!(
-            "note: {} has a customize hook: the related resources it asks for are chosen at run time; add get/list/watch on them to ClusterRole {}:{namespace}:{}",
+            "note: {} has a customize hook: the related resources it asks for are chosen at run time; name each with --related {}=RESOURCE[.GROUP] (get/list/watch in ClusterRole {}:{namespace}:{})",
+            d.name(),
             d.name(),
             deploy::APP,
             d.name()
@@ -80,6 +110,7 @@ pub async fn run(args: DeployArgs) -> Result<()> {
         replicas: args.replicas,
         from_files: args.defs.from_cluster.is_empty(),
         selector: args.defs.selector.clone(),
+        related,
     };
     let objects = deploy::render(&loaded.controllers, &cfg);
     match conn {

@@ -39,6 +39,44 @@ pub struct DeployConfig {
     pub from_files: bool,
     /// `-l`, passed on to `run`.
     pub selector: Option<String>,
+    /// Per controller: the (group, resource) its customize hook reads as related objects
+    /// (`--related`).
+    pub related: BTreeMap<String, Vec<(String, String)>>,
+}
+
+/// A `--related` value that is not `CONTROLLER=RESOURCE[.GROUP]`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "--related {0:?}: expected CONTROLLER=RESOURCE[.GROUP] (e.g. my-controller=configmaps or my-controller=widgets.example.com)"
+)]
+pub struct RelatedError(pub String);
+
+/// Parses `--related` values into controller -> (group, resource): `c=configmaps` is the core
+/// group, `c=widgets.example.com` the group `example.com`, as kubectl names resources.
+pub fn parse_related(
+    values: &[String],
+) -> Result<BTreeMap<String, Vec<(String, String)>>, RelatedError> {
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for v in values {
+        let bad = || RelatedError(v.clone());
+        let (controller, resource) = v.split_once('=').ok_or_else(bad)?;
+        let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+        };
+        if controller.trim().is_empty() || !valid(resource) || (!group.is_empty() && !valid(group))
+        {
+            return Err(bad());
+        }
+        let entry = out.entry(controller.to_string()).or_default();
+        let rg = (group.to_string(), resource.to_string());
+        if !entry.contains(&rg) {
+            entry.push(rg);
+        }
+    }
+    Ok(out)
 }
 
 /// Common labels.
@@ -87,7 +125,7 @@ pub fn render(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
     out.push(json!({
         "apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(APP, Some(ns)),
     }));
-    out.extend(roles(defs, ns));
+    out.extend(roles(defs, cfg));
     if cfg.from_files {
         let data: BTreeMap<String, String> = defs
             .iter()
@@ -125,7 +163,8 @@ pub fn render(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
 }
 
 /// The roles and their bindings to the ServiceAccount.
-fn roles(defs: &[ControllerDef], ns: &str) -> Vec<Value> {
+fn roles(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
+    let ns = cfg.namespace.as_str();
     let subject = json!([{"kind": "ServiceAccount", "name": APP, "namespace": ns}]);
     let mut out = Vec::new();
     let mut cluster_role = |name: String, controller: Option<&str>, rules: &rbac::Rules| {
@@ -146,11 +185,11 @@ fn roles(defs: &[ControllerDef], ns: &str) -> Vec<Value> {
     };
     cluster_role(format!("{APP}:{ns}:runtime"), None, &rbac::runtime_rules());
     for d in defs {
-        cluster_role(
-            format!("{APP}:{ns}:{}", d.name()),
-            Some(d.name()),
-            &rbac::controller_rules(d),
-        );
+        let mut rules = rbac::controller_rules(d);
+        for (group, resource) in cfg.related.get(d.name()).into_iter().flatten() {
+            rules.add_related(group, resource);
+        }
+        cluster_role(format!("{APP}:{ns}:{}", d.name()), Some(d.name()), &rules);
     }
     let mut namespaced = vec![(ns.to_string(), format!("{APP}-leases"), rbac::lease_rules())];
     for (ref_ns, rules) in rbac::reference_rules(defs) {
@@ -264,7 +303,72 @@ mod tests {
             replicas: 2,
             from_files,
             selector: None,
+            related: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn related_values_parse_as_kubectl_names_resources_and_bad_ones_say_the_form() {
+        let parsed = parse_related(&[
+            "c=configmaps".to_string(),
+            "c=widgets.example.com".to_string(),
+            "c=configmaps".to_string(),
+            "d=leases.coordination.k8s.io".to_string(),
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed["c"],
+            [
+                (String::new(), "configmaps".to_string()),
+                ("example.com".to_string(), "widgets".to_string())
+            ]
+        );
+        assert_eq!(
+            parsed["d"],
+            [("coordination.k8s.io".to_string(), "leases".to_string())]
+        );
+        for bad in [
+            "configmaps",
+            "=configmaps",
+            "c=",
+            "c=ConfigMaps",
+            "c=.example.com",
+            "c=a b",
+        ] {
+            let e = parse_related(&[bad.to_string()]).unwrap_err();
+            assert_eq!(e, RelatedError(bad.to_string()));
+            assert!(e.to_string().contains("CONTROLLER=RESOURCE[.GROUP]"), "{e}");
+        }
+    }
+
+    #[test]
+    fn related_resources_are_read_rules_of_that_controller_only() {
+        let defs = defs();
+        let mut cfg = cfg(true);
+        let name = defs[0].name().to_string();
+        cfg.related = parse_related(&[format!("{name}=widgets.example.com")]).unwrap();
+        let objs = render(&defs, &cfg);
+        let roles = of_kind(&objs, "ClusterRole");
+        let with_widgets: Vec<&str> = roles
+            .iter()
+            .filter(|r| {
+                r["rules"].as_array().unwrap().iter().any(|rule| {
+                    rule["resources"] == serde_json::json!(["widgets"])
+                        && rule["apiGroups"] == serde_json::json!(["example.com"])
+                        && rule["verbs"] == serde_json::json!(["get", "list", "watch"])
+                })
+            })
+            .map(|r| r["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(with_widgets, [format!("kubectl-meta:ops:{name}")]);
+        let role = roles
+            .iter()
+            .find(|r| r["metadata"]["name"] == format!("kubectl-meta:ops:{name}"))
+            .unwrap();
+        let why = role["metadata"]["annotations"]["kubectl-meta.dev/rules"]
+            .as_str()
+            .unwrap();
+        assert!(why.contains("customize hook asks for (--related)"), "{why}");
     }
 
     fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {

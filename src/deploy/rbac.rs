@@ -77,6 +77,17 @@ impl Rules {
         }
     }
 
+    /// Read access to a resource a customize hook asks for as related objects (`--related`).
+    pub fn add_related(&mut self, group: &str, resource: &str) {
+        self.add_group(
+            group,
+            resource,
+            &READ,
+            BTreeSet::new(),
+            "related objects the customize hook asks for (--related)".to_string(),
+        );
+    }
+
     /// The rules, in a stable order.
     pub fn rules(&self) -> Vec<Rule> {
         self.0

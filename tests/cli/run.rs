@@ -1655,3 +1655,87 @@ spec:
     let (ok, stderr) = run.interrupt().await;
     assert!(ok, "{stderr}");
 }
+
+/// `deploy --related`: a customize hook's related resources become read rules of that
+/// controller's ClusterRole; a malformed value, an unknown controller and a controller without
+/// a customize hook are usage errors (exit 2) naming what is wrong, before anything is printed.
+#[test]
+fn deploy_related_adds_read_rules_and_bad_values_are_usage_errors() {
+    let home = tempfile::tempdir().unwrap();
+    let propagation = example("configmap-propagation");
+    let hello = example("hello-world");
+    // Without --related: a note names the flag.
+    let out = meta(home.path(), &["deploy", "-f", &propagation])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--related configmap-propagation-controller"),
+        "{stderr}"
+    );
+
+    let out = meta(
+        home.path(),
+        &[
+            "deploy",
+            "-f",
+            &propagation,
+            "-o",
+            "json",
+            "--related",
+            "configmap-propagation-controller=secrets",
+        ],
+    )
+    .output()
+    .unwrap();
+    let list: Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+    let role = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["name"]
+                    == "kubectl-meta:kubectl-meta:configmap-propagation-controller"
+        })
+        .expect("the controller's ClusterRole");
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == serde_json::json!(["secrets"])
+                && r["verbs"] == serde_json::json!(["get", "list", "watch"])),
+        "{role}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("note:"));
+
+    for (args, says) in [
+        (
+            vec!["-f", propagation.as_str(), "--related", "secrets"],
+            "expected CONTROLLER=RESOURCE[.GROUP]",
+        ),
+        (
+            vec!["-f", propagation.as_str(), "--related", "nope=secrets"],
+            "no controller nope among the definitions (configmap-propagation-controller)",
+        ),
+        (
+            vec![
+                "-f",
+                hello.as_str(),
+                "--related",
+                "hello-world-controller=secrets",
+            ],
+            "has no customize hook",
+        ),
+    ] {
+        let mut all = vec!["deploy"];
+        all.extend(args);
+        let out = meta(home.path(), &all).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+        assert!(out.stdout.is_empty(), "nothing printed: {all:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{all:?}: {stderr}");
+    }
+}
