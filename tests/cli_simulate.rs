@@ -257,3 +257,126 @@ async fn a_field_the_server_prunes_is_named_with_the_hot_loop_finding() {
         "{err}"
     );
 }
+
+/// `count` HelloWorld parents `hello-FIRST`.. greeting `who`, as one YAML file in `dir`.
+fn hello_parents(dir: &std::path::Path, first: usize, count: usize, who: &str) -> String {
+    let docs: Vec<String> = (first..first + count)
+        .map(|i| {
+            format!(
+                "apiVersion: example.kubectl-meta.dev/v1\nkind: HelloWorld\nmetadata: {{name: hello-{i}, namespace: default}}\nspec: {{who: {who}}}\n"
+            )
+        })
+        .collect();
+    let path = dir.join(format!("parents-{first}-{who}.yaml"));
+    std::fs::write(&path, docs.join("---\n")).unwrap();
+    path.display().to_string()
+}
+
+/// The summary over 100 hello-world parents: 30 converged by `dev --once`, 10 of those then
+/// told to greet someone else (their Pod is replaced: Recreate), 70 new ones (a Pod each, a
+/// status). Every parent converges; the counts are exact in `-o json` and on the summary line;
+/// nothing is written to the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_over_100_parents_counts_exactly() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let hello = repo().join("examples/hello-world");
+    let crd = hello.join("00-crd.yaml").display().to_string();
+    let controller = hello.join("10-controller.yaml").display().to_string();
+    let applied = sb.kubectl(&["apply", "-f", &crd]);
+    assert!(applied.status.success(), "{applied:?}");
+    let first = hello_parents(files.path(), 0, 30, "World");
+    common::wait_for("the HelloWorld CRD served", common::TIMEOUT, || async {
+        sb.kubectl(&["apply", "-f", &first])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let out = run(meta(
+        home.path(),
+        &["--kubeconfig", &kc(&sb), "dev", "-f", &controller, "--once"],
+    ))
+    .await;
+    assert_ok(&out);
+    assert_eq!(names(&sb, &pods(), "default").await.len(), 30);
+    for f in [
+        hello_parents(files.path(), 30, 70, "World"),
+        hello_parents(files.path(), 0, 10, "Moon"),
+    ] {
+        let applied = sb.kubectl(&["apply", "-f", &f]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &controller]).await;
+    assert_eq!(code, 1, "changes found: {err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parents = doc["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 100, "{err}");
+    assert!(
+        parents.iter().all(|p| p["converged"] == json!(true)),
+        "{doc:#}"
+    );
+    let s = &doc["summary"];
+    let counts: Vec<(&str, &Value)> = [
+        "create", "update", "delete", "replace", "adopt", "release", "status",
+    ]
+    .into_iter()
+    .map(|k| (k, &s[k]))
+    .collect();
+    assert_eq!(
+        counts,
+        [
+            ("create", &json!(70)),
+            ("update", &json!(0)),
+            ("delete", &json!(10)),
+            ("replace", &json!(10)),
+            ("adopt", &json!(0)),
+            ("release", &json!(0)),
+            ("status", &json!(70)),
+        ],
+        "{s:#}"
+    );
+    assert_eq!(s["converged"], json!(true));
+    // The replaced Pods greet the Moon; the 20 others converged already are as live.
+    let replaced: Vec<&str> = parents
+        .iter()
+        .flat_map(|p| p["objects"].as_array().unwrap())
+        .filter(|o| o["action"] == "recreate")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(replaced.len(), 10, "{replaced:?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|n| n.trim_start_matches("hello-").parse::<usize>().unwrap() < 10),
+        "{replaced:?}"
+    );
+    let as_live = parents
+        .iter()
+        .filter(|p| p["objects"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(as_live, 20, "{doc:#}");
+
+    // The human summary line says the same.
+    let (code, out, err) = dryrun(&sb, home.path(), &["--simulate", "-f", &controller]).await;
+    assert_eq!(code, 1, "{err}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with(
+            "Plan: 70 to create, 0 to update, 10 to delete (10 replaced), 0 to adopt, 0 to release; status changes; converged in "
+        ),
+        "{last}"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+}
