@@ -380,3 +380,88 @@ async fn the_summary_over_100_parents_counts_exactly() {
         "--simulate wrote to the cluster"
     );
 }
+
+/// A child nothing makes Ready (a Pod whose nodeSelector fits no Node stays Pending): named as
+/// waiting on readiness nothing provides, with the Pod, once nothing moved for a while (not at
+/// --simulate-timeout); exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_nothing_makes_ready_is_named_as_waiting_on_readiness() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = hello_with_hook(
+        dir.path(),
+        "import json, sys\nreq = json.load(sys.stdin)\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'nodeSelector': {'disk': 'none-has-it'}, 'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
+    );
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let started = std::time::Instant::now();
+    let (code, doc, err) = simulate(
+        &sb,
+        home.path(),
+        &["-f", &files, "--simulate-timeout", "60"],
+    )
+    .await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "ended by --simulate-timeout, not by the finding"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["converged"], json!(false));
+    assert_eq!(
+        parent["cause"]["cause"],
+        json!("waitingForReadiness"),
+        "{doc:#}"
+    );
+    let message = parent["cause"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("to become Current") && message.contains("hello"),
+        "{message}"
+    );
+    assert!(err.contains("readiness nothing provides"), "{err}");
+}
+
+/// A hook that fails once the Pod it asked for exists: named with the step it failed at and
+/// the hook's error; exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_error_is_named_with_its_step() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = hello_with_hook(
+        dir.path(),
+        "import json, sys\nreq = json.load(sys.stdin)\nif req.get('children', {}).get('Pod.v1'):\n    sys.exit('boom: the second sync')\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
+    );
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &files]).await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["cause"]["cause"], json!("syncFailed"), "{doc:#}");
+    assert_eq!(parent["cause"]["step"], json!(2), "{doc:#}");
+    assert!(
+        parent["cause"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("boom: the second sync"),
+        "{doc:#}"
+    );
+    assert!(err.contains("sync failed at step 2"), "{err}");
+}

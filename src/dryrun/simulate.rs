@@ -497,6 +497,30 @@ impl ParentRun {
 /// [`crate::engine::runtime::QUIET`]).
 const SIM_QUIET: Duration = Duration::from_millis(100);
 
+/// How long nothing may change (no sync, no write in the sandbox) while the engine waits only
+/// for children to become Current before the wait is called hopeless: the simulated kubelet
+/// and controllers act at once, so what they provide comes within milliseconds.
+const STALL: Duration = Duration::from_secs(2);
+
+/// Whether all that is left is waiting for children to become Current (or a rollout waiting
+/// for them).
+fn only_waiting(rep: &OnceReport) -> bool {
+    !rep.pending.is_empty()
+        && rep.pending.iter().all(|(_, what)| {
+            what.contains(": waiting for ") || what.ends_with(": rollout in progress")
+        })
+}
+
+/// The sandbox's current resourceVersion (of a list: the newest write).
+async fn global_rv(client: &kube::Client) -> String {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &namespace_ar());
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.metadata.resource_version)
+        .unwrap_or_default()
+}
+
 /// What the engine spent its time on, for the timing lines.
 #[derive(Debug, Default, Clone, Copy)]
 struct Spent {
@@ -555,8 +579,21 @@ pub async fn run(
     }
     let deadline = Instant::now() + limits.timeout;
     let mut timed_out = false;
+    // (the sandbox's resourceVersion, syncs so far) and since when it has not moved.
+    let mut still: (Option<(String, usize)>, Instant) = (None, Instant::now());
     let report = loop {
         let rep = engine.wait_converged(Duration::from_millis(500)).await;
+        let progress = (
+            global_rv(&copy.client).await,
+            spent.lock().map(|s| s.syncs).unwrap_or_default(),
+        );
+        if still.0.as_ref() != Some(&progress) {
+            still = (Some(progress), Instant::now());
+        }
+        if only_waiting(&rep) && still.1.elapsed() >= STALL {
+            // Nothing moves and only readiness is awaited: nothing in the sandbox provides it.
+            break rep;
+        }
         let done = rep.converged && rep.pending.is_empty();
         let over = steps
             .lock()
