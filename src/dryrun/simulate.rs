@@ -5,7 +5,8 @@
 //!    objects, ControllerRevisions: what [`LiveReader`] listed; the sync hooks are not called
 //!    for that), their CustomResourceDefinitions and namespaces, created in a [`Sandbox`] in
 //!    this process: owners first, `ownerReferences` moved to the copies' uids, statuses written
-//!    through the status subresource. The live cluster is only read. The engine talks to the
+//!    through the status subresource (labels holding an owner's uid follow it too: the
+//!    `controller-uid` of generateSelector). The live cluster is only read. The engine talks to the
 //!    sandbox through [`Sandbox::in_process_client`]: no socket, TLS or HTTP framing.
 //! 2. [`run`]: the real [`Engine`] (as `dev --once` runs it) and the real hooks against the
 //!    sandbox, until every parent converged by the same rule as `dev --once` (its last sync
@@ -318,8 +319,9 @@ async fn copy_crds(
     Ok(())
 }
 
-/// Create the copy of `live` (server-set fields stripped, owners moved to their copies'
-/// uids, owners not copied dropped), then its status; returns the copy's uid.
+/// Create the copy of `live` (server-set fields stripped, owners and labels holding their
+/// uids moved to their copies' uids, owners not copied dropped), then its status; returns the
+/// copy's uid.
 async fn create_copy(
     client: &kube::Client,
     info: &ResourceInfo,
@@ -330,6 +332,14 @@ async fn create_copy(
     if let Some(m) = v["metadata"].as_object_mut() {
         for f in SERVER_SET {
             m.shift_remove(f);
+        }
+        // Labels holding an owner's uid (`controller-uid` of generateSelector) follow it.
+        if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
+            for v in labels.values_mut() {
+                if let Some(copy) = v.as_str().and_then(|u| uid_map.get(u)) {
+                    *v = json!(copy);
+                }
+            }
         }
         if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
             refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uid_map.get(u)) {
