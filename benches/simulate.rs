@@ -5,7 +5,10 @@
 //! - hello-world: `--parents` HelloWorld parents without children; the simulation creates a
 //!   Pod per parent and converges.
 //!
-//! Prints the median wall time of `--runs` runs (default 3) and the steps each took.
+//! Prints the median wall time of `--runs` runs (default 3) and the steps each took, then where
+//! the last run's time went: the binary's timing lines (`KUBECTL_META_LOG` at debug for
+//! `kubectl_meta::dryrun`: sandbox start, copy, engine run with the syncs' and hook calls'
+//! summed times, end states).
 //!
 //! `cargo bench --bench simulate [-- --parents N --runs R]`
 
@@ -26,14 +29,18 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Run the binary with `args` against `kubeconfig`; (exit code, stdout).
-fn meta(kubeconfig: &Path, home: &Path, args: &[&str]) -> (i32, String) {
+/// Run the binary with `args` against `kubeconfig`; (exit code, stdout, stderr).
+fn meta(kubeconfig: &Path, home: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(BIN)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
         .env("XDG_DATA_HOME", home)
         .env("NO_COLOR", "1")
+        .env(
+            "KUBECTL_META_LOG",
+            "warn,kube_client=off,kubectl_meta::dryrun=debug",
+        )
         .output()
         .expect("kubectl-meta runs");
     if !matches!(out.status.code(), Some(0 | 1)) {
@@ -46,16 +53,31 @@ fn meta(kubeconfig: &Path, home: &Path, args: &[&str]) -> (i32, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
-/// Median wall time of `runs` simulations, and the last run's document.
-fn time_simulation(kubeconfig: &Path, home: &Path, files: &str, runs: usize) -> (Duration, Value) {
+/// The timing lines of a run's stderr, without the log prefix.
+fn timing(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.find("simulate: ").map(|i| l[i..].to_string()))
+        .collect()
+}
+
+/// Median wall time of `runs` simulations, the last run's document and timing lines.
+fn time_simulation(
+    kubeconfig: &Path,
+    home: &Path,
+    files: &str,
+    runs: usize,
+) -> (Duration, Value, Vec<String>) {
     let mut walls = Vec::new();
     let mut doc = Value::Null;
+    let mut lines = Vec::new();
     for _ in 0..runs {
         let start = Instant::now();
-        let (_, out) = meta(
+        let (_, out, err) = meta(
             kubeconfig,
             home,
             &[
@@ -71,12 +93,13 @@ fn time_simulation(kubeconfig: &Path, home: &Path, files: &str, runs: usize) -> 
         );
         walls.push(start.elapsed());
         doc = serde_json::from_str(&out).expect("JSON");
+        lines = timing(&err);
     }
     walls.sort();
-    (walls[walls.len() / 2], doc)
+    (walls[walls.len() / 2], doc, lines)
 }
 
-fn report(name: &str, wall: Duration, doc: &Value) {
+fn report(name: &str, wall: Duration, doc: &Value, lines: &[String]) {
     let s = &doc["summary"];
     println!(
         "{name}: {:.2}s median wall; converged {}, {} step(s); create {}, update {}, delete {} ({} replaced), parents {}",
@@ -89,6 +112,9 @@ fn report(name: &str, wall: Duration, doc: &Value) {
         s["replace"],
         doc["parents"].as_array().map_or(0, Vec::len)
     );
+    for l in lines {
+        println!("  {l}");
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -126,8 +152,8 @@ async fn main() {
     )
     .await
     .expect("image change");
-    let (wall, doc) = time_simulation(&kubeconfig, home.path(), &catset, runs);
-    report("catset 3-replica rolling update", wall, &doc);
+    let (wall, doc, lines) = time_simulation(&kubeconfig, home.path(), &catset, runs);
+    report("catset 3-replica rolling update", wall, &doc, &lines);
     sb.shutdown().await;
 
     // hello-world: N parents without children.
@@ -170,7 +196,12 @@ async fn main() {
             .expect("create");
     }
     let controller = hello.join("10-controller.yaml").display().to_string();
-    let (wall, doc) = time_simulation(&kubeconfig, home.path(), &controller, runs);
-    report(&format!("hello-world, {parents} parents"), wall, &doc);
+    let (wall, doc, lines) = time_simulation(&kubeconfig, home.path(), &controller, runs);
+    report(
+        &format!("hello-world, {parents} parents"),
+        wall,
+        &doc,
+        &lines,
+    );
     sb.shutdown().await;
 }

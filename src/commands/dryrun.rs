@@ -5,6 +5,8 @@
 //! ([`crate::dryrun::compose`]) -> `--against`: send the same hook requests to the other
 //! version and compare the answers -> `--server`: dry-run each create and update on the API
 //! server -> print (diffs, or `-o json`) -> exit 0 (no changes), 1 (changes) or an error class.
+//! `--simulate` reads what each selected parent's sync observes (no sync hook call) and hands
+//! that to [`crate::dryrun::simulate`].
 
 use std::io::IsTerminal;
 
@@ -19,12 +21,14 @@ use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Sum
 use crate::dryrun::{server, simulate};
 use crate::engine::events::EventBus;
 use crate::engine::kinds::shared;
+use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
+use crate::engine::plan::child::ChildType;
 use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::hooks::record::SecretsMode;
 use crate::k8s::client;
-use crate::k8s::discovery::Discovery;
+use crate::k8s::discovery::{Discovery, ResourceInfo};
 use crate::spec::{self, ControllerDef};
 
 /// What `dryrun` suggests when it is given nothing to plan.
@@ -210,7 +214,11 @@ async fn plan_all(
     live: &std::sync::Arc<LiveReader>,
     loaded: &spec::Loaded,
 ) -> Result<(Vec<Shown>, Vec<ParentFailure>)> {
-    let composer = Composer { ctx, live };
+    let composer = Composer {
+        ctx,
+        live,
+        observe_only: args.simulate,
+    };
     let selection = Selection {
         parents: args.parents.clone(),
         key: args.key.clone(),
@@ -370,7 +378,9 @@ fn validate(args: &DryrunArgs) -> Result<()> {
 }
 
 /// `--against`: send every hook request made while planning to the same hook of the other
-/// version of the controller (same name) and print how the answers differ (stderr).
+/// version of the controller (same name) and print how the answers differ (stderr), compared
+/// as the engine reads them ([`answer_view`]: children by identity, server spellings), as
+/// `kubectl meta test` compares them.
 async fn compare_answers(
     ctx: &EngineContext,
     current: &[ControllerDef],
@@ -386,16 +396,36 @@ async fn compare_answers(
             );
             continue;
         };
-        let _ = current;
+        let key = p.subject();
+        let Some(cdef) = current.iter().find(|d| d.name() == p.controller) else {
+            continue;
+        };
+        let types = async {
+            Ok::<_, String>((
+                shared::declared_types(ctx, cdef).await?,
+                shared::declared_types(ctx, odef).await?,
+            ))
+        };
+        let (ctypes, otypes) = match types.await {
+            Ok((c, o)) => (strip(c), strip(o)),
+            Err(e) => {
+                eprintln!("--against {} {key}: {e}", p.controller);
+                continue;
+            }
+        };
         let caller = Caller::new(odef.kind(), odef.name());
         for x in &p.exchanges {
-            let hook = odef.hooks().into_iter().find(|(n, _)| *n == x.hook);
-            let spec = hook.and_then(|(n, h)| {
-                shared::resolve_hook(ctx, odef.name(), odef.base_dir(), n, Some(h))
-                    .ok()
-                    .flatten()
-            });
-            let Some(spec) = spec else {
+            let resolve = |def: &ControllerDef| {
+                def.hooks()
+                    .into_iter()
+                    .find(|(n, _)| *n == x.hook)
+                    .and_then(|(n, h)| {
+                        shared::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h))
+                            .ok()
+                            .flatten()
+                    })
+            };
+            let Some(spec) = resolve(odef) else {
                 eprintln!(
                     "--against {} {}: the other version has no {} hook",
                     p.controller,
@@ -404,35 +434,63 @@ async fn compare_answers(
                 );
                 continue;
             };
-            let key = p.subject();
-            match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
-                Ok(answer) => {
-                    let changes =
-                        crate::engine::plan::replay::response_changes(&answer, &x.response);
-                    if changes.is_empty() {
-                        eprintln!(
-                            "--against {} {}: {} hook answers the same",
-                            p.controller, key, x.hook
-                        );
-                    } else {
-                        eprintln!(
-                            "--against {} {}: {} hook answers differently (against -> current):",
-                            p.controller, key, x.hook
-                        );
-                        for c in changes {
-                            let show = |v: &Option<serde_json::Value>| {
-                                v.as_ref()
-                                    .map_or_else(|| "(absent)".to_string(), ToString::to_string)
-                            };
-                            eprintln!("  ~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
-                        }
-                    }
+            let answer = match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!(
+                        "--against {} {key}: {} hook of the other version failed: {e}",
+                        p.controller, x.hook
+                    );
+                    continue;
                 }
-                Err(e) => eprintln!(
-                    "--against {} {}: {} hook of the other version failed: {}",
-                    p.controller, key, x.hook, e
-                ),
+            };
+            let cversion = resolve(cdef).map_or(spec.version, |s| s.version);
+            let theirs = AnswerContext::of(odef, &x.hook, spec.version, &otypes);
+            let ours = AnswerContext::of(cdef, &x.hook, cversion, &ctypes);
+            let (against, now) = match (
+                answer_view(&theirs, &x.request, &answer),
+                answer_view(&ours, &x.request, &x.response),
+            ) {
+                (Ok(a), Ok(n)) => (a, n),
+                (Err(e), _) => {
+                    eprintln!(
+                        "--against {} {key}: the engine would reject the other version's {} answer: {e}",
+                        p.controller, x.hook
+                    );
+                    continue;
+                }
+                (_, Err(e)) => {
+                    eprintln!(
+                        "--against {} {key}: the engine rejects the current {} answer: {e}",
+                        p.controller, x.hook
+                    );
+                    continue;
+                }
+            };
+            let changes = differences(&against, &now, &[]);
+            if changes.is_empty() {
+                eprintln!(
+                    "--against {} {}: {} hook answers the same",
+                    p.controller, key, x.hook
+                );
+                continue;
+            }
+            eprintln!(
+                "--against {} {}: {} hook answers differently (against -> current):",
+                p.controller, key, x.hook
+            );
+            for c in changes {
+                let show = |v: &Option<serde_json::Value>| {
+                    v.as_ref()
+                        .map_or_else(|| "(absent)".to_string(), ToString::to_string)
+                };
+                eprintln!("  ~ {}: {} -> {}", c.path, show(&c.old), show(&c.new));
             }
         }
     }
+}
+
+/// The types alone, without their resources.
+fn strip(types: Vec<(ChildType, ResourceInfo)>) -> Vec<ChildType> {
+    types.into_iter().map(|(t, _)| t).collect()
 }

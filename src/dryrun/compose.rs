@@ -150,6 +150,8 @@ pub struct Planned {
     pub failures: Vec<ParentFailure>,
     /// The PARENT arguments this controller matched.
     pub matched: BTreeSet<String>,
+    /// Observe only (see [`Composer::observe_only`]).
+    observe_only: bool,
 }
 
 /// Plans syncs with a hook client and a one-time reader of live state.
@@ -158,6 +160,10 @@ pub struct Composer<'a> {
     pub ctx: &'a Arc<EngineContext>,
     /// Live state.
     pub live: &'a Arc<LiveReader>,
+    /// Run each selected parent's sync up to what it observes (children, claims, customize)
+    /// and stop before the sync hook: nothing is planned, only what a sync reads is read
+    /// (`--simulate` copies that and syncs in its sandbox).
+    pub observe_only: bool,
 }
 
 impl From<SnapshotError> for ComposeError {
@@ -210,6 +216,12 @@ impl Planned {
             triggers: &[],
             stop: &stop,
         };
+        if self.observe_only {
+            let observed = reconcile::observe_only(kind, key, cx).await;
+            return observed
+                .err()
+                .map(|(f, _)| self.failed(kind.parts().name, failed_as, &f));
+        }
         let decided = reconcile::plan_only(kind, key, cx).await;
         let exchanges = kind.parts().caller.take_transcript();
         match decided {
@@ -228,16 +240,19 @@ impl Planned {
                 None
             }
             Ok(None) => None,
-            Err((f, _)) => {
-                let message = f.to_string();
-                self.failures.push(ParentFailure {
-                    controller: kind.parts().name.to_string(),
-                    parent: failed_as,
-                    message: message.clone(),
-                });
-                Some(message)
-            }
+            Err((f, _)) => Some(self.failed(kind.parts().name, failed_as, &f)),
         }
+    }
+
+    /// Record the failure of `parent`'s sync; returns its message.
+    fn failed(&mut self, controller: &str, parent: String, f: &impl std::fmt::Display) -> String {
+        let message = f.to_string();
+        self.failures.push(ParentFailure {
+            controller: controller.to_string(),
+            parent,
+            message: message.clone(),
+        });
+        message
     }
 }
 
@@ -274,6 +289,14 @@ fn name_of(obj: &Value) -> String {
 }
 
 impl Composer<'_> {
+    /// An empty result, observing only when this composer does.
+    fn planned(&self) -> Planned {
+        Planned {
+            observe_only: self.observe_only,
+            ..Planned::default()
+        }
+    }
+
     /// Plan every selected parent of `def`.
     pub async fn plan(
         &self,
@@ -295,7 +318,7 @@ impl Composer<'_> {
         let kind: Composite =
             source::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
         let unrevised = kind.rolling_without_revisions();
-        let mut planned = Planned::default();
+        let mut planned = self.planned();
         for (key, parent) in kind.keyed_parents() {
             if !planned.wants(sel, &parent) {
                 continue;
@@ -322,7 +345,7 @@ impl Composer<'_> {
     ) -> Result<Planned, ComposeError> {
         let kind: Decorator =
             source::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
-        let mut planned = Planned::default();
+        let mut planned = self.planned();
         // By target resource, then by target.
         let mut targets: Vec<_> = kind.keyed_targets().collect();
         targets.sort_by(|(a, _), (b, _)| a.resource.cmp(&b.resource));
@@ -345,7 +368,7 @@ impl Composer<'_> {
     ) -> Result<Planned, ComposeError> {
         let name = &def.name;
         let kind: MapCtl = source::snapshot(def.clone(), Arc::clone(self.ctx), self.live).await?;
-        let mut planned = Planned::default();
+        let mut planned = self.planned();
         let mut key_found = sel.key.is_none();
         for parent in kind.parents_in_scope() {
             if object::is_deleting(&parent) || !planned.wants(sel, &parent) {

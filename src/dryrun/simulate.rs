@@ -1,16 +1,19 @@
 //! `dryrun --simulate`: every sync until the controllers converge, on a private copy of the
 //! cluster.
 //!
-//! 1. [`Copy::load`]: the live objects the one-sync plan read (parents, children, related
-//!    objects, ControllerRevisions: what [`LiveReader`] listed), their CustomResourceDefinitions
-//!    and namespaces, created in an in-process [`Sandbox`]: owners first, `ownerReferences`
-//!    moved to the copies' uids, statuses written through the status subresource. The live
-//!    cluster is only read.
+//! 1. [`Copy::load`]: the live objects the syncs observed (parents, children, related
+//!    objects, ControllerRevisions: what [`LiveReader`] listed; the sync hooks are not called
+//!    for that), their CustomResourceDefinitions and namespaces, created in a [`Sandbox`] in
+//!    this process: owners first, `ownerReferences` moved to the copies' uids, statuses written
+//!    through the status subresource (labels holding an owner's uid follow it too: the
+//!    `controller-uid` of generateSelector). The live cluster is only read. The engine talks to the
+//!    sandbox through [`Sandbox::in_process_client`]: no socket, TLS or HTTP framing.
 //! 2. [`run`]: the real [`Engine`] (as `dev --once` runs it) and the real hooks against the
 //!    sandbox, until every parent converged by the same rule as `dev --once` (its last sync
 //!    wrote nothing and every child is Current, see [`crate::engine::plan::kstatus`]), a parent
 //!    took more than `max_steps` syncs, or the time ran out. Readiness comes from the sandbox's
-//!    simulated kubelet and controllers.
+//!    simulated kubelet and controllers, without delay ([`READINESS_NOTE`]): a simulation
+//!    counts syncs, not seconds.
 //! 3. The end state per parent as entries against live ([`end_state`]), the steps each parent
 //!    took, and why it did not converge when it did not ([`Cause`]).
 
@@ -19,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, PostParams};
-use kube_sandbox::{Sandbox, SandboxConfig};
+use kube_sandbox::{Sandbox, SandboxConfig, Tunables};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -108,10 +111,16 @@ pub struct Copy {
 impl Copy {
     /// Start a sandbox and copy into it what `live` listed (see the module header).
     pub async fn load(live: &LiveReader, live_client: &kube::Client) -> Result<Copy, SimError> {
-        let sandbox = Sandbox::start(SandboxConfig::ephemeral())
-            .await
-            .map_err(|e| SimError::Sandbox(e.to_string()))?;
-        let client = client_of(&sandbox).await?;
+        let started = Instant::now();
+        let sandbox = Sandbox::start(SandboxConfig {
+            tunables: simulated_tunables(),
+            ..SandboxConfig::ephemeral()
+        })
+        .await
+        .map_err(|e| SimError::Sandbox(e.to_string()))?;
+        // In process: no socket, TLS or HTTP framing between the engine and its private cluster.
+        let client = sandbox.in_process_client();
+        tracing::debug!(ms = ms(started), "simulate: sandbox started");
         let listed = live.listed().await;
         let resources: Vec<ResourceInfo> = listed.iter().map(|(i, _)| i.clone()).collect();
         copy_crds(live_client, &client, &resources).await?;
@@ -162,6 +171,11 @@ impl Copy {
             }
             pending = rest;
         }
+        tracing::debug!(
+            ms = ms(started),
+            objects = objects.len(),
+            "simulate: live objects copied"
+        );
         let live_uid = uid_map
             .iter()
             .map(|(l, s)| (s.clone(), l.clone()))
@@ -231,14 +245,21 @@ fn describe(v: &Value) -> String {
     )
 }
 
-/// A client of the sandbox, from its kubeconfig.
-async fn client_of(sandbox: &Sandbox) -> Result<kube::Client, SimError> {
-    let kc = kube::config::Kubeconfig::from_yaml(&sandbox.kubeconfig_yaml())
-        .map_err(|e| SimError::Sandbox(e.to_string()))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| SimError::Sandbox(e.to_string()))?;
-    kube::Client::try_from(cfg).map_err(|e| SimError::Sandbox(e.to_string()))
+/// The simulated kubelet of the copy: Pods are Running and Ready as soon as they are
+/// scheduled, run-to-completion Pods finish at once, deleted Pods stop at once (their
+/// annotations `sandbox.kubectl-meta.io/run-seconds` and `stop-seconds` still apply). A
+/// simulation counts syncs, not seconds: waiting would only make it slower.
+fn simulated_tunables() -> Tunables {
+    Tunables {
+        kubelet_delay: Some(Duration::ZERO),
+        pod_run: Duration::ZERO,
+        ..Tunables::default()
+    }
+}
+
+/// Milliseconds since `t`, for the timing lines (`KUBECTL_META_LOG=kubectl_meta::dryrun=debug`).
+fn ms(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The CustomResourceDefinitions of the listed resources that have one on the live cluster.
@@ -298,8 +319,9 @@ async fn copy_crds(
     Ok(())
 }
 
-/// Create the copy of `live` (server-set fields stripped, owners moved to their copies'
-/// uids, owners not copied dropped), then its status; returns the copy's uid.
+/// Create the copy of `live` (server-set fields stripped, owners and labels holding their
+/// uids moved to their copies' uids, owners not copied dropped), then its status; returns the
+/// copy's uid.
 async fn create_copy(
     client: &kube::Client,
     info: &ResourceInfo,
@@ -310,6 +332,14 @@ async fn create_copy(
     if let Some(m) = v["metadata"].as_object_mut() {
         for f in SERVER_SET {
             m.shift_remove(f);
+        }
+        // Labels holding an owner's uid (`controller-uid` of generateSelector) follow it.
+        if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
+            for v in labels.values_mut() {
+                if let Some(copy) = v.as_str().and_then(|u| uid_map.get(u)) {
+                    *v = json!(copy);
+                }
+            }
         }
         if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
             refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uid_map.get(u)) {
@@ -472,6 +502,48 @@ impl ParentRun {
     }
 }
 
+/// How long everything must stay done before the run is called converged: the sandbox is in
+/// this process, its events reach the engine within microseconds (a remote API server needs
+/// [`crate::engine::runtime::QUIET`]).
+const SIM_QUIET: Duration = Duration::from_millis(100);
+
+/// How long nothing may change (no sync, no write in the sandbox) while the engine waits only
+/// for children to become Current before the wait is called hopeless: the simulated kubelet
+/// and controllers act at once, so what they provide comes within milliseconds.
+const STALL: Duration = Duration::from_secs(2);
+
+/// Whether all that is left is waiting for children to become Current (or a rollout waiting
+/// for them).
+fn only_waiting(rep: &OnceReport) -> bool {
+    !rep.pending.is_empty()
+        && rep.pending.iter().all(|(_, what)| {
+            what.contains(": waiting for ") || what.ends_with(": rollout in progress")
+        })
+}
+
+/// The sandbox's current resourceVersion (of a list: the newest write).
+async fn global_rv(client: &kube::Client) -> String {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &namespace_ar());
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.metadata.resource_version)
+        .unwrap_or_default()
+}
+
+/// What the engine spent its time on, for the timing lines.
+#[derive(Debug, Default, Clone, Copy)]
+struct Spent {
+    /// Syncs finished.
+    syncs: usize,
+    /// Their wall time, summed.
+    sync: Duration,
+    /// Hook calls.
+    hook_calls: usize,
+    /// Their wall time, summed.
+    hooks: Duration,
+}
+
 /// Steps seen on the bus, per (controller, parent).
 type Steps = Arc<Mutex<BTreeMap<(String, String), Vec<Step>>>>;
 
@@ -497,22 +569,41 @@ pub async fn run(
     }
     let steps: Steps = Arc::default();
     let statuses: Statuses = Arc::default();
+    let spent: Arc<Mutex<Spent>> = Arc::default();
     let collector = tokio::spawn(collect(
         bus.subscribe(),
-        Arc::clone(&steps),
-        Arc::clone(&statuses),
+        Collected {
+            steps: Arc::clone(&steps),
+            statuses: Arc::clone(&statuses),
+            spent: Arc::clone(&spent),
+        },
         copy.client.clone(),
         copy.resources.clone(),
     ));
+    let started = Instant::now();
     let mut engine = Engine::new(Arc::clone(&ctx));
     engine.set_wait_for(WaitFor::Current);
+    engine.set_quiet(SIM_QUIET);
     for d in defs {
         engine.start(d.clone());
     }
     let deadline = Instant::now() + limits.timeout;
     let mut timed_out = false;
+    // (the sandbox's resourceVersion, syncs so far) and since when it has not moved.
+    let mut still: (Option<(String, usize)>, Instant) = (None, Instant::now());
     let report = loop {
         let rep = engine.wait_converged(Duration::from_millis(500)).await;
+        let progress = (
+            global_rv(&copy.client).await,
+            spent.lock().map(|s| s.syncs).unwrap_or_default(),
+        );
+        if still.0.as_ref() != Some(&progress) {
+            still = (Some(progress), Instant::now());
+        }
+        if only_waiting(&rep) && still.1.elapsed() >= STALL {
+            // Nothing moves and only readiness is awaited: nothing in the sandbox provides it.
+            break rep;
+        }
         let done = rep.converged && rep.pending.is_empty();
         let over = steps
             .lock()
@@ -530,8 +621,20 @@ pub async fn run(
             break rep;
         }
     };
+    let ran = ms(started);
     engine.shutdown().await;
     collector.abort();
+    let spent = spent.lock().map(|s| *s).unwrap_or_default();
+    tracing::debug!(
+        ms = ran,
+        syncs = spent.syncs,
+        sync_ms = spent.sync.as_millis(),
+        hook_calls = spent.hook_calls,
+        hook_ms = spent.hooks.as_millis(),
+        "simulate: engine run (sync and hook times summed over concurrent workers)"
+    );
+    let started = Instant::now();
+    let now = Listing::read(copy).await;
     let steps = steps.lock().map(|s| s.clone()).unwrap_or_default();
     let statuses = statuses.lock().map(|s| s.clone()).unwrap_or_default();
     let mut runs = Vec::new();
@@ -553,7 +656,7 @@ pub async fn run(
                 },
             });
         }
-        let entries = end_state(copy, &parent).await;
+        let entries = end_state(copy, &now, &parent);
         runs.push(ParentRun {
             controller,
             parent,
@@ -562,14 +665,21 @@ pub async fn run(
             entries,
         });
     }
+    tracing::debug!(ms = ms(started), "simulate: end states against live");
     Ok(runs)
+}
+
+/// Where the collector puts what it saw.
+struct Collected {
+    steps: Steps,
+    statuses: Statuses,
+    spent: Arc<Mutex<Spent>>,
 }
 
 /// Collect the steps (Planned, then SyncFinished) and the parents' statuses after each sync.
 async fn collect(
     mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
-    steps: Steps,
-    statuses: Statuses,
+    out: Collected,
     client: kube::Client,
     resources: Vec<ResourceInfo>,
 ) {
@@ -581,6 +691,12 @@ async fn collect(
             Err(_) => return,
         };
         match ev {
+            EngineEvent::HookCalled { latency, .. } => {
+                if let Ok(mut s) = out.spent.lock() {
+                    s.hook_calls += 1;
+                    s.hooks += latency;
+                }
+            }
             EngineEvent::Planned {
                 controller,
                 parent,
@@ -608,11 +724,16 @@ async fn collect(
                 parent,
                 writes,
                 error,
+                duration,
                 ..
             } => {
+                if let Ok(mut s) = out.spent.lock() {
+                    s.syncs += 1;
+                    s.sync += duration;
+                }
                 let key = (controller, parent);
                 let actions = planned.remove(&key).unwrap_or_default();
-                if let Ok(mut s) = steps.lock() {
+                if let Ok(mut s) = out.steps.lock() {
                     let v = s.entry(key.clone()).or_default();
                     let step = v.len() + 1;
                     v.push(Step {
@@ -624,7 +745,7 @@ async fn collect(
                 }
                 if writes > 0
                     && let Some(status) = parent_status(&client, &resources, &key.1).await
-                    && let Ok(mut s) = statuses.lock()
+                    && let Ok(mut s) = out.statuses.lock()
                 {
                     s.entry(key).or_default().push(status);
                 }
@@ -747,9 +868,33 @@ fn cause_of(
     None
 }
 
+/// Every object of the listed resources in the sandbox at the end, read once for all parents.
+struct Listing(Vec<(ResourceInfo, Value)>);
+
+impl Listing {
+    async fn read(copy: &Copy) -> Listing {
+        let mut all = Vec::new();
+        for r in &copy.resources {
+            let api: Api<DynamicObject> = Api::all_with(copy.client.clone(), &r.api_resource);
+            let Ok(list) = api.list(&Default::default()).await else {
+                continue;
+            };
+            for item in list.items {
+                let Ok(mut v) = serde_json::to_value(&item) else {
+                    continue;
+                };
+                v["apiVersion"] = json!(r.api_resource.api_version);
+                v["kind"] = json!(r.api_resource.kind);
+                all.push((r.clone(), v));
+            }
+        }
+        Listing(all)
+    }
+}
+
 /// The end state of `parent` and the objects it controls, against live: created, updated,
 /// replaced (same name, another object) and deleted objects; the parent's status.
-async fn end_state(copy: &Copy, parent: &str) -> Vec<Entry> {
+fn end_state(copy: &Copy, listing: &Listing, parent: &str) -> Vec<Entry> {
     let key = parent.split(' ').next().unwrap_or(parent);
     let Some(p) = copy.objects.iter().find(|c| {
         ObjectKey::of(&c.live).is_some_and(|k| k.to_string() == key)
@@ -762,25 +907,14 @@ async fn end_state(copy: &Copy, parent: &str) -> Vec<Entry> {
     let mut entries = Vec::new();
     // Now in the sandbox, per listed resource.
     let mut now: BTreeMap<(String, String), (ResourceInfo, Value)> = BTreeMap::new();
-    for r in &copy.resources {
-        let api: Api<DynamicObject> = Api::all_with(copy.client.clone(), &r.api_resource);
-        let Ok(list) = api.list(&Default::default()).await else {
+    for (r, v) in &listing.0 {
+        let controlled = object::controller_ref(v).is_some_and(|c| c.uid == parent_copy_uid);
+        let is_parent = object::uid(v) == Some(parent_copy_uid.as_str());
+        if !(controlled || is_parent) {
             continue;
-        };
-        for item in list.items {
-            let Ok(mut v) = serde_json::to_value(&item) else {
-                continue;
-            };
-            v["apiVersion"] = json!(r.api_resource.api_version);
-            v["kind"] = json!(r.api_resource.kind);
-            let controlled = object::controller_ref(&v).is_some_and(|c| c.uid == parent_copy_uid);
-            let is_parent = object::uid(&v) == Some(parent_copy_uid.as_str());
-            if !(controlled || is_parent) {
-                continue;
-            }
-            let k = ObjectKey::of(&v).map(|k| k.to_string()).unwrap_or_default();
-            now.insert((r.key(), k), (r.clone(), v));
         }
+        let k = ObjectKey::of(v).map(|k| k.to_string()).unwrap_or_default();
+        now.insert((r.key(), k), (r.clone(), v.clone()));
     }
     // As live.
     let mut before: BTreeMap<(String, String), &Copied> = BTreeMap::new();
@@ -884,7 +1018,7 @@ pub fn summary_line(runs: &[ParentRun]) -> String {
 }
 
 /// What the output says about readiness.
-pub const READINESS_NOTE: &str = "readiness (Pods becoming Ready, workload statuses) comes from the sandbox's simulated kubelet and controllers";
+pub const READINESS_NOTE: &str = "readiness (Pods becoming Ready, workload statuses) comes from the sandbox's simulated kubelet and controllers, without delay: Pods are Ready once scheduled, run-to-completion Pods finish and deleted Pods stop at once";
 
 /// The human rendering: per parent its steps (one line each; `verbose`: the objects of each),
 /// whether and how it converged, the end state against live as diffs; then the summary.

@@ -257,3 +257,211 @@ async fn a_field_the_server_prunes_is_named_with_the_hot_loop_finding() {
         "{err}"
     );
 }
+
+/// `count` HelloWorld parents `hello-FIRST`.. greeting `who`, as one YAML file in `dir`.
+fn hello_parents(dir: &std::path::Path, first: usize, count: usize, who: &str) -> String {
+    let docs: Vec<String> = (first..first + count)
+        .map(|i| {
+            format!(
+                "apiVersion: example.kubectl-meta.dev/v1\nkind: HelloWorld\nmetadata: {{name: hello-{i}, namespace: default}}\nspec: {{who: {who}}}\n"
+            )
+        })
+        .collect();
+    let path = dir.join(format!("parents-{first}-{who}.yaml"));
+    std::fs::write(&path, docs.join("---\n")).unwrap();
+    path.display().to_string()
+}
+
+/// The summary over 100 hello-world parents: 30 converged by `dev --once`, 10 of those then
+/// told to greet someone else (their Pod is replaced: Recreate), 70 new ones (a Pod each, a
+/// status). Every parent converges; the counts are exact in `-o json` and on the summary line;
+/// nothing is written to the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_summary_over_100_parents_counts_exactly() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let hello = repo().join("examples/hello-world");
+    let crd = hello.join("00-crd.yaml").display().to_string();
+    let controller = hello.join("10-controller.yaml").display().to_string();
+    let applied = sb.kubectl(&["apply", "-f", &crd]);
+    assert!(applied.status.success(), "{applied:?}");
+    let first = hello_parents(files.path(), 0, 30, "World");
+    common::wait_for("the HelloWorld CRD served", common::TIMEOUT, || async {
+        sb.kubectl(&["apply", "-f", &first])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let out = run(meta(
+        home.path(),
+        &["--kubeconfig", &kc(&sb), "dev", "-f", &controller, "--once"],
+    ))
+    .await;
+    assert_ok(&out);
+    assert_eq!(names(&sb, &pods(), "default").await.len(), 30);
+    for f in [
+        hello_parents(files.path(), 30, 70, "World"),
+        hello_parents(files.path(), 0, 10, "Moon"),
+    ] {
+        let applied = sb.kubectl(&["apply", "-f", &f]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &controller]).await;
+    assert_eq!(code, 1, "changes found: {err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parents = doc["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 100, "{err}");
+    assert!(
+        parents.iter().all(|p| p["converged"] == json!(true)),
+        "{doc:#}"
+    );
+    let s = &doc["summary"];
+    let counts: Vec<(&str, &Value)> = [
+        "create", "update", "delete", "replace", "adopt", "release", "status",
+    ]
+    .into_iter()
+    .map(|k| (k, &s[k]))
+    .collect();
+    assert_eq!(
+        counts,
+        [
+            ("create", &json!(70)),
+            ("update", &json!(0)),
+            ("delete", &json!(10)),
+            ("replace", &json!(10)),
+            ("adopt", &json!(0)),
+            ("release", &json!(0)),
+            ("status", &json!(70)),
+        ],
+        "{s:#}"
+    );
+    assert_eq!(s["converged"], json!(true));
+    // The replaced Pods greet the Moon; the 20 others converged already are as live.
+    let replaced: Vec<&str> = parents
+        .iter()
+        .flat_map(|p| p["objects"].as_array().unwrap())
+        .filter(|o| o["action"] == "recreate")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(replaced.len(), 10, "{replaced:?}");
+    assert!(
+        replaced
+            .iter()
+            .all(|n| n.trim_start_matches("hello-").parse::<usize>().unwrap() < 10),
+        "{replaced:?}"
+    );
+    let as_live = parents
+        .iter()
+        .filter(|p| p["objects"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(as_live, 20, "{doc:#}");
+
+    // The human summary line says the same.
+    let (code, out, err) = dryrun(&sb, home.path(), &["--simulate", "-f", &controller]).await;
+    assert_eq!(code, 1, "{err}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.starts_with(
+            "Plan: 70 to create, 0 to update, 10 to delete (10 replaced), 0 to adopt, 0 to release; status changes; converged in "
+        ),
+        "{last}"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+}
+
+/// A child nothing makes Ready (a Pod whose nodeSelector fits no Node stays Pending): named as
+/// waiting on readiness nothing provides, with the Pod, once nothing moved for a while (not at
+/// --simulate-timeout); exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_nothing_makes_ready_is_named_as_waiting_on_readiness() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = hello_with_hook(
+        dir.path(),
+        "import json, sys\nreq = json.load(sys.stdin)\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'nodeSelector': {'disk': 'none-has-it'}, 'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
+    );
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let started = std::time::Instant::now();
+    let (code, doc, err) = simulate(
+        &sb,
+        home.path(),
+        &["-f", &files, "--simulate-timeout", "60"],
+    )
+    .await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "ended by --simulate-timeout, not by the finding"
+    );
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["converged"], json!(false));
+    assert_eq!(
+        parent["cause"]["cause"],
+        json!("waitingForReadiness"),
+        "{doc:#}"
+    );
+    let message = parent["cause"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("to become Current") && message.contains("hello"),
+        "{message}"
+    );
+    assert!(err.contains("readiness nothing provides"), "{err}");
+}
+
+/// A hook that fails once the Pod it asked for exists: named with the step it failed at and
+/// the hook's error; exit 4; nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_error_is_named_with_its_step() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = hello_with_hook(
+        dir.path(),
+        "import json, sys\nreq = json.load(sys.stdin)\nif req.get('children', {}).get('Pod.v1'):\n    sys.exit('boom: the second sync')\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
+    );
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+    let before = global_rv(&sb).await;
+    let (code, doc, err) = simulate(&sb, home.path(), &["-f", &files]).await;
+    assert_eq!(code, 4, "{doc:#}\n{err}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
+    let parent = &doc["parents"][0];
+    assert_eq!(parent["cause"]["cause"], json!("syncFailed"), "{doc:#}");
+    assert_eq!(parent["cause"]["step"], json!(2), "{doc:#}");
+    assert!(
+        parent["cause"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("boom: the second sync"),
+        "{doc:#}"
+    );
+    assert!(err.contains("sync failed at step 2"), "{err}");
+}

@@ -298,6 +298,27 @@ impl Sandbox {
         kube::Client::try_from(config).map_err(|e| SandboxError::Client(e.to_string()))
     }
 
+    /// A `kube::Client` that calls this sandbox in process: each request goes straight to the
+    /// sandbox's request handler, with no socket, TLS or HTTP framing (watches are in-memory
+    /// streams), authenticated as the admin token is. For programs that run a sandbox inside
+    /// themselves as a private cluster (`kubectl meta dryrun --simulate`); [`Sandbox::client`]
+    /// is the one to test a client's real transport with.
+    #[cfg(feature = "client")]
+    pub fn in_process_client(&self) -> kube::Client {
+        let auth = http::HeaderValue::from_str(&format!("Bearer {}", self.state.token))
+            .unwrap_or_else(|_| http::HeaderValue::from_static(""));
+        let app = server::router(self.state.clone()).layer(axum::middleware::map_request(
+            move |mut req: axum::extract::Request| {
+                let auth = auth.clone();
+                async move {
+                    req.headers_mut().insert(http::header::AUTHORIZATION, auth);
+                    req
+                }
+            },
+        ));
+        kube::Client::new(app, "default")
+    }
+
     /// Open storage, bootstrap built-in objects, bind the listener and write the kubeconfig.
     pub async fn bind(cfg: SandboxConfig) -> Result<Bound, SandboxError> {
         let static_tokens = match &cfg.token_auth_file {

@@ -348,7 +348,7 @@ async fn bind_all(
         };
         let types = match types_of.get(def.name()) {
             Some(t) => Arc::clone(t),
-            None => match declared_types(ctx, def).await {
+            None => match shared::declared_types(ctx, def).await {
                 Ok(t) => {
                     let t = Arc::new(t);
                     types_of.insert(def.name().to_string(), Arc::clone(&t));
@@ -374,34 +374,6 @@ async fn bind_all(
     if !problems.is_empty() {
         problems.dedup();
         return Err(fail(Class::Usage, problems.join("\n")));
-    }
-    Ok(out)
-}
-
-/// The child (attachment, output) types a definition declares, resolved by discovery as the
-/// engine resolves them.
-async fn declared_types(
-    ctx: &EngineContext,
-    def: &ControllerDef,
-) -> Result<Vec<(ChildType, ResourceInfo)>, String> {
-    let rules = match def {
-        ControllerDef::Composite(c) => &c.spec.child_resources,
-        ControllerDef::Decorator(c) => &c.spec.attachments,
-        ControllerDef::Map(c) => &c.spec.output_resources,
-    };
-    let mut out = Vec::new();
-    for r in rules {
-        let info = ctx
-            .discovery
-            .resolve(&r.api_version, &r.resource)
-            .await
-            .map_err(|e| {
-                format!(
-                    "controller {}: {e} (a custom resource's CRD must be among the -f files)",
-                    def.name()
-                )
-            })?;
-        out.push((shared::child_type(&info, r.method()), info));
     }
     Ok(out)
 }

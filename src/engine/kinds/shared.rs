@@ -1,6 +1,6 @@
 //! What every controller kind shares beyond the worker loop of [`crate::engine::runtime::controller`]: starting
 //! ([`resolve_all`] waiting for missing resources, [`resolve_hook`] and [`SyncHooks`],
-//! [`child_type`], [`wait_caches`], [`StartError`], [`launched`]), scope checks
+//! [`child_type`], [`declared_types`], [`wait_caches`], [`StartError`], [`launched`]), scope checks
 //! ([`sync_mode`], [`parent_selector`], [`scope_namespace`]) and [`strip_volatile`].
 //!
 //! The other shared pieces live one concept per file and are re-exported here:
@@ -30,7 +30,7 @@ use crate::engine::runtime::controller::{ControllerHandle, Reconciler, Tracker, 
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::Informer;
 use crate::k8s::object;
-use crate::spec::{Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
+use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
 
 /// Why a controller could not start.
@@ -237,6 +237,34 @@ pub fn child_type(info: &ResourceInfo, method: UpdateMethod) -> ChildType {
         namespaced: info.namespaced,
         method,
     }
+}
+
+/// The child (attachment, output) types `def` declares, resolved through discovery, each as
+/// the engine reads an answer's objects against it (`kubectl meta test`, `dryrun --against`).
+pub async fn declared_types(
+    ctx: &EngineContext,
+    def: &ControllerDef,
+) -> Result<Vec<(ChildType, ResourceInfo)>, String> {
+    let rules = match def {
+        ControllerDef::Composite(c) => &c.spec.child_resources,
+        ControllerDef::Decorator(c) => &c.spec.attachments,
+        ControllerDef::Map(c) => &c.spec.output_resources,
+    };
+    let mut out = Vec::new();
+    for r in rules {
+        let info = ctx
+            .discovery
+            .resolve(&r.api_version, &r.resource)
+            .await
+            .map_err(|e| {
+                format!(
+                    "controller {}: {e} (a custom resource's CRD must be among the -f files)",
+                    def.name()
+                )
+            })?;
+        out.push((child_type(&info, r.method()), info));
+    }
+    Ok(out)
 }
 
 /// A started controller: its handle and the worker loop to run until stop.

@@ -1,5 +1,5 @@
 //! What a hook's answer means to the engine, for comparing two answers to the same request
-//! (`kubectl meta test`): the answer decoded as the engine decodes it ([`hookapi`]), desired
+//! (`kubectl meta test`, `kubectl meta dryrun --against`): the answer decoded as the engine decodes it ([`hookapi`]), desired
 //! objects completed by [`writes::normalize_desired`] (namespace defaulting, generated selector
 //! labels) and rewritten as the API server stores them ([`server_view`]: `null` is absent,
 //! `stringData` folded, quantities in their canonical spelling, empty maps and lists not
@@ -19,6 +19,7 @@ use crate::engine::plan::hookapi::{self, Version};
 use crate::engine::plan::planner;
 use crate::engine::plan::server_view::{Seg, is_quantity, server_view};
 use crate::engine::plan::writes;
+use crate::spec::ControllerDef;
 
 /// The controller side of an answer: what the engine knows when it reads one.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +34,25 @@ pub struct AnswerContext<'a> {
     pub types: &'a [ChildType],
     /// CompositeController `spec.generateSelector`.
     pub generate_selector: bool,
+}
+
+impl<'a> AnswerContext<'a> {
+    /// The context of the hook `hook` (of version `version`) of the controller `def`, whose
+    /// declared types are `types`.
+    pub fn of(
+        def: &ControllerDef,
+        hook: &'a str,
+        version: Version,
+        types: &'a [ChildType],
+    ) -> Self {
+        AnswerContext {
+            controller_kind: def.kind(),
+            hook,
+            version,
+            types,
+            generate_selector: matches!(def, ControllerDef::Composite(c) if c.spec.generate_selector == Some(true)),
+        }
+    }
 }
 
 /// The answer as the engine would act on it (see the module docs); `Err` says why the engine

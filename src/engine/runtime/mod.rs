@@ -113,7 +113,12 @@ pub struct Engine {
     stop: CancellationToken,
     running: Vec<Running>,
     wait_for: WaitFor,
+    quiet: Duration,
 }
+
+/// How long [`Engine::wait_converged`] wants everything done before it calls it converged, by
+/// default: the events of the last writes may still be on their way from the API server.
+pub const QUIET: Duration = Duration::from_millis(300);
 
 impl Engine {
     /// An engine over shared services.
@@ -123,6 +128,7 @@ impl Engine {
             stop: CancellationToken::new(),
             running: Vec::new(),
             wait_for: WaitFor::default(),
+            quiet: QUIET,
         }
     }
 
@@ -130,6 +136,13 @@ impl Engine {
     /// Current).
     pub fn set_wait_for(&mut self, wait_for: WaitFor) {
         self.wait_for = wait_for;
+    }
+
+    /// How long everything must stay done before [`Engine::wait_converged`] calls it
+    /// converged (default [`QUIET`]). Shorter suits an API server in the same process, whose
+    /// events arrive within microseconds (`dryrun --simulate`).
+    pub fn set_quiet(&mut self, quiet: Duration) {
+        self.quiet = quiet;
     }
 
     /// The shared services.
@@ -410,9 +423,11 @@ impl Engine {
     /// `timeout`. Failed parents do not keep it waiting.
     pub async fn wait_converged(&self, timeout: Duration) -> OnceReport {
         let deadline = Instant::now() + timeout;
-        let quiet = Duration::from_millis(300);
+        let quiet = self.quiet;
         let mut idle_since: Option<Instant> = None;
-        let mut tick = tokio::time::interval(Duration::from_millis(25));
+        // Looked at a few times per quiet period (at most every 25 ms, at least every 2 ms).
+        let period = (quiet / 6).clamp(Duration::from_millis(2), Duration::from_millis(25));
+        let mut tick = tokio::time::interval(period);
         loop {
             tick.tick().await;
             let rep = self.look();

@@ -284,6 +284,16 @@ pub async fn plan_only<S: SyncKind>(
     }
 }
 
+/// Steps 1 and 2 only: the parent and what its sync observes (children, claims, customize),
+/// no sync hook call and no plan: what a sync reads (`dryrun --simulate` copies that).
+pub async fn observe_only<S: SyncKind>(
+    kind: &S,
+    key: &S::Key,
+    cx: SyncCx<'_>,
+) -> Result<(), Failed> {
+    observed(kind, key, cx).await.map(|_| ())
+}
+
 /// Carry `plan` out for `key` ([`carry::carry_out`] on the kind's target and caches).
 pub async fn carry_out<S: SyncKind>(
     kind: &S,
