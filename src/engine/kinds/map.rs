@@ -1153,6 +1153,7 @@ impl KindController for MapCtl {
     const KIND: &'static str = KIND;
     /// A key sync recognises its own writes' echo by fingerprint (no second hook call).
     const CONFIRM_WRITES: bool = false;
+    const DROP_OWN_ECHOES: bool = false;
 
     fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
         &self.queue

@@ -56,6 +56,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     if let Some(st) = report.status_written {
         memory.record_status(key, st);
     }
+    memory.record_own_writes(key, report.parent_rv, &report.own_writes);
     let (tripped, hot_loops) = memory.record_rewrites(key, plan, &report.updated);
     for h in &tripped {
         let message = h.message();
@@ -77,6 +78,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     if report.errors.is_empty() {
         Ok(Carried {
             writes: report.writes,
+            status_writes: report.status_writes,
             noops: report.child_noops,
             hot_loops,
         })
@@ -105,6 +107,8 @@ pub fn publish_detached(ctx: &EngineContext, controller: &str, parent: &str, pla
 pub struct Carried {
     /// Writes made.
     pub writes: usize,
+    /// Status writes among `writes`.
+    pub status_writes: usize,
     /// Child updates the server answered as no-ops.
     pub noops: usize,
     /// Fields the hot-loop guard holds, as messages.
@@ -115,6 +119,7 @@ impl Carried {
     /// Copy the counts into a sync's outcome.
     pub fn fill(self, outcome: &mut SyncOutcome) {
         outcome.writes = self.writes;
+        outcome.status_writes = self.status_writes;
         outcome.noops = self.noops;
         outcome.hot_loops = self.hot_loops;
     }

@@ -49,6 +49,10 @@ pub struct EngineOptions {
     /// `--record DIR`: write every answered exchange there as a test case
     /// ([`crate::hooks::record`]).
     pub record: Option<Recording>,
+    /// Sync a parent once more after a sync that wrote only its status, as Metacontroller does
+    /// on the status write's echo (`dryrun --simulate`, to name status fields that change on
+    /// every sync). Off by default: see [`crate::engine::runtime::memory`].
+    pub confirm_status_writes: bool,
 }
 
 /// Where and how `--record` writes test cases.
@@ -73,6 +77,7 @@ impl Default for EngineOptions {
             dump_requests: None,
             record: None,
             service_dns: false,
+            confirm_status_writes: false,
         }
     }
 }

@@ -55,6 +55,18 @@ pub enum Expectation {
     },
 }
 
+/// One write of a child by the engine: the object and the resourceVersion the server answered
+/// (`None`: deleted). Its watch echo carries that resourceVersion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnWrite {
+    /// Resource (`Kind.apiVersion`).
+    pub type_key: String,
+    /// Object.
+    pub key: ObjectKey,
+    /// resourceVersion the write returned; `None` for a delete.
+    pub rv: Option<String>,
+}
+
 /// The result of executing a plan.
 #[derive(Debug, Default)]
 pub struct ExecReport {
@@ -73,6 +85,14 @@ pub struct ExecReport {
     pub expectations: Vec<Expectation>,
     /// The status written, when it was.
     pub status_written: Option<Value>,
+    /// Status writes among `writes` (a sync that wrote only its parent's status is not
+    /// confirmed by another sync: see [`crate::engine::runtime::memory`]).
+    pub status_writes: usize,
+    /// The children this plan wrote and what each write left (the resourceVersion it returned,
+    /// `None` for a delete), so that their watch echoes are recognised as ours.
+    pub own_writes: Vec<OwnWrite>,
+    /// The parent's resourceVersion after this plan's parent writes, when it wrote the parent.
+    pub parent_rv: Option<String>,
     /// [`ExecMode::Paused`] and [`ExecMode::DryRun`]: one line per planned write
     /// ([`Writes::describe`]).
     pub planned: Vec<HeldAction>,
@@ -428,6 +448,11 @@ impl Executor {
                     !matches!(e, Expectation::Changed { type_key, key: k, .. }
                         if *type_key == d.id.type_key && *k == key)
                 });
+                report.own_writes.push(OwnWrite {
+                    type_key: d.id.type_key.clone(),
+                    key: key.clone(),
+                    rv: None,
+                });
                 report.expectations.push(Expectation::Gone {
                     type_key: d.id.type_key.clone(),
                     key,
@@ -449,7 +474,11 @@ impl Executor {
         let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
         let result = match self.strategy {
             ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
-                Ok(obj) => api.create(&self.post_params(), &obj).await.map_err(Some),
+                Ok(obj) => api
+                    .create(&self.post_params(), &obj)
+                    .await
+                    .map(|o| o.metadata.resource_version)
+                    .map_err(Some),
                 Err(m) => {
                     report.errors.push(m);
                     Err(None)
@@ -462,11 +491,21 @@ impl Executor {
                     &Patch::Apply(&c.object),
                 )
                 .await
+                // An apply has no precondition: a change by another writer just before it
+                // would share its echo, so it is not remembered as only ours.
+                .map(|_| None)
                 .map_err(Some),
         };
         match result {
-            Ok(_) => {
+            Ok(rv) => {
                 report.writes += 1;
+                if rv.is_some() {
+                    report.own_writes.push(OwnWrite {
+                        type_key: c.id.type_key.clone(),
+                        key: c.id.object_key(),
+                        rv,
+                    });
+                }
                 report.expectations.push(Expectation::Changed {
                     type_key: c.id.type_key.clone(),
                     key: c.id.object_key(),
@@ -525,6 +564,7 @@ impl Executor {
                 .map_err(Some)
             }
         };
+        let preconditioned = self.strategy == ApplyStrategy::ClientSide;
         match result {
             Ok(rv) if rv.is_some() && rv == previous => {
                 // The server kept the object as it was (it normalizes or rewrites what we
@@ -542,9 +582,16 @@ impl Executor {
                     )),
                 );
             }
-            Ok(_) => {
+            Ok(rv) => {
                 report.writes += 1;
                 report.updated.push(u.id.clone());
+                if preconditioned && rv.is_some() {
+                    report.own_writes.push(OwnWrite {
+                        type_key: u.id.type_key.clone(),
+                        key: u.id.object_key(),
+                        rv,
+                    });
+                }
                 report.expectations.push(Expectation::Changed {
                     type_key: u.id.type_key.clone(),
                     key: u.id.object_key(),
@@ -591,6 +638,7 @@ impl Executor {
         };
         if r.is_ok() {
             report.status_written = Some(status.clone());
+            report.status_writes += 1;
         }
         self.record_parent(t, report, (ActionVerb::Status, None), r, parent);
     }
@@ -664,6 +712,7 @@ impl Executor {
                 report.writes += 1;
                 let previous = parent.rv.clone();
                 parent.rv = obj.metadata.resource_version.clone();
+                report.parent_rv.clone_from(&parent.rv);
                 report.expectations.push(Expectation::Changed {
                     type_key: parent_type.to_string(),
                     key: parent_key.clone(),
@@ -776,6 +825,11 @@ impl Executor {
         {
             Ok(obj) => {
                 report.writes += 1;
+                report.own_writes.push(OwnWrite {
+                    type_key: edit.id.type_key.clone(),
+                    key: edit.id.object_key(),
+                    rv: obj.metadata.resource_version.clone(),
+                });
                 report.expectations.push(Expectation::Changed {
                     type_key: edit.id.type_key.clone(),
                     key: edit.id.object_key(),

@@ -51,7 +51,7 @@ use crate::engine::runtime::controller::{
     ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker,
 };
 use crate::engine::runtime::execute::Target;
-use crate::engine::runtime::memory::SyncMemory;
+use crate::engine::runtime::memory::{Cached, SyncMemory};
 use crate::engine::runtime::queue::{QueueStats, WorkQueue};
 use crate::k8s::informer::Informer;
 
@@ -308,6 +308,9 @@ pub trait KindController: SyncKind {
     const KIND: &'static str;
     /// Sync a key once more after a sync that wrote (see [`Reconciler::confirm_writes`]).
     const CONFIRM_WRITES: bool = true;
+    /// Drop the triggers that are only echoes of the engine's own writes (see
+    /// [`Reconciler::drop_own_echoes`]); MapController recognises them by itself.
+    const DROP_OWN_ECHOES: bool = true;
 
     /// The work queue.
     fn queue(&self) -> &WorkQueue<Self::Key, Trigger>;
@@ -391,6 +394,34 @@ impl<S: KindController> Reconciler for Running<S> {
 
     fn confirm_writes(&self) -> bool {
         S::CONFIRM_WRITES
+    }
+
+    fn confirm_status_writes(&self) -> bool {
+        self.ctl.parts().ctx.options.confirm_status_writes
+    }
+
+    fn drop_own_echoes(&self, key: &S::Key, triggers: Vec<Trigger>) -> Vec<Trigger> {
+        if !S::DROP_OWN_ECHOES {
+            return triggers;
+        }
+        let parent = self.ctl.parent(key);
+        let parent_rv = parent
+            .as_deref()
+            .and_then(crate::k8s::object::resource_version);
+        self.ctl
+            .parts()
+            .memory
+            .drop_own_echoes(key, triggers, parent_rv, |type_key, object| {
+                match self.ctl.informer_for(type_key) {
+                    None => Cached::Unknown,
+                    Some(inf) => match inf.get(object) {
+                        None => Cached::Absent,
+                        Some(o) => {
+                            Cached::At(crate::k8s::object::resource_version(&o).map(str::to_string))
+                        }
+                    },
+                }
+            })
     }
 }
 
