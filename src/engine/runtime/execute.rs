@@ -2,10 +2,13 @@
 //!
 //! Order: the parent's labels/annotations (merge patch), finalizer add, adoptions (after
 //! re-reading the parent), releases, deletes (uid precondition, background propagation),
-//! creates, updates, revisions, status, finalizer removal. One failed write does not stop the others; every write is published as an
+//! creates, updates (the creates, then the updates, sent concurrently: [`CHILD_WRITES`] at once,
+//! reported in plan order), revisions, status, finalizer removal. One failed write does not stop
+//! the others; every write is published as an
 //! [`EngineEvent::Action`] and recorded as an [`Expectation`] so the caller can wait until its
 //! informers have seen it. All writes use field manager `kubectl-meta`.
 
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
 use kube::api::{
@@ -65,6 +68,15 @@ pub struct OwnWrite {
     pub key: ObjectKey,
     /// resourceVersion the write returned; `None` for a delete.
     pub rv: Option<String>,
+}
+
+/// Child writes of one sync sent at once (creates, then updates).
+pub const CHILD_WRITES: usize = 8;
+
+/// One child write's report and the events it published on its private bus.
+struct ChildWrite {
+    report: ExecReport,
+    rx: tokio::sync::broadcast::Receiver<EngineEvent>,
 }
 
 /// The result of executing a plan.
@@ -297,13 +309,18 @@ impl Executor {
         for d in &plan.delete {
             self.delete_child(t, &mut report, d).await;
         }
+        // Creates, then updates: each of different objects, so sent concurrently (at most
+        // CHILD_WRITES at once); reported and published in plan order.
+        let mut creates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for c in &plan.create {
-            self.create_child(t, &mut report, c).await;
+            creates.push(Box::pin(self.create_alone(t, c)));
         }
+        self.merge_child_writes(&mut report, creates).await;
+        let mut updates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for u in &plan.update {
-            self.update_child(t, &mut report, u, adopted_rv.get(&u.id))
-                .await;
+            updates.push(Box::pin(self.update_alone(t, u, adopted_rv.get(&u.id))));
         }
+        self.merge_child_writes(&mut report, updates).await;
         if let Some(info) = t.revisions {
             for w in &plan.revisions {
                 self.revision_write(t, &mut report, info, w).await;
@@ -328,6 +345,66 @@ impl Executor {
             .await;
         }
         report
+    }
+
+    /// A copy of this executor publishing to a private bus, and that bus's receiver.
+    fn private(&self) -> (Executor, tokio::sync::broadcast::Receiver<EngineEvent>) {
+        let bus = EventBus::new();
+        let rx = bus.subscribe();
+        let exec = Executor {
+            client: self.client.clone(),
+            strategy: self.strategy,
+            bus,
+            dry_run: self.dry_run,
+        };
+        (exec, rx)
+    }
+
+    /// Create one child on its own: its report and the events it published.
+    async fn create_alone(&self, t: &Target<'_>, c: &Create) -> ChildWrite {
+        let (exec, rx) = self.private();
+        let mut report = ExecReport::default();
+        exec.create_child(t, &mut report, c).await;
+        ChildWrite { report, rx }
+    }
+
+    /// Update one child on its own: its report and the events it published.
+    async fn update_alone(
+        &self,
+        t: &Target<'_>,
+        u: &Update,
+        adopted_rv: Option<&String>,
+    ) -> ChildWrite {
+        let (exec, rx) = self.private();
+        let mut report = ExecReport::default();
+        exec.update_child(t, &mut report, u, adopted_rv).await;
+        ChildWrite { report, rx }
+    }
+
+    /// Run `writes` (at most [`CHILD_WRITES`] at once) and fold their reports into `report`,
+    /// publishing their events, in the order given.
+    async fn merge_child_writes(
+        &self,
+        report: &mut ExecReport,
+        writes: Vec<BoxFuture<'_, ChildWrite>>,
+    ) {
+        use futures::StreamExt;
+        let done: Vec<ChildWrite> = futures::stream::iter(writes)
+            .buffered(CHILD_WRITES)
+            .collect()
+            .await;
+        for mut w in done {
+            while let Ok(e) = w.rx.try_recv() {
+                self.bus.publish(e);
+            }
+            report.writes += w.report.writes;
+            report.noops += w.report.noops;
+            report.child_noops += w.report.child_noops;
+            report.updated.append(&mut w.report.updated);
+            report.errors.append(&mut w.report.errors);
+            report.expectations.append(&mut w.report.expectations);
+            report.own_writes.append(&mut w.report.own_writes);
+        }
     }
 
     /// The parent's labels and annotations (merge patch); the status write starts from the
