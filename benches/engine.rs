@@ -392,9 +392,9 @@ async fn main() {
     engine.hook_reloaded(&names);
     let conv = engine.wait_converged(timeout).await;
     let resynced = t.elapsed();
+    let exchanges = calls.load(Ordering::Relaxed) - calls_before;
     // `dev` replays the exchanges taken before the resync; the same number of requests.
     let replay_events = engine.replay(&names).await.len();
-    let exchanges = calls.load(Ordering::Relaxed) - calls_before;
     let reloaded = t.elapsed();
     println!(
         "hot reload: every parent resynced after {:.2}s ({exchanges} hook calls), and its last request replayed ({replay_events} replay events) after {:.2}s; {} hook calls, {} writes{}",

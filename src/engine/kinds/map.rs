@@ -902,6 +902,7 @@ impl SyncKind for MapCtl {
     type Seen = KeySeen;
     type Answer = Decided;
     const CARRY_OUT_EMPTY: bool = false;
+    const DROP_OWN_ECHOES: bool = false;
 
     fn parts(&self) -> Parts<'_, MapWork> {
         Parts {
@@ -1153,7 +1154,6 @@ impl KindController for MapCtl {
     const KIND: &'static str = KIND;
     /// A key sync recognises its own writes' echo by fingerprint (no second hook call).
     const CONFIRM_WRITES: bool = false;
-    const DROP_OWN_ECHOES: bool = false;
 
     fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
         &self.queue

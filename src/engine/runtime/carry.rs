@@ -56,7 +56,6 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     if let Some(st) = report.status_written {
         memory.record_status(key, st);
     }
-    memory.record_own_writes(key, report.parent_rv, &report.own_writes);
     let (tripped, hot_loops) = memory.record_rewrites(key, plan, &report.updated);
     for h in &tripped {
         let message = h.message();
@@ -79,6 +78,8 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         Ok(Carried {
             writes: report.writes,
             status_writes: report.status_writes,
+            own_writes: report.own_writes,
+            parent_rv: report.parent_rv,
             noops: report.child_noops,
             hot_loops,
         })
@@ -109,6 +110,10 @@ pub struct Carried {
     pub writes: usize,
     /// Status writes among `writes`.
     pub status_writes: usize,
+    /// The children written and the resourceVersions the writes returned.
+    pub own_writes: Vec<crate::engine::runtime::execute::OwnWrite>,
+    /// The parent's resourceVersion after its writes, when it was written.
+    pub parent_rv: Option<String>,
     /// Child updates the server answered as no-ops.
     pub noops: usize,
     /// Fields the hot-loop guard holds, as messages.

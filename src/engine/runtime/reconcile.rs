@@ -101,6 +101,9 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     /// Carry out plans that write nothing (composite, decorator: a paused engine shows them, an
     /// outage fails them); MapController skips them.
     const CARRY_OUT_EMPTY: bool = true;
+    /// Drop the triggers that are only echoes of the engine's own writes (see
+    /// [`Reconciler::drop_own_echoes`]); MapController recognises them by itself.
+    const DROP_OWN_ECHOES: bool = true;
 
     /// The controller's name, engine services, hook caller and per-key memory.
     fn parts(&self) -> Parts<'_, Self::Key>;
@@ -291,7 +294,7 @@ pub async fn carry_out<S: SyncKind>(
     parent: &Value,
     plan: &SyncPlan,
 ) -> Result<carry::Carried, SyncError> {
-    carry::carry_out(
+    let mut carried = carry::carry_out(
         kind.parts().ctx,
         kind.parts().memory,
         key,
@@ -299,7 +302,15 @@ pub async fn carry_out<S: SyncKind>(
         plan,
         |t| kind.informer_for(t),
     )
-    .await
+    .await?;
+    if S::DROP_OWN_ECHOES {
+        kind.parts().memory.record_own_writes(
+            key,
+            carried.parent_rv.take(),
+            &std::mem::take(&mut carried.own_writes),
+        );
+    }
+    Ok(carried)
 }
 
 /// What a controller kind offers the runtime and the worker loop, beyond its sync steps.
@@ -308,9 +319,6 @@ pub trait KindController: SyncKind {
     const KIND: &'static str;
     /// Sync a key once more after a sync that wrote (see [`Reconciler::confirm_writes`]).
     const CONFIRM_WRITES: bool = true;
-    /// Drop the triggers that are only echoes of the engine's own writes (see
-    /// [`Reconciler::drop_own_echoes`]); MapController recognises them by itself.
-    const DROP_OWN_ECHOES: bool = true;
 
     /// The work queue.
     fn queue(&self) -> &WorkQueue<Self::Key, Trigger>;
