@@ -415,13 +415,23 @@ async fn a_parent_converges_in_two_syncs_and_other_writers_still_sync_it() {
         assert_eq!((seen(&calls[0]), seen(&calls[1])), (0, 3), "{p}");
     }
 
-    // Another writer changes a child: the parent syncs and the child is put back.
+    // Another writer changes a child (OnDelete: it is left as they made it): the parent syncs,
+    // and its hook sees the change.
     engine.clear_events();
+    w.hook.clear();
     w.patch(&cm_ar(), "p0-0", json!({"data": {"i": "changed"}}))
         .await;
-    w.wait_object(&cm_ar(), "p0-0", "the child put back", |o| {
-        o.is_some_and(|o| o["data"]["i"] == json!("0"))
-    })
+    common::wait_for(
+        "p0 synced after another writer's change",
+        common::TIMEOUT,
+        || {
+            let seen = w.hook.calls_of("sync").iter().any(|c| {
+                c.parent_name() == "p0"
+                    && c.request["children"]["ConfigMap.v1"]["p0-0"]["data"]["i"] == "changed"
+            });
+            async move { seen.then_some(()) }
+        },
+    )
     .await;
     engine.converge().await;
     assert!(!syncs_of(&engine, "default/p0").is_empty());
