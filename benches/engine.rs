@@ -254,11 +254,9 @@ async fn main() {
     let server = Server::from_args(cfg).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let client = server.dev_client(qps, dir.path()).await;
-    let ns = server.namespace("default").await;
-    let ns = if matches!(server, Server::External { .. }) {
-        server.namespace("bench").await
-    } else {
-        ns
+    let ns = match server {
+        Server::Sandbox(_) => server.namespace("default").await,
+        Server::External { .. } => server.namespace("bench").await,
     };
     let floor_ns = server.namespace("floor").await;
     println!(
