@@ -1,7 +1,9 @@
 //! Engine benchmark: `cargo bench --bench engine [-- --parents N --children C --mix 0|1 --timeout S
-//! --workers W --api-qps Q]`.
+//! --workers W --api-qps Q --status-echo sync|skip --kubeconfig PATH --namespace-prefix P]`.
 //!
-//! Runs the CompositeController engine in-process against an in-process sandbox (no kubelet),
+//! Runs the CompositeController engine in-process against an in-process sandbox (no kubelet), or
+//! with `--kubeconfig` against a real API server (namespaces `<P>bench`, `<P>floor` and a CRD
+//! named after `P`, deleted at the end),
 //! with a sync hook served over HTTP on 127.0.0.1 (a small Rust server, so the figures measure
 //! the engine, not a hook's language), and prints:
 //! - the time from the first parent creation until every parent has all its children
@@ -11,8 +13,13 @@
 //!   out), and the hook calls it took;
 //! - for a full resync of all those parents with nothing changed: the time, the hook calls,
 //!   and the number of API writes, counted twice: the engine's own write events, and the
-//!   sandbox's global resourceVersion before and after (must both be 0); writes the server
-//!   answered as no-ops are counted apart (must be 0 too);
+//!   sandbox's global resourceVersion before and after (must both be 0; not on a real server,
+//!   whose resourceVersion moves with everyone's writes); writes the server answered as no-ops
+//!   are counted apart (must be 0 too);
+//! - a hot reload of the hook: every parent resynced and every parent's last request replayed
+//!   (as `dev` does on a hook change): the time until both are done, and the hook calls;
+//! - a restart: a new engine on the converged parents (start-up: the informers' lists and one
+//!   sync per parent, writing nothing), its time and writes;
 //! - the floors, measured in the same run: the API server's (the creates convergence needs,
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
 //!   as the engine made, at `--workers` concurrency), and the engine's time as a multiple of the
@@ -30,7 +37,7 @@ use axum::Json;
 use axum::routing::post;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube_sandbox::{Sandbox, SandboxConfig};
+use kube_sandbox::SandboxConfig;
 use kubectl_meta::engine::Engine;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
 use kubectl_meta::engine::{EngineContext, EngineOptions};
@@ -38,7 +45,7 @@ use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
 mod common;
-use common::{arg, client_for};
+use common::{Server, arg};
 
 /// The Secret and Deployment children a kube-apiserver stores differently from how they are
 /// written (stringData folded into data, quantities canonicalized, empties dropped).
@@ -93,40 +100,22 @@ async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> Str
     format!("http://{addr}/sync")
 }
 
-async fn global_rv(client: &kube::Client) -> u64 {
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(client.clone());
-    let list = api
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .expect("list");
-    list.metadata
-        .resource_version
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(0)
-}
-
 /// The API server's floor: `n` ConfigMap creates into namespace `floor`, from 8 keep-alive
 /// clients at once (no client-side limit). Returns the seconds it took.
-async fn api_floor(sb: &Sandbox, n: usize) -> f64 {
-    let admin = client_for(sb).await;
-    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(admin);
-    let floor_ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "floor"}})).expect("namespace");
-    ns.create(&PostParams::default(), &floor_ns)
-        .await
-        .expect("namespace floor");
+async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(client_for(sb).await);
+        clients.push(server.client().await);
     }
     let start = Instant::now();
     let tasks: Vec<_> = clients
         .into_iter()
         .enumerate()
         .map(|(c, client)| {
+            let floor_ns = floor_ns.to_string();
             tokio::spawn(async move {
                 let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-                    Api::namespaced(client, "floor");
+                    Api::namespaced(client, &floor_ns);
                 for i in (c..n).step_by(8) {
                     let cm = serde_json::from_value(json!({
                         "metadata": {"name": format!("f{i:06}")},
@@ -181,6 +170,79 @@ async fn hook_floor(url: &str, n: usize, concurrency: usize) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// Counters of the engine's events: syncs started, writes, no-op writes.
+#[derive(Default)]
+struct Counts {
+    syncs: AtomicUsize,
+    writes: AtomicUsize,
+    noops: AtomicUsize,
+}
+
+impl Counts {
+    fn get(&self) -> (usize, usize, usize) {
+        (
+            self.syncs.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+            self.noops.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// An engine running `def` with `workers` on `client`, its events counted in `counts`.
+fn start_engine(
+    client: &kube::Client,
+    def: kubectl_meta::spec::ControllerDef,
+    workers: usize,
+    namespace: &str,
+    counts: &Arc<Counts>,
+) -> Engine {
+    let bus = EventBus::new();
+    let mut rx = bus.subscribe();
+    let counts = Arc::clone(counts);
+    tokio::spawn(async move {
+        loop {
+            match rx.recv().await {
+                Ok(EngineEvent::SyncStarted { .. }) => {
+                    counts.syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(EngineEvent::Action {
+                    error: None, verb, ..
+                }) => {
+                    if verb.to_string() == "no-op" {
+                        counts.noops.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        counts.writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    let ctx = Arc::new(
+        EngineContext::new(
+            client.clone(),
+            bus,
+            EngineOptions {
+                workers,
+                namespace: Some(namespace.to_string()),
+                // `--status-echo skip` as `dev --status-echo skip`; default: Metacontroller's
+                // sync on the echo of a status write, as `dev` does by default.
+                confirm_status_writes: common::arg_str("--status-echo").as_deref() != Some("skip"),
+                ..EngineOptions::default()
+            },
+        )
+        .expect("engine context"),
+    );
+    let mut engine = Engine::new(ctx);
+    engine.start(def);
+    engine
+}
+
+fn converged_note(c: bool) -> &'static str {
+    if c { "" } else { " (NOT converged)" }
+}
+
 #[tokio::main]
 async fn main() {
     let parents = arg("--parents", 1000);
@@ -192,15 +254,31 @@ async fn main() {
     cfg.tunables.kubelet_delay = None;
     let workers = arg("--workers", 5);
     let qps = arg("--api-qps", 0) as f64;
-    let sb = Sandbox::start(cfg).await.expect("sandbox");
+    let server = Server::from_args(cfg).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let client = common::dev_client(&sb, qps, dir.path()).await;
+    let client = server.dev_client(qps, dir.path()).await;
+    let ns = match server {
+        Server::Sandbox(_) => server.namespace("default").await,
+        Server::External { .. } => server.namespace("bench").await,
+    };
+    let floor_ns = server.namespace("floor").await;
+    println!(
+        "server: {}; {parents} parents x {children} ConfigMaps{}; workers {workers}, api-qps {qps}, status-echo {}",
+        server.label(),
+        if mix {
+            " + a Secret (stringData) + a Deployment (cpu 0.5)"
+        } else {
+            ""
+        },
+        common::arg_str("--status-echo").unwrap_or_else(|| "sync".to_string())
+    );
     // The API floor first, before the engine watches anything.
     let floor_creates = parents + parents * children;
-    let api_floor_s = api_floor(&sb, floor_creates).await;
+    let api_floor_s = api_floor(&server, &floor_ns, floor_creates).await;
 
     // The parent CRD.
-    let bench_ar = common::install_crd(&client, "Bench", "benches").await;
+    let (kind, plural) = server.crd_names("Bench", "benches");
+    let bench_ar = common::install_crd(&client, &kind, &plural).await;
 
     let calls = Arc::new(AtomicUsize::new(0));
     let url = hook_server(children, mix, Arc::clone(&calls)).await;
@@ -209,7 +287,7 @@ async fn main() {
             "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
             "metadata": {"name": "bench"},
             "spec": {
-                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": "benches"},
+                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": plural},
                 "childResources": [
                     {"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}},
                     {"apiVersion": "v1", "resource": "secrets", "updateStrategy": {"method": "InPlace"}},
@@ -223,63 +301,22 @@ async fn main() {
     )
     .expect("definition");
 
-    let bus = EventBus::new();
-    let writes = Arc::new(AtomicUsize::new(0));
-    let noops = Arc::new(AtomicUsize::new(0));
-    let syncs = Arc::new(AtomicUsize::new(0));
-    {
-        let mut rx = bus.subscribe();
-        let writes = Arc::clone(&writes);
-        let noops = Arc::clone(&noops);
-        let syncs = Arc::clone(&syncs);
-        tokio::spawn(async move {
-            loop {
-                match rx.recv().await {
-                    Ok(EngineEvent::SyncStarted { .. }) => {
-                        syncs.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(EngineEvent::Action {
-                        error: None, verb, ..
-                    }) => {
-                        if verb.to_string() == "no-op" {
-                            noops.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            writes.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(_) => break,
-                }
-            }
-        });
-    }
-    let ctx = Arc::new(
-        EngineContext::new(
-            client.clone(),
-            bus,
-            EngineOptions {
-                workers,
-                ..EngineOptions::default()
-            },
-        )
-        .expect("engine context"),
-    );
-    let mut engine = Engine::new(ctx);
-    engine.start(def);
+    let counts = Arc::new(Counts::default());
+    let engine = start_engine(&client, def.clone(), workers, &ns, &counts);
     let idle = engine.wait_converged(Duration::from_secs(60)).await;
     assert!(idle.converged, "engine did not start: {idle:?}");
 
     // 1. Parent creation to all children created.
-    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &bench_ar);
-    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &bench_ar);
+    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     let start = Instant::now();
     // 8 at a time (as the API floor's clients), so that creating them is not the bottleneck.
     futures::stream::iter(0..parents)
         .map(|i| {
-            let papi = papi.clone();
+            let (papi, kind) = (papi.clone(), kind.clone());
             async move {
                 let p: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Bench",
+                    "apiVersion": "bench.kubectl-meta.dev/v1", "kind": kind,
                     "metadata": {"name": format!("p{i:05}")}, "spec": {"n": i}
                 }))
                 .expect("parent");
@@ -313,63 +350,86 @@ async fn main() {
     let conv = engine.wait_converged(timeout).await;
     let converged = start.elapsed();
     let start_calls = calls.load(Ordering::Relaxed);
-    let start_syncs = syncs.load(Ordering::Relaxed);
-    let children = children + if mix { 2 } else { 0 };
+    let (start_syncs, start_writes, _) = counts.get();
     println!(
-        "{parents} parents x {children} children{}: parents created in {:.2}s; all {want} ConfigMap children created after {:.2}s ({:.0} ConfigMaps/s); converged (statuses written, confirmed) after {:.2}s; {} hook calls; {} writes{}",
-        if mix {
-            " (ConfigMaps, plus a Secret written with stringData and a Deployment with cpu 0.5 each)"
-        } else {
-            ""
-        },
+        "start-up: parents created in {:.2}s; all {want} ConfigMap children after {:.2}s ({:.0} ConfigMaps/s); converged (statuses written) after {:.2}s; {start_syncs} syncs, {start_calls} hook calls, {start_writes} writes{}",
         created.as_secs_f64(),
         all_children.as_secs_f64(),
         want as f64 / all_children.as_secs_f64(),
         converged.as_secs_f64(),
-        calls.load(Ordering::Relaxed),
-        writes.load(Ordering::Relaxed),
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        converged_note(conv.converged)
     );
 
     // 2. No-op resync.
-    let rv_before = global_rv(&client).await;
-    let writes_before = writes.load(Ordering::Relaxed);
-    let noops_before = noops.load(Ordering::Relaxed);
+    let rv_before = server.global_rv().await;
+    let (_, writes_before, noops_before) = counts.get();
     let calls_before = calls.load(Ordering::Relaxed);
     let t = Instant::now();
     engine.resync_all();
     let conv = engine.wait_converged(timeout).await;
     let resync = t.elapsed();
-    let rv_after = global_rv(&client).await;
-    let resync_writes = writes.load(Ordering::Relaxed) - writes_before;
-    let resync_noops = noops.load(Ordering::Relaxed) - noops_before;
+    let rv_after = server.global_rv().await;
+    let (_, w, n) = counts.get();
+    let (resync_writes, resync_noops) = (w - writes_before, n - noops_before);
+    let server_writes = match (rv_before, rv_after) {
+        (Some(a), Some(b)) => format!(
+            "resourceVersion {a} -> {b} ({} writes seen by the server)",
+            b.saturating_sub(a)
+        ),
+        _ => "resourceVersion not compared (a shared server's moves with everyone's writes)"
+            .to_string(),
+    };
     println!(
-        "no-op resync of {parents} parents: {:.2}s (includes a 0.3s quiet period), {} hook calls, {} writes by the engine, {} no-op writes, resourceVersion {} -> {} ({} writes seen by the server){}",
+        "no-op resync of {parents} parents: {:.2}s (includes a 0.3s quiet period), {} hook calls, {resync_writes} writes by the engine, {resync_noops} no-op writes, {server_writes}{}",
         resync.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
-        resync_writes,
-        resync_noops,
-        rv_before,
-        rv_after,
-        rv_after.saturating_sub(rv_before),
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        converged_note(conv.converged)
+    );
+
+    // 3. A hot reload: every parent resynced and its last request replayed, as `dev` does.
+    let calls_before = calls.load(Ordering::Relaxed);
+    let (_, writes_before, _) = counts.get();
+    let t = Instant::now();
+    let names = vec!["bench".to_string()];
+    engine.hook_reloaded(&names);
+    let conv = engine.wait_converged(timeout).await;
+    let resynced = t.elapsed();
+    let exchanges = calls.load(Ordering::Relaxed) - calls_before;
+    // `dev` replays the exchanges taken before the resync; the same number of requests.
+    let replay_events = engine.replay(&names).await.len();
+    let reloaded = t.elapsed();
+    println!(
+        "hot reload: every parent resynced after {:.2}s ({exchanges} hook calls), and its last request replayed ({replay_events} replay events) after {:.2}s; {} hook calls, {} writes{}",
+        resynced.as_secs_f64(),
+        reloaded.as_secs_f64(),
+        calls.load(Ordering::Relaxed) - calls_before,
+        counts.get().1 - writes_before,
+        converged_note(conv.converged)
     );
     engine.shutdown().await;
 
-    // 3. The floors: the API server's (measured first) and the hook's, for as many calls as
+    // 4. A restart on the converged parents: informers list everything, one sync per parent.
+    let calls_before = calls.load(Ordering::Relaxed);
+    let restart_counts = Arc::new(Counts::default());
+    let t = Instant::now();
+    let engine = start_engine(&client, def, workers, &ns, &restart_counts);
+    let conv = engine.wait_converged(timeout).await;
+    let restart = t.elapsed();
+    let (rs, rw, rn) = restart_counts.get();
+    println!(
+        "restart on {parents} converged parents: steady after {:.2}s; {rs} syncs, {} hook calls, {rw} writes, {rn} no-op writes{}",
+        restart.as_secs_f64(),
+        calls.load(Ordering::Relaxed) - calls_before,
+        converged_note(conv.converged)
+    );
+    engine.shutdown().await;
+
+    // 5. The floors: the API server's (measured first) and the hook's, for as many calls as
     //    the start-up made, at the same concurrency.
     let hook_floor_s = hook_floor(&url, start_calls, workers).await;
     let floor = api_floor_s.max(hook_floor_s);
     println!(
-        "floors: API server {floor_creates} creates from 8 clients in {api_floor_s:.2}s ({:.0}/s); hook {start_calls} calls at concurrency {workers} in {hook_floor_s:.2}s ({:.0}/s). Engine (workers {workers}, api-qps {qps}): converged in {:.2}s = {:.1}x the floor; {:.2} syncs and {:.2} hook calls per parent",
+        "floors: API server {floor_creates} creates from 8 clients in {api_floor_s:.2}s ({:.0}/s); hook {start_calls} calls at concurrency {workers} in {hook_floor_s:.2}s ({:.0}/s). Engine (workers {workers}, api-qps {qps}): converged in {:.2}s = {:.2}x the floor; {:.2} syncs and {:.2} hook calls per parent",
         floor_creates as f64 / api_floor_s,
         start_calls as f64 / hook_floor_s,
         converged.as_secs_f64(),
@@ -377,9 +437,10 @@ async fn main() {
         start_syncs as f64 / parents as f64,
         start_calls as f64 / parents as f64,
     );
-    sb.shutdown().await;
-    if resync_writes != 0 || resync_noops != 0 || rv_after != rv_before {
-        eprintln!("FAIL: a no-op resync must make 0 writes");
+    let rv_moved = matches!((rv_before, rv_after), (Some(a), Some(b)) if a != b);
+    server.cleanup(&[plural.as_str()], &[&ns, &floor_ns]).await;
+    if resync_writes != 0 || resync_noops != 0 || rv_moved || rw != 0 {
+        eprintln!("FAIL: a no-op resync and a restart must make 0 writes");
         std::process::exit(1);
     }
 }

@@ -1,4 +1,6 @@
-//! MapController benchmark: `cargo bench --bench map [-- --inputs N --workers W --api-qps Q]`.
+//! MapController benchmark: `cargo bench --bench map [-- --inputs N --workers W --api-qps Q
+//! --kubeconfig PATH --namespace-prefix P]` (a real API server with `--kubeconfig`: namespace
+//! `<P>map` and a CRD named after `P`, deleted at the end).
 //! The engine's client is `dev`'s (`k8s::client::connect_limited`, default: no fixed rate).
 //!
 //! One MapController parent selecting N ConfigMap inputs (default 5,000) in an in-process
@@ -18,7 +20,7 @@ use axum::Json;
 use axum::routing::post;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube_sandbox::{Sandbox, SandboxConfig};
+use kube_sandbox::SandboxConfig;
 use kubectl_meta::engine::Engine;
 use kubectl_meta::engine::events::EventBus;
 use kubectl_meta::engine::{EngineContext, EngineOptions};
@@ -26,7 +28,7 @@ use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
 mod common;
-use common::{arg, client_for};
+use common::{Server, arg};
 
 /// The map hook: input `in-N` -> output ConfigMap `out-N` with the input's data.
 async fn hook_server(calls: Arc<AtomicUsize>) -> String {
@@ -69,17 +71,23 @@ async fn main() {
     let qps = arg("--api-qps", 0) as f64;
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;
-    let sb = Sandbox::start(cfg).await.expect("sandbox");
-    let client = client_for(&sb).await;
+    let server = Server::from_args(cfg).await;
+    let client = server.client().await;
     // The engine's client is `dev`'s (default: no fixed rate, the adaptive window).
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine_client = common::dev_client(&sb, qps, dir.path()).await;
+    let engine_client = server.dev_client(qps, dir.path()).await;
+    let ns = match server {
+        Server::Sandbox(_) => server.namespace("default").await,
+        Server::External { .. } => server.namespace("map").await,
+    };
+    println!("server: {}", server.label());
 
-    let map_ar = common::install_crd(&client, "Map", "maps").await;
-    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &map_ar);
+    let (kind, plural) = server.crd_names("Map", "maps");
+    let map_ar = common::install_crd(&client, &kind, &plural).await;
+    let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &map_ar);
 
     // The inputs and the parent, before the engine starts.
-    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "default");
+    let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
     futures::stream::iter(0..inputs)
         .map(|i| {
@@ -100,7 +108,7 @@ async fn main() {
         .await;
     let created = t.elapsed();
     let parent: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "bench.kubectl-meta.dev/v1", "kind": "Map",
+        "apiVersion": "bench.kubectl-meta.dev/v1", "kind": kind,
         "metadata": {"name": "all"}, "spec": {"selector": {"matchLabels": {"role": "in"}}}
     }))
     .expect("parent");
@@ -115,7 +123,7 @@ async fn main() {
             "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "MapController",
             "metadata": {"name": "bench"},
             "spec": {
-                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": "maps"},
+                "parentResource": {"apiVersion": "bench.kubectl-meta.dev/v1", "resource": plural},
                 "inputResources": [{"apiVersion": "v1", "resource": "configmaps"}],
                 "outputResources": [{"apiVersion": "v1", "resource": "configmaps",
                     "updateStrategy": {"method": "InPlace"}}],
@@ -127,6 +135,7 @@ async fn main() {
     .expect("definition");
     let options = EngineOptions {
         workers,
+        namespace: Some(ns.clone()),
         ..EngineOptions::default()
     };
     let ctx = Arc::new(
@@ -204,7 +213,7 @@ async fn main() {
         }
     );
     engine.shutdown().await;
-    sb.shutdown().await;
+    server.cleanup(&[plural.as_str()], &[&ns]).await;
     if initial_calls != inputs || change_calls != 1 {
         eprintln!(
             "FAIL: initial convergence must take {inputs} hook calls (took {initial_calls}) and one changed input exactly 1 (took {change_calls})"

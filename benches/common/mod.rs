@@ -1,5 +1,6 @@
-//! What the benchmarks share: arguments, a kube client for an in-process sandbox, and a
-//! schema-less CRD in the group `bench.kubectl-meta.dev`.
+//! What the benchmarks share: arguments, the API server they run against ([`Server`]: an
+//! in-process sandbox, or a real one with `--kubeconfig PATH`), and a schema-less CRD in the
+//! group `bench.kubectl-meta.dev`.
 
 #![allow(dead_code)] // each bench uses its own subset
 
@@ -22,6 +23,181 @@ pub fn arg(name: &str, default: usize) -> usize {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The value of `--name VALUE` on the command line.
+pub fn arg_str(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// The API server a benchmark runs against: an in-process sandbox, or (`--kubeconfig PATH`,
+/// its current context) a real, possibly shared one, where the benchmark's namespaces are
+/// prefixed with `--namespace-prefix` (default `bench-`), its CRD kinds too (`bench-` ->
+/// `BenchWidget`), and everything it created is deleted at the end ([`Server::cleanup`]).
+pub enum Server {
+    /// An in-process sandbox.
+    Sandbox(Sandbox),
+    /// A real API server.
+    External {
+        /// Its kubeconfig.
+        kubeconfig: std::path::PathBuf,
+        /// Namespace prefix.
+        prefix: String,
+    },
+}
+
+impl Server {
+    /// From the command line: `--kubeconfig PATH`, or a sandbox started with `cfg`.
+    pub async fn from_args(cfg: kube_sandbox::SandboxConfig) -> Server {
+        match arg_str("--kubeconfig") {
+            Some(path) => Server::External {
+                kubeconfig: path.into(),
+                prefix: arg_str("--namespace-prefix").unwrap_or_else(|| "bench-".into()),
+            },
+            None => Server::Sandbox(Sandbox::start(cfg).await.expect("sandbox")),
+        }
+    }
+
+    /// `sandbox` or `real kube-apiserver`, for the figures.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Server::Sandbox(_) => "sandbox",
+            Server::External { .. } => "real kube-apiserver",
+        }
+    }
+
+    /// The sandbox, when it is one.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        match self {
+            Server::Sandbox(sb) => Some(sb),
+            Server::External { .. } => None,
+        }
+    }
+
+    /// A plain client (no limits), as users' kube-rs code builds it from the kubeconfig.
+    pub async fn client(&self) -> kube::Client {
+        match self {
+            Server::Sandbox(sb) => client_for(sb).await,
+            Server::External { kubeconfig, .. } => {
+                let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+                let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .expect("config");
+                kube::Client::try_from(cfg).expect("client")
+            }
+        }
+    }
+
+    /// `dev`'s client ([`dev_client`]).
+    pub async fn dev_client(&self, qps: f64, dir: &std::path::Path) -> kube::Client {
+        match self {
+            Server::Sandbox(sb) => dev_client(sb, qps, dir).await,
+            Server::External { kubeconfig, .. } => {
+                let limits = kubectl_meta::k8s::client::ClientLimits {
+                    qps,
+                    ..Default::default()
+                };
+                kubectl_meta::k8s::client::connect_limited(
+                    Some(kubeconfig.as_path()),
+                    None,
+                    None,
+                    limits,
+                )
+                .await
+                .expect("connect")
+                .client
+            }
+        }
+    }
+
+    /// The namespace `base` (`default`, `floor`): as is in a sandbox, prefixed (and created)
+    /// on a real server.
+    pub async fn namespace(&self, base: &str) -> String {
+        let name = match self {
+            Server::Sandbox(_) => base.to_string(),
+            Server::External { prefix, .. } => format!("{prefix}{base}"),
+        };
+        if name != "default" {
+            let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client().await);
+            let obj = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+            match ns.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => panic!("create namespace {name}: {e}"),
+            }
+        }
+        name
+    }
+
+    /// A CRD kind/plural: as is in a sandbox, prefixed on a real server (`bench-` + `Map`,
+    /// `maps` -> `BenchMap`, `benchmaps`), so that it is ours alone.
+    pub fn crd_names(&self, kind: &str, plural: &str) -> (String, String) {
+        match self {
+            Server::Sandbox(_) => (kind.to_string(), plural.to_string()),
+            Server::External { prefix, .. } => {
+                let p: String = prefix.chars().filter(char::is_ascii_alphanumeric).collect();
+                let mut cap = p.chars();
+                let cap = cap
+                    .next()
+                    .map(|c| c.to_ascii_uppercase().to_string() + cap.as_str())
+                    .unwrap_or_default();
+                (format!("{cap}{kind}"), format!("{p}{plural}"))
+            }
+        }
+    }
+
+    /// The global resourceVersion (every write moves it), on a sandbox only: a shared real
+    /// server's moves with everyone's writes.
+    pub async fn global_rv(&self) -> Option<u64> {
+        let Server::Sandbox(_) = self else {
+            return None;
+        };
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(self.client().await);
+        let list = api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .expect("list");
+        list.metadata.resource_version.and_then(|r| r.parse().ok())
+    }
+
+    /// Delete what the benchmark created on a real server (its namespaces and CRDs, named
+    /// with the prefix), and wait until they are gone; stop a sandbox.
+    pub async fn cleanup(self, crd_plurals: &[&str], namespaces: &[&str]) {
+        match self {
+            Server::Sandbox(sb) => sb.shutdown().await,
+            external @ Server::External { .. } => {
+                let client = external.client().await;
+                let crds = ar(
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "CustomResourceDefinition",
+                    "customresourcedefinitions",
+                );
+                let crd_api = Api::<DynamicObject>::all_with(client.clone(), &crds);
+                let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+                for ns in namespaces.iter().filter(|n| **n != "default") {
+                    let _ = ns_api.delete(ns, &Default::default()).await;
+                }
+                for plural in crd_plurals {
+                    let _ = crd_api
+                        .delete(&format!("{plural}.{GROUP}"), &Default::default())
+                        .await;
+                }
+                let deadline = Instant::now() + Duration::from_secs(600);
+                for ns in namespaces.iter().filter(|n| **n != "default") {
+                    while ns_api.get_opt(ns).await.ok().flatten().is_some()
+                        && Instant::now() < deadline
+                    {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A client for the sandbox, as users' kube-rs code would build it from its kubeconfig.
@@ -49,7 +225,8 @@ pub fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 }
 
 /// Create a namespaced CRD `<plural>.bench.kubectl-meta.dev` of `kind` (v1, status subresource,
-/// any fields) and wait until it is served; returns its ApiResource.
+/// any fields; one left by an earlier run is reused) and wait until it is served; returns its
+/// ApiResource.
 pub async fn install_crd(client: &kube::Client, kind: &str, plural: &str) -> ApiResource {
     let crd: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -68,10 +245,14 @@ pub async fn install_crd(client: &kube::Client, kind: &str, plural: &str) -> Api
         "CustomResourceDefinition",
         "customresourcedefinitions",
     );
-    Api::<DynamicObject>::all_with(client.clone(), &crds)
+    match Api::<DynamicObject>::all_with(client.clone(), &crds)
         .create(&PostParams::default(), &crd)
         .await
-        .expect("create crd");
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create crd {plural}: {e}"),
+    }
     let res = ar(GROUP, "v1", kind, plural);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &res);
     let deadline = Instant::now() + Duration::from_secs(30);

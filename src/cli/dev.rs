@@ -31,7 +31,7 @@ pub enum WaitForArg {
     /// observedGeneration and replicas caught up, custom resources Ready); Failed children
     /// are reported, not waited for.
     Current,
-    /// Nothing more: a parent whose last sync wrote nothing is converged.
+    /// Nothing more: a parent whose last sync wrote nothing (or only its status) is converged.
     None,
 }
 
@@ -71,9 +71,10 @@ pub struct DevArgs {
     /// With --once: give up after this many seconds [default: 300].
     #[arg(long, value_name = "SECONDS", requires = "once")]
     pub timeout: Option<u64>,
-    /// With --once: a parent is converged when its last sync wrote nothing and every child is
-    /// Current (`current`: Pods Ready, workloads caught up, custom resources Ready; Failed
-    /// children are reported), or as soon as a sync writes nothing (`none`).
+    /// With --once: a parent is converged when its last sync wrote nothing (or only its
+    /// status) and every child is Current (`current`: Pods Ready, workloads caught up, custom
+    /// resources Ready; Failed children are reported), or as soon as a sync writes nothing
+    /// (`none`).
     #[arg(
         long,
         value_enum,

@@ -124,6 +124,21 @@ pub struct EngineArgs {
     /// How children are created and updated.
     #[arg(long, value_enum, default_value = "client-side")]
     pub apply_strategy: dev::ApplyStrategyArg,
+    /// After a sync that wrote only the parent's status: `sync` it once more on that write's
+    /// echo, as Metacontroller does (a hook sees the status it wrote committed, e.g. a phase it
+    /// acts on next), or `skip` that sync (one hook call fewer per parent, for hooks whose
+    /// answer does not depend on their own last status).
+    #[arg(long, value_enum, default_value = "sync")]
+    pub status_echo: StatusEchoArg,
+}
+
+/// `--status-echo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusEchoArg {
+    /// Sync again on the echo of a status write (Metacontroller's behaviour).
+    Sync,
+    /// Do not: a sync that wrote only the status ends the parent's round.
+    Skip,
 }
 
 /// When to color output.

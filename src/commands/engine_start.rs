@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use super::dev_output::{self, OutputFormat, Printer};
 use super::exit::{Class, fail};
 use crate::cli::dev::{ApplyStrategyArg, OutputArg};
-use crate::cli::{ClusterArgs, EngineArgs};
+use crate::cli::{ClusterArgs, EngineArgs, StatusEchoArg};
 use crate::engine::events::EventBus;
 use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::execute::ApplyStrategy;
@@ -57,6 +57,7 @@ pub fn options(args: &EngineArgs, namespace: Option<String>) -> EngineOptions {
             ApplyStrategyArg::ClientSide => ApplyStrategy::ClientSide,
             ApplyStrategyArg::ServerSide => ApplyStrategy::ServerSide,
         },
+        confirm_status_writes: args.status_echo == StatusEchoArg::Sync,
         ..EngineOptions::default()
     }
 }

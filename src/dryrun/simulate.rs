@@ -560,6 +560,12 @@ pub async fn run(
     limits: Limits,
 ) -> Result<Vec<ParentRun>, SimError> {
     let bus = EventBus::new();
+    // Metacontroller re-syncs on the echo of a status write: so does the simulation, so that
+    // a status that changes on every sync is named (`dev` does not re-sync on its own echoes).
+    let options = EngineOptions {
+        confirm_status_writes: true,
+        ..options
+    };
     let ctx = Arc::new(
         EngineContext::new(copy.client.clone(), bus.clone(), options)
             .map_err(|e| SimError::Engine(e.to_string()))?,

@@ -347,3 +347,138 @@ async fn deselected_parent_keeps_the_finalizer_until_finalize_says_finalized() {
     assert_eq!(w.hook.calls_of("finalize").len(), before);
     engine.stop().await;
 }
+
+/// Three ConfigMaps `<parent>-<i>` per parent; the status counts the ConfigMaps the hook saw.
+fn three_children(req: &Value) -> Value {
+    let name = req["parent"]["metadata"]["name"].as_str().unwrap();
+    let seen = req["children"]["ConfigMap.v1"]
+        .as_object()
+        .map_or(0, serde_json::Map::len);
+    let kids: Vec<Value> = (0..3)
+        .map(|i| configmap(&format!("{name}-{i}"), json!({"i": i.to_string()})))
+        .collect();
+    json!({"status": {"children": seen}, "children": kids})
+}
+
+/// By default a sync that wrote the parent's status is followed by one more on that write's
+/// echo, as Metacontroller does (a hook may act on the status it wrote once it is committed): a
+/// parent with three children takes 3 syncs, the third seeing the status the second wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_a_status_write_is_followed_by_the_sync_metacontroller_makes() {
+    let w = World::new("Widget", sync_fn(three_children)).await;
+    let engine = Running::start(
+        w.client(),
+        vec![def(controller(&w.hook, json!({}), json!({})))],
+    )
+    .await;
+    let par = parent_ar("Widget");
+    w.create(&par, json!({"metadata": {"name": "p0"}})).await;
+    w.wait_object(&par, "p0", "status.children 3", |o| {
+        o.is_some_and(|o| o["status"]["children"] == json!(3))
+    })
+    .await;
+    common::wait_for("the sync on the status echo", common::TIMEOUT, || {
+        let calls = w
+            .hook
+            .calls_of("sync")
+            .into_iter()
+            .filter(|c| {
+                c.parent_name() == "p0" && c.request["parent"]["status"]["children"] == json!(3)
+            })
+            .count();
+        async move { (calls > 0).then_some(()) }
+    })
+    .await;
+    engine.converge().await;
+    let syncs = syncs_of(&engine, "default/p0");
+    assert_eq!(syncs.len(), 3, "{syncs:?}");
+    engine.stop().await;
+}
+
+/// With `--status-echo skip` the engine does not re-sync a parent on the watch echo of its own
+/// writes: a parent with three children converges in 2 syncs and 2 hook calls (create the
+/// children; see them and write the status), where Metacontroller takes 3. Another writer's
+/// change to a child or to the status still syncs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_converges_in_two_syncs_and_other_writers_still_sync_it() {
+    let w = World::new("Widget", sync_fn(three_children)).await;
+    let engine = Running::start_with(
+        w.client(),
+        vec![def(controller(&w.hook, json!({}), json!({})))],
+        EngineOptions {
+            confirm_status_writes: false,
+            ..EngineOptions::default()
+        },
+    )
+    .await;
+    let par = parent_ar("Widget");
+    let parents = ["p0", "p1", "p2", "p3"];
+    for p in parents {
+        w.create(&par, json!({"metadata": {"name": p}})).await;
+    }
+    for p in parents {
+        w.wait_object(&par, p, "status.children 3", |o| {
+            o.is_some_and(|o| o["status"]["children"] == json!(3))
+        })
+        .await;
+    }
+    engine.converge().await;
+    // A marker parent synced after them: every echo of the writes above has been routed.
+    w.create(&par, json!({"metadata": {"name": "marker"}}))
+        .await;
+    w.wait_object(&par, "marker", "status.children 3", |o| {
+        o.is_some_and(|o| o["status"]["children"] == json!(3))
+    })
+    .await;
+    engine.converge().await;
+    for p in parents {
+        let syncs = syncs_of(&engine, &format!("default/{p}"));
+        assert_eq!(syncs.len(), 2, "{p}: {syncs:?}");
+        assert_eq!(syncs[1], vec![Trigger::Converge], "{p}: {syncs:?}");
+        let calls: Vec<_> = w
+            .hook
+            .calls_of("sync")
+            .into_iter()
+            .filter(|c| c.parent_name() == p)
+            .collect();
+        assert_eq!(calls.len(), 2, "{p}");
+        let seen = |c: &common::engine::Call| {
+            c.request["children"]["ConfigMap.v1"]
+                .as_object()
+                .map_or(0, serde_json::Map::len)
+        };
+        assert_eq!((seen(&calls[0]), seen(&calls[1])), (0, 3), "{p}");
+    }
+
+    // Another writer changes a child (OnDelete: it is left as they made it): the parent syncs,
+    // and its hook sees the change.
+    engine.clear_events();
+    w.hook.clear();
+    w.patch(&cm_ar(), "p0-0", json!({"data": {"i": "changed"}}))
+        .await;
+    common::wait_for(
+        "p0 synced after another writer's change",
+        common::TIMEOUT,
+        || {
+            let seen = w.hook.calls_of("sync").iter().any(|c| {
+                c.parent_name() == "p0"
+                    && c.request["children"]["ConfigMap.v1"]["p0-0"]["data"]["i"] == "changed"
+            });
+            async move { seen.then_some(()) }
+        },
+    )
+    .await;
+    engine.converge().await;
+    assert!(!syncs_of(&engine, "default/p0").is_empty());
+    // Another writer changes the status: the parent syncs and the status is put back.
+    engine.clear_events();
+    w.patch_status(&par, "p1", json!({"status": {"children": 7}}))
+        .await;
+    w.wait_object(&par, "p1", "the status put back", |o| {
+        o.is_some_and(|o| o["status"]["children"] == json!(3))
+    })
+    .await;
+    engine.converge().await;
+    assert!(!syncs_of(&engine, "default/p1").is_empty());
+    engine.stop().await;
+}

@@ -902,6 +902,7 @@ impl SyncKind for MapCtl {
     type Seen = KeySeen;
     type Answer = Decided;
     const CARRY_OUT_EMPTY: bool = false;
+    const DROP_OWN_ECHOES: bool = false;
 
     fn parts(&self) -> Parts<'_, MapWork> {
         Parts {

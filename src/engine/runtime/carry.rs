@@ -77,6 +77,9 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     if report.errors.is_empty() {
         Ok(Carried {
             writes: report.writes,
+            status_writes: report.status_writes,
+            own_writes: report.own_writes,
+            parent_rv: report.parent_rv,
             noops: report.child_noops,
             hot_loops,
         })
@@ -105,6 +108,12 @@ pub fn publish_detached(ctx: &EngineContext, controller: &str, parent: &str, pla
 pub struct Carried {
     /// Writes made.
     pub writes: usize,
+    /// Status writes among `writes`.
+    pub status_writes: usize,
+    /// The children written and the resourceVersions the writes returned.
+    pub own_writes: Vec<crate::engine::runtime::execute::OwnWrite>,
+    /// The parent's resourceVersion after its writes, when it was written.
+    pub parent_rv: Option<String>,
     /// Child updates the server answered as no-ops.
     pub noops: usize,
     /// Fields the hot-loop guard holds, as messages.
@@ -115,6 +124,7 @@ impl Carried {
     /// Copy the counts into a sync's outcome.
     pub fn fill(self, outcome: &mut SyncOutcome) {
         outcome.writes = self.writes;
+        outcome.status_writes = self.status_writes;
         outcome.noops = self.noops;
         outcome.hot_loops = self.hot_loops;
     }

@@ -49,6 +49,12 @@ pub struct EngineOptions {
     /// `--record DIR`: write every answered exchange there as a test case
     /// ([`crate::hooks::record`]).
     pub record: Option<Recording>,
+    /// Sync a parent once more after a sync that wrote only its status, as Metacontroller does
+    /// on the status write's echo ("it's sometimes necessary for a hook to see its own status
+    /// updates so they know that the status was committed to storage"). On by default (hooks
+    /// run unchanged); `--status-echo skip` turns it off for one hook call fewer per parent
+    /// (see [`crate::engine::runtime::memory`]).
+    pub confirm_status_writes: bool,
 }
 
 /// Where and how `--record` writes test cases.
@@ -73,6 +79,7 @@ impl Default for EngineOptions {
             dump_requests: None,
             record: None,
             service_dns: false,
+            confirm_status_writes: true,
         }
     }
 }

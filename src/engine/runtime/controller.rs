@@ -21,6 +21,8 @@ use crate::engine::runtime::queue::WorkQueue;
 pub struct SyncOutcome {
     /// API writes made.
     pub writes: usize,
+    /// Writes of the parent's status among `writes`: they alone ask for no confirming sync.
+    pub status_writes: usize,
     /// The failure, if the sync failed.
     pub error: Option<SyncError>,
     /// One-time resync requested by the hook (`resyncAfterSeconds`).
@@ -63,6 +65,30 @@ pub trait Reconciler: Send + Sync + 'static {
     fn confirm_writes(&self) -> bool {
         true
     }
+
+    /// Confirm a sync that wrote only the parent's status too (Metacontroller's behaviour,
+    /// which re-syncs on the status write's echo so a hook sees its status committed). Kinds
+    /// that do not remember their echoes keep the old default, not; the reconciling kinds
+    /// follow `EngineOptions::confirm_status_writes` (on unless `--status-echo skip`).
+    fn confirm_status_writes(&self) -> bool {
+        false
+    }
+
+    /// `triggers` of `key` without the echoes of the engine's own writes (by default all of
+    /// them are kept); a key left without triggers is not synced.
+    fn drop_own_echoes(&self, key: &Self::Key, triggers: Vec<Trigger>) -> Vec<Trigger> {
+        let _ = key;
+        triggers
+    }
+}
+
+/// Should a sync that ended with `out` be confirmed by one more sync? When it wrote anything
+/// but the parent's status (the hook must see the children it made), or a child update was a
+/// no-op (the hot-loop guard must see a field the server keeps rewriting); a status-only write
+/// only when `status_too`; never for a kind that does not confirm (`confirm`).
+pub fn needs_confirming(out: &SyncOutcome, confirm: bool, status_too: bool) -> bool {
+    let others = out.writes.saturating_sub(out.status_writes);
+    confirm && (others > 0 || out.noops > 0 || (status_too && out.status_writes > 0))
 }
 
 /// One parent's last hook exchange: (the parent or map key it was for, (hook name, request,
@@ -171,6 +197,12 @@ pub async fn run_workers<R: Reconciler>(
                     () = stop.cancelled() => None,
                 };
                 let Some((key, triggers)) = next else { break };
+                // Only the echoes of our own writes: nothing to sync.
+                let triggers = r.drop_own_echoes(&key, triggers);
+                if triggers.is_empty() {
+                    r.queue().done(key);
+                    continue;
+                }
                 // Writes may have been held while this worker waited for a key.
                 let open = tokio::select! {
                     r = held.wait_for(Option::is_none) => r.is_ok(),
@@ -227,7 +259,7 @@ async fn sync_one<R: Reconciler>(
         }
         None => {
             q.forget(&key);
-            let confirm = (out.writes > 0 || out.noops > 0) && r.confirm_writes();
+            let confirm = needs_confirming(&out, r.confirm_writes(), r.confirm_status_writes());
             let state = if !out.hot_loops.is_empty() {
                 KeyState::HotLoop(out.hot_loops.join("; "))
             } else if out.rollout_pending {
@@ -268,4 +300,33 @@ async fn sync_one<R: Reconciler>(
         retry_in,
     });
     q.done(key);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(writes: usize, status_writes: usize, noops: usize) -> SyncOutcome {
+        SyncOutcome {
+            writes,
+            status_writes,
+            noops,
+            ..SyncOutcome::default()
+        }
+    }
+
+    #[test]
+    fn only_child_writes_are_confirmed_by_default() {
+        // Children created (and the status): the hook must see them.
+        assert!(needs_confirming(&out(4, 1, 0), true, false));
+        // A child update the server answered as a no-op: the hot-loop guard must see it again.
+        assert!(needs_confirming(&out(0, 0, 1), true, false));
+        // Only the status: its echo is ours, nothing else changed.
+        assert!(!needs_confirming(&out(1, 1, 0), true, false));
+        assert!(!needs_confirming(&out(0, 0, 0), true, false));
+        // Metacontroller's behaviour (dryrun --simulate): the status write is confirmed too.
+        assert!(needs_confirming(&out(1, 1, 0), true, true));
+        // A kind that does not confirm (MapController).
+        assert!(!needs_confirming(&out(4, 1, 1), false, true));
+    }
 }

@@ -2,10 +2,13 @@
 //!
 //! Order: the parent's labels/annotations (merge patch), finalizer add, adoptions (after
 //! re-reading the parent), releases, deletes (uid precondition, background propagation),
-//! creates, updates, revisions, status, finalizer removal. One failed write does not stop the others; every write is published as an
+//! creates, updates (the creates, then the updates, sent concurrently: [`CHILD_WRITES`] at once,
+//! reported in plan order), revisions, status, finalizer removal. One failed write does not stop
+//! the others; every write is published as an
 //! [`EngineEvent::Action`] and recorded as an [`Expectation`] so the caller can wait until its
 //! informers have seen it. All writes use field manager `kubectl-meta`.
 
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
 use kube::api::{
@@ -55,6 +58,27 @@ pub enum Expectation {
     },
 }
 
+/// One write of a child by the engine: the object and the resourceVersion the server answered
+/// (`None`: deleted). Its watch echo carries that resourceVersion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnWrite {
+    /// Resource (`Kind.apiVersion`).
+    pub type_key: String,
+    /// Object.
+    pub key: ObjectKey,
+    /// resourceVersion the write returned; `None` for a delete.
+    pub rv: Option<String>,
+}
+
+/// Child writes of one sync sent at once (creates, then updates).
+pub const CHILD_WRITES: usize = 8;
+
+/// One child write's report and the events it published on its private bus.
+struct ChildWrite {
+    report: ExecReport,
+    rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+}
+
 /// The result of executing a plan.
 #[derive(Debug, Default)]
 pub struct ExecReport {
@@ -73,6 +97,14 @@ pub struct ExecReport {
     pub expectations: Vec<Expectation>,
     /// The status written, when it was.
     pub status_written: Option<Value>,
+    /// Status writes among `writes` (a sync that wrote only its parent's status is not
+    /// confirmed by another sync: see [`crate::engine::runtime::memory`]).
+    pub status_writes: usize,
+    /// The children this plan wrote and what each write left (the resourceVersion it returned,
+    /// `None` for a delete), so that their watch echoes are recognised as ours.
+    pub own_writes: Vec<OwnWrite>,
+    /// The parent's resourceVersion after this plan's parent writes, when it wrote the parent.
+    pub parent_rv: Option<String>,
     /// [`ExecMode::Paused`] and [`ExecMode::DryRun`]: one line per planned write
     /// ([`Writes::describe`]).
     pub planned: Vec<HeldAction>,
@@ -277,13 +309,18 @@ impl Executor {
         for d in &plan.delete {
             self.delete_child(t, &mut report, d).await;
         }
+        // Creates, then updates: each of different objects, so sent concurrently (at most
+        // CHILD_WRITES at once); reported and published in plan order.
+        let mut creates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for c in &plan.create {
-            self.create_child(t, &mut report, c).await;
+            creates.push(Box::pin(self.create_alone(t, c)));
         }
+        self.merge_child_writes(&mut report, creates).await;
+        let mut updates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for u in &plan.update {
-            self.update_child(t, &mut report, u, adopted_rv.get(&u.id))
-                .await;
+            updates.push(Box::pin(self.update_alone(t, u, adopted_rv.get(&u.id))));
         }
+        self.merge_child_writes(&mut report, updates).await;
         if let Some(info) = t.revisions {
             for w in &plan.revisions {
                 self.revision_write(t, &mut report, info, w).await;
@@ -308,6 +345,66 @@ impl Executor {
             .await;
         }
         report
+    }
+
+    /// A copy of this executor publishing to a private bus, and that bus's receiver.
+    fn private(&self) -> (Executor, tokio::sync::broadcast::Receiver<EngineEvent>) {
+        let bus = EventBus::new();
+        let rx = bus.subscribe();
+        let exec = Executor {
+            client: self.client.clone(),
+            strategy: self.strategy,
+            bus,
+            dry_run: self.dry_run,
+        };
+        (exec, rx)
+    }
+
+    /// Create one child on its own: its report and the events it published.
+    async fn create_alone(&self, t: &Target<'_>, c: &Create) -> ChildWrite {
+        let (exec, rx) = self.private();
+        let mut report = ExecReport::default();
+        exec.create_child(t, &mut report, c).await;
+        ChildWrite { report, rx }
+    }
+
+    /// Update one child on its own: its report and the events it published.
+    async fn update_alone(
+        &self,
+        t: &Target<'_>,
+        u: &Update,
+        adopted_rv: Option<&String>,
+    ) -> ChildWrite {
+        let (exec, rx) = self.private();
+        let mut report = ExecReport::default();
+        exec.update_child(t, &mut report, u, adopted_rv).await;
+        ChildWrite { report, rx }
+    }
+
+    /// Run `writes` (at most [`CHILD_WRITES`] at once) and fold their reports into `report`,
+    /// publishing their events, in the order given.
+    async fn merge_child_writes(
+        &self,
+        report: &mut ExecReport,
+        writes: Vec<BoxFuture<'_, ChildWrite>>,
+    ) {
+        use futures::StreamExt;
+        let done: Vec<ChildWrite> = futures::stream::iter(writes)
+            .buffered(CHILD_WRITES)
+            .collect()
+            .await;
+        for mut w in done {
+            while let Ok(e) = w.rx.try_recv() {
+                self.bus.publish(e);
+            }
+            report.writes += w.report.writes;
+            report.noops += w.report.noops;
+            report.child_noops += w.report.child_noops;
+            report.updated.append(&mut w.report.updated);
+            report.errors.append(&mut w.report.errors);
+            report.expectations.append(&mut w.report.expectations);
+            report.own_writes.append(&mut w.report.own_writes);
+        }
     }
 
     /// The parent's labels and annotations (merge patch); the status write starts from the
@@ -428,6 +525,11 @@ impl Executor {
                     !matches!(e, Expectation::Changed { type_key, key: k, .. }
                         if *type_key == d.id.type_key && *k == key)
                 });
+                report.own_writes.push(OwnWrite {
+                    type_key: d.id.type_key.clone(),
+                    key: key.clone(),
+                    rv: None,
+                });
                 report.expectations.push(Expectation::Gone {
                     type_key: d.id.type_key.clone(),
                     key,
@@ -449,7 +551,11 @@ impl Executor {
         let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
         let result = match self.strategy {
             ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
-                Ok(obj) => api.create(&self.post_params(), &obj).await.map_err(Some),
+                Ok(obj) => api
+                    .create(&self.post_params(), &obj)
+                    .await
+                    .map(|o| o.metadata.resource_version)
+                    .map_err(Some),
                 Err(m) => {
                     report.errors.push(m);
                     Err(None)
@@ -462,11 +568,21 @@ impl Executor {
                     &Patch::Apply(&c.object),
                 )
                 .await
+                // An apply has no precondition: a change by another writer just before it
+                // would share its echo, so it is not remembered as only ours.
+                .map(|_| None)
                 .map_err(Some),
         };
         match result {
-            Ok(_) => {
+            Ok(rv) => {
                 report.writes += 1;
+                if rv.is_some() {
+                    report.own_writes.push(OwnWrite {
+                        type_key: c.id.type_key.clone(),
+                        key: c.id.object_key(),
+                        rv,
+                    });
+                }
                 report.expectations.push(Expectation::Changed {
                     type_key: c.id.type_key.clone(),
                     key: c.id.object_key(),
@@ -525,6 +641,7 @@ impl Executor {
                 .map_err(Some)
             }
         };
+        let preconditioned = self.strategy == ApplyStrategy::ClientSide;
         match result {
             Ok(rv) if rv.is_some() && rv == previous => {
                 // The server kept the object as it was (it normalizes or rewrites what we
@@ -542,9 +659,16 @@ impl Executor {
                     )),
                 );
             }
-            Ok(_) => {
+            Ok(rv) => {
                 report.writes += 1;
                 report.updated.push(u.id.clone());
+                if preconditioned && rv.is_some() {
+                    report.own_writes.push(OwnWrite {
+                        type_key: u.id.type_key.clone(),
+                        key: u.id.object_key(),
+                        rv,
+                    });
+                }
                 report.expectations.push(Expectation::Changed {
                     type_key: u.id.type_key.clone(),
                     key: u.id.object_key(),
@@ -591,6 +715,7 @@ impl Executor {
         };
         if r.is_ok() {
             report.status_written = Some(status.clone());
+            report.status_writes += 1;
         }
         self.record_parent(t, report, (ActionVerb::Status, None), r, parent);
     }
@@ -664,6 +789,7 @@ impl Executor {
                 report.writes += 1;
                 let previous = parent.rv.clone();
                 parent.rv = obj.metadata.resource_version.clone();
+                report.parent_rv.clone_from(&parent.rv);
                 report.expectations.push(Expectation::Changed {
                     type_key: parent_type.to_string(),
                     key: parent_key.clone(),
@@ -776,6 +902,11 @@ impl Executor {
         {
             Ok(obj) => {
                 report.writes += 1;
+                report.own_writes.push(OwnWrite {
+                    type_key: edit.id.type_key.clone(),
+                    key: edit.id.object_key(),
+                    rv: obj.metadata.resource_version.clone(),
+                });
                 report.expectations.push(Expectation::Changed {
                     type_key: edit.id.type_key.clone(),
                     key: edit.id.object_key(),

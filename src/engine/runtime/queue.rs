@@ -30,7 +30,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 /// Most triggers kept per key; when more arrive, the oldest are dropped.
-const MAX_TRIGGERS: usize = 16;
+pub(crate) const MAX_TRIGGERS: usize = 16;
 /// Shortest delay [`WorkQueue::add_retry_after`] honours (so `Retry-After: 0` never hot-loops).
 const RETRY_AFTER_MIN: Duration = Duration::from_millis(50);
 /// Longest delay [`WorkQueue::add_retry_after`] honours.

@@ -51,7 +51,7 @@ use crate::engine::runtime::controller::{
     ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker,
 };
 use crate::engine::runtime::execute::Target;
-use crate::engine::runtime::memory::SyncMemory;
+use crate::engine::runtime::memory::{Cached, SyncMemory};
 use crate::engine::runtime::queue::{QueueStats, WorkQueue};
 use crate::k8s::informer::Informer;
 
@@ -101,6 +101,9 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     /// Carry out plans that write nothing (composite, decorator: a paused engine shows them, an
     /// outage fails them); MapController skips them.
     const CARRY_OUT_EMPTY: bool = true;
+    /// Drop the triggers that are only echoes of the engine's own writes (see
+    /// [`Reconciler::drop_own_echoes`]); MapController recognises them by itself.
+    const DROP_OWN_ECHOES: bool = true;
 
     /// The controller's name, engine services, hook caller and per-key memory.
     fn parts(&self) -> Parts<'_, Self::Key>;
@@ -301,7 +304,7 @@ pub async fn carry_out<S: SyncKind>(
     parent: &Value,
     plan: &SyncPlan,
 ) -> Result<carry::Carried, SyncError> {
-    carry::carry_out(
+    let mut carried = carry::carry_out(
         kind.parts().ctx,
         kind.parts().memory,
         key,
@@ -309,7 +312,15 @@ pub async fn carry_out<S: SyncKind>(
         plan,
         |t| kind.informer_for(t),
     )
-    .await
+    .await?;
+    if S::DROP_OWN_ECHOES {
+        kind.parts().memory.record_own_writes(
+            key,
+            carried.parent_rv.take(),
+            &std::mem::take(&mut carried.own_writes),
+        );
+    }
+    Ok(carried)
 }
 
 /// What a controller kind offers the runtime and the worker loop, beyond its sync steps.
@@ -401,6 +412,34 @@ impl<S: KindController> Reconciler for Running<S> {
 
     fn confirm_writes(&self) -> bool {
         S::CONFIRM_WRITES
+    }
+
+    fn confirm_status_writes(&self) -> bool {
+        self.ctl.parts().ctx.options.confirm_status_writes
+    }
+
+    fn drop_own_echoes(&self, key: &S::Key, triggers: Vec<Trigger>) -> Vec<Trigger> {
+        if !S::DROP_OWN_ECHOES {
+            return triggers;
+        }
+        let parent = self.ctl.parent(key);
+        let parent_rv = parent
+            .as_deref()
+            .and_then(crate::k8s::object::resource_version);
+        self.ctl
+            .parts()
+            .memory
+            .drop_own_echoes(key, triggers, parent_rv, |type_key, object| {
+                match self.ctl.informer_for(type_key) {
+                    None => Cached::Unknown,
+                    Some(inf) => match inf.get(object) {
+                        None => Cached::Absent,
+                        Some(o) => {
+                            Cached::At(crate::k8s::object::resource_version(&o).map(str::to_string))
+                        }
+                    },
+                }
+            })
     }
 }
 
