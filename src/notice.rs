@@ -276,6 +276,15 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             ("hot-loop", Tone::Alert),
         )
         .push(&clean(message), Tone::Alert),
+        EngineEvent::TakenOver {
+            controller,
+            lease,
+            from,
+        } => Notice::new(controller, String::new(), ("takeover", Tone::Note)).plain(&format!(
+            "took over lease {} from {} (kubectl meta run); it takes the controller back when this dev loop exits or its lease lapses",
+            clean(lease),
+            clean(from)
+        )),
         EngineEvent::Info {
             controller,
             message,

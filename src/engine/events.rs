@@ -519,6 +519,18 @@ pub enum EngineEvent {
         /// The whole message, as recorded in the Warning event.
         message: String,
     },
+    /// `dev --takeover`: this dev loop took a controller's Lease over from the `kubectl meta
+    /// run` replica holding it; that replica stopped syncing the controller and takes it back
+    /// when this dev loop exits or its Lease lapses.
+    #[serde(rename_all = "camelCase")]
+    TakenOver {
+        /// Controller name.
+        controller: String,
+        /// `namespace/name` of the Lease.
+        lease: String,
+        /// The `run` replica that yielded it (its Lease holder identity).
+        from: String,
+    },
     /// A notice worth a line (context pinned, lease acquired, resource appeared, ...).
     #[serde(rename_all = "camelCase")]
     Info {

@@ -436,6 +436,9 @@ pub struct App {
     pub context: String,
     /// Writes paused.
     pub paused: bool,
+    /// Controllers this dev loop took over from `kubectl meta run` (`--takeover`): controller
+    /// -> the replica that yielded it (shown in the status bar; it takes them back at exit).
+    pub taken_over: BTreeMap<String, String>,
     /// The managed hook server, when there is one.
     pub server: Option<ServerInfo>,
     /// The last reload.
@@ -518,6 +521,7 @@ impl App {
         App {
             context: context.into(),
             paused: false,
+            taken_over: BTreeMap::new(),
             server: None,
             reload: None,
             controllers: Vec::new(),
@@ -688,6 +692,12 @@ impl App {
             | EngineEvent::Detached { .. }
             | EngineEvent::Tombstone { .. } => self.on_parent_notice(event),
             EngineEvent::Info { .. } => self.log_event(None, event, None),
+            EngineEvent::TakenOver {
+                controller, from, ..
+            } => {
+                self.taken_over.insert(controller.clone(), from.clone());
+                self.log_event(None, event, None);
+            }
             EngineEvent::ApiRate {
                 requests_per_second,
                 throttled,
@@ -1724,6 +1734,30 @@ mod tests {
         let tones: Vec<Tone> = app.parents[0].log[2].iter().map(|s| s.tone).collect();
         assert_eq!(tones.first(), Some(&Tone::Bad), "the delete tag is red");
         assert_eq!(tones.last(), Some(&Tone::Alert), "the failure is an alert");
+    }
+
+    /// `dev --takeover`: the status bar's count and the engine log's line come from the typed
+    /// event.
+    #[test]
+    fn a_takeover_is_kept_for_the_status_bar_and_logged() {
+        let mut app = App::new("ctx", false);
+        app.apply(
+            &EngineEvent::TakenOver {
+                controller: "c".into(),
+                lease: "ops/compositecontroller-c".into(),
+                from: "replica-a".into(),
+            },
+            Instant::now(),
+        );
+        assert_eq!(
+            app.taken_over.get("c").map(String::as_str),
+            Some("replica-a")
+        );
+        let line: String = app.log[0].iter().map(|s| s.text.as_str()).collect();
+        assert!(
+            line.starts_with("c takeover took over lease ops/compositecontroller-c from replica-a"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -61,6 +61,20 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
             t.err().add_modifier(Modifier::BOLD | Modifier::REVERSED),
         ));
     }
+    if !app.taken_over.is_empty() {
+        // `dev --takeover`: who yielded what (they take it back when this loop exits).
+        l1.push(sep());
+        let mut from: Vec<&str> = app.taken_over.values().map(String::as_str).collect();
+        from.sort_unstable();
+        from.dedup();
+        let n = app.taken_over.len();
+        let text = match (wide, from.as_slice()) {
+            (true, [one]) => format!("taken over from {one}: {n}"),
+            (true, _) => format!("taken over from run: {n}"),
+            (false, _) => format!("takeover {n}"),
+        };
+        l1.push(Span::styled(text, t.tone(crate::notice::Tone::Note)));
+    }
     if let Some(s) = &app.server {
         l1.push(sep());
         let style = match s.state.as_str() {

@@ -1156,14 +1156,21 @@ async fn dev_takeover_of_one_controller_run_yields_it_and_takes_it_back() {
         .output()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| {
-            e["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("took over lease"))
-        })
+        .find(|e| e["event"] == "takenOver")
         .unwrap();
-    assert_eq!(handover["event"], "info");
     assert_eq!(handover["controller"], "hello-world-controller");
+    assert_eq!(handover["from"], "replica-a");
+    assert!(
+        handover["lease"]
+            .as_str()
+            .is_some_and(|l| l.ends_with("hello-world-controller")),
+        "{handover}"
+    );
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("docs/dev-events.schema.json")).unwrap(),
+    )
+    .unwrap();
+    common::schema::validate(&schema, &schema, &handover, "$").expect("a valid takenOver event");
     assert_eq!(
         holder_of(&sb, "greeting-controller").await.as_deref(),
         Some("replica-a")

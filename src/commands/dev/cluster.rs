@@ -11,6 +11,7 @@ use super::config::DevConfig;
 use super::{LEASE_DURATION, STOP_GRACE};
 use crate::commands::definitions;
 use crate::commands::exit::{Class, Classify, fail, tag};
+use crate::engine::events::EngineEvent;
 use crate::k8s::client::Connection;
 use crate::k8s::discovery::Discovery;
 use crate::k8s::{client, lease, manifests};
@@ -85,7 +86,7 @@ pub(super) async fn take_leases(
     cfg: &DevConfig,
     conn: &Connection,
     loaded: &spec::Loaded,
-) -> Result<(Vec<lease::LeaseGuard>, Vec<(String, String)>)> {
+) -> Result<(Vec<lease::LeaseGuard>, Vec<EngineEvent>)> {
     let holder = lease::default_holder();
     let mut leases = Vec::new();
     let mut handovers = Vec::new();
@@ -124,12 +125,15 @@ pub(super) async fn take_leases(
         })
         .with_context(|| format!("controller {}", def.name()))?;
         if let Some(replica) = asked_of.lock().ok().and_then(|mut a| a.take()) {
-            let message = format!(
-                "took over lease {}/{name} from {replica} (kubectl meta run); it takes the controller back when this dev loop exits or its lease lapses",
-                cfg.args.lease_namespace
-            );
-            eprintln!("controller {}: {message}", def.name());
-            handovers.push((def.name().to_string(), message));
+            let event = EngineEvent::TakenOver {
+                controller: def.name().to_string(),
+                lease: format!("{}/{name}", cfg.args.lease_namespace),
+                from: replica,
+            };
+            if let Some(n) = crate::notice::describe(&event, false) {
+                eprintln!("controller {}: {}", def.name(), n.text());
+            }
+            handovers.push(event);
         }
         leases.push(guard);
     }

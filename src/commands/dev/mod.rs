@@ -257,8 +257,8 @@ struct Prepared {
     discovery: Discovery,
     endpoints: Vec<endpoint::ResolvedController>,
     leases: Vec<lease::LeaseGuard>,
-    /// Controllers taken over from `kubectl meta run` (`--takeover`): (controller, message).
-    handovers: Vec<(String, String)>,
+    /// Controllers taken over from `kubectl meta run` (`--takeover`), as events to publish.
+    handovers: Vec<EngineEvent>,
 }
 
 /// Steps 3-5: the write guard, the cluster's definitions and in-cluster controllers, the
@@ -344,11 +344,8 @@ async fn launch(
     let tui_events = cfg.tui.then(|| bus.subscribe());
     let log = spawn_event_log(cfg, verbose, color, &bus, tui_events.is_some());
     // The handovers from `kubectl meta run` (--takeover), in the event log and the TUI.
-    for (controller, message) in std::mem::take(&mut prepared.handovers) {
-        bus.publish(EngineEvent::Info {
-            controller: Some(controller),
-            message,
-        });
+    for event in std::mem::take(&mut prepared.handovers) {
+        bus.publish(event);
     }
     let ctx = engine_context(cfg, conn, bus, &prepared.endpoints, &prepared.leases)?;
     let loop_cfg = dev_loop_config(cfg);
