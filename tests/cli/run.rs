@@ -1151,7 +1151,7 @@ async fn dev_takeover_of_one_controller_run_yields_it_and_takes_it_back() {
     .await;
     dev.wait_errors("took over lease default/kubectl-meta-compositecontroller-hello-world-controller from replica-a")
         .await;
-    dev.wait_output("took over lease").await;
+    dev.wait_output("\"takenOver\"").await;
     let handover: Value = dev
         .output()
         .lines()
@@ -1231,7 +1231,7 @@ async fn dev_takeover_of_one_controller_run_yields_it_and_takes_it_back() {
             .filter(|h| h.contains(" pid "))
     })
     .await;
-    dev.wait_output("took over lease").await;
+    dev.wait_output("\"takenOver\"").await;
     let killed = Instant::now();
     kill9(&dev);
     wait_for(

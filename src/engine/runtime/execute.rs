@@ -66,7 +66,7 @@ pub struct OwnWrite {
     pub type_key: String,
     /// Object.
     pub key: ObjectKey,
-    /// resourceVersion the write returned; `None` for a delete.
+    /// resourceVersion the write returned (deletes are not recorded: see `delete_child`).
     pub rv: Option<String>,
 }
 
@@ -525,11 +525,9 @@ impl Executor {
                     !matches!(e, Expectation::Changed { type_key, key: k, .. }
                         if *type_key == d.id.type_key && *k == key)
                 });
-                report.own_writes.push(OwnWrite {
-                    type_key: d.id.type_key.clone(),
-                    key: key.clone(),
-                    rv: None,
-                });
+                // Not an own write whose echo may be dropped: a graceful deletion (a Pod's
+                // grace period) ends later, and the event of the object gone is what lets the
+                // next step (a Recreate's create, a rolling update's next Pod) happen.
                 report.expectations.push(Expectation::Gone {
                     type_key: d.id.type_key.clone(),
                     key,

@@ -5,11 +5,11 @@
 //! each write returned are remembered, and when a key comes off the queue its triggers that
 //! are only the echoes of those writes are dropped ([`SyncMemory::drop_own_echoes`]); a key
 //! left with no trigger is not synced. A trigger is an echo when the cache shows the object at
-//! exactly the resourceVersion our write returned (or, for a delete, shows it gone): any later
-//! write by anyone moves it, so another writer, a generation change, a resync period, a reload
+//! exactly the resourceVersion our write returned: any later write by anyone moves it, so another writer, a generation change, a resync period, a reload
 //! or a retry still sync. Every write kept for this is preconditioned (resourceVersion or uid),
 //! so no other writer's change can hide behind our echo. Server-side applies (no precondition)
-//! are never treated as echoes.
+//! are never treated as echoes, nor are deletes: a graceful deletion ends later, and the event
+//! of the object gone drives the next step (a Recreate's create, a rolling update's next Pod).
 //!
 //! What replaces the echoes is one confirming sync ([`crate::engine::runtime::controller`]):
 //! after a sync that wrote children (the hook must see them), and, by default, after one that
@@ -236,7 +236,6 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
                     };
                     let seen = child(resource.as_str(), &object_key(object));
                     let echo = match (ours, seen) {
-                        (None, Cached::Absent) => true,
                         (Some(rv), Cached::At(Some(now))) => *rv == now,
                         _ => false,
                     };
@@ -351,16 +350,11 @@ mod tests {
         mem.record_own_writes(
             &k,
             Some("12".into()),
-            &[
-                wrote("ns/a", Some("10")),
-                wrote("ns/b", Some("11")),
-                wrote("ns/gone", None),
-            ],
+            &[wrote("ns/a", Some("10")), wrote("ns/b", Some("11"))],
         );
         let triggers = vec![
             child("ns/a", "added"),
             child("ns/b", "added"),
-            child("ns/gone", "deleted"),
             Trigger::ParentChanged,
         ];
         let objects = [("ns/a", "10"), ("ns/b", "11")];
