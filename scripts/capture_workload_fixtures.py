@@ -11,7 +11,7 @@ Failed (the exit code of the annotation sandbox.kubectl-meta.io/exit-code).
     KC=$(bash ../shared/real-apiserver/start.sh)
     python3 scripts/capture_workload_fixtures.py --kubeconfig "$KC"
 
-tests/sandbox_workloads.rs runs the same objects on the sandbox and compares field by field.
+tests/sandbox/sandbox_workloads.rs runs the same objects on the sandbox and compares field by field.
 """
 
 import argparse

@@ -1,6 +1,6 @@
 //! Smoke test: the sandbox starts in-process and kube-rs can talk to it over TLS.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};

@@ -3,7 +3,7 @@
 //! dry runs, delete preconditions, deletecollection, selectors, pagination, metadata-only lists
 //! and server-side tables.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -3,7 +3,7 @@
 //! paging parameters, missing or wrong credentials, mismatched kind/apiVersion/namespace. Each
 //! gets a precise `Status` with the code and reason kube-apiserver uses.
 
-mod common;
+use crate::common;
 
 use axum::http;
 use k8s_openapi::api::core::v1::ConfigMap;

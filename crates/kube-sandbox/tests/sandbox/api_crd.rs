@@ -2,7 +2,7 @@
 //! (DynamicObject), structural pruning, field validation, schema violations, the status
 //! subresource, cluster scope, several versions, printer columns, deletion and invalid CRDs.
 
-mod common;
+use crate::common;
 
 use axum::http;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -12,7 +12,7 @@ use kube::discovery::{self, Discovery, Scope};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use common::TIMEOUT;
+use crate::common::TIMEOUT;
 
 const GROUP: &str = "example.com";
 

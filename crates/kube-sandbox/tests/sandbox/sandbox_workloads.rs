@@ -3,7 +3,7 @@
 //! same objects (tests/fixtures/real-workloads, captured by scripts/capture_workload_fixtures.py
 //! on ../shared/real-apiserver): status field for field, timestamps and generated names aside.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use kube_sandbox::SandboxConfig;
 use serde_json::{Value, json};
 
-use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
+use crate::common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
 
 const FIX: &str = "tests/fixtures/real-workloads";
 

@@ -3,14 +3,14 @@
 //! (`kubectl scale` of a Deployment and of a custom resource declaring `subresources.scale`), and
 //! the OpenAPI schemas behind `kubectl explain`.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 
 use http::Request;
 use serde_json::{Value, json};
 
-use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
+use crate::common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
 
 /// kubectl with `stdin`, run where blocking is allowed (the sandbox serves on other workers).
 fn kubectl(t: &TestSandbox, args: &[&str], stdin: Option<&str>) -> Output {

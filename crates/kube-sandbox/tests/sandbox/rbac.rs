@@ -4,7 +4,7 @@
 //! legacy token Secrets, client certificates, and the answers a real kube-apiserver gave to the
 //! same cases (`fixtures/rbac`, captured with `fixtures/rbac/capture.py`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -12,7 +12,7 @@ use std::process::Output;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
+use crate::common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
 
 const NS: &str = "rbac-fid";
 /// A Role granting what `bot` does not hold.

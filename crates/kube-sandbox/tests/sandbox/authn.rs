@@ -4,13 +4,13 @@
 //! `fixtures/anonymous/capture.py`), tokens nobody knows (401), `--anonymous-auth=false`, and
 //! static token files (`--token-auth-file`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use common::{TestSandbox, ok_stdout};
+use crate::common::{TestSandbox, ok_stdout};
 use kube_sandbox::{Sandbox, SandboxConfig, SandboxError};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/anonymous");

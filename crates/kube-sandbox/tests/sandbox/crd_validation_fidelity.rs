@@ -5,15 +5,15 @@
 //! `fixtures/crd_validation/expected.json`, captured by `fixtures/crd_validation/capture.py` from
 //! the cases in `cases.json`.
 
-mod common;
+use crate::common;
 
 use http::Request;
 use serde_json::{Value, json};
 
-use common::{TIMEOUT, TestSandbox, wait_for};
+use crate::common::{TIMEOUT, TestSandbox, wait_for};
 
-const CASES: &str = include_str!("fixtures/crd_validation/cases.json");
-const EXPECTED: &str = include_str!("fixtures/crd_validation/expected.json");
+const CASES: &str = include_str!("../fixtures/crd_validation/cases.json");
+const EXPECTED: &str = include_str!("../fixtures/crd_validation/expected.json");
 
 async fn call(
     t: &TestSandbox,

@@ -3,7 +3,7 @@
 //! deleted objects), a state directory can only be used by one sandbox at a time, and the
 //! state files are private.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! (conflicts per keyed field, an owner's dropped item removed, duplicate keys in an applied
 //! configuration refused).
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! The real kubectl against the sandbox: discovery, printing, apply (client- and server-side),
 //! label/annotate/patch, deletion, wait, watch, raw paths, explain, chunking and `get all`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use common::{TIMEOUT, TestSandbox, ok_stdout};
+use crate::common::{TIMEOUT, TestSandbox, ok_stdout};
 
 /// Arguments that keep kubectl's discovery cache private to this sandbox.
 fn base_args(t: &TestSandbox) -> Vec<String> {

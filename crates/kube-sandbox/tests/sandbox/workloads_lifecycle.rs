@@ -2,7 +2,7 @@
 //! Kubernetes version everywhere, `metadata.generation` per kind, graceful pod deletion seen
 //! through a watch, `kubectl logs -f` that streams until the container ends.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
-use common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
+use crate::common::{TIMEOUT, TestSandbox, ok_stdout, wait_for};
 
 fn get(t: &TestSandbox, args: &[&str]) -> Value {
     let mut a = vec!["get"];

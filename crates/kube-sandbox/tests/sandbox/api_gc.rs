@@ -1,7 +1,7 @@
 //! Garbage collection (background, foreground, orphan, dangling owners, several owners, chains),
 //! namespace deletion, finalizers, the simulated kubelet and the simulated StatefulSet controller.
 
-mod common;
+use crate::common;
 
 use axum::http;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
@@ -14,7 +14,7 @@ use kube_sandbox::SandboxConfig;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use common::TIMEOUT;
+use crate::common::TIMEOUT;
 
 const HOLD: &str = "example.com/hold";
 

@@ -2,7 +2,7 @@
 //! resourceVersion, 410 Expired and the watcher's recovery, selector translation, timeouts,
 //! bookmarks, and ordering across many concurrent watches.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use kube::runtime::{WatchStreamExt, reflector};
 use kube_sandbox::SandboxConfig;
 use serde_json::json;
 
-use common::TIMEOUT;
+use crate::common::TIMEOUT;
 
 fn cm(name: &str, labels: &[(&str, &str)], data: &str) -> ConfigMap {
     let mut c = ConfigMap::default();

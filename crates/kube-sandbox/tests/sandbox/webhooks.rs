@@ -3,7 +3,7 @@
 //! a mutating one patches, selectors and rules pick what they see, `failurePolicy` decides
 //! what an unreachable webhook means.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +13,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{TestSandbox, ok_stdout};
+use crate::common::{TestSandbox, ok_stdout};
 
 /// What a webhook server answers for one AdmissionReview request.
 type Handler = fn(&str, &Value) -> Value;
