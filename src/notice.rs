@@ -122,10 +122,15 @@ impl Notice {
     pub fn text(&self) -> String {
         self.lines
             .iter()
-            .map(|l| l.iter().map(|s| s.text.as_str()).collect::<String>())
+            .map(line_text)
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// One line without styling.
+pub fn line_text(line: &Line) -> String {
+    line.iter().map(|s| s.text.as_str()).collect()
 }
 
 /// The notice of `event`, or `None` for events that are not shown as text (per-object plans,

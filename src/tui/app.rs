@@ -1602,10 +1602,7 @@ mod tests {
 
     /// A parent's log lines without styling.
     fn log_text(p: &Parent) -> Vec<String> {
-        p.log
-            .iter()
-            .map(|l| l.iter().map(|s| s.text.as_str()).collect())
-            .collect()
+        p.log.iter().map(notice::line_text).collect()
     }
 
     fn started() -> EngineEvent {
@@ -1753,7 +1750,7 @@ mod tests {
             app.taken_over.get("c").map(String::as_str),
             Some("replica-a")
         );
-        let line: String = app.log[0].iter().map(|s| s.text.as_str()).collect();
+        let line = notice::line_text(&app.log[0]);
         assert!(
             line.starts_with("c takeover took over lease ops/compositecontroller-c from replica-a"),
             "{line}"

@@ -57,8 +57,8 @@ struct Memory<K> {
 struct OwnWrites {
     /// The parent's resourceVersion after our last write of it.
     parent: Option<String>,
-    /// (`Kind.apiVersion`, `namespace/name`) -> resourceVersion our write returned (`None`:
-    /// deleted).
+    /// (`Kind.apiVersion`, `namespace/name`) -> resourceVersion our write returned (`None`: the
+    /// answer had none, so no event can be told to be its echo).
     children: HashMap<(String, String), Option<String>>,
 }
 
