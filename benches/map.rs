@@ -28,7 +28,7 @@ use kubectl_meta::spec::{self, Source};
 use serde_json::{Value, json};
 
 mod common;
-use common::{Server, arg};
+use common::{Server, arg, work_ended};
 
 /// The map hook: input `in-N` -> output ConfigMap `out-N` with the input's data.
 async fn hook_server(calls: Arc<AtomicUsize>) -> String {
@@ -159,7 +159,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let conv = engine.wait_converged(Duration::from_secs(300)).await;
-    let converged = start.elapsed();
+    let converged = work_ended(&conv, start);
     let initial_calls = calls.load(Ordering::Relaxed);
     println!(
         "{inputs} inputs ({workers} workers, api-qps {qps}): inputs created in {:.2}s (the API floor: 16 creates at a time); initial convergence (all outputs created, status counts {inputs}/{inputs}) {:.2}s ({:.0} inputs/s, {:.1}x the floor); {initial_calls} hook calls; peak RSS {:.0} MiB{}",
@@ -200,7 +200,7 @@ async fn main() {
     }
     let followed = t.elapsed();
     let conv = engine.wait_converged(Duration::from_secs(60)).await;
-    let idle = t.elapsed();
+    let idle = work_ended(&conv, t);
     let change_calls = calls.load(Ordering::Relaxed) - before;
     println!(
         "one input changed: output updated after {:.1}ms; engine idle again after {:.0}ms (includes a 300ms quiet period); {change_calls} hook call(s){}",

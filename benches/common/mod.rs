@@ -12,6 +12,10 @@ use kube::discovery::ApiResource;
 use kube_sandbox::Sandbox;
 use serde_json::json;
 
+/// The binary's allocator (see `src/main.rs`), so an in-process bench measures what users run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Group of the bench CRDs.
 pub const GROUP: &str = "bench.kubectl-meta.dev";
 
@@ -26,6 +30,20 @@ pub fn arg(name: &str, default: usize) -> usize {
 }
 
 /// The value of `--name VALUE` on the command line.
+/// Time from `start` until the engine's work ended: when [`Engine::wait_converged`] first saw
+/// it idle (the quiet period that confirmed it is not counted); now, when it did not converge.
+///
+/// [`Engine::wait_converged`]: kubectl_meta::engine::Engine::wait_converged
+pub fn work_ended(
+    rep: &kubectl_meta::engine::OnceReport,
+    start: std::time::Instant,
+) -> std::time::Duration {
+    rep.idle_since.map_or_else(
+        || start.elapsed(),
+        |idle| idle.saturating_duration_since(start),
+    )
+}
+
 pub fn arg_str(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()

@@ -583,9 +583,22 @@ pub fn published_body(body: &serde_json::Value) -> serde_json::Value {
     v
 }
 
-/// Bytes of `v` as JSON.
+/// Bytes of `v` as JSON, counted as they are written (no buffer: every hook call's request and
+/// answer are measured).
 fn json_size(v: &impl Serialize) -> usize {
-    serde_json::to_vec(v).map_or(0, |b| b.len())
+    /// A writer that only counts.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, v).map_or(0, |()| count.0)
 }
 
 /// A plan's objects as [`EngineEvent::Planned`] carries them: a Secret's `data` and

@@ -169,6 +169,7 @@ mod tests {
             errors,
             held,
             children_failed: Vec::new(),
+            idle_since: None,
         }
     }
 

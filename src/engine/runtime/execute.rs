@@ -10,6 +10,7 @@
 
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
@@ -73,10 +74,51 @@ pub struct OwnWrite {
 /// Child writes of one sync sent at once (creates, then updates).
 pub const CHILD_WRITES: usize = 8;
 
-/// One child write's report and the events it published on its private bus.
+/// One child write's report and the events it published, in order, held until the writes of
+/// its batch are merged.
 struct ChildWrite {
     report: ExecReport,
-    rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    events: Vec<EngineEvent>,
+}
+
+/// Where an executor's events go: the engine's bus, or a buffer read once the writes are done
+/// (a child write sent concurrently with others, a server-side dry run). A buffer is a plain
+/// vector, not a private broadcast channel: a channel preallocates its capacity (16,384 slots)
+/// and a sync makes one per child write.
+#[derive(Clone)]
+enum Sink {
+    /// Publish at once.
+    Bus(EventBus),
+    /// Keep for later.
+    Buffer(Arc<Mutex<Vec<EngineEvent>>>),
+}
+
+impl Sink {
+    fn buffer() -> Self {
+        Sink::Buffer(Arc::new(Mutex::new(Vec::new())))
+    }
+
+    fn publish(&self, event: EngineEvent) {
+        match self {
+            Sink::Bus(bus) => bus.publish(event),
+            Sink::Buffer(events) => events
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(event),
+        }
+    }
+
+    /// What a buffer holds (nothing for a bus), emptying it.
+    fn take(&self) -> Vec<EngineEvent> {
+        match self {
+            Sink::Bus(_) => Vec::new(),
+            Sink::Buffer(events) => std::mem::take(
+                &mut *events
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ),
+        }
+    }
 }
 
 /// The result of executing a plan.
@@ -156,7 +198,7 @@ pub enum ExecMode {
 pub struct Executor {
     client: kube::Client,
     strategy: ApplyStrategy,
-    bus: EventBus,
+    sink: Sink,
     /// Send every write with `dryRun=All`.
     dry_run: bool,
 }
@@ -206,7 +248,7 @@ impl Executor {
         Executor {
             client,
             strategy,
-            bus,
+            sink: Sink::Bus(bus),
             dry_run: false,
         }
     }
@@ -225,7 +267,7 @@ impl Executor {
         detail: Option<String>,
         error: Option<String>,
     ) {
-        self.bus.publish(EngineEvent::Action {
+        self.sink.publish(EngineEvent::Action {
             controller: t.controller.to_string(),
             parent: t.subject.parent.clone(),
             map_key: t.subject.map_key.clone(),
@@ -258,21 +300,15 @@ impl Executor {
                 ..ExecReport::default()
             },
             ExecMode::DryRun { server_side: true } => {
-                let bus = EventBus::new();
-                let mut rx = bus.subscribe();
                 let dry = Executor {
-                    client: self.client.clone(),
-                    strategy: self.strategy,
-                    bus,
                     dry_run: true,
+                    ..self.buffered()
                 };
                 let mut report = dry.run(t, plan).await;
                 report.planned = plan.actions(&t.parent_info.key(), &t.subject.parent);
                 // Nothing was persisted: nothing to wait for.
                 report.expectations.clear();
-                while let Ok(e) = rx.try_recv() {
-                    report.actions.push(e);
-                }
+                report.actions = dry.sink.take();
                 report
             }
         }
@@ -347,25 +383,25 @@ impl Executor {
         report
     }
 
-    /// A copy of this executor publishing to a private bus, and that bus's receiver.
-    fn private(&self) -> (Executor, tokio::sync::broadcast::Receiver<EngineEvent>) {
-        let bus = EventBus::new();
-        let rx = bus.subscribe();
-        let exec = Executor {
+    /// A copy of this executor keeping its events in a buffer of its own.
+    fn buffered(&self) -> Executor {
+        Executor {
             client: self.client.clone(),
             strategy: self.strategy,
-            bus,
+            sink: Sink::buffer(),
             dry_run: self.dry_run,
-        };
-        (exec, rx)
+        }
     }
 
     /// Create one child on its own: its report and the events it published.
     async fn create_alone(&self, t: &Target<'_>, c: &Create) -> ChildWrite {
-        let (exec, rx) = self.private();
+        let exec = self.buffered();
         let mut report = ExecReport::default();
         exec.create_child(t, &mut report, c).await;
-        ChildWrite { report, rx }
+        ChildWrite {
+            report,
+            events: exec.sink.take(),
+        }
     }
 
     /// Update one child on its own: its report and the events it published.
@@ -375,10 +411,13 @@ impl Executor {
         u: &Update,
         adopted_rv: Option<&String>,
     ) -> ChildWrite {
-        let (exec, rx) = self.private();
+        let exec = self.buffered();
         let mut report = ExecReport::default();
         exec.update_child(t, &mut report, u, adopted_rv).await;
-        ChildWrite { report, rx }
+        ChildWrite {
+            report,
+            events: exec.sink.take(),
+        }
     }
 
     /// Run `writes` (at most [`CHILD_WRITES`] at once) and fold their reports into `report`,
@@ -394,8 +433,8 @@ impl Executor {
             .collect()
             .await;
         for mut w in done {
-            while let Ok(e) = w.rx.try_recv() {
-                self.bus.publish(e);
+            for e in w.events {
+                self.sink.publish(e);
             }
             report.writes += w.report.writes;
             report.noops += w.report.noops;

@@ -94,6 +94,9 @@ pub struct OnceReport {
     /// Parents converged with failed children (kstatus Failed): (controller, parent, the
     /// children and why). Reported, not waited for.
     pub children_failed: Vec<(String, String, String)>,
+    /// Converged reports of [`Engine::wait_converged`]: when the engine was first seen idle,
+    /// i.e. when its work ended (the quiet period that confirmed it came after).
+    pub idle_since: Option<Instant>,
 }
 
 /// What `--once` (and [`Engine::wait_converged`]) waits for besides syncs that write nothing.
@@ -338,6 +341,7 @@ impl Engine {
             errors: Vec::new(),
             held: None,
             children_failed: Vec::new(),
+            idle_since: None,
         };
         if let Some(why) = self.ctx.writes_held() {
             rep.converged = false;
@@ -435,7 +439,10 @@ impl Engine {
             if done {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= quiet {
-                    return rep;
+                    return OnceReport {
+                        idle_since: Some(since),
+                        ..rep
+                    };
                 }
             } else {
                 idle_since = None;
