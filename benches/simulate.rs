@@ -13,7 +13,9 @@
 //! sync sends, recorded by a plain `dryrun --record`), run directly (a process per call for
 //! exec, HTTP POSTs for the webhook) at the concurrency the simulation can reach (its workers,
 //! `dev`'s default 5, but no more than there are parents); then the simulation's own time:
-//! the wall time less the hook floor. Then where the last run's time went: the binary's timing
+//! the wall time less the hook floor; and, from the run's own timing line, the hook calls'
+//! latencies summed and divided by that concurrency, and the wall time less that (the same
+//! run's account, not moved by a change of load between the run and the floor). Then where the last run's time went: the binary's timing
 //! lines (`KUBECTL_META_LOG` at debug for `kubectl_meta::dryrun`: sandbox start, copy, engine
 //! run with the syncs' and hook calls' summed times, end states).
 //!
@@ -285,15 +287,20 @@ async fn measure(name: &str, kubeconfig: &Path, home: &Path, form: &Form, runs: 
     let floor = hook_floor(form, &request, calls, concurrency).await;
     let s = &doc["summary"];
     let total = wall.as_secs_f64();
+    // The same run's own account: the hook calls' latencies summed, spread over the workers
+    // that could run them at once (robust to the machine's load changing between the run and
+    // the floor; an upper bound on the hook's share when the workers were not all busy).
+    let hook_in_run = field(&lines, "hook_ms").unwrap_or(0) as f64 / 1000.0 / concurrency as f64;
     println!(
-        "{name}, {}: simulation {total:.2}s median wall; {calls} hook calls; hook floor {floor:.2}s ({calls} calls at concurrency {concurrency}, {:.1} ms each); own {:.2}s",
+        "{name}, {}: simulation {total:.2}s median wall; {calls} hook calls; hook floor {floor:.2}s ({calls} calls at concurrency {concurrency}, {:.1} ms each); own {:.2}s (total - floor); in the run, hook {hook_in_run:.2}s, own {:.2}s",
         form.name,
         if calls > 0 {
             floor * 1000.0 * concurrency as f64 / calls as f64
         } else {
             0.0
         },
-        total - floor
+        total - floor,
+        total - hook_in_run
     );
     println!(
         "  converged {}, {} step(s); create {}, update {}, delete {} ({} replaced), parents {parents}",

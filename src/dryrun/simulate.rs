@@ -1294,6 +1294,7 @@ mod tests {
             bus.publish(sync_finished("default/p", i % 2));
         }
         collector.finish().await;
+        sandbox.shutdown().await;
         let steps = steps.lock().unwrap();
         let mine = &steps[&("c".to_string(), "default/p".to_string())];
         assert_eq!(mine.len(), 1000);
@@ -1303,6 +1304,5 @@ mod tests {
                 .all(|(i, s)| s.step == i + 1 && s.writes == i % 2)
         );
         assert_eq!(spent.lock().unwrap().syncs, 1000);
-        sandbox.shutdown().await;
     }
 }
