@@ -104,7 +104,8 @@ async fn hook_context(
 )> {
     let options = engine_options(args);
     let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
-    let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
+    // Nobody subscribes to the one-sync plan's events: a bus without room for them.
+    let ctx = EngineContext::new(conn.client.clone(), EventBus::with_capacity(1), options)
         .map(std::sync::Arc::new)
         .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
     for resolved in &endpoints {

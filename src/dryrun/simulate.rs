@@ -576,8 +576,8 @@ pub async fn run(
     let steps: Steps = Arc::default();
     let statuses: Statuses = Arc::default();
     let spent: Arc<Mutex<Spent>> = Arc::default();
-    let collector = tokio::spawn(collect(
-        bus.subscribe(),
+    let collector = Collector::start(
+        &bus,
         Collected {
             steps: Arc::clone(&steps),
             statuses: Arc::clone(&statuses),
@@ -585,7 +585,7 @@ pub async fn run(
         },
         copy.client.clone(),
         copy.resources.clone(),
-    ));
+    );
     let started = Instant::now();
     let mut engine = Engine::new(Arc::clone(&ctx));
     engine.set_wait_for(WaitFor::Current);
@@ -629,7 +629,8 @@ pub async fn run(
     };
     let ran = ms(started);
     engine.shutdown().await;
-    collector.abort();
+    // Every event of the run is on the bus now: the collector takes them all, then stops.
+    collector.finish().await;
     let spent = spent.lock().map(|s| *s).unwrap_or_default();
     tracing::debug!(
         ms = ran,
@@ -682,82 +683,179 @@ struct Collected {
     spent: Arc<Mutex<Spent>>,
 }
 
-/// Collect the steps (Planned, then SyncFinished) and the parents' statuses after each sync.
-async fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
-    out: Collected,
+/// The tasks that collect what the engine publishes: [`collect`] reads the bus and records
+/// steps and times without waiting on anything; the parents' statuses after their writing
+/// syncs are read by [`read_statuses`], in the order of the syncs, so that a read never holds
+/// up the bus. Stopped in order by [`Collector::finish`].
+struct Collector {
+    done: tokio_util::sync::CancellationToken,
+    events: tokio::task::JoinHandle<()>,
+    statuses: tokio::task::JoinHandle<()>,
+}
+
+impl Collector {
+    /// Subscribe to `bus` and start both tasks.
+    fn start(
+        bus: &EventBus,
+        out: Collected,
+        client: kube::Client,
+        resources: Vec<ResourceInfo>,
+    ) -> Collector {
+        let done = tokio_util::sync::CancellationToken::new();
+        let (to_read, reads) = tokio::sync::mpsc::unbounded_channel();
+        let statuses = tokio::spawn(read_statuses(
+            reads,
+            Arc::clone(&out.statuses),
+            client,
+            resources,
+        ));
+        let events = tokio::spawn(collect(bus.subscribe(), out, to_read, done.clone()));
+        Collector {
+            done,
+            events,
+            statuses,
+        }
+    }
+
+    /// Once the engine is shut down (nothing more is published): take every event still on
+    /// the bus, then every status read asked for, and stop.
+    async fn finish(self) {
+        self.done.cancel();
+        if let Err(e) = self.events.await {
+            tracing::warn!(error = %e, "simulate: the step collector ended abnormally");
+        }
+        // The collector dropped its sender: the reader ends after the reads queued.
+        if let Err(e) = self.statuses.await {
+            tracing::warn!(error = %e, "simulate: the status reader ended abnormally");
+        }
+    }
+}
+
+/// Read the status of each parent named on `reads` (after one of its writing syncs), in
+/// order, into `out`; ends when the collector is done and every read asked for is made.
+async fn read_statuses(
+    mut reads: tokio::sync::mpsc::UnboundedReceiver<(String, String)>,
+    out: Statuses,
     client: kube::Client,
     resources: Vec<ResourceInfo>,
 ) {
-    let mut planned: HashMap<(String, String), Vec<String>> = HashMap::new();
-    loop {
-        let ev = match rx.recv().await {
-            Ok(ev) => ev,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(_) => return,
-        };
-        match ev {
-            EngineEvent::HookCalled { latency, .. } => {
-                if let Ok(mut s) = out.spent.lock() {
-                    s.hook_calls += 1;
-                    s.hooks += latency;
-                }
-            }
-            EngineEvent::Planned {
-                controller,
-                parent,
-                objects,
-                status_change,
-                ..
-            } => {
-                let mut lines: Vec<String> = objects
-                    .iter()
-                    .filter(|o| {
-                        !matches!(
-                            o.action,
-                            ObjectAction::InSync | ObjectAction::Waiting | ObjectAction::Keep
-                        )
-                    })
-                    .map(|o| format!("{} {} {}", header(o.action), o.kind, o.id.object()))
-                    .collect();
-                if status_change {
-                    lines.push(format!("~ status {parent}"));
-                }
-                planned.insert((controller, parent), lines);
-            }
-            EngineEvent::SyncFinished {
-                controller,
-                parent,
-                writes,
-                error,
-                duration,
-                ..
-            } => {
-                if let Ok(mut s) = out.spent.lock() {
-                    s.syncs += 1;
-                    s.sync += duration;
-                }
-                let key = (controller, parent);
-                let actions = planned.remove(&key).unwrap_or_default();
-                if let Ok(mut s) = out.steps.lock() {
-                    let v = s.entry(key.clone()).or_default();
-                    let step = v.len() + 1;
-                    v.push(Step {
-                        step,
-                        writes,
-                        actions,
-                        error,
-                    });
-                }
-                if writes > 0
-                    && let Some(status) = parent_status(&client, &resources, &key.1).await
-                    && let Ok(mut s) = out.statuses.lock()
-                {
-                    s.entry(key).or_default().push(status);
-                }
-            }
-            _ => {}
+    while let Some(key) = reads.recv().await {
+        if let Some(status) = parent_status(&client, &resources, &key.1).await
+            && let Ok(mut s) = out.lock()
+        {
+            s.entry(key).or_default().push(status);
         }
+    }
+}
+
+/// Collect the steps (Planned, then SyncFinished) and the hook and sync times from the bus,
+/// and ask for the parent's status after each writing sync; once `done` is cancelled, take
+/// what is left on the bus and return.
+async fn collect(
+    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    out: Collected,
+    read_status: tokio::sync::mpsc::UnboundedSender<(String, String)>,
+    done: tokio_util::sync::CancellationToken,
+) {
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    let mut planned: HashMap<(String, String), Vec<String>> = HashMap::new();
+    let mut lagged = 0u64;
+    loop {
+        let ev = tokio::select! {
+            biased;
+            ev = rx.recv() => match ev {
+                Ok(ev) => ev,
+                Err(RecvError::Lagged(n)) => {
+                    lagged += n;
+                    continue;
+                }
+                Err(RecvError::Closed) => break,
+            },
+            () = done.cancelled() => match rx.try_recv() {
+                Ok(ev) => ev,
+                Err(TryRecvError::Lagged(n)) => {
+                    lagged += n;
+                    continue;
+                }
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            },
+        };
+        on_event(ev, &out, &mut planned, &read_status);
+    }
+    if lagged > 0 {
+        tracing::warn!(
+            lagged,
+            "simulate: the step collector fell behind the engine's events; steps may be missing"
+        );
+    }
+}
+
+/// Record one engine event (see [`collect`]).
+fn on_event(
+    ev: EngineEvent,
+    out: &Collected,
+    planned: &mut HashMap<(String, String), Vec<String>>,
+    read_status: &tokio::sync::mpsc::UnboundedSender<(String, String)>,
+) {
+    match ev {
+        EngineEvent::HookCalled { latency, .. } => {
+            if let Ok(mut s) = out.spent.lock() {
+                s.hook_calls += 1;
+                s.hooks += latency;
+            }
+        }
+        EngineEvent::Planned {
+            controller,
+            parent,
+            objects,
+            status_change,
+            ..
+        } => {
+            let mut lines: Vec<String> = objects
+                .iter()
+                .filter(|o| {
+                    !matches!(
+                        o.action,
+                        ObjectAction::InSync | ObjectAction::Waiting | ObjectAction::Keep
+                    )
+                })
+                .map(|o| format!("{} {} {}", header(o.action), o.kind, o.id.object()))
+                .collect();
+            if status_change {
+                lines.push(format!("~ status {parent}"));
+            }
+            planned.insert((controller, parent), lines);
+        }
+        EngineEvent::SyncFinished {
+            controller,
+            parent,
+            writes,
+            error,
+            duration,
+            ..
+        } => {
+            if let Ok(mut s) = out.spent.lock() {
+                s.syncs += 1;
+                s.sync += duration;
+            }
+            let key = (controller, parent);
+            let actions = planned.remove(&key).unwrap_or_default();
+            if let Ok(mut s) = out.steps.lock() {
+                let v = s.entry(key.clone()).or_default();
+                let step = v.len() + 1;
+                v.push(Step {
+                    step,
+                    writes,
+                    actions,
+                    error,
+                });
+            }
+            if writes > 0 {
+                // The reader outlives the collector: a send fails only if it panicked.
+                let _ = read_status.send(key);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -1158,4 +1256,53 @@ pub fn end_state_differences(current: &[ParentRun], other: &[ParentRun]) -> Vec<
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sync_finished(parent: &str, writes: usize) -> EngineEvent {
+        EngineEvent::SyncFinished {
+            controller: "c".into(),
+            parent: parent.into(),
+            map_key: None,
+            status_only: false,
+            duration: Duration::from_millis(1),
+            writes,
+            error: None,
+            error_layer: None,
+            retry_in: None,
+        }
+    }
+
+    /// Every event published before [`Collector::finish`] is counted (the collector used to be
+    /// aborted, losing what it had not taken yet), and a writing sync's status read (here of a
+    /// parent no listed resource holds) does not keep it from finishing.
+    #[tokio::test]
+    async fn the_collector_takes_every_event_published_before_it_finishes() {
+        let sandbox = Sandbox::start(SandboxConfig::ephemeral()).await.unwrap();
+        let bus = EventBus::new();
+        let out = Collected {
+            steps: Arc::default(),
+            statuses: Arc::default(),
+            spent: Arc::default(),
+        };
+        let (steps, spent) = (Arc::clone(&out.steps), Arc::clone(&out.spent));
+        let collector = Collector::start(&bus, out, sandbox.in_process_client(), Vec::new());
+        for i in 0..1000 {
+            bus.publish(sync_finished("default/p", i % 2));
+        }
+        collector.finish().await;
+        sandbox.shutdown().await;
+        let steps = steps.lock().unwrap();
+        let mine = &steps[&("c".to_string(), "default/p".to_string())];
+        assert_eq!(mine.len(), 1000);
+        assert!(
+            mine.iter()
+                .enumerate()
+                .all(|(i, s)| s.step == i + 1 && s.writes == i % 2)
+        );
+        assert_eq!(spent.lock().unwrap().syncs, 1000);
+    }
 }

@@ -728,7 +728,13 @@ impl Default for EventBus {
 impl EventBus {
     /// A bus with room for 16,384 undelivered events per subscriber.
     pub fn new() -> Self {
-        let (tx, _) = broadcast::channel(16_384);
+        Self::with_capacity(16_384)
+    }
+
+    /// A bus with room for `capacity` undelivered events per subscriber (at least 1). The
+    /// room is allocated up front, so a bus nobody subscribes to is best made with 1.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity.max(1));
         EventBus { tx }
     }
 
