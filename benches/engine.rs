@@ -23,10 +23,13 @@
 //! - the floors, measured in the same run: the API server's (the creates convergence needs,
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
 //!   as the engine made, at `--workers` concurrency), and the engine's time as a multiple of the
-//!   larger; syncs and hook calls per parent.
+//!   larger; syncs and hook calls per parent. Then the floor of all the writes the start-up
+//!   made: those creates plus the status writes of the run as updates (each parent's status is
+//!   written twice under Metacontroller's semantics: after its children are created, and once
+//!   the hook sees them), and the engine's time as a multiple of that.
 //!
 //! The engine's client is `dev`'s: built by `k8s::client::connect` with the default limits
-//! (no fixed rate, the adaptive window); `--workers` (default 5, `dev`'s default) and
+//! (no fixed rate, the adaptive window); `--workers` (default `dev`'s, 16) and
 //! `--api-qps` (default 0) as `dev`'s flags.
 
 use std::sync::Arc;
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::routing::post;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube_sandbox::SandboxConfig;
 use kubectl_meta::engine::Engine;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
@@ -100,9 +103,16 @@ async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> Str
     format!("http://{addr}/sync")
 }
 
-/// The API server's floor: `n` ConfigMap creates into namespace `floor`, from 8 keep-alive
-/// clients at once (no client-side limit). Returns the seconds it took.
-async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
+type ConfigMaps = Api<k8s_openapi::api::core::v1::ConfigMap>;
+
+/// `op(configmaps, i)` for every `i` in `0..n`, from 8 keep-alive clients at once (no
+/// client-side limit; client `c` takes every 8th `i` from `c`) on the ConfigMaps of namespace
+/// `floor_ns`. Returns the seconds it took.
+async fn from_8_clients<F, Fut>(server: &Server, floor_ns: &str, n: usize, op: F) -> f64
+where
+    F: Fn(ConfigMaps, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(server.client().await);
@@ -112,19 +122,11 @@ async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
         .into_iter()
         .enumerate()
         .map(|(c, client)| {
-            let floor_ns = floor_ns.to_string();
+            let api: ConfigMaps = Api::namespaced(client, floor_ns);
+            let op = op.clone();
             tokio::spawn(async move {
-                let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
-                    Api::namespaced(client, &floor_ns);
                 for i in (c..n).step_by(8) {
-                    let cm = serde_json::from_value(json!({
-                        "metadata": {"name": format!("f{i:06}")},
-                        "data": {"index": i.to_string()}
-                    }))
-                    .expect("configmap");
-                    api.create(&PostParams::default(), &cm)
-                        .await
-                        .expect("floor create");
+                    op(api.clone(), i).await;
                 }
             })
         })
@@ -133,6 +135,38 @@ async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
         t.await.expect("floor task");
     }
     start.elapsed().as_secs_f64()
+}
+
+/// The API server's floor: `n` ConfigMap creates into namespace `floor`, from 8 clients.
+async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
+    from_8_clients(server, floor_ns, n, |api, i| async move {
+        let cm = serde_json::from_value(json!({
+            "metadata": {"name": format!("f{i:06}")},
+            "data": {"index": i.to_string()}
+        }))
+        .expect("configmap");
+        api.create(&PostParams::default(), &cm)
+            .await
+            .expect("floor create");
+    })
+    .await
+}
+
+/// The API server's floor for `n` updates: merge patches of the ConfigMaps [`api_floor`]
+/// created (`created` of them, in turn), from 8 clients: what the status writes a start-up
+/// makes cost the server.
+async fn api_update_floor(server: &Server, floor_ns: &str, created: usize, n: usize) -> f64 {
+    from_8_clients(server, floor_ns, n, move |api, i| async move {
+        let patch = json!({"data": {"status": format!("update {i}")}});
+        api.patch(
+            &format!("f{:06}", i % created.max(1)),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("floor update");
+    })
+    .await
 }
 
 /// The hook's floor: `n` calls of a sync request like the engine's, `concurrency` at a time.
@@ -261,7 +295,7 @@ async fn main() {
     let timeout = Duration::from_secs(arg("--timeout", 300) as u64);
     let mut cfg = SandboxConfig::ephemeral();
     cfg.tunables.kubelet_delay = None;
-    let workers = arg("--workers", 5);
+    let workers = arg("--workers", kubectl_meta::engine::DEFAULT_WORKERS);
     let qps = arg("--api-qps", 0) as f64;
     let server = Server::from_args(cfg).await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -445,6 +479,11 @@ async fn main() {
     //    the start-up made, at the same concurrency.
     let hook_floor_s = hook_floor(&url, start_calls, workers).await;
     let floor = api_floor_s.max(hook_floor_s);
+    // The start-up's other writes (parent statuses) as updates, for the floor of everything
+    // the server had to write: the parents' creates, the children's, and the statuses.
+    let updates = start_writes.saturating_sub(want);
+    let update_floor_s = api_update_floor(&server, &floor_ns, floor_creates, updates).await;
+    let all_writes_floor = (api_floor_s + update_floor_s).max(hook_floor_s);
     println!(
         "floors: API server {floor_creates} creates from 8 clients in {api_floor_s:.2}s ({:.0}/s); hook {start_calls} calls at concurrency {workers} in {hook_floor_s:.2}s ({:.0}/s). Engine (workers {workers}, api-qps {qps}): converged in {:.2}s = {:.2}x the floor; {:.2} syncs and {:.2} hook calls per parent",
         floor_creates as f64 / api_floor_s,
@@ -453,6 +492,12 @@ async fn main() {
         converged.as_secs_f64() / floor,
         start_syncs as f64 / parents as f64,
         start_calls as f64 / parents as f64,
+    );
+    println!(
+        "all writes: the creates plus the start-up's {updates} status writes as updates ({update_floor_s:.2}s from 8 clients) = {:.2}s; the engine took {:.2}x that ({:.2} writes per parent besides its creation)",
+        api_floor_s + update_floor_s,
+        converged.as_secs_f64() / all_writes_floor,
+        start_writes as f64 / parents as f64,
     );
     let rv_moved = matches!((rv_before, rv_after), (Some(a), Some(b)) if a != b);
     server.cleanup(&[plural.as_str()], &[&ns, &floor_ns]).await;

@@ -203,7 +203,7 @@ async fn main() {
     let idle = work_ended(&conv, t);
     let change_calls = calls.load(Ordering::Relaxed) - before;
     println!(
-        "one input changed: output updated after {:.1}ms; engine idle again after {:.0}ms (includes a 300ms quiet period); {change_calls} hook call(s){}",
+        "one input changed: output updated after {:.1}ms; engine idle again after {:.0}ms; {change_calls} hook call(s){}",
         followed.as_secs_f64() * 1000.0,
         idle.as_secs_f64() * 1000.0,
         if conv.converged {

@@ -12,7 +12,7 @@
 //! as many calls of the same hook program with a representative request (the one the first
 //! sync sends, recorded by a plain `dryrun --record`), run directly (a process per call for
 //! exec, HTTP POSTs for the webhook) at the concurrency the simulation can reach (its workers,
-//! `dev`'s default 5, but no more than there are parents); then the simulation's own time:
+//! `dev`'s default 16, but no more than there are parents); then the simulation's own time:
 //! the wall time less the hook floor; and, from the run's own timing line, the hook calls'
 //! latencies summed and divided by that concurrency, and the wall time less that (the same
 //! run's account, not moved by a change of load between the run and the floor). Then where the last run's time went: the binary's timing
@@ -41,7 +41,7 @@ use tokio::io::AsyncWriteExt;
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
 
 /// The engine's workers in the simulation (`dev`'s default).
-const WORKERS: usize = 5;
+const WORKERS: usize = kubectl_meta::engine::DEFAULT_WORKERS;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

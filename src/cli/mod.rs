@@ -111,7 +111,7 @@ impl DefinitionArgs {
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
     /// Concurrent syncs per controller.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = crate::engine::DEFAULT_WORKERS)]
     pub workers: usize,
     /// Explicit client-side cap: API requests per second (default 0: no fixed limit; requests
     /// go as fast as the API server accepts them, and a 429 answer slows them down and is

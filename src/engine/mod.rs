@@ -19,7 +19,7 @@ pub mod plan;
 pub(crate) mod runtime;
 
 // The runtime's public surface: start an engine on a client, drive it, read its queue.
-pub use runtime::context::{EngineContext, EngineOptions, Recording};
+pub use runtime::context::{DEFAULT_WORKERS, EngineContext, EngineOptions, Recording};
 pub use runtime::execute::ApplyStrategy;
 pub use runtime::queue::QueueStats;
 pub use runtime::{Engine, OnceReport, WaitFor};
