@@ -373,6 +373,10 @@ impl Running {
     pub async fn converge(&self) -> OnceReport {
         let rep = self.engine.wait_converged(TIMEOUT * 2).await;
         assert!(rep.converged, "engine did not converge: {rep:?}");
+        assert!(
+            rep.idle_since.is_some(),
+            "a converged report says since when the engine was idle: {rep:?}"
+        );
         rep
     }
 
