@@ -140,6 +140,15 @@ fn hello_with_hook(dir: &std::path::Path, script: &str) -> String {
     dir.display().to_string()
 }
 
+/// `kubectl apply` the CRD and the sample parent [`hello_with_hook`] wrote in `dir` (the live
+/// state a simulation starts from).
+fn apply_crd_and_sample(sb: &common::TestSandbox, dir: &std::path::Path) {
+    for f in ["00-crd.yaml", "20-sample.yaml"] {
+        let applied = sb.kubectl(&["apply", "-f", &dir.join(f).display().to_string()]);
+        assert!(applied.status.success(), "{applied:?}");
+    }
+}
+
 /// A hook that writes the time into the status on every sync never converges: named, with
 /// the field, exit 4; nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,10 +160,7 @@ async fn a_status_rewritten_every_sync_is_named_as_not_converging() {
         dir.path(),
         "import json, sys, time\njson.load(sys.stdin)\nprint(json.dumps({\"status\": {\"syncedAt\": time.time_ns()}, \"children\": []}))\n",
     );
-    for f in ["00-crd.yaml", "20-sample.yaml"] {
-        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
-        assert!(applied.status.success(), "{applied:?}");
-    }
+    apply_crd_and_sample(&sb, dir.path());
     let before = global_rv(&sb).await;
     let (code, doc, err) = simulate(&sb, home.path(), &["-f", &files, "--max-steps", "5"]).await;
     assert_eq!(code, 4, "{doc:#}\n{err}");
@@ -197,10 +203,7 @@ async fn against_shows_how_the_end_states_differ() {
             .unwrap();
         }
     }
-    for f in ["00-crd.yaml", "20-sample.yaml"] {
-        let applied = sb.kubectl(&["apply", "-f", &a.path().join(f).display().to_string()]);
-        assert!(applied.status.success(), "{applied:?}");
-    }
+    apply_crd_and_sample(&sb, a.path());
     let before = global_rv(&sb).await;
     let (code, doc, err) = simulate(&sb, home.path(), &["-f", &current, "--against", &other]).await;
     assert_eq!(code, 1, "{doc:#}\n{err}");
@@ -393,10 +396,7 @@ async fn a_child_nothing_makes_ready_is_named_as_waiting_on_readiness() {
         dir.path(),
         "import json, sys\nreq = json.load(sys.stdin)\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'nodeSelector': {'disk': 'none-has-it'}, 'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
     );
-    for f in ["00-crd.yaml", "20-sample.yaml"] {
-        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
-        assert!(applied.status.success(), "{applied:?}");
-    }
+    apply_crd_and_sample(&sb, dir.path());
     let before = global_rv(&sb).await;
     let started = std::time::Instant::now();
     let (code, doc, err) = simulate(
@@ -441,10 +441,7 @@ async fn a_hook_error_is_named_with_its_step() {
         dir.path(),
         "import json, sys\nreq = json.load(sys.stdin)\nif req.get('children', {}).get('Pod.v1'):\n    sys.exit('boom: the second sync')\nname = req['parent']['metadata']['name']\nprint(json.dumps({'children': [{'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': name}, 'spec': {'containers': [{'name': 'c', 'image': 'busybox'}]}}]}))\n",
     );
-    for f in ["00-crd.yaml", "20-sample.yaml"] {
-        let applied = sb.kubectl(&["apply", "-f", &dir.path().join(f).display().to_string()]);
-        assert!(applied.status.success(), "{applied:?}");
-    }
+    apply_crd_and_sample(&sb, dir.path());
     let before = global_rv(&sb).await;
     let (code, doc, err) = simulate(&sb, home.path(), &["-f", &files]).await;
     assert_eq!(code, 4, "{doc:#}\n{err}");
