@@ -24,8 +24,8 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::devloop::watch::{ChangeBatch, FileWatcher, WatchConfig};
+use crate::engine::Engine;
 use crate::engine::events::{EngineEvent, EventBus};
-use crate::engine::runtime::Engine;
 use crate::engine::runtime::context::HookGate;
 use crate::hooks::HookTarget;
 use crate::hooks::endpoint;

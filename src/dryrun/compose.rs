@@ -18,7 +18,6 @@ use crate::engine::events::EventSubject;
 use crate::engine::kinds::composite::{self, Composite};
 use crate::engine::kinds::decorator::{self, Decorator};
 use crate::engine::kinds::map::{self, MapCtl, MapWork};
-use crate::engine::kinds::shared::StartError;
 use crate::engine::plan::map_plan;
 use crate::engine::plan::planner::{self, SyncPlan};
 use crate::engine::plan::rollout;
@@ -26,6 +25,7 @@ use crate::engine::runtime::context::EngineContext;
 use crate::engine::runtime::reconcile::{self, KindController, SyncCx};
 use crate::engine::runtime::snapshot::{LiveError, LiveReader};
 use crate::engine::runtime::source::{self, SnapshotError};
+use crate::engine::runtime::start::StartError;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
 use crate::spec::{

@@ -31,7 +31,7 @@ use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::plan::planner::ObjectAction;
 use crate::engine::runtime::context::{EngineContext, EngineOptions};
 use crate::engine::runtime::snapshot::LiveReader;
-use crate::engine::runtime::{Engine, OnceReport, WaitFor};
+use crate::engine::{Engine, OnceReport, WaitFor};
 use crate::hooks::endpoint::ResolvedController;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};
@@ -504,7 +504,7 @@ impl ParentRun {
 
 /// How long everything must stay done before the run is called converged: the sandbox is in
 /// this process, its events reach the engine within microseconds (a remote API server needs
-/// [`crate::engine::runtime::QUIET`]).
+/// [`crate::engine::QUIET`]).
 const SIM_QUIET: Duration = Duration::from_millis(100);
 
 /// How long nothing may change (no sync, no write in the sandbox) while the engine waits only

@@ -11,7 +11,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::engine::plan::apply::FieldChange;
-use crate::engine::plan::planner::{DetachedOutput, ObjectPlan};
+use crate::engine::plan::planner::{DetachedOutput, ObjectPlan, SyncPlan};
+
+// The verbs and held writes are the plan's words (`plan::writes`); events carry them.
+pub use crate::engine::plan::writes::{ActionVerb, HeldAction};
 
 /// Why a parent was synced (a parent can have several reasons, coalesced by the work queue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -138,80 +141,6 @@ impl EventKey for EventSubject {
 impl EventKey for crate::k8s::object::ObjectKey {
     fn subject(&self) -> EventSubject {
         EventSubject::parent(self.to_string())
-    }
-}
-
-/// What an action did to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ActionVerb {
-    /// Created a child.
-    Create,
-    /// Updated a child (three-way merge or server-side apply).
-    Update,
-    /// Deleted a child.
-    Delete,
-    /// Added our ControllerRef to an orphan.
-    Adopt,
-    /// Removed our ControllerRef from an object that no longer matches.
-    Release,
-    /// Wrote the parent's status.
-    Status,
-    /// Added the finalizer to the parent.
-    AddFinalizer,
-    /// Removed the finalizer from the parent.
-    RemoveFinalizer,
-    /// Wrote a ControllerRevision (rolling updates).
-    Revision,
-    /// Applied a non-controller document from a controller file (`--apply`).
-    ApplyDocument,
-    /// A write the server answered with the resourceVersion the object already had: it
-    /// changed nothing (the server normalizes or rewrites what was sent). Not a write.
-    NoOp,
-}
-
-/// One write a paused sync held back, named as `action` events name the writes they report:
-/// what is done (`verb`) to which object (`resource` as `Kind.version`, `object` as
-/// `namespace/name`), and a `detail` (why a child is deleted, which fields an update changes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HeldAction {
-    /// What would be done.
-    pub verb: ActionVerb,
-    /// The object's resource (`Kind.version`, or `Kind.group/version`).
-    pub resource: String,
-    /// `namespace/name` (or `name`).
-    pub object: String,
-    /// Why or what exactly (`not desired`, the changed fields, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-impl std::fmt::Display for HeldAction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} {}", self.verb, self.resource, self.object)?;
-        match &self.detail {
-            Some(d) => write!(f, " ({d})"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl std::fmt::Display for ActionVerb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ActionVerb::Create => "create",
-            ActionVerb::Update => "update",
-            ActionVerb::Delete => "delete",
-            ActionVerb::Adopt => "adopt",
-            ActionVerb::Release => "release",
-            ActionVerb::Status => "status",
-            ActionVerb::AddFinalizer => "add-finalizer",
-            ActionVerb::RemoveFinalizer => "remove-finalizer",
-            ActionVerb::Revision => "revision",
-            ActionVerb::ApplyDocument => "apply",
-            ActionVerb::NoOp => "no-op",
-        })
     }
 }
 
@@ -599,6 +528,25 @@ fn json_size(v: &impl Serialize) -> usize {
     }
     let mut count = Count(0);
     serde_json::to_writer(&mut count, v).map_or(0, |()| count.0)
+}
+
+// The event of a plan lives with the events (not in `plan`), so the plan does not import
+// the event stream back.
+impl SyncPlan {
+    /// The [`EngineEvent::Planned`] event of this plan.
+    pub fn event(&self, controller: &str, parent: &str) -> EngineEvent {
+        EngineEvent::Planned {
+            controller: controller.to_string(),
+            parent: parent.to_string(),
+            map_key: self.map_key.clone(),
+            objects: published_objects(&self.objects),
+            detached: self.detached.clone(),
+            status_change: self.status.is_some(),
+            finalizer: self.finalizer,
+            resync_after_seconds: self.resync_after_seconds,
+            writes: self.write_count(),
+        }
+    }
 }
 
 /// A plan's objects as [`EngineEvent::Planned`] carries them: a Secret's `data` and

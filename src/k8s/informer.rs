@@ -729,6 +729,26 @@ fn string_labels(obj: &Value) -> impl Iterator<Item = (&str, &str)> {
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
 }
 
+/// Receive an informer's events until `stop` fires or the informer ends, calling `f` for each.
+/// A receiver that fell behind gets [`InformerEvent::Relisted`]: anything may have changed.
+pub async fn for_each_event(
+    mut rx: tokio::sync::broadcast::Receiver<InformerEvent>,
+    stop: tokio_util::sync::CancellationToken,
+    mut f: impl FnMut(InformerEvent),
+) {
+    loop {
+        let ev = tokio::select! {
+            e = rx.recv() => e,
+            () = stop.cancelled() => return,
+        };
+        match ev {
+            Ok(e) => f(e),
+            Err(broadcast::error::RecvError::Lagged(_)) => f(InformerEvent::Relisted),
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -560,40 +560,6 @@ mod tests {
         assert_eq!(unavailable_wait(&resp(429, None), 0), None);
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_client_waits_out_429s_and_counts_them() {
-        use kube_sandbox::faults::Fault;
-        let sb = kube_sandbox::Sandbox::start(kube_sandbox::SandboxConfig::ephemeral())
-            .await
-            .expect("sandbox");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("config");
-        std::fs::write(&path, sb.kubeconfig_yaml()).expect("kubeconfig");
-        let conn = crate::k8s::client::connect(Some(&path), Some("sandbox"), None)
-            .await
-            .expect("connect");
-        let refused = sb.faults().inject(
-            Fault::on("GET", "/api/v1/namespaces/kube-system")
-                .too_many_requests(1)
-                .times(2),
-        );
-        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
-            kube::Api::all(conn.client.clone());
-        let start = std::time::Instant::now();
-        let ns = api.get("kube-system").await;
-        assert!(ns.is_ok(), "answered after the 429s: {ns:?}");
-        assert!(
-            start.elapsed() >= Duration::from_secs(2),
-            "two Retry-After: 1 waits"
-        );
-        assert_eq!(refused.fired(), 2);
-        let s = conn.pace.snapshot();
-        assert_eq!((s.throttled, s.answered), (2, 3), "{s:?}");
-        // One request in flight: the window went down to 1; the answer widened it by 1/1.
-        assert_eq!(s.window, Some(2), "{s:?}");
-        sb.shutdown().await;
-    }
-
     #[test]
     fn watches_are_told_apart_by_their_query() {
         let w = |s: &str| is_watch(&s.parse::<axum::http::Uri>().expect("uri"));

@@ -6,11 +6,13 @@
 //! - [`load`]: [`load_paths`] and [`parse_controller`].
 //! - [`validate`]: the rules a definition must follow ([`Problem`]s).
 //! - [`duration`]: Go duration strings (`10s`, `1m30s`).
+//! - [`pem`]: CA certificates in PEM (`caBundle`), parsed for validation and the hook callers.
 //! - [`selector`]: `-l/--selector`, which definitions run (Metacontroller's
 //!   `--target-label-selector`).
 
 pub(crate) mod duration;
 pub(crate) mod load;
+pub(crate) mod pem;
 pub(crate) mod selector;
 pub(crate) mod types;
 pub(crate) mod validate;

@@ -549,7 +549,7 @@ impl Checker {
             ),
         }
         if let Some(pem) = &ca.inline
-            && let Err(e) = crate::hooks::endpoint::parse_ca_pem(pem.as_bytes())
+            && let Err(e) = crate::spec::pem::parse_ca_pem(pem.as_bytes())
         {
             self.add(format!("{field}.inline"), e);
         }

@@ -44,7 +44,7 @@ use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
 use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
-use crate::engine::runtime::{Engine, WaitFor};
+use crate::engine::{Engine, WaitFor};
 use crate::hooks::endpoint;
 use crate::hooks::record::SecretsMode;
 use crate::k8s::client::{self, Connection};

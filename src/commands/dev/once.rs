@@ -9,7 +9,7 @@ use super::ONCE_REPORT_EVERY;
 use crate::commands::exit::{Class, fail};
 use crate::engine::error::{Layer, SyncError, WritesHeld};
 use crate::engine::events::{EngineEvent, EventBus};
-use crate::engine::runtime::{Engine, OnceReport};
+use crate::engine::{Engine, OnceReport};
 use crate::k8s::lease;
 
 /// `--once`: wait until every parent converged, while the engine retries failed syncs with

@@ -16,8 +16,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::events::{EngineEvent, Trigger};
-use crate::engine::kinds::related_cache::RelatedCache;
-pub use crate::engine::kinds::shared::StartError;
 use crate::engine::kinds::shared::{self, SyncHooks};
 use crate::engine::plan::hookapi::{self, Version};
 use crate::engine::plan::ownership::CONTROLLER_UID_LABEL;
@@ -32,10 +30,13 @@ use crate::engine::runtime::execute::Target;
 use crate::engine::runtime::memory::SyncMemory;
 use crate::engine::runtime::queue::{Backoff, WorkQueue};
 use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::runtime::related_cache::RelatedCache;
 use crate::engine::runtime::routing;
 use crate::engine::runtime::routing::ChildAction;
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::engine::runtime::start;
+use crate::engine::runtime::start::StartError;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -277,9 +278,11 @@ impl Composite {
         if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
             let rx = parents.subscribe();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                me.route_parent(ev)
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.route_parent(ev),
+            ));
         }
         for slot in &self.children {
             let Some(informer) = slot.source.informer() else {
@@ -288,11 +291,15 @@ impl Composite {
             let me = Arc::clone(self);
             let rx = informer.subscribe();
             let resource = slot.ty.key.clone();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                for action in routing::child_event(&resource, ev) {
-                    me.route_child(action);
-                }
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| {
+                    for action in routing::child_event(&resource, ev) {
+                        me.route_child(action);
+                    }
+                },
+            ));
         }
         let me = Arc::clone(self);
         routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
@@ -719,7 +726,7 @@ async fn ensure_revision_resource(
     } else {
         std::time::Duration::ZERO
     };
-    let v = shared::resolve_all_after(
+    let v = start::resolve_all_after(
         ctx,
         controller,
         &[(
@@ -778,7 +785,7 @@ pub async fn launch(
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     tracker: Arc<Tracker>,
-) -> Result<shared::Launched, StartError> {
+) -> Result<start::Launched, StartError> {
     let comp: Arc<Composite> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

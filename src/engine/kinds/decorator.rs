@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::events::Trigger;
-use crate::engine::kinds::related_cache::RelatedCache;
 use crate::engine::kinds::shared::{self, StartError, SyncHooks};
 use crate::engine::plan::decorator_rule::{self, TargetRule};
 use crate::engine::plan::hookapi;
@@ -36,9 +35,11 @@ use crate::engine::runtime::execute::Target;
 use crate::engine::runtime::memory::SyncMemory;
 use crate::engine::runtime::queue::{Backoff, WorkQueue};
 use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::engine::runtime::related_cache::RelatedCache;
 use crate::engine::runtime::routing;
 use crate::engine::runtime::routing::ChildAction;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, Source, Wanted};
+use crate::engine::runtime::start;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
@@ -328,9 +329,11 @@ impl Decorator {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                me.route_target(i, ev)
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.route_target(i, ev),
+            ));
         }
         for a in &self.attachments {
             let Some(informer) = a.source.informer() else {
@@ -339,16 +342,20 @@ impl Decorator {
             let me = Arc::clone(self);
             let rx = informer.subscribe();
             let resource = a.ty.key.clone();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                for action in routing::child_event(&resource, ev) {
-                    match action {
-                        ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
-                        // Attachments are never adopted.
-                        ChildAction::Orphan(..) => {}
-                        ChildAction::All(t) => me.enqueue_all(t),
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| {
+                    for action in routing::child_event(&resource, ev) {
+                        match action {
+                            ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
+                            // Attachments are never adopted.
+                            ChildAction::Orphan(..) => {}
+                            ChildAction::All(t) => me.enqueue_all(t),
+                        }
                     }
-                }
-            }));
+                },
+            ));
         }
         let me = Arc::clone(self);
         routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
@@ -641,7 +648,7 @@ pub async fn launch(
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     tracker: Arc<Tracker>,
-) -> Result<shared::Launched, StartError> {
+) -> Result<start::Launched, StartError> {
     let dec: Arc<Decorator> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(dec, ctx, stop, tracker))
 }

@@ -45,6 +45,7 @@ use crate::engine::runtime::reconcile::{self, HookCall, KindController, Parts, S
 use crate::engine::runtime::routing;
 use crate::engine::runtime::snapshot::LiveReader;
 use crate::engine::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::engine::runtime::start;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::strip_volatile;
@@ -370,9 +371,11 @@ impl MapCtl {
         if let Some(parents) = self.parent_source.informer() {
             let me = Arc::clone(self);
             let rx = parents.subscribe();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                me.on_parent_event(ev)
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.on_parent_event(ev),
+            ));
         }
         for i in 0..self.inputs.len() {
             let Some(informer) = self.inputs[i].source.informer() else {
@@ -380,9 +383,11 @@ impl MapCtl {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                me.on_input_event(i, ev)
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.on_input_event(i, ev),
+            ));
             self.reindex_inputs(i);
         }
         for i in 0..self.outputs.len() {
@@ -391,9 +396,11 @@ impl MapCtl {
             };
             let me = Arc::clone(self);
             let rx = informer.subscribe();
-            tokio::spawn(routing::for_each_event(rx, stop.clone(), move |ev| {
-                me.on_output_event(i, ev)
-            }));
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.on_output_event(i, ev),
+            ));
         }
         let me = Arc::clone(self);
         routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
@@ -1224,7 +1231,7 @@ pub async fn launch(
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     tracker: Arc<Tracker>,
-) -> Result<shared::Launched, StartError> {
+) -> Result<start::Launched, StartError> {
     let ctl: Arc<MapCtl> = source::watched(def, Arc::clone(&ctx), &stop).await?;
     Ok(reconcile::launch(ctl, ctx, stop, tracker))
 }
@@ -1278,5 +1285,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("spec.selector is invalid"), "{e}");
+    }
+
+    #[test]
+    fn call_records_carry_the_map_key_of_map_controller_keys() {
+        use crate::engine::runtime::caller::Caller;
+        let p = crate::k8s::object::ObjectKey::new(Some("ns"), "p");
+        let plain = Caller::new("CompositeController", "c").info("sync", &p);
+        assert_eq!((plain.parent.as_str(), plain.map_key), ("ns/p", None));
+        let map = Caller::new("MapController", "m")
+            .info("map", &MapWork::Key(p.clone(), "configmap-a-0123".into()));
+        assert_eq!(map.parent, "ns/p");
+        assert_eq!(map.map_key.as_deref(), Some("configmap-a-0123"));
+        assert_eq!(map.label(), "ns/p configmap-a-0123");
+        // A parent-level key of a map controller has no map key.
+        let whole = Caller::new("MapController", "m").info("map", &MapWork::Parent(p));
+        assert_eq!(whole.map_key, None);
     }
 }

@@ -6,13 +6,13 @@
 //!   status and attachments; finalize when a target is deleted or stops matching).
 //! - [`map`]: MapController (one map hook call per selected input, tombstones for inputs that
 //!   are gone, engine-computed status).
-//! - [`shared`]: what the kinds share to start (resolving resources and hooks, waiting for the
-//!   caches) and scope checks.
-//! - [`related`], [`related_cache`]: customize-hook related resources and their cache.
+//! - [`shared`]: what the kinds share to resolve a definition (hooks, child types) and scope
+//!   checks.
+//!
+//! What they run on (start-up, routing, hook calls, the customize-hook related resources and
+//! their cache) is [`crate::engine::runtime`]; nothing there names a kind.
 
 pub(crate) mod composite;
 pub(crate) mod decorator;
 pub(crate) mod map;
-pub(crate) mod related;
-pub(crate) mod related_cache;
 pub(crate) mod shared;

@@ -1,131 +1,29 @@
-//! What every controller kind shares beyond the worker loop of [`crate::engine::runtime::controller`]: starting
-//! ([`resolve_all`] waiting for missing resources, [`resolve_hook`] and [`SyncHooks`],
-//! [`child_type`], [`declared_types`], [`wait_caches`], [`StartError`], [`launched`]), scope checks
-//! ([`sync_mode`], [`parent_selector`], [`scope_namespace`]) and [`strip_volatile`].
+//! What the controller kinds share to resolve a definition: its hooks ([`resolve_hook`],
+//! [`SyncHooks`]), its declared child types ([`child_type`], [`declared_types`]), and the
+//! scope checks of a sync ([`sync_mode`], [`parent_selector`], [`scope_namespace`],
+//! [`in_namespace_scope`]).
 //!
-//! The other shared pieces live one concept per file and are re-exported here:
-//! [`crate::engine::runtime::routing`] (informer events to queue keys, the resync timer), [`crate::engine::runtime::caller`]
-//! (hook calls and replays), [`crate::engine::runtime::memory`] (per-key memory between syncs),
-//! [`crate::engine::kinds::related_cache`] (customize answers and related-object routing) and
-//! [`crate::engine::runtime::carry`] (carrying a plan out, waiting for the caches, failed syncs).
+//! Starting a controller (resolving resources, waiting for caches, [`StartError`], its worker
+//! loop) is [`crate::engine::runtime::start`]; the other shared pieces live one concept per file
+//! in [`crate::engine::runtime`] (routing, caller, memory, related_cache, carry).
 //!
 //! Nothing here knows a controller kind: helpers take the engine context, informers (through
 //! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
 //! DecoratorController and MapController share them.
 
-use std::collections::HashSet;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::events::{EngineEvent, Trigger};
-use crate::engine::kinds::related_cache::Customize;
 use crate::engine::plan::writes::ChildType;
 use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::context::{EngineContext, HookSpec};
-use crate::engine::runtime::controller::{ControllerHandle, Reconciler, Tracker, run_workers};
+use crate::engine::runtime::related_cache::Customize;
+pub use crate::engine::runtime::start::StartError;
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::Informer;
 use crate::k8s::object;
 use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
-
-/// Why a controller could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// Configuration that can never work (scope mismatch, bad hook).
-    #[error("controller {controller}: {message}")]
-    Config {
-        /// Controller name.
-        controller: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// Stopped before the controller could start.
-    #[error("controller {0}: stopped before it started")]
-    Stopped(String),
-}
-
-impl StartError {
-    /// A [`StartError::Config`] for `controller`.
-    pub fn config(controller: &str, message: impl Into<String>) -> Self {
-        StartError::Config {
-            controller: controller.to_string(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Resolve `(apiVersion, resource)` pairs, reporting and retrying missing ones until they
-/// exist or `stop` fires.
-pub async fn resolve_all(
-    ctx: &EngineContext,
-    controller: &str,
-    wanted: &[(String, String)],
-    stop: &CancellationToken,
-) -> Result<Vec<ResourceInfo>, StartError> {
-    resolve_all_after(ctx, controller, wanted, stop, Duration::ZERO).await
-}
-
-/// As [`resolve_all`], for resources that are expected to appear (a CRD just created): a
-/// missing one is reported only once `grace` has passed, so the normal wait for the API server
-/// to serve a new CRD is not shown as an error.
-pub async fn resolve_all_after(
-    ctx: &EngineContext,
-    controller: &str,
-    wanted: &[(String, String)],
-    stop: &CancellationToken,
-    grace: Duration,
-) -> Result<Vec<ResourceInfo>, StartError> {
-    let started = tokio::time::Instant::now();
-    let mut delay = if grace.is_zero() {
-        Duration::from_millis(500)
-    } else {
-        Duration::from_millis(50)
-    };
-    let mut reported: HashSet<String> = HashSet::new();
-    loop {
-        let mut out = Vec::new();
-        let mut missing = None;
-        for (av, res) in wanted {
-            match ctx.discovery.resolve(av, res).await {
-                Ok(i) => out.push(i),
-                Err(e) => {
-                    missing = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        match missing {
-            None => {
-                if !reported.is_empty() {
-                    ctx.bus.publish(EngineEvent::Info {
-                        controller: Some(controller.to_string()),
-                        message: "all resources are served now; starting".into(),
-                    });
-                }
-                return Ok(out);
-            }
-            Some(m) => {
-                if started.elapsed() >= grace && reported.insert(m.clone()) {
-                    ctx.bus.publish(EngineEvent::Error {
-                        controller: Some(controller.to_string()),
-                        object: None,
-                        message: format!("{m} (waiting for it to appear)"),
-                    });
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {},
-            () = stop.cancelled() => return Err(StartError::Stopped(controller.to_string())),
-        }
-        delay = (delay * 2).min(Duration::from_secs(10));
-    }
-}
 
 /// Turn a definition's hook `hooks.<name>` into something callable (`None` when the definition
 /// has none); `base_dir` is where exec hooks run by default.
@@ -267,63 +165,6 @@ pub async fn declared_types(
     Ok(out)
 }
 
-/// A started controller: its handle and the worker loop to run until stop.
-pub type Launched = (
-    Arc<dyn ControllerHandle>,
-    futures::future::BoxFuture<'static, ()>,
-);
-
-/// Announce a started controller ([`EngineEvent::ControllerStarted`] with `kind`, its parent
-/// resource(s) and parent count) and build its worker loop (`--workers` workers driving
-/// `reconciler` until `stop`).
-pub fn launched<R: Reconciler>(
-    ctx: Arc<EngineContext>,
-    kind: &str,
-    handle: Arc<dyn ControllerHandle>,
-    parent_resource: String,
-    reconciler: Arc<R>,
-    stop: CancellationToken,
-    tracker: Arc<Tracker>,
-) -> Launched {
-    ctx.bus.publish(EngineEvent::ControllerStarted {
-        controller_kind: kind.into(),
-        controller: handle.name().to_string(),
-        parent_resource,
-        parents: handle.parent_count(),
-    });
-    // After writes were held (API server outage), queue every parent: anything may have
-    // changed meanwhile, and syncs that failed during the outage are retried at once.
-    let mut held = ctx.writes_watch();
-    let (h, s) = (Arc::clone(&handle), stop.clone());
-    tokio::spawn(async move {
-        let mut was_held = held.borrow_and_update().is_some();
-        loop {
-            tokio::select! {
-                r = held.changed() => if r.is_err() { return },
-                () = s.cancelled() => return,
-            }
-            let now_held = held.borrow_and_update().is_some();
-            if was_held && !now_held {
-                h.enqueue_all(Trigger::Retry);
-            }
-            was_held = now_held;
-        }
-    });
-    let gate = ctx.writes_watch();
-    let run = Box::pin(async move {
-        run_workers(
-            reconciler,
-            ctx.options.workers,
-            ctx.bus.clone(),
-            tracker,
-            stop,
-            gate,
-        )
-        .await;
-    });
-    (handle, run)
-}
-
 /// Is `parent` ours to sync, and how: `None` when it is not selected and lacks our
 /// `finalizer`, or is being deleted without it (the garbage collector takes its children);
 /// otherwise `Some(finalizing)`: deleted, or no longer selected (finalized, then released).
@@ -334,32 +175,6 @@ pub fn sync_mode(parent: &Value, finalizer: &str, selected: bool) -> Option<bool
         return None;
     }
     Some(deleting || !selected)
-}
-
-/// Wait until every informer has synced, reporting each timeout and waiting on; fails only
-/// when `stop` fires first.
-pub async fn wait_caches(
-    ctx: &EngineContext,
-    controller: &str,
-    informers: &[&Arc<Informer>],
-    stop: &CancellationToken,
-) -> Result<(), StartError> {
-    for inf in informers {
-        loop {
-            tokio::select! {
-                r = inf.wait_synced(ctx.options.sync_timeout) => match r {
-                    Ok(()) => break,
-                    Err(e) => ctx.bus.publish(EngineEvent::Error {
-                        controller: Some(controller.to_string()),
-                        object: None,
-                        message: e.to_string(),
-                    }),
-                },
-                () = stop.cancelled() => return Err(StartError::Stopped(controller.to_string())),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The definition's `spec.parentResource.labelSelector`, parsed (`None`: every parent).
@@ -397,10 +212,12 @@ pub fn in_namespace_scope(ctx: &EngineContext, namespaced: bool, obj: &Value) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::events::Trigger;
     use crate::engine::runtime::memory::SyncMemory;
     use crate::engine::runtime::routing::{ChildAction, ParentAction, child_event, parent_event};
     use crate::k8s::informer::InformerEvent;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn owned(name: &str, owner: Option<&str>, labels: Value) -> Arc<Value> {
         let refs: Vec<Value> = owner
@@ -582,21 +399,5 @@ mod tests {
         mem.forget(&k, &obj);
         assert_eq!(mem.key_of_uid("u1"), None);
         assert!(mem.exchanges().is_empty());
-    }
-
-    #[test]
-    fn call_records_carry_the_map_key_of_map_controller_keys() {
-        use crate::engine::kinds::map::MapWork;
-        let p = crate::k8s::object::ObjectKey::new(Some("ns"), "p");
-        let plain = Caller::new("CompositeController", "c").info("sync", &p);
-        assert_eq!((plain.parent.as_str(), plain.map_key), ("ns/p", None));
-        let map = Caller::new("MapController", "m")
-            .info("map", &MapWork::Key(p.clone(), "configmap-a-0123".into()));
-        assert_eq!(map.parent, "ns/p");
-        assert_eq!(map.map_key.as_deref(), Some("configmap-a-0123"));
-        assert_eq!(map.label(), "ns/p configmap-a-0123");
-        // A parent-level key of a map controller has no map key.
-        let whole = Caller::new("MapController", "m").info("map", &MapWork::Parent(p));
-        assert_eq!(whole.map_key, None);
     }
 }

@@ -233,21 +233,6 @@ impl SyncPlan {
         self.writes.writes()
     }
 
-    /// The [`EngineEvent::Planned`](crate::engine::events::EngineEvent::Planned) event of this plan.
-    pub fn event(&self, controller: &str, parent: &str) -> crate::engine::events::EngineEvent {
-        crate::engine::events::EngineEvent::Planned {
-            controller: controller.to_string(),
-            parent: parent.to_string(),
-            map_key: self.map_key.clone(),
-            objects: crate::engine::events::published_objects(&self.objects),
-            detached: self.detached.clone(),
-            status_change: self.status.is_some(),
-            finalizer: self.finalizer,
-            resync_after_seconds: self.resync_after_seconds,
-            writes: self.write_count(),
-        }
-    }
-
     /// The objects that change (everything but in-sync, waiting and kept objects).
     pub fn changing(&self) -> impl Iterator<Item = &ObjectPlan> {
         self.objects.iter().filter(|o| {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::engine::events::{ActionVerb, HeldAction};
 use crate::engine::plan::apply::{self, FieldChange};
 pub use crate::engine::plan::child::{ChildId, ChildType, ObjectKeyView};
 use crate::engine::plan::ownership::{CONTROLLER_UID_LABEL, controller_ref_for};
@@ -754,6 +753,80 @@ pub fn finalizer_change(
         (true, false, _) => Some(FinalizerChange::Remove),
         (true, true, true) if finalized => Some(FinalizerChange::Remove),
         _ => None,
+    }
+}
+
+/// What an action did to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ActionVerb {
+    /// Created a child.
+    Create,
+    /// Updated a child (three-way merge or server-side apply).
+    Update,
+    /// Deleted a child.
+    Delete,
+    /// Added our ControllerRef to an orphan.
+    Adopt,
+    /// Removed our ControllerRef from an object that no longer matches.
+    Release,
+    /// Wrote the parent's status.
+    Status,
+    /// Added the finalizer to the parent.
+    AddFinalizer,
+    /// Removed the finalizer from the parent.
+    RemoveFinalizer,
+    /// Wrote a ControllerRevision (rolling updates).
+    Revision,
+    /// Applied a non-controller document from a controller file (`--apply`).
+    ApplyDocument,
+    /// A write the server answered with the resourceVersion the object already had: it
+    /// changed nothing (the server normalizes or rewrites what was sent). Not a write.
+    NoOp,
+}
+
+/// One write a paused sync held back, named as `action` events name the writes they report:
+/// what is done (`verb`) to which object (`resource` as `Kind.version`, `object` as
+/// `namespace/name`), and a `detail` (why a child is deleted, which fields an update changes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldAction {
+    /// What would be done.
+    pub verb: ActionVerb,
+    /// The object's resource (`Kind.version`, or `Kind.group/version`).
+    pub resource: String,
+    /// `namespace/name` (or `name`).
+    pub object: String,
+    /// Why or what exactly (`not desired`, the changed fields, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl std::fmt::Display for HeldAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {}", self.verb, self.resource, self.object)?;
+        match &self.detail {
+            Some(d) => write!(f, " ({d})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for ActionVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ActionVerb::Create => "create",
+            ActionVerb::Update => "update",
+            ActionVerb::Delete => "delete",
+            ActionVerb::Adopt => "adopt",
+            ActionVerb::Release => "release",
+            ActionVerb::Status => "status",
+            ActionVerb::AddFinalizer => "add-finalizer",
+            ActionVerb::RemoveFinalizer => "remove-finalizer",
+            ActionVerb::Revision => "revision",
+            ActionVerb::ApplyDocument => "apply",
+            ActionVerb::NoOp => "no-op",
+        })
     }
 }
 

@@ -42,7 +42,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::events::{EngineEvent, EventKey, Trigger};
-use crate::engine::kinds::shared;
 use crate::engine::plan::planner::SyncPlan;
 use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::carry;
@@ -53,6 +52,7 @@ use crate::engine::runtime::controller::{
 use crate::engine::runtime::execute::Target;
 use crate::engine::runtime::memory::{Cached, SyncMemory};
 use crate::engine::runtime::queue::{QueueStats, WorkQueue};
+use crate::engine::runtime::start;
 use crate::k8s::informer::Informer;
 
 /// What a sync is given besides its key.
@@ -371,7 +371,7 @@ pub fn launch<S: KindController>(
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
     tracker: Arc<Tracker>,
-) -> shared::Launched {
+) -> start::Launched {
     ctl.spawn_routers(&stop);
     ctl.enqueue_all(Trigger::ParentAdded);
     let parent_resources = ctl.parent_resources();
@@ -379,7 +379,7 @@ pub fn launch<S: KindController>(
         ctl,
         stop: stop.clone(),
     });
-    shared::launched(
+    start::launched(
         ctx,
         S::KIND,
         Arc::clone(&running) as Arc<dyn ControllerHandle>,

@@ -1,5 +1,5 @@
-//! Routing informer events to work-queue keys: [`for_each_event`] (an informer's events until
-//! stop), [`parent_event`] and [`child_event`] (what an event of a parent or of an owned object
+//! Routing informer events to work-queue keys ([`crate::k8s::informer::for_each_event`] reads
+//! them): [`parent_event`] and [`child_event`] (what an event of a parent or of an owned object
 //! asks for), [`enqueue_each`], and the resync-period timer [`spawn_resync`].
 
 use std::fmt::Display;
@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::events::Trigger;
@@ -16,28 +15,8 @@ use crate::engine::runtime::queue::WorkQueue;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
-use crate::engine::kinds::related_cache::RelatedCache;
 use crate::engine::runtime::memory::SyncMemory;
-
-/// Receive an informer's events until `stop` fires or the informer ends, calling `f` for each.
-/// A receiver that fell behind gets [`InformerEvent::Relisted`]: anything may have changed.
-pub async fn for_each_event(
-    mut rx: tokio::sync::broadcast::Receiver<InformerEvent>,
-    stop: CancellationToken,
-    mut f: impl FnMut(InformerEvent),
-) {
-    loop {
-        let ev = tokio::select! {
-            e = rx.recv() => e,
-            () = stop.cancelled() => return,
-        };
-        match ev {
-            Ok(e) => f(e),
-            Err(RecvError::Lagged(_)) => f(InformerEvent::Relisted),
-            Err(RecvError::Closed) => return,
-        }
-    }
-}
+use crate::engine::runtime::related_cache::RelatedCache;
 
 /// What an event of a parent (or target) informer asks of its controller.
 #[derive(Debug, Clone, PartialEq, Eq)]

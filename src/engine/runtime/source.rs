@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::kinds::shared::{StartError, resolve_all, wait_caches};
 use crate::engine::runtime::caller::Caller;
 use crate::engine::runtime::context::EngineContext;
 use crate::engine::runtime::snapshot::{Listed, LiveError, LiveReader};
+use crate::engine::runtime::start::{StartError, resolve_all, wait_caches};
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerError};
 use crate::k8s::object::ObjectKey;

@@ -11,16 +11,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::error::SyncError;
 use crate::engine::events::{EventKey, Trigger};
-use crate::engine::kinds::related::{self, ResolvedRule};
 use crate::engine::plan::hookapi::{self, Version};
 use crate::engine::runtime::context::{EngineContext, HookSpec};
 use crate::engine::runtime::queue::WorkQueue;
+use crate::engine::runtime::related::{self, ResolvedRule};
 use crate::engine::runtime::source::Reader;
 use crate::k8s::informer::InformerEvent;
 use crate::k8s::object::{self, ObjectKey};
 
 use crate::engine::runtime::caller::Caller;
-use crate::engine::runtime::routing::for_each_event;
+use crate::k8s::informer::for_each_event;
 
 /// Everything [`RelatedCache::related`] needs to ask the customize hook about one parent.
 pub struct Customize<'a> {
