@@ -3,12 +3,12 @@
 //! Map of the crate:
 //! - [`cli`]: clap definitions of every subcommand, plain data, no behaviour.
 //! - [`commands`]: one module per subcommand, turning parsed arguments into work (the CLI edge).
-//! - [`spec`]: controller definitions: types, loading from files, validation.
-//! - [`k8s`]: Kubernetes client side: connection and context safety, discovery, shared informers
-//!   with indexes, leases, object accessors, selectors, manifests.
-//! - [`hooks`]: calling hooks: webhooks and local programs (exec).
-//! - [`engine`]: the controller engine (pure plan + executor; Composite-, Decorator- and
-//!   MapController; work queue).
+//! - [`engine`]: the `kubectl-meta-engine` crate: the controller engine (pure plan + executor;
+//!   Composite-, Decorator- and MapController; work queue), with [`spec`] (controller
+//!   definitions), the hook callers and the Kubernetes client side.
+//! - [`k8s`]: the engine's client side plus what only commands use: leader election
+//!   (`run`), in-cluster connection, `--apply` manifests.
+//! - [`hooks`]: the engine's hook callers plus the managed hook server (`hooks::server`).
 //! - [`devloop`]: the dev loop around the engine: managed hook server, file watching, hot
 //!   reload, replay, and the commands (resync, pause) a running `kubectl meta dev` takes.
 //! - [`dryrun`]: `kubectl meta dryrun`: what a sync would do, read once, planned, rendered.
@@ -32,13 +32,16 @@ mod incluster;
 
 // The library surface integration tests and benches use (the engine and what drives it).
 pub mod devloop;
-pub mod engine;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
 pub mod notice;
-pub mod spec;
 pub mod tui;
+
+// The engine crate, under the names the plugin's modules have always used: `engine` is the
+// crate itself (its curated surface), `spec` its definitions module.
+pub use kubectl_meta_engine as engine;
+pub use kubectl_meta_engine::spec;
 
 use std::process::ExitCode;
 
@@ -72,9 +75,9 @@ fn init_logging(verbose: u8, color: bool) {
         // kube's client logs every failed request at ERROR; the engine reports outages itself
         // (once, as an event), so those lines only show from -v on.
         0 => "warn,kube_client=off",
-        1 => "info,kubectl_meta=info",
-        2 => "info,kubectl_meta=debug",
-        _ => "debug,kubectl_meta=trace",
+        1 => "info,kubectl_meta=info,kubectl_meta_engine=info",
+        2 => "info,kubectl_meta=debug,kubectl_meta_engine=debug",
+        _ => "debug,kubectl_meta=trace,kubectl_meta_engine=trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("KUBECTL_META_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));

@@ -210,7 +210,7 @@ fn origin(url: &str) -> Option<String> {
 /// With `wait_for_missing` (`dev`), a controller whose Secrets or ConfigMaps do not exist yet
 /// is not an error: the engine says what is missing and how to create it (an `info` event),
 /// and starts that controller when they appear (see
-/// [`crate::engine::runtime::references`]). Other problems (a missing key, a bad PEM) are
+/// the engine's `runtime::references`). Other problems (a missing key, a bad PEM) are
 /// errors either way.
 pub async fn resolve_endpoints(
     loaded: &spec::Loaded,

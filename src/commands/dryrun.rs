@@ -19,13 +19,12 @@ use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
 use crate::dryrun::{server, simulate};
+use crate::engine::Caller;
+use crate::engine::LiveReader;
 use crate::engine::events::EventBus;
-use crate::engine::kinds::shared;
 use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
 use crate::engine::plan::child::ChildType;
-use crate::engine::runtime::caller::Caller;
-use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
-use crate::engine::runtime::snapshot::LiveReader;
+use crate::engine::{EngineContext, EngineOptions, Recording};
 use crate::hooks::record::SecretsMode;
 use crate::k8s::client;
 use crate::k8s::discovery::{Discovery, ResourceInfo};
@@ -403,8 +402,8 @@ async fn compare_answers(
         };
         let types = async {
             Ok::<_, String>((
-                shared::declared_types(ctx, cdef).await?,
-                shared::declared_types(ctx, odef).await?,
+                crate::engine::declared_types(ctx, cdef).await?,
+                crate::engine::declared_types(ctx, odef).await?,
             ))
         };
         let (ctypes, otypes) = match types.await {
@@ -421,7 +420,7 @@ async fn compare_answers(
                     .into_iter()
                     .find(|(n, _)| *n == x.hook)
                     .and_then(|(n, h)| {
-                        shared::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h))
+                        crate::engine::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h))
                             .ok()
                             .flatten()
                     })

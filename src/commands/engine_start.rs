@@ -11,9 +11,9 @@ use super::dev_output::{self, OutputFormat, Printer};
 use super::exit::{Class, fail};
 use crate::cli::dev::{ApplyStrategyArg, OutputArg};
 use crate::cli::{ClusterArgs, EngineArgs, StatusEchoArg};
+use crate::engine::ApplyStrategy;
 use crate::engine::events::EventBus;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
-use crate::engine::runtime::execute::ApplyStrategy;
+use crate::engine::{EngineContext, EngineOptions};
 use crate::hooks::endpoint;
 use crate::k8s::client::{self, ClientError, ClientLimits, Connection};
 

@@ -25,8 +25,8 @@ use tokio::sync::mpsc;
 
 use crate::devloop::watch::{ChangeBatch, FileWatcher, WatchConfig};
 use crate::engine::Engine;
+use crate::engine::HookGate;
 use crate::engine::events::{EngineEvent, EventBus};
-use crate::engine::runtime::context::HookGate;
 use crate::hooks::HookTarget;
 use crate::hooks::endpoint;
 use crate::hooks::server::{ManagedServer, ServerConfig, ServerLine, ServerState, Stream};
@@ -246,8 +246,8 @@ pub struct DevLoop {
 
 /// Exchanges to replay, per controller.
 type ReplayJobs = Vec<(
-    Arc<dyn crate::engine::runtime::controller::ControllerHandle>,
-    Vec<crate::engine::runtime::controller::Exchange>,
+    Arc<dyn crate::engine::ControllerHandle>,
+    Vec<crate::engine::Exchange>,
 )>;
 
 impl DevLoop {
@@ -368,7 +368,7 @@ impl DevLoop {
         let base_url = self.engine.context().options.hook_base_url.clone();
         let mut dirs = Vec::new();
         for (hook_name, hook) in def.hooks() {
-            if let Ok(spec) = crate::engine::runtime::context::HookSpec::from_spec(
+            if let Ok(spec) = crate::engine::HookSpec::from_spec(
                 hook_name,
                 hook,
                 base_url.as_deref(),

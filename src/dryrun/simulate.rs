@@ -27,11 +27,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::dryrun::render::{Action, Entry, RenderOptions, Summary, diff, shown_pair};
+use crate::engine::LiveReader;
 use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::plan::planner::ObjectAction;
-use crate::engine::runtime::context::{EngineContext, EngineOptions};
-use crate::engine::runtime::snapshot::LiveReader;
 use crate::engine::{Engine, OnceReport, WaitFor};
+use crate::engine::{EngineContext, EngineOptions};
 use crate::hooks::endpoint::ResolvedController;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::object::{self, ObjectKey};

@@ -871,7 +871,7 @@ impl Inner {
                     Ok(answer) => Err(format!("it answered HTTP {}", answer.status().as_u16())),
                     Err(e) if e.is_timeout() => Err("no answer in time".into()),
                     Err(e) if e.is_connect() => Err("connection refused".into()),
-                    Err(e) => Err(super::webhook::error_chain(&e)),
+                    Err(e) => Err(super::error_chain(&e)),
                 }
             }
             _ => tcp_accepts(&self.address, limit).await,

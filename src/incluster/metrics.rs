@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
 use super::Status;
+use crate::engine::HookSpec;
 use crate::engine::error::Layer;
 use crate::engine::events::{ActionVerb, EngineEvent, EventBus};
-use crate::engine::runtime::context::HookSpec;
 use crate::hooks::HookTarget;
 use crate::k8s::election::Role;
 use crate::spec::ControllerDef;

@@ -25,8 +25,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
+use crate::engine::QueueStats;
 use crate::engine::events::{EngineEvent, EventBus};
-use crate::engine::runtime::queue::QueueStats;
 use crate::hooks::endpoint;
 use crate::k8s::election::{ElectionConfig, Elector, Role};
 use crate::k8s::lease::lease_name;

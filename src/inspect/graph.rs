@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::api::{ApiType, Catalog, Fetcher, Listed, RequestError};
 use super::controllers::{self, Known, Role};
 use super::{ControllerSource, InspectError};
-use crate::engine::kinds::decorator::DECORATOR_ANNOTATION;
+use crate::engine::labels::DECORATOR_ANNOTATION;
 use crate::engine::plan::map_plan::{MAP_INPUT_ANNOTATION, MAP_KEY_LABEL, map_key};
 use crate::engine::plan::ownership::{self, CONTROLLER_UID_LABEL};
 use crate::k8s::object;

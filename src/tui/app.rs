@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::engine::QueueStats;
 use crate::engine::error::{Layer, WritesHeld};
 use crate::engine::events::{ActionVerb, EngineEvent, HeldAction};
 use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
-use crate::engine::runtime::queue::QueueStats;
 use crate::k8s::object;
 use crate::notice::{self, Notice, Tone};
 

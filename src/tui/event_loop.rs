@@ -20,9 +20,9 @@ use super::input::{self, Intent};
 use super::kube_events::KubeEvent;
 use super::ui;
 use crate::devloop::control::{Command, Request};
+use crate::engine::QueueStats;
 use crate::engine::error::WritesHeld;
 use crate::engine::events::EngineEvent;
-use crate::engine::runtime::queue::QueueStats;
 
 /// The most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -47,7 +47,7 @@ pub enum LoopError {
 #[derive(Default)]
 pub struct Feeds {
     /// Why writes are held (`None`: they are not): the engine's
-    /// [`writes_watch`](crate::engine::runtime::context::EngineContext::writes_watch).
+    /// [`writes_watch`](crate::engine::EngineContext::writes_watch).
     pub held: Option<watch::Receiver<Option<WritesHeld>>>,
     /// Kubernetes Events ([`super::kube_events::watch`]).
     pub kube_events: Option<mpsc::Receiver<KubeEvent>>,

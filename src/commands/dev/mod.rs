@@ -43,8 +43,8 @@ use crate::devloop::control::{self, ControlServer};
 use crate::devloop::{DevLoop, DevLoopConfig};
 use crate::engine::events::EngineEvent;
 use crate::engine::events::EventBus;
-use crate::engine::runtime::context::{EngineContext, EngineOptions, Recording};
 use crate::engine::{Engine, WaitFor};
+use crate::engine::{EngineContext, EngineOptions, Recording};
 use crate::hooks::endpoint;
 use crate::hooks::record::SecretsMode;
 use crate::k8s::client::{self, Connection};
@@ -455,7 +455,7 @@ fn spawn_tui(
     let feeds = crate::tui::event_loop::Feeds {
         held: Some(dev.engine().context().writes_watch()),
         kube_events: Some(kube_events),
-        queue: Some(crate::engine::runtime::queue::depth),
+        queue: Some(crate::engine::queue_depth),
     };
     Tui::spawn(events, feeds, tx, context, color)
 }

@@ -29,10 +29,9 @@ use super::exit::{Class, Classify, fail};
 use crate::cli::ColorArg;
 use crate::cli::test::{TestArgs, TestOutput};
 use crate::engine::events::EventBus;
-use crate::engine::kinds::shared;
 use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
 use crate::engine::plan::child::ChildType;
-use crate::engine::runtime::context::{EngineContext, EngineOptions, HookSpec, call_hook};
+use crate::engine::{EngineContext, EngineOptions, HookSpec, call_hook};
 use crate::hooks::record::{Case, SecretsMode, redact_secrets};
 use crate::hooks::server::{ManagedServer, ServerConfig};
 use crate::hooks::{CallInfo, HookError};
@@ -337,7 +336,7 @@ async fn bind_all(
         };
         let hook = def.hooks().into_iter().find(|(n, _)| *n == f.case.hook);
         let spec = match hook
-            .map(|(n, h)| shared::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h)))
+            .map(|(n, h)| crate::engine::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h)))
         {
             Some(Ok(Some(s))) => s,
             Some(Err(e)) => {
@@ -348,7 +347,7 @@ async fn bind_all(
         };
         let types = match types_of.get(def.name()) {
             Some(t) => Arc::clone(t),
-            None => match shared::declared_types(ctx, def).await {
+            None => match crate::engine::declared_types(ctx, def).await {
                 Ok(t) => {
                     let t = Arc::new(t);
                     types_of.insert(def.name().to_string(), Arc::clone(&t));

@@ -1,0 +1,791 @@
+//! CompositeController: one parent resource, its children, Metacontroller's semantics.
+//!
+//! [`launch`] resolves the definition's resources (waiting for ones that do not exist
+//! yet), starts the shared informers, routes their events to parent keys through indexes, and
+//! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
+//! [`crate::runtime::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
+//! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
+//! -> pure plan; the skeleton executes it and waits until the caches show the writes.
+//! [`crate::runtime::source::snapshot`] builds the same controller on lists read once (the dry run
+//! plans with it: [`crate::runtime::reconcile::plan_only`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EngineEvent, Trigger};
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::object::{self, ObjectKey};
+use crate::kinds::shared::{self, SyncHooks};
+use crate::plan::hookapi::{self, Version};
+use crate::plan::ownership::CONTROLLER_UID_LABEL;
+use crate::plan::planner;
+use crate::plan::rollout;
+use crate::plan::rollout_plan;
+use crate::plan::writes::{ChildId, ChildType};
+use crate::runtime::caller::Caller;
+use crate::runtime::context::{EngineContext, HookSpec};
+use crate::runtime::controller::{SyncError, Tracker};
+use crate::runtime::execute::Target;
+use crate::runtime::memory::SyncMemory;
+use crate::runtime::queue::{Backoff, WorkQueue};
+use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::related_cache::RelatedCache;
+use crate::runtime::routing;
+use crate::runtime::routing::ChildAction;
+use crate::runtime::snapshot::LiveReader;
+use crate::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::runtime::start;
+use crate::runtime::start::StartError;
+use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
+use kube_apimachinery::selector::LabelSelector;
+
+/// The controller kind, as shown in events and hook call logs.
+const KIND: &str = "CompositeController";
+
+/// A declared child resource with its source.
+struct ChildSlot {
+    source: Source,
+    ty: ChildType,
+    checks: Vec<StatusConditionCheck>,
+}
+
+/// A running CompositeController (or one on lists read once, for a dry run).
+pub struct Composite {
+    name: String,
+    def: Controller<CompositeControllerSpec>,
+    ctx: Arc<EngineContext>,
+    parent: ResourceInfo,
+    parent_source: Source,
+    parent_selector: Option<LabelSelector>,
+    children: Vec<ChildSlot>,
+    types: BTreeMap<String, ResourceInfo>,
+    /// A child type updates in rolling steps.
+    rolling: bool,
+    /// The ControllerRevisions (rolling updates; a dry run on a cluster that does not serve
+    /// them has none).
+    revisions: Option<(ResourceInfo, Source)>,
+    hooks: SyncHooks,
+    finalizer: String,
+    queue: WorkQueue<ObjectKey, Trigger>,
+    caller: Caller,
+    /// Where related objects are read.
+    reader: Reader,
+    /// Uid routing, last status written, last exchange per parent.
+    memory: SyncMemory<ObjectKey>,
+    /// Customize answers and related-object routing per parent.
+    related: RelatedCache<ObjectKey>,
+}
+
+fn type_key(info: &ResourceInfo) -> String {
+    info.key()
+}
+
+/// What a definition gives before its resources are read: its hooks, its parent selector and
+/// whether a child type updates in rolling steps.
+pub struct Prepared {
+    hooks: SyncHooks,
+    parent_selector: Option<LabelSelector>,
+    rolling: bool,
+}
+
+impl Built for Composite {
+    type Spec = CompositeControllerSpec;
+    type Prepared = Prepared;
+
+    fn prepare(
+        def: &Controller<CompositeControllerSpec>,
+        ctx: &EngineContext,
+    ) -> Result<(Prepared, Wanted), StartError> {
+        let name = &def.name;
+        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
+        let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
+        let children = def.spec.child_resources.iter();
+        let wanted = source::parent_first(
+            &def.spec.parent_resource,
+            children.map(|c| (&c.api_version, &c.resource)),
+        );
+        let rolling = def
+            .spec
+            .child_resources
+            .iter()
+            .any(|c| c.method().is_rolling());
+        let prepared = Prepared {
+            hooks,
+            parent_selector,
+            rolling,
+        };
+        Ok((prepared, wanted))
+    }
+
+    /// The controller on its resolved resources (parent first, then the children, as
+    /// `prepare` names them); its revisions are set by the caller.
+    fn build(
+        def: Controller<CompositeControllerSpec>,
+        ctx: Arc<EngineContext>,
+        prepared: Prepared,
+        resolved: Vec<Bound>,
+        reader: Reader,
+    ) -> Result<Self, StartError> {
+        let name = def.name.clone();
+        let cfg = |message: String| StartError::config(&name, message);
+        let ((parent, parent_source), resolved) = source::split_parent(&name, resolved)?;
+        let mut children = Vec::new();
+        let mut types = BTreeMap::new();
+        for (rule, (info, source)) in def.spec.child_resources.iter().zip(resolved) {
+            if parent.namespaced && !info.namespaced {
+                return Err(cfg(format!(
+                    "child resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped children",
+                    type_key(&info),
+                    type_key(&parent)
+                )));
+            }
+            let ty = shared::child_type(&info, rule.method());
+            types.insert(ty.key.clone(), info);
+            children.push(ChildSlot {
+                source,
+                ty,
+                checks: rule
+                    .update_strategy
+                    .as_ref()
+                    .and_then(|s| s.status_checks.as_ref())
+                    .map(|c| c.conditions.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        let finalizer = format!("metacontroller.io/compositecontroller-{name}");
+        let queue = WorkQueue::new(Backoff::default());
+        Ok(Composite {
+            caller: reader.caller(KIND, &name),
+            related: RelatedCache::for_queue(&queue),
+            name,
+            def,
+            queue,
+            ctx,
+            parent,
+            parent_source,
+            parent_selector: prepared.parent_selector,
+            children,
+            types,
+            rolling: prepared.rolling,
+            revisions: None,
+            hooks: prepared.hooks,
+            finalizer,
+            reader,
+            memory: SyncMemory::default(),
+        })
+    }
+
+    fn sources(&self) -> Vec<&Source> {
+        let mut all = vec![&self.parent_source];
+        all.extend(self.children.iter().map(|c| &c.source));
+        all.extend(self.revisions.iter().map(|(_, s)| s));
+        all
+    }
+
+    /// Rolling updates: make sure ControllerRevisions are served (installing their CRD) and
+    /// watch them.
+    async fn watching(&mut self, stop: &CancellationToken) -> Result<(), StartError> {
+        if self.rolling {
+            let info = ensure_revision_resource(&self.ctx, &self.name, stop).await?;
+            let source = Source::watched(&self.ctx, &info);
+            self.revisions = Some((info, source));
+        }
+        Ok(())
+    }
+
+    /// Rolling updates: the ControllerRevisions read once, when served (nothing installed: a
+    /// cluster that does not serve them has no rollout started).
+    async fn snapshotted(&mut self, live: &Arc<LiveReader>) -> Result<(), SnapshotError> {
+        if self.rolling
+            && let Ok(info) = live
+                .resolve(rollout::REVISION_API_VERSION, rollout::REVISION_RESOURCE)
+                .await
+        {
+            let listed = live.read(&info).await?;
+            self.revisions = Some((info, Source::Listed(listed)));
+        }
+        Ok(())
+    }
+}
+
+impl Composite {
+    fn parents_in_scope(&self) -> Vec<Arc<Value>> {
+        let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
+        let mut parents = self.parent_source.list(ns);
+        parents.retain(|p| self.in_scope(p));
+        parents
+    }
+
+    /// Is this parent ours to sync: in the `-n` namespace (if any), and selected by the
+    /// definition's `parentResource.labelSelector` or still carrying our finalizer (a parent
+    /// that stopped matching is finalized, not forgotten).
+    fn in_scope(&self, parent: &Value) -> bool {
+        shared::in_namespace_scope(&self.ctx, self.parent.namespaced, parent)
+            && (self
+                .parent_selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object::labels(parent)))
+                || object::finalizers(parent).contains(&self.finalizer.as_str()))
+    }
+
+    /// Queue every parent (start-up, resync period, manual resync, hook reload).
+    pub fn enqueue_all(&self, trigger: Trigger) {
+        routing::enqueue_each(&self.queue, &self.memory, self.keyed_parents(), &trigger);
+    }
+
+    /// The parents in scope with their keys.
+    pub fn keyed_parents(&self) -> impl Iterator<Item = (ObjectKey, Arc<Value>)> {
+        self.parents_in_scope()
+            .into_iter()
+            .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
+    }
+
+    /// The cache of a resource this controller reads (parent, children, revisions).
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        if type_key == self.parent.key() {
+            return self.parent_source.informer();
+        }
+        self.child_source(type_key)
+            .or_else(|| {
+                self.revisions
+                    .as_ref()
+                    .filter(|(i, _)| i.key() == type_key)
+                    .map(|(_, s)| s)
+            })
+            .and_then(Source::informer)
+    }
+
+    /// The source of a declared child resource.
+    fn child_source(&self, type_key: &str) -> Option<&Source> {
+        self.children
+            .iter()
+            .find(|s| s.ty.key == type_key)
+            .map(|s| &s.source)
+    }
+
+    /// A rolling update would run without ControllerRevisions (a dry run on a cluster that
+    /// does not serve them: no rollout has started).
+    pub fn rolling_without_revisions(&self) -> bool {
+        self.rolling && self.revisions.is_none()
+    }
+
+    /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
+    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        if let Some(parents) = self.parent_source.informer() {
+            let me = Arc::clone(self);
+            let rx = parents.subscribe();
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.route_parent(ev),
+            ));
+        }
+        for slot in &self.children {
+            let Some(informer) = slot.source.informer() else {
+                continue;
+            };
+            let me = Arc::clone(self);
+            let rx = informer.subscribe();
+            let resource = slot.ty.key.clone();
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| {
+                    for action in routing::child_event(&resource, ev) {
+                        me.route_child(action);
+                    }
+                },
+            ));
+        }
+        let me = Arc::clone(self);
+        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+            me.enqueue_all(Trigger::ResyncPeriod)
+        });
+    }
+
+    fn route_parent(&self, ev: InformerEvent) {
+        let ignore_status = self.def.spec.parent_resource.ignore_status_changes == Some(true);
+        let action = routing::parent_event(
+            ev,
+            |p| ObjectKey::of(p).filter(|_| self.in_scope(p)),
+            ObjectKey::of,
+            &self.memory,
+            ignore_status,
+        );
+        action.apply(&self.queue, &self.related, |t| self.enqueue_all(t));
+    }
+
+    fn route_child(&self, action: ChildAction) {
+        match action {
+            ChildAction::Owner(uid, t) => self.enqueue_owner(&uid, t),
+            ChildAction::Orphan(o, t) => self.enqueue_matching(&o, t),
+            ChildAction::All(t) => self.enqueue_all(t),
+        }
+    }
+
+    fn enqueue_owner(&self, uid: &str, trigger: Trigger) {
+        if let Some(k) = self.memory.key_of_uid(uid) {
+            self.queue.add(k, trigger);
+        }
+    }
+
+    /// Parents whose selector matches an orphan (to give them a chance to adopt it).
+    fn enqueue_matching(&self, orphan: &Value, trigger: Trigger) {
+        if self.def.spec.generate_selector == Some(true) {
+            if let Some(uid) = object::label(orphan, CONTROLLER_UID_LABEL) {
+                self.enqueue_owner(uid, trigger);
+            }
+            return;
+        }
+        let ns = if self.parent.namespaced {
+            match object::namespace(orphan) {
+                Some(ns) => Some(ns),
+                None => return,
+            }
+        } else {
+            None
+        };
+        let labels = object::labels(orphan);
+        for p in self.parent_source.list(ns) {
+            if !self.in_scope(&p) {
+                continue;
+            }
+            if let Ok(sel) = self.selector_for(&p)
+                && sel.matches(&labels)
+                && let Some(k) = ObjectKey::of(&p)
+            {
+                self.queue.add(k, trigger.clone());
+            }
+        }
+    }
+
+    fn selector_for(&self, parent: &Value) -> Result<LabelSelector, String> {
+        planner::composite_selector(parent, self.def.spec.generate_selector == Some(true))
+    }
+}
+
+/// What a sync observed of one parent: its sync mode, related objects and claimed children.
+pub struct Observed {
+    finalizing: bool,
+    uid: String,
+    selector: LabelSelector,
+    related: Vec<(String, Vec<Arc<Value>>)>,
+    claimed: planner::Claimed,
+}
+
+impl Observed {
+    /// The parent is being finalized (deleted, or no longer selected).
+    pub fn finalizing(&self) -> bool {
+        self.finalizing
+    }
+}
+
+/// The sync or finalize hook's answer: the response, the desired children (each from the
+/// revision that claims it during a rolling update) and the rollout decision.
+pub struct Decided {
+    resp: hookapi::SyncResponse,
+    desired: Vec<(ChildId, Value)>,
+    rollout: Option<planner::RolloutDecision>,
+}
+
+impl SyncKind for Composite {
+    type Key = ObjectKey;
+    type Seen = Observed;
+    type Answer = Decided;
+
+    fn parts(&self) -> Parts<'_, ObjectKey> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
+    }
+
+    fn parent(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.parent_source.get(key)
+    }
+
+    /// Sync mode, related objects (customize hook), children claimed by the selector.
+    async fn observe(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        cx: SyncCx<'_>,
+    ) -> Result<Option<Observed>, SyncError> {
+        let uid = object::uid(parent).unwrap_or_default().to_string();
+        let selected = self
+            .parent_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(&object::labels(parent)));
+        let Some(finalizing) = shared::sync_mode(parent, &self.finalizer, selected) else {
+            return Ok(None);
+        };
+        let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
+        let customize = self.hooks.customize(
+            &self.ctx,
+            &self.reader,
+            &self.caller,
+            &self.def.raw,
+            self.parent.namespaced,
+        );
+        let related = self
+            .related
+            .related(&customize, parent, key, cx.stop)
+            .await?
+            .into_iter()
+            .map(|(r, objs)| (r.info.key(), objs))
+            .collect();
+        let scope_ns = if self.parent.namespaced {
+            object::namespace(parent)
+        } else {
+            None
+        };
+        let claimed = planner::claim(
+            parent,
+            &selector,
+            self.children.iter().map(|slot| planner::Candidates {
+                type_key: &slot.ty.key,
+                owned: slot.source.controlled_by(&uid),
+                orphans: slot.source.orphans(scope_ns, &selector),
+            }),
+        );
+        Ok(Some(Observed {
+            finalizing,
+            uid,
+            selector,
+            related,
+            claimed,
+        }))
+    }
+
+    fn hook(&self, parent: &Value, seen: &Observed) -> Option<HookCall<'_>> {
+        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let request = self.request(
+            spec.version,
+            parent,
+            &seen.claimed.observed,
+            &seen.related,
+            seen.finalizing,
+        );
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        })
+    }
+
+    /// Decode, normalize, refuse children of other controllers, then the rollout step.
+    async fn desired(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp =
+            hookapi::decode_sync(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
+        let mut desired = planner::normalize_desired(
+            parent,
+            &self.child_types(),
+            &seen.selector,
+            self.def.spec.generate_selector == Some(true),
+            resp.children.clone(),
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        let clashes = planner::foreign_clashes(
+            &desired,
+            |id| self.child_source(&id.type_key)?.get(&id.object_key()),
+            |o| planner::controlled_by_other(o, &seen.uid),
+        );
+        if !clashes.is_empty() {
+            return Err(fail(format!(
+                "{hook_name} hook: desired children belong to another controller: {}; objects of other controllers are never taken over: give the child another name, or delete that object",
+                clashes.join("; ")
+            )));
+        }
+        let mut rollout_decision = None;
+        if self.rolling && !seen.finalizing {
+            let (decision, d) = self
+                .rollout(
+                    spec,
+                    key,
+                    parent,
+                    &seen.claimed.observed,
+                    &seen.related,
+                    &seen.selector,
+                    desired,
+                )
+                .await?;
+            desired = d;
+            if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
+                self.ctx.bus.publish(EngineEvent::Rollout {
+                    controller: self.name.clone(),
+                    parent: key.to_string(),
+                    reason: state.reason.clone(),
+                    message: state.message.clone(),
+                });
+            }
+            rollout_decision = Some(decision);
+        }
+        Ok(Decided {
+            resp,
+            desired,
+            rollout: rollout_decision,
+        })
+    }
+
+    fn plan(
+        &self,
+        key: &ObjectKey,
+        parent: &Value,
+        seen: &Observed,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
+        let now = jiff::Timestamp::now().to_string();
+        planner::plan_composite(&planner::CompositeInput {
+            parent,
+            types: &self.child_types(),
+            claimed: &seen.claimed,
+            answer: answer.map(|a| planner::Answer {
+                desired: &a.desired,
+                status: a.resp.status.as_ref(),
+                finalized: a.resp.finalized,
+                resync_after_seconds: a.resp.resync_after_seconds,
+            }),
+            rollout: answer.and_then(|a| a.rollout.as_ref()),
+            finalizer: planner::FinalizerInput {
+                name: &self.finalizer,
+                has_finalize_hook: self.hooks.finalize.is_some(),
+                finalizing: seen.finalizing,
+            },
+            held: &self.memory.held_fields(key),
+            now: &now,
+        })
+    }
+
+    fn target<'a>(&'a self, key: &ObjectKey, parent: &'a Value) -> Target<'a> {
+        Target {
+            controller: &self.name,
+            parent,
+            parent_info: &self.parent,
+            types: &self.types,
+            revisions: self.revisions.as_ref().map(|(i, _)| i),
+            finalizer: &self.finalizer,
+            subject: crate::events::EventKey::subject(key),
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        Composite::informer_for(self, type_key)
+    }
+}
+
+impl Composite {
+    /// The declared child types, in declaration order.
+    fn child_types(&self) -> Vec<ChildType> {
+        self.children.iter().map(|s| s.ty.clone()).collect()
+    }
+
+    fn request(
+        &self,
+        version: Version,
+        parent: &Value,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        related: &[(String, Vec<Arc<Value>>)],
+        finalizing: bool,
+    ) -> Value {
+        let declared = self.children.iter().map(|s| s.ty.key.as_str());
+        let children =
+            hookapi::declared_object_map(version, self.parent.namespaced, declared, observed);
+        let related = hookapi::object_map(version, self.parent.namespaced, related);
+        hookapi::composite_request(&self.def.raw, parent, children, related, finalizing)
+    }
+
+    /// Rolling updates: read the parent's revisions (none when they are not served), call the
+    /// hook for every old revision that still claims children, and step the rollout
+    /// ([`rollout_plan`], pure): the desired children (each from the revision that claims it)
+    /// and the decision (state, claims, revision writes).
+    #[allow(clippy::too_many_arguments)]
+    async fn rollout(
+        &self,
+        spec: &HookSpec,
+        key: &ObjectKey,
+        parent: &Value,
+        observed: &BTreeMap<String, Vec<Arc<Value>>>,
+        related: &[(String, Vec<Arc<Value>>)],
+        selector: &LabelSelector,
+        latest_desired: Vec<(ChildId, Value)>,
+    ) -> Result<(planner::RolloutDecision, Vec<(ChildId, Value)>), SyncError> {
+        let uid = object::uid(parent).unwrap_or_default();
+        let stored = self
+            .revisions
+            .iter()
+            .flat_map(|(_, s)| s.controlled_by(uid))
+            .map(rollout::revision_from_object)
+            .collect();
+        let types: Vec<ChildType> = self.children.iter().map(|s| s.ty.clone()).collect();
+        let field_paths = rollout_plan::field_paths(&self.def.spec);
+        let revs = rollout_plan::revisions(parent, &field_paths, stored, &types);
+        // The hook is called once per old revision that claims children, with the parent as
+        // it was at that revision.
+        let answers =
+            rollout_plan::RevisionAnswers::new(&self.def.spec, spec.version, &types, selector);
+        let mut old_desired = BTreeMap::new();
+        for (rev, old_parent) in &revs.old {
+            let request = self.request(spec.version, old_parent, observed, related, false);
+            let body = self
+                .caller
+                .call(&self.ctx, "sync", spec, key, &request)
+                .await?;
+            let d = answers.desired(rev, old_parent, &body)?;
+            old_desired.insert(rev.clone(), d);
+        }
+        let checks: BTreeMap<String, Vec<StatusConditionCheck>> = self
+            .children
+            .iter()
+            .map(|s| (s.ty.key.clone(), s.checks.clone()))
+            .collect();
+        Ok(rollout_plan::decide(
+            revs,
+            rollout_plan::DecideInput {
+                parent,
+                parent_namespaced: self.parent.namespaced,
+                types: &types,
+                checks: &checks,
+                selector,
+                observed,
+                latest_desired: &latest_desired,
+                old_desired: &old_desired,
+            },
+        ))
+    }
+}
+
+/// Make sure `controllerrevisions.metacontroller.k8s.io` is served, installing its CRD when
+/// it is missing (rolling updates need it).
+async fn ensure_revision_resource(
+    ctx: &EngineContext,
+    controller: &str,
+    stop: &CancellationToken,
+) -> Result<ResourceInfo, StartError> {
+    if let Ok(i) = ctx
+        .discovery
+        .resolve(rollout::REVISION_API_VERSION, rollout::REVISION_RESOURCE)
+        .await
+    {
+        return Ok(i);
+    }
+    let api: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(ctx.client.clone());
+    let mut installed = false;
+    match serde_json::from_value(rollout::revision_crd()) {
+        Ok(crd) => match api
+            .create(
+                &kube::api::PostParams {
+                    dry_run: false,
+                    field_manager: Some(crate::k8s::FIELD_MANAGER.into()),
+                },
+                &crd,
+            )
+            .await
+        {
+            Ok(_) => {
+                installed = true;
+                ctx.bus.publish(EngineEvent::Info {
+                    controller: Some(controller.to_string()),
+                    message: "installed CRD controllerrevisions.metacontroller.k8s.io: rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects, as Metacontroller does".into(),
+                });
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => installed = true,
+            Err(e) => ctx.bus.publish(EngineEvent::Error {
+                controller: Some(controller.to_string()),
+                object: None,
+                message: format!(
+                    "rolling updates (RollingRecreate, RollingInPlace) keep their progress in ControllerRevision objects (controllerrevisions.metacontroller.k8s.io/v1alpha1, the CRD Metacontroller installs), which this cluster does not serve, and installing that CRD failed: {}. Install Metacontroller's CRDs (its manifests/crds), or run dev with a user that may create CustomResourceDefinitions",
+                    crate::k8s::kube_error_message(&e)
+                ),
+            }),
+        },
+        Err(e) => {
+            return Err(StartError::Config {
+                controller: controller.to_string(),
+                message: format!("internal: revision CRD does not encode: {e}"),
+            });
+        }
+    }
+    // A CRD just created takes a moment to be served: that wait is not an error.
+    let grace = if installed {
+        std::time::Duration::from_secs(30)
+    } else {
+        std::time::Duration::ZERO
+    };
+    let v = start::resolve_all_after(
+        ctx,
+        controller,
+        &[(
+            rollout::REVISION_API_VERSION.to_string(),
+            rollout::REVISION_RESOURCE.to_string(),
+        )],
+        stop,
+        grace,
+    )
+    .await?;
+    v.into_iter()
+        .next()
+        .ok_or_else(|| StartError::Stopped(controller.to_string()))
+}
+
+impl KindController for Composite {
+    const KIND: &'static str = KIND;
+
+    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
+        &self.queue
+    }
+    fn parent_resources(&self) -> String {
+        self.parent.key()
+    }
+    fn parent_count(&self) -> usize {
+        self.parents_in_scope().len()
+    }
+    fn enqueue_all(&self, trigger: Trigger) {
+        Composite::enqueue_all(self, trigger);
+    }
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        let named = self
+            .keyed_parents()
+            .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
+        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
+    }
+    /// Forget customize answers.
+    fn forget_answers(&self) {
+        self.related.clear();
+    }
+    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
+        self.hooks.specs()
+    }
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        self.hooks.for_exchange(hook)
+    }
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        Composite::spawn_routers(self, stop);
+    }
+}
+
+/// Start a CompositeController: resolve, start informers and routers, queue every parent,
+/// announce it; returns its handle and the worker loop to run until `stop`.
+pub async fn launch(
+    def: Controller<CompositeControllerSpec>,
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    tracker: Arc<Tracker>,
+) -> Result<start::Launched, StartError> {
+    let comp: Arc<Composite> = source::watched(def, Arc::clone(&ctx), &stop).await?;
+    Ok(reconcile::launch(comp, ctx, stop, tracker))
+}

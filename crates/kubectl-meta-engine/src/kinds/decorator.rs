@@ -1,0 +1,654 @@
+//! DecoratorController: decorates existing objects (targets) of one or more resources with
+//! labels, annotations, status and attachments, with Metacontroller's semantics.
+//!
+//! [`launch`] resolves the target and attachment resources (waiting for ones that do
+//! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
+//! shared controller loop. One sync of one target runs the shared skeleton of
+//! [`crate::runtime::reconcile`] with this kind's steps: find its attachments (controlled by the
+//! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
+//! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
+//! merge, attachment writes, status (only when the hook gives one) and finalizer -> execute
+//! -> wait until the caches show the writes. The dry run builds the same controller on lists
+//! read once ([`crate::runtime::source::snapshot`]).
+//!
+//! A target is in scope when one of the definition's `resources` rules for its resource
+//! matches both its labels (`labelSelector`) and its annotations (`annotationSelector`), or
+//! when it still carries our finalizer (it stopped matching: it is finalized, then released).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::Trigger;
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::object::{self, ObjectKey};
+use crate::kinds::shared::{self, StartError, SyncHooks};
+use crate::plan::decorator_rule::{self, TargetRule};
+use crate::plan::hookapi;
+use crate::plan::planner;
+use crate::plan::writes::{ChildId, ChildType};
+use crate::runtime::caller::Caller;
+use crate::runtime::context::{EngineContext, HookSpec};
+use crate::runtime::controller::{SyncError, Tracker};
+use crate::runtime::execute::Target;
+use crate::runtime::memory::SyncMemory;
+use crate::runtime::queue::{Backoff, WorkQueue};
+use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::related_cache::RelatedCache;
+use crate::runtime::routing;
+use crate::runtime::routing::ChildAction;
+use crate::runtime::source::{self, Bound, Built, Reader, Source, Wanted};
+use crate::runtime::start;
+use crate::spec::{Controller, DecoratorControllerSpec};
+use kube_apimachinery::selector::LabelSelector;
+
+/// The annotation that marks an object as an attachment of a DecoratorController (its value
+/// is the controller's name).
+pub const DECORATOR_ANNOTATION: &str = "metacontroller.k8s.io/decorator-controller";
+
+/// The controller kind, as shown in events and hook call logs.
+const KIND: &str = "DecoratorController";
+
+/// A target resource (several `resources` rules on one resource share one slot).
+struct TargetSlot {
+    info: ResourceInfo,
+    source: Source,
+    rules: Vec<TargetRule>,
+}
+
+/// A declared attachment resource with its source.
+struct AttachmentSlot {
+    source: Source,
+    ty: ChildType,
+}
+
+/// The work-queue key: one target object of one target resource.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TargetKey {
+    /// Index of the target resource in the controller.
+    slot: usize,
+    /// The resource, `Kind.apiVersion`.
+    pub resource: String,
+    /// The object.
+    pub key: ObjectKey,
+    /// Shown with its resource (the controller has several target resources); otherwise
+    /// shown as `namespace/name`, like the parents of other controllers.
+    qualified: bool,
+}
+
+impl fmt::Display for TargetKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.qualified {
+            write!(f, "{} {}", self.resource, self.key)
+        } else {
+            write!(f, "{}", self.key)
+        }
+    }
+}
+
+/// Events name a target as it is displayed (with its resource when qualified).
+impl crate::events::EventKey for TargetKey {
+    fn subject(&self) -> crate::events::EventSubject {
+        crate::events::EventSubject::parent(self.to_string())
+    }
+}
+
+/// A running DecoratorController (or one on lists read once, for a dry run).
+pub struct Decorator {
+    name: String,
+    def: Controller<DecoratorControllerSpec>,
+    ctx: Arc<EngineContext>,
+    targets: Vec<TargetSlot>,
+    attachments: Vec<AttachmentSlot>,
+    types: BTreeMap<String, ResourceInfo>,
+    hooks: SyncHooks,
+    finalizer: String,
+    queue: WorkQueue<TargetKey, Trigger>,
+    caller: Caller,
+    /// Where related objects are read.
+    reader: Reader,
+    /// Uid routing, last status written, last exchange per target.
+    memory: SyncMemory<TargetKey>,
+    /// Customize answers and related-object routing per target.
+    related: RelatedCache<TargetKey>,
+}
+
+/// What a definition gives before its resources are read: its hooks and its target rules.
+pub struct Prepared {
+    hooks: SyncHooks,
+    rules: Vec<TargetRule>,
+}
+
+impl Built for Decorator {
+    type Spec = DecoratorControllerSpec;
+    type Prepared = Prepared;
+
+    fn prepare(
+        def: &Controller<DecoratorControllerSpec>,
+        ctx: &EngineContext,
+    ) -> Result<(Prepared, Wanted), StartError> {
+        let name = &def.name;
+        let cfg = |message: String| StartError::config(name, message);
+        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
+        if def.spec.resources.is_empty() {
+            return Err(cfg(
+                "spec.resources needs at least one target resource".into()
+            ));
+        }
+        if let Some(a) = def
+            .spec
+            .attachments
+            .iter()
+            .find(|a| a.method().is_rolling())
+        {
+            return Err(cfg(format!(
+                "attachment {}/{}: {:?} is not supported: DecoratorController does not do rolling updates; use InPlace or Recreate",
+                a.api_version,
+                a.resource,
+                a.method()
+            )));
+        }
+        let rules = def
+            .spec
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| TargetRule::from_spec(i, r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| cfg(e.to_string()))?;
+        let mut wanted: Vec<(String, String)> = def
+            .spec
+            .resources
+            .iter()
+            .map(|r| (r.api_version.clone(), r.resource.clone()))
+            .collect();
+        wanted.extend(
+            def.spec
+                .attachments
+                .iter()
+                .map(|c| (c.api_version.clone(), c.resource.clone())),
+        );
+        Ok((Prepared { hooks, rules }, wanted))
+    }
+
+    /// The controller on its resolved resources (targets, then attachments, as
+    /// `prepare` names them).
+    fn build(
+        def: Controller<DecoratorControllerSpec>,
+        ctx: Arc<EngineContext>,
+        prepared: Prepared,
+        resolved: Vec<Bound>,
+        reader: Reader,
+    ) -> Result<Self, StartError> {
+        let name = def.name.clone();
+        let cfg = |message: String| StartError::config(&name, message);
+        let mut resolved = resolved.into_iter();
+        // The first resources are the targets (one per rule; rules on one resource share a
+        // slot), then the attachments.
+        let mut targets: Vec<TargetSlot> = Vec::new();
+        for (rule, (info, source)) in prepared.rules.into_iter().zip(resolved.by_ref()) {
+            match targets.iter_mut().find(|t| t.info.key() == info.key()) {
+                Some(t) => t.rules.push(rule),
+                None => targets.push(TargetSlot {
+                    source,
+                    info,
+                    rules: vec![rule],
+                }),
+            }
+        }
+        let mut attachments = Vec::new();
+        let mut types = BTreeMap::new();
+        for (rule, (info, source)) in def.spec.attachments.iter().zip(resolved) {
+            if let Some(t) = targets
+                .iter()
+                .find(|t| t.info.namespaced && !info.namespaced)
+            {
+                return Err(cfg(format!(
+                    "attachment resource {} is cluster-scoped but the target resource {} is namespaced; a namespaced object cannot own cluster-scoped attachments",
+                    info.key(),
+                    t.info.key()
+                )));
+            }
+            let ty = shared::child_type(&info, rule.method());
+            types.insert(ty.key.clone(), info);
+            attachments.push(AttachmentSlot { source, ty });
+        }
+        let finalizer = format!("metacontroller.io/decoratorcontroller-{name}");
+        let queue = WorkQueue::new(Backoff::default());
+        Ok(Decorator {
+            caller: reader.caller(KIND, &name),
+            related: RelatedCache::for_queue(&queue),
+            name,
+            def,
+            ctx,
+            targets,
+            attachments,
+            types,
+            hooks: prepared.hooks,
+            finalizer,
+            queue,
+            reader,
+            memory: SyncMemory::default(),
+        })
+    }
+
+    fn sources(&self) -> Vec<&Source> {
+        let targets = self.targets.iter().map(|t| &t.source);
+        targets
+            .chain(self.attachments.iter().map(|a| &a.source))
+            .collect()
+    }
+}
+
+impl Decorator {
+    /// The target resources, `Kind.apiVersion`, comma-separated.
+    pub fn target_resources(&self) -> String {
+        self.targets
+            .iter()
+            .map(|t| t.info.key())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Is the target selected by one of the rules of its resource?
+    fn selected(&self, slot: usize, obj: &Value) -> bool {
+        decorator_rule::selects(&self.targets[slot].rules, obj)
+    }
+
+    /// Is this target ours to sync: in the `-n` namespace (if any), and selected or still
+    /// carrying our finalizer.
+    fn in_scope(&self, slot: usize, obj: &Value) -> bool {
+        shared::in_namespace_scope(&self.ctx, self.targets[slot].info.namespaced, obj)
+            && (self.selected(slot, obj)
+                || object::finalizers(obj).contains(&self.finalizer.as_str()))
+    }
+
+    fn key_of(&self, slot: usize, obj: &Value) -> Option<TargetKey> {
+        ObjectKey::of(obj).map(|key| TargetKey {
+            slot,
+            resource: self.targets[slot].info.key(),
+            key,
+            qualified: self.targets.len() > 1,
+        })
+    }
+
+    fn targets_in_scope(&self) -> Vec<(usize, Arc<Value>)> {
+        let mut out = Vec::new();
+        for (i, t) in self.targets.iter().enumerate() {
+            for o in t
+                .source
+                .list(shared::scope_namespace(&self.ctx, t.info.namespaced))
+            {
+                if self.in_scope(i, &o) {
+                    out.push((i, o));
+                }
+            }
+        }
+        out
+    }
+
+    /// Queue every target in scope.
+    pub fn enqueue_all(&self, trigger: Trigger) {
+        routing::enqueue_each(&self.queue, &self.memory, self.keyed_targets(), &trigger);
+    }
+
+    /// The targets in scope with their keys.
+    pub fn keyed_targets(&self) -> impl Iterator<Item = (TargetKey, Arc<Value>)> {
+        self.targets_in_scope()
+            .into_iter()
+            .filter_map(|(slot, o)| self.key_of(slot, &o).map(|k| (k, o)))
+    }
+
+    /// The cache of a resource this controller reads (targets, attachments).
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        self.targets
+            .iter()
+            .find(|t| t.info.key() == type_key)
+            .map(|t| &t.source)
+            .or_else(|| self.attachment_source(type_key))
+            .and_then(Source::informer)
+    }
+
+    /// The source of a declared attachment resource.
+    fn attachment_source(&self, type_key: &str) -> Option<&Source> {
+        self.attachments
+            .iter()
+            .find(|a| a.ty.key == type_key)
+            .map(|a| &a.source)
+    }
+
+    /// Spawn the event routers (targets, attachments, resync timer). They end with `stop`.
+    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        for (i, t) in self.targets.iter().enumerate() {
+            let Some(informer) = t.source.informer() else {
+                continue;
+            };
+            let me = Arc::clone(self);
+            let rx = informer.subscribe();
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| me.route_target(i, ev),
+            ));
+        }
+        for a in &self.attachments {
+            let Some(informer) = a.source.informer() else {
+                continue;
+            };
+            let me = Arc::clone(self);
+            let rx = informer.subscribe();
+            let resource = a.ty.key.clone();
+            tokio::spawn(crate::k8s::informer::for_each_event(
+                rx,
+                stop.clone(),
+                move |ev| {
+                    for action in routing::child_event(&resource, ev) {
+                        match action {
+                            ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
+                            // Attachments are never adopted.
+                            ChildAction::Orphan(..) => {}
+                            ChildAction::All(t) => me.enqueue_all(t),
+                        }
+                    }
+                },
+            ));
+        }
+        let me = Arc::clone(self);
+        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
+            me.enqueue_all(Trigger::ResyncPeriod)
+        });
+    }
+
+    /// Labels or annotations moving in or out of the selectors are changes that matter; a
+    /// target that left the selectors without our finalizer has nothing left to do.
+    fn route_target(&self, slot: usize, ev: InformerEvent) {
+        let action = routing::parent_event(
+            ev,
+            |o| self.key_of(slot, o).filter(|_| self.in_scope(slot, o)),
+            |o| self.key_of(slot, o),
+            &self.memory,
+            false,
+        );
+        action.apply(&self.queue, &self.related, |t| self.enqueue_all(t));
+    }
+
+    fn enqueue_owner(&self, uid: &str, trigger: Trigger) {
+        if let Some(k) = self.memory.key_of_uid(uid) {
+            self.queue.add(k, trigger);
+        }
+    }
+
+    fn is_attachment(&self, obj: &Value) -> bool {
+        object::annotation(obj, DECORATOR_ANNOTATION) == Some(self.name.as_str())
+    }
+}
+
+/// What a sync observed of one target: its sync mode, related objects and attachments.
+pub struct Observed {
+    finalizing: bool,
+    namespaced: bool,
+    uid: String,
+    related: Vec<(String, Vec<Arc<Value>>)>,
+    attachments: BTreeMap<String, Vec<Arc<Value>>>,
+}
+
+impl Observed {
+    /// The target is being finalized (deleted, or no longer selected).
+    pub fn finalizing(&self) -> bool {
+        self.finalizing
+    }
+}
+
+/// The sync or finalize hook's answer with its desired attachments (annotated as ours).
+pub struct Decided {
+    resp: hookapi::DecoratorResponse,
+    desired: Vec<(ChildId, Value)>,
+}
+
+impl SyncKind for Decorator {
+    type Key = TargetKey;
+    type Seen = Observed;
+    type Answer = Decided;
+
+    fn parts(&self) -> Parts<'_, TargetKey> {
+        Parts {
+            name: &self.name,
+            ctx: &self.ctx,
+            caller: &self.caller,
+            memory: &self.memory,
+        }
+    }
+
+    fn parent(&self, key: &TargetKey) -> Option<Arc<Value>> {
+        let target = self.targets.get(key.slot)?.source.get(&key.key)?;
+        self.memory.remember_uid(&target, key);
+        Some(target)
+    }
+
+    /// Sync mode, related objects (customize hook), and the attachments: controlled by the
+    /// target and carrying our annotation (never adopted).
+    async fn observe(
+        &self,
+        key: &TargetKey,
+        target: &Value,
+        cx: SyncCx<'_>,
+    ) -> Result<Option<Observed>, SyncError> {
+        let selected = self.selected(key.slot, target);
+        let Some(finalizing) = shared::sync_mode(target, &self.finalizer, selected) else {
+            return Ok(None);
+        };
+        let namespaced = self.targets[key.slot].info.namespaced;
+        let customize = self.hooks.customize(
+            &self.ctx,
+            &self.reader,
+            &self.caller,
+            &self.def.raw,
+            namespaced,
+        );
+        let related = self
+            .related
+            .related(&customize, target, key, cx.stop)
+            .await?
+            .into_iter()
+            .map(|(r, objs)| (r.info.key(), objs))
+            .collect();
+        let uid = object::uid(target).unwrap_or_default().to_string();
+        let attachments = self
+            .attachments
+            .iter()
+            .map(|a| {
+                let owned: Vec<Arc<Value>> = a
+                    .source
+                    .controlled_by(&uid)
+                    .into_iter()
+                    .filter(|o| self.is_attachment(o))
+                    .collect();
+                (a.ty.key.clone(), owned)
+            })
+            .collect();
+        Ok(Some(Observed {
+            finalizing,
+            namespaced,
+            uid,
+            related,
+            attachments,
+        }))
+    }
+
+    fn hook(&self, target: &Value, seen: &Observed) -> Option<HookCall<'_>> {
+        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let namespaced = seen.namespaced;
+        let declared = self.attachments.iter().map(|a| a.ty.key.as_str());
+        let request = hookapi::decorator_request(
+            &self.def.raw,
+            target,
+            hookapi::declared_object_map(spec.version, namespaced, declared, &seen.attachments),
+            hookapi::object_map(spec.version, namespaced, &seen.related),
+            seen.finalizing,
+        );
+        Some(HookCall {
+            name,
+            spec,
+            request,
+        })
+    }
+
+    /// Decode, normalize, annotate as ours, refuse objects that are not our attachments.
+    async fn desired(
+        &self,
+        _key: &TargetKey,
+        target: &Value,
+        seen: &Observed,
+        (hook_name, spec): (&'static str, &HookSpec),
+        body: &Value,
+    ) -> Result<Decided, SyncError> {
+        let fail = |message: String| SyncError::answer(hook_name, message);
+        let resp = hookapi::decode_decorator(hook_name, spec.version, body)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut desired = planner::normalize_desired(
+            target,
+            &self.attachment_types(),
+            &LabelSelector::default(),
+            false,
+            resp.attachments.clone(),
+        )
+        .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        for (_, obj) in &mut desired {
+            obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
+        }
+        let clashes = planner::foreign_clashes(
+            &desired,
+            |id| self.attachment_source(&id.type_key)?.get(&id.object_key()),
+            |o| self.not_an_attachment(o, &seen.uid),
+        );
+        if !clashes.is_empty() {
+            return Err(fail(format!(
+                "{hook_name} hook: desired attachments clash with existing objects: {}; objects that are not this decorator's attachments are never taken over: give the attachment another name, or delete that object",
+                clashes.join("; ")
+            )));
+        }
+        Ok(Decided { resp, desired })
+    }
+
+    fn plan(
+        &self,
+        key: &TargetKey,
+        target: &Value,
+        seen: &Observed,
+        answer: Option<&Decided>,
+    ) -> planner::SyncPlan {
+        planner::plan_decorator(&planner::DecoratorInput {
+            target,
+            types: &self.attachment_types(),
+            observed: &seen.attachments,
+            answer: answer.map(|a| planner::DecoratorAnswer {
+                answer: planner::Answer {
+                    desired: &a.desired,
+                    status: a.resp.status.as_ref(),
+                    finalized: a.resp.finalized,
+                    resync_after_seconds: a.resp.resync_after_seconds,
+                },
+                labels: &a.resp.labels,
+                annotations: &a.resp.annotations,
+            }),
+            finalizer: planner::FinalizerInput {
+                name: &self.finalizer,
+                has_finalize_hook: self.hooks.finalize.is_some(),
+                finalizing: seen.finalizing,
+            },
+            held: &self.memory.held_fields(key),
+        })
+    }
+
+    fn target<'a>(&'a self, key: &TargetKey, target: &'a Value) -> Target<'a> {
+        Target {
+            controller: &self.name,
+            parent: target,
+            parent_info: &self.targets[key.slot].info,
+            types: &self.types,
+            revisions: None,
+            finalizer: &self.finalizer,
+            subject: crate::events::EventKey::subject(key),
+        }
+    }
+
+    fn informer_for(&self, type_key: &str) -> Option<&Arc<Informer>> {
+        Decorator::informer_for(self, type_key)
+    }
+}
+
+impl Decorator {
+    /// The declared attachment types, in declaration order.
+    fn attachment_types(&self) -> Vec<ChildType> {
+        self.attachments.iter().map(|a| a.ty.clone()).collect()
+    }
+
+    /// Why an existing object of a desired attachment's name is not this target's attachment
+    /// (controlled by someone else, not controlled, or lacking our annotation), if it is not.
+    fn not_an_attachment(&self, obj: &Value, uid: &str) -> Option<String> {
+        if let Some(why) = planner::controlled_by_other(obj, uid) {
+            return Some(why);
+        }
+        if object::controller_ref(obj).is_none() {
+            return Some("exists and is not controlled by the target".to_string());
+        }
+        (!self.is_attachment(obj)).then(|| {
+            format!(
+                "is controlled by the target but lacks the annotation {DECORATOR_ANNOTATION}: {}",
+                self.name
+            )
+        })
+    }
+}
+
+impl KindController for Decorator {
+    const KIND: &'static str = KIND;
+
+    fn queue(&self) -> &WorkQueue<TargetKey, Trigger> {
+        &self.queue
+    }
+    fn parent_resources(&self) -> String {
+        self.target_resources()
+    }
+    fn parent_count(&self) -> usize {
+        self.targets_in_scope().len()
+    }
+    fn enqueue_all(&self, trigger: Trigger) {
+        Decorator::enqueue_all(self, trigger);
+    }
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        let named = self.keyed_targets().filter(|(k, o)| {
+            k.key.to_string() == name || k.to_string() == name || object::name(o) == Some(name)
+        });
+        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
+    }
+    /// Forget customize answers.
+    fn forget_answers(&self) {
+        self.related.clear();
+    }
+    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
+        self.hooks.specs()
+    }
+    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        self.hooks.for_exchange(hook)
+    }
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        Decorator::spawn_routers(self, stop);
+    }
+}
+
+/// Start a DecoratorController: resolve, start informers and routers, queue every target,
+/// announce it; returns its handle and the worker loop to run until `stop`.
+pub async fn launch(
+    def: Controller<DecoratorControllerSpec>,
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    tracker: Arc<Tracker>,
+) -> Result<start::Launched, StartError> {
+    let dec: Arc<Decorator> = source::watched(def, Arc::clone(&ctx), &stop).await?;
+    Ok(reconcile::launch(dec, ctx, stop, tracker))
+}

@@ -1,0 +1,403 @@
+//! What the controller kinds share to resolve a definition: its hooks ([`resolve_hook`],
+//! [`SyncHooks`]), its declared child types ([`child_type`], [`declared_types`]), and the
+//! scope checks of a sync ([`sync_mode`], [`parent_selector`], [`scope_namespace`],
+//! [`in_namespace_scope`]).
+//!
+//! Starting a controller (resolving resources, waiting for caches, [`StartError`], its worker
+//! loop) is [`crate::runtime::start`]; the other shared pieces live one concept per file
+//! in [`crate::runtime`] (routing, caller, memory, related_cache, carry).
+//!
+//! Nothing here knows a controller kind: helpers take the engine context, informers (through
+//! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
+//! DecoratorController and MapController share them.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::object;
+use crate::plan::writes::ChildType;
+use crate::runtime::caller::Caller;
+use crate::runtime::context::{EngineContext, HookSpec};
+use crate::runtime::related_cache::Customize;
+pub use crate::runtime::start::StartError;
+use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
+use kube_apimachinery::selector::LabelSelector;
+
+/// Turn a definition's hook `hooks.<name>` into something callable (`None` when the definition
+/// has none); `base_dir` is where exec hooks run by default.
+pub fn resolve_hook(
+    ctx: &EngineContext,
+    controller: &str,
+    base_dir: Option<&Path>,
+    name: &str,
+    hook: Option<&Hook>,
+) -> Result<Option<HookSpec>, StartError> {
+    hook.map(|h| {
+        HookSpec::from_spec(
+            name,
+            h,
+            ctx.options.hook_base_url.as_deref(),
+            base_dir,
+            ctx.options.service_dns,
+        )
+        .map_err(|e| StartError::config(controller, e.to_string()))
+    })
+    .transpose()
+}
+
+/// The sync, finalize and customize hooks of a definition (CompositeController,
+/// DecoratorController), resolved.
+#[derive(Debug, Clone)]
+pub struct SyncHooks {
+    /// `hooks.sync` (required).
+    pub sync: HookSpec,
+    /// `hooks.finalize`.
+    pub finalize: Option<HookSpec>,
+    /// `hooks.customize`.
+    pub customize: Option<HookSpec>,
+}
+
+impl SyncHooks {
+    /// Resolve the definition's hooks (see [`resolve_hook`]); `sync` is required.
+    pub fn resolve(
+        ctx: &EngineContext,
+        controller: &str,
+        base_dir: Option<&Path>,
+        hooks: &SyncControllerHooks,
+    ) -> Result<Self, StartError> {
+        let hook = |name: &str, h: &Option<Hook>| {
+            resolve_hook(ctx, controller, base_dir, name, h.as_ref())
+        };
+        Ok(SyncHooks {
+            sync: hook("sync", &hooks.sync)?
+                .ok_or_else(|| StartError::config(controller, "hooks.sync is required"))?,
+            finalize: hook("finalize", &hooks.finalize)?,
+            customize: hook("customize", &hooks.customize)?,
+        })
+    }
+
+    /// The hooks, by name (for [`ControllerHandle::hook_specs`]).
+    pub fn specs(&self) -> Vec<(&'static str, HookSpec)> {
+        let mut out = vec![("sync", self.sync.clone())];
+        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
+        out.extend(self.customize.clone().map(|h| ("customize", h)));
+        out
+    }
+
+    /// The hook a sync calls, with its name: finalize (when there is one) for a finalizing
+    /// parent, sync otherwise.
+    pub fn for_sync(&self, finalizing: bool) -> Option<(&'static str, &HookSpec)> {
+        if finalizing {
+            self.finalize.as_ref().map(|h| ("finalize", h))
+        } else {
+            Some(("sync", &self.sync))
+        }
+    }
+
+    /// The hook that answered an exchange recorded under `hook` (`sync` or `finalize`).
+    pub fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        if hook == "finalize" {
+            self.finalize.as_ref()
+        } else {
+            Some(&self.sync)
+        }
+    }
+
+    /// What [`RelatedCache::related`] needs to ask this customize hook about a parent.
+    pub fn customize<'a>(
+        &'a self,
+        ctx: &'a EngineContext,
+        reader: &'a crate::runtime::source::Reader,
+        caller: &'a Caller,
+        definition: &'a Value,
+        parent_namespaced: bool,
+    ) -> Customize<'a> {
+        Customize {
+            ctx,
+            reader,
+            caller,
+            hook: self.customize.as_ref(),
+            definition,
+            sync_version: self.sync.version,
+            parent_namespaced,
+        }
+    }
+}
+
+/// A declared child (or attachment, or output) type of a resolved resource.
+pub fn child_type(info: &ResourceInfo, method: UpdateMethod) -> ChildType {
+    ChildType {
+        key: info.key(),
+        api_version: info.api_resource.api_version.clone(),
+        kind: info.api_resource.kind.clone(),
+        namespaced: info.namespaced,
+        method,
+    }
+}
+
+/// The child (attachment, output) types `def` declares, resolved through discovery, each as
+/// the engine reads an answer's objects against it (`kubectl meta test`, `dryrun --against`).
+pub async fn declared_types(
+    ctx: &EngineContext,
+    def: &ControllerDef,
+) -> Result<Vec<(ChildType, ResourceInfo)>, String> {
+    let rules = match def {
+        ControllerDef::Composite(c) => &c.spec.child_resources,
+        ControllerDef::Decorator(c) => &c.spec.attachments,
+        ControllerDef::Map(c) => &c.spec.output_resources,
+    };
+    let mut out = Vec::new();
+    for r in rules {
+        let info = ctx
+            .discovery
+            .resolve(&r.api_version, &r.resource)
+            .await
+            .map_err(|e| {
+                format!(
+                    "controller {}: {e} (a custom resource's CRD must be among the -f files)",
+                    def.name()
+                )
+            })?;
+        out.push((child_type(&info, r.method()), info));
+    }
+    Ok(out)
+}
+
+/// Is `parent` ours to sync, and how: `None` when it is not selected and lacks our
+/// `finalizer`, or is being deleted without it (the garbage collector takes its children);
+/// otherwise `Some(finalizing)`: deleted, or no longer selected (finalized, then released).
+pub fn sync_mode(parent: &Value, finalizer: &str, selected: bool) -> Option<bool> {
+    let deleting = object::is_deleting(parent);
+    let has_finalizer = object::finalizers(parent).contains(&finalizer);
+    if (!selected || deleting) && !has_finalizer {
+        return None;
+    }
+    Some(deleting || !selected)
+}
+
+/// The definition's `spec.parentResource.labelSelector`, parsed (`None`: every parent).
+pub fn parent_selector(
+    controller: &str,
+    rule: &ParentResourceRule,
+) -> Result<Option<LabelSelector>, StartError> {
+    rule.label_selector
+        .as_ref()
+        .map(LabelSelector::from_label_selector)
+        .transpose()
+        .map_err(|e| {
+            StartError::config(
+                controller,
+                format!("spec.parentResource.labelSelector: {e}"),
+            )
+        })
+}
+
+/// The `-n` namespace to list objects of a resource in (`None`: every namespace; a
+/// cluster-scoped resource ignores `-n`).
+pub fn scope_namespace(ctx: &EngineContext, namespaced: bool) -> Option<&str> {
+    if namespaced {
+        ctx.options.namespace.as_deref()
+    } else {
+        None
+    }
+}
+
+/// Is `obj` (of a resource that is `namespaced` or not) inside the `-n` namespace, if any?
+pub fn in_namespace_scope(ctx: &EngineContext, namespaced: bool, obj: &Value) -> bool {
+    scope_namespace(ctx, namespaced).is_none_or(|ns| object::namespace(obj) == Some(ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Trigger;
+    use crate::k8s::informer::InformerEvent;
+    use crate::runtime::memory::SyncMemory;
+    use crate::runtime::routing::{ChildAction, ParentAction, child_event, parent_event};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn owned(name: &str, owner: Option<&str>, labels: Value) -> Arc<Value> {
+        let refs: Vec<Value> = owner
+            .map(|u| {
+                json!({"apiVersion": "v1", "kind": "P", "name": "p", "uid": u,
+                "controller": true})
+            })
+            .into_iter()
+            .collect();
+        Arc::new(
+            json!({"metadata": {"name": name, "namespace": "ns", "labels": labels,
+            "ownerReferences": refs}}),
+        )
+    }
+
+    fn trig(event: &str) -> Trigger {
+        Trigger::Child {
+            resource: "Pod.v1".into(),
+            object: "ns/c".into(),
+            event: event.into(),
+        }
+    }
+
+    #[test]
+    fn child_events_reach_old_and_new_controllers_and_orphan_matchers() {
+        let a = owned("c", Some("a"), json!({}));
+        let b = owned("c", Some("b"), json!({}));
+        let orphan = owned("c", None, json!({"x": "1"}));
+        assert_eq!(
+            child_event("Pod.v1", InformerEvent::Added(Arc::clone(&a))),
+            vec![ChildAction::Owner("a".into(), trig("added"))]
+        );
+        assert_eq!(
+            child_event(
+                "Pod.v1",
+                InformerEvent::Updated {
+                    old: Arc::clone(&a),
+                    new: Arc::clone(&b)
+                }
+            ),
+            vec![
+                ChildAction::Owner("a".into(), trig("updated")),
+                ChildAction::Owner("b".into(), trig("updated"))
+            ]
+        );
+        // Released: the old controller hears of it, and so do parents that may adopt it.
+        assert_eq!(
+            child_event(
+                "Pod.v1",
+                InformerEvent::Updated {
+                    old: Arc::clone(&a),
+                    new: Arc::clone(&orphan)
+                }
+            ),
+            vec![
+                ChildAction::Owner("a".into(), trig("updated")),
+                ChildAction::Orphan(Arc::clone(&orphan), trig("updated"))
+            ]
+        );
+        // An orphan whose labels did not change concerns nobody new.
+        assert_eq!(
+            child_event(
+                "Pod.v1",
+                InformerEvent::Updated {
+                    old: Arc::clone(&orphan),
+                    new: Arc::clone(&orphan)
+                }
+            ),
+            vec![]
+        );
+        assert_eq!(
+            child_event("Pod.v1", InformerEvent::Deleted(orphan)),
+            vec![]
+        );
+        assert_eq!(
+            child_event("Pod.v1", InformerEvent::Deleted(a)),
+            vec![ChildAction::Owner("a".into(), trig("deleted"))]
+        );
+    }
+
+    #[test]
+    fn parent_events_queue_what_matters_and_forget_the_deleted() {
+        let mem: SyncMemory<String> = SyncMemory::default();
+        let key = |o: &Value| object::name(o).map(str::to_string);
+        let in_scope = |o: &Value| key(o).filter(|_| object::label(o, "in") == Some("yes"));
+        let p = Arc::new(
+            json!({"metadata": {"name": "p", "uid": "u", "labels": {"in": "yes"},
+            "resourceVersion": "1"}}),
+        );
+        let out = Arc::new(json!({"metadata": {"name": "o", "uid": "v"}}));
+        let ev = |e| parent_event(e, in_scope, key, &mem, false);
+        assert_eq!(
+            ev(InformerEvent::Added(Arc::clone(&p))),
+            ParentAction::Queue("p".into(), Trigger::ParentAdded)
+        );
+        assert_eq!(mem.key_of_uid("u").as_deref(), Some("p"));
+        assert_eq!(
+            ev(InformerEvent::Added(Arc::clone(&out))),
+            ParentAction::Nothing
+        );
+        let mut echo = (*p).clone();
+        echo["metadata"]["resourceVersion"] = json!("2");
+        echo["status"] = json!({"n": 1});
+        mem.record_status(&"p".to_string(), json!({"n": 1}));
+        assert_eq!(
+            ev(InformerEvent::Updated {
+                old: Arc::clone(&p),
+                new: Arc::new(echo.clone())
+            }),
+            ParentAction::Nothing,
+            "the echo of our own status write"
+        );
+        let mut deleting = echo;
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(
+            ev(InformerEvent::Updated {
+                old: Arc::clone(&p),
+                new: Arc::new(deleting)
+            }),
+            ParentAction::Queue("p".into(), Trigger::ParentDeleting)
+        );
+        assert_eq!(
+            ev(InformerEvent::Deleted(Arc::clone(&p))),
+            ParentAction::Forget("p".into())
+        );
+        assert_eq!(mem.key_of_uid("u"), None);
+        assert_eq!(ev(InformerEvent::Relisted), ParentAction::QueueAll);
+    }
+
+    #[test]
+    fn sync_mode_follows_selection_deletion_and_our_finalizer() {
+        let f = "metacontroller.io/compositecontroller-c";
+        let plain = json!({"metadata": {"name": "p"}});
+        let held = json!({"metadata": {"name": "p", "finalizers": [f]}});
+        let mut deleted = plain.clone();
+        deleted["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let mut deleted_held = held.clone();
+        deleted_held["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(sync_mode(&plain, f, true), Some(false));
+        assert_eq!(sync_mode(&plain, f, false), None);
+        assert_eq!(
+            sync_mode(&held, f, false),
+            Some(true),
+            "deselected: finalize"
+        );
+        assert_eq!(sync_mode(&deleted, f, true), None, "the GC's business");
+        assert_eq!(sync_mode(&deleted_held, f, true), Some(true));
+        assert_eq!(sync_mode(&deleted_held, f, false), Some(true));
+    }
+
+    #[test]
+    fn status_echo_of_our_own_write_does_not_matter() {
+        let mem: SyncMemory<String> = SyncMemory::default();
+        let k = "default/p".to_string();
+        let old = json!({"metadata": {"name": "p", "resourceVersion": "1"}, "status": {"n": 1}});
+        let mut new = old.clone();
+        new["metadata"]["resourceVersion"] = json!("2");
+        new["status"] = json!({"n": 2});
+        // Unknown status: it matters (someone else may have written it).
+        assert!(mem.update_matters(&k, &old, &new, false));
+        assert!(!mem.update_matters(&k, &old, &new, true));
+        mem.record_status(&k, json!({"n": 2.0}));
+        assert!(!mem.update_matters(&k, &old, &new, false));
+        // A spec change always matters.
+        new["spec"] = json!({"x": 1});
+        assert!(mem.update_matters(&k, &old, &new, true));
+    }
+
+    #[test]
+    fn memory_routes_uids_and_forgets_deleted_keys() {
+        let mem: SyncMemory<crate::k8s::object::ObjectKey> = SyncMemory::default();
+        let obj = json!({"metadata": {"name": "p", "uid": "u1"}});
+        let k = crate::k8s::object::ObjectKey::new(Some("default"), "p");
+        mem.remember_uid(&obj, &k);
+        mem.record_exchange(&k, "sync", json!({"req": 1}), json!({"resp": 1}));
+        assert_eq!(mem.key_of_uid("u1"), Some(k.clone()));
+        assert_eq!(mem.exchanges().len(), 1);
+        assert_eq!(mem.last_exchange(&k).map(|e| e.0), Some("sync".into()));
+        mem.forget(&k, &obj);
+        assert_eq!(mem.key_of_uid("u1"), None);
+        assert!(mem.exchanges().is_empty());
+    }
+}

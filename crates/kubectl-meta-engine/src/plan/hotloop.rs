@@ -1,0 +1,298 @@
+//! The hot-loop guard: stop rewriting a child field the server keeps rewriting back.
+//!
+//! Even with [`crate::plan::server_view`], a server can rewrite a field in ways the engine cannot
+//! predict (a mutating webhook, defaulting, a CRD schema pruning an unknown field, another
+//! controller). Then every sync writes the field again and the parent never converges. The
+//! guard counts, per parent, the consecutive syncs whose update of a child rewrote the same
+//! field with the same value; after [`SYNCS`] of them the field is held: later plans leave it
+//! at the server's value (see [`crate::plan::apply::apply_holding`]) while the hook keeps asking for
+//! that value, and the caller reports a [`HotLoop`] (Warning event `HotLoop` on the parent, a
+//! dev output line, an NDJSON event, and `--once` fails naming it). Other fields and children
+//! keep syncing. A new value from the hook releases the field; a hook reload, a manual resync
+//! or a `resyncPeriodSeconds` resync clears the guard of the parent.
+//!
+//! Pure state: the sync code feeds it each executed plan ([`Guard::record`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::plan::apply::{self, HeldField};
+use crate::plan::writes::{ChildId, Writes};
+use kube_apimachinery::quantity;
+
+/// Consecutive syncs rewriting one field with the same value before it is held.
+pub const SYNCS: usize = 3;
+
+/// A child field the guard stopped rewriting.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HotLoop {
+    /// The child.
+    pub child: ChildId,
+    /// The field, e.g. `spec.template.spec.containers[name=web].resources.limits.cpu`.
+    pub path: String,
+    /// What the hook asks for (`None`: the hook removes the field).
+    pub desired: Option<Value>,
+    /// What the server keeps returning (`None`: the server drops the field).
+    pub server: Option<Value>,
+    /// The likely cause and what to do.
+    pub cause: String,
+}
+
+impl HotLoop {
+    /// One line naming the child, the field, both values and the cause.
+    pub fn message(&self) -> String {
+        let show = |v: &Option<Value>| match v {
+            Some(v) => v.to_string(),
+            None => "nothing (field absent)".to_string(),
+        };
+        format!(
+            "hot loop on {} {}: stopped rewriting {} after {SYNCS} consecutive syncs; the hook asks for {}, the server keeps {}; {}",
+            self.child.type_key,
+            self.child.object(),
+            self.path,
+            show(&self.desired),
+            show(&self.server),
+            self.cause
+        )
+    }
+}
+
+/// The likely reason the server keeps `server` when the hook asks for `desired` at `path`.
+pub fn likely_cause(path: &str, desired: Option<&Value>, server: Option<&Value>) -> String {
+    if let (Some(d), Some(s)) = (desired, server)
+        && let (Some(dq), Some(sq)) = (quantity::parse_value(d), quantity::parse_value(s))
+        && dq == sq
+    {
+        let s = s.as_str().map_or_else(|| s.to_string(), str::to_string);
+        return format!(
+            "the server normalizes the quantity {d} to {s}: write {s} in the hook's answer"
+        );
+    }
+    if path.starts_with("stringData") {
+        return "the server folds stringData into base64 data and never returns stringData: \
+                write data instead"
+            .to_string();
+    }
+    match (desired, server) {
+        (Some(_), None) => "the server drops this field (an unknown field its schema prunes, \
+                            or an empty or null value it does not store): leave it out of the \
+                            hook's answer"
+            .to_string(),
+        (None, Some(s)) => format!(
+            "the server puts this field back whenever it is removed (defaulting or a mutating \
+             webhook): keep it in the hook's answer, as {s}"
+        ),
+        (_, s) => {
+            let s = s.map_or_else(String::new, Value::to_string);
+            format!(
+                "a mutating webhook, defaulting or another controller rewrites this field to \
+                 {s}: write {s} in the hook's answer, or leave the field out"
+            )
+        }
+    }
+}
+
+/// The guard's state for one parent.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// (child, field) -> (value written, consecutive syncs that wrote it).
+    streaks: HashMap<(ChildId, String), (Option<Value>, usize)>,
+    /// Fields held now.
+    held: Vec<HotLoop>,
+}
+
+fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => apply::values_equal(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+impl Guard {
+    /// The fields to leave alone in the next plan, by child.
+    pub fn held_fields(&self) -> BTreeMap<ChildId, Vec<HeldField>> {
+        let mut out: BTreeMap<ChildId, Vec<HeldField>> = BTreeMap::new();
+        for h in &self.held {
+            out.entry(h.child.clone()).or_default().push(HeldField {
+                path: h.path.clone(),
+                value: h.desired.clone(),
+            });
+        }
+        out
+    }
+
+    /// The fields held now.
+    pub fn held(&self) -> &[HotLoop] {
+        &self.held
+    }
+
+    /// True when nothing is counted or held.
+    pub fn is_empty(&self) -> bool {
+        self.streaks.is_empty() && self.held.is_empty()
+    }
+
+    /// Account for one executed sync: `plan` as carried out, `updated` the children whose
+    /// update went through (written, or answered as a no-op). Returns the fields held from now.
+    pub fn record(&mut self, plan: &Writes, updated: &[ChildId]) -> Vec<HotLoop> {
+        // A held field stays held while the plan still held it back (the hook asks the same).
+        self.held.retain(|h| {
+            plan.held
+                .iter()
+                .any(|x| x.id == h.child && x.change.path == h.path)
+        });
+        let mut streaks = HashMap::new();
+        let mut tripped = Vec::new();
+        for u in plan.update.iter().filter(|u| updated.contains(&u.id)) {
+            for c in &u.changes {
+                if c.path.contains(apply::LAST_APPLIED) {
+                    continue;
+                }
+                let key = (u.id.clone(), c.path.clone());
+                let n = match self.streaks.get(&key) {
+                    Some((v, n)) if same(v.as_ref(), c.new.as_ref()) => n + 1,
+                    _ => 1,
+                };
+                if n >= SYNCS {
+                    let h = HotLoop {
+                        child: u.id.clone(),
+                        path: c.path.clone(),
+                        desired: c.new.clone(),
+                        server: c.old.clone(),
+                        cause: likely_cause(&c.path, c.new.as_ref(), c.old.as_ref()),
+                    };
+                    self.held.push(h.clone());
+                    tripped.push(h);
+                } else {
+                    streaks.insert(key, (c.new.clone(), n));
+                }
+            }
+        }
+        self.streaks = streaks;
+        tripped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::apply::FieldChange;
+    use crate::plan::writes::{HeldChange, ObjectKeyView, Update};
+    use serde_json::json;
+
+    fn id(name: &str) -> ChildId {
+        ChildId {
+            type_key: "Secret.v1".into(),
+            key: ObjectKeyView {
+                namespace: Some("ns".into()),
+                name: name.into(),
+            },
+        }
+    }
+
+    fn update(name: &str, path: &str, old: Value, new: Value) -> Update {
+        Update {
+            id: id(name),
+            object: json!({}),
+            desired: json!({}),
+            changes: vec![FieldChange {
+                path: path.into(),
+                old: Some(old),
+                new: Some(new),
+            }],
+        }
+    }
+
+    fn plan(updates: Vec<Update>) -> Writes {
+        Writes {
+            update: updates,
+            ..Writes::default()
+        }
+    }
+
+    #[test]
+    fn the_same_field_rewritten_by_consecutive_syncs_is_held_once() {
+        let mut g = Guard::default();
+        let p = plan(vec![
+            update("a", "spec.x", json!("1"), json!("2")),
+            update("b", "data.k", json!("v"), json!("w")),
+        ]);
+        let ids = [id("a"), id("b")];
+        assert!(g.record(&p, &ids).is_empty());
+        assert!(g.record(&p, &ids).is_empty());
+        let tripped = g.record(&p, &ids);
+        assert_eq!(tripped.len(), 2);
+        assert_eq!(tripped[0].path, "spec.x");
+        assert_eq!(tripped[0].server, Some(json!("1")));
+        assert!(
+            tripped[0].message().contains("spec.x"),
+            "{}",
+            tripped[0].message()
+        );
+        let held = g.held_fields();
+        assert_eq!(held[&id("a")][0].value, Some(json!("2")));
+        // The next plan held both back: they stay held, nothing trips again.
+        let next = Writes {
+            held: vec![
+                HeldChange {
+                    id: id("a"),
+                    change: p.update[0].changes[0].clone(),
+                },
+                HeldChange {
+                    id: id("b"),
+                    change: p.update[1].changes[0].clone(),
+                },
+            ],
+            ..Writes::default()
+        };
+        assert!(g.record(&next, &[]).is_empty());
+        assert_eq!(g.held().len(), 2);
+        // The hook asks for another value: no longer held (the plan did not hold it).
+        assert!(g.record(&plan(vec![]), &[]).is_empty());
+        assert!(g.held().is_empty());
+    }
+
+    #[test]
+    fn a_break_a_new_value_or_a_failed_write_restarts_the_count() {
+        let mut g = Guard::default();
+        let p = plan(vec![update("a", "spec.x", json!("1"), json!("2"))]);
+        let ok = [id("a")];
+        g.record(&p, &ok);
+        g.record(&p, &ok);
+        // A sync that does not rewrite it.
+        g.record(&plan(vec![]), &[]);
+        g.record(&p, &ok);
+        g.record(&p, &ok);
+        // A different value.
+        g.record(
+            &plan(vec![update("a", "spec.x", json!("1"), json!("3"))]),
+            &ok,
+        );
+        g.record(&p, &ok);
+        // A failed write is not a rewrite.
+        g.record(&p, &[]);
+        g.record(&p, &ok);
+        assert!(g.record(&p, &ok).is_empty());
+        assert_eq!(g.record(&p, &ok).len(), 1);
+    }
+
+    #[test]
+    fn causes_name_the_server_behaviour() {
+        let c = likely_cause("spec.cpu", Some(&json!("0.5")), Some(&json!("500m")));
+        assert!(
+            c.contains("normalizes the quantity \"0.5\" to 500m: write 500m"),
+            "{c}"
+        );
+        let c = likely_cause("stringData.a", Some(&json!("x")), None);
+        assert!(c.contains("folds stringData"), "{c}");
+        let c = likely_cause("spec.unknown", Some(&json!("x")), None);
+        assert!(c.contains("prunes"), "{c}");
+        let c = likely_cause("spec.mode", None, Some(&json!("fast")));
+        assert!(c.contains("defaulting"), "{c}");
+        let c = likely_cause("spec.image", Some(&json!("a")), Some(&json!("b")));
+        assert!(c.contains("mutating webhook"), "{c}");
+    }
+}
