@@ -403,7 +403,15 @@ fn links(text: &str) -> Vec<(usize, String)> {
 #[test]
 fn doc_links_resolve() {
     let root = repo();
-    let mut pages = vec![root.join("README.md"), root.join("examples/README.md")];
+    let mut pages: Vec<PathBuf> = [
+        "README.md",
+        "examples/README.md",
+        "crates/kube-sandbox/README.md",
+        "plugin-manifest/README.md",
+    ]
+    .iter()
+    .map(|p| root.join(p))
+    .collect();
     for dir in ["docs", "docs/guide"] {
         pages.extend(md_files(&root.join(dir)));
     }
