@@ -12,7 +12,7 @@ use clap_complete::Shell;
     kubectl meta completion fish > ~/.config/fish/completions/kubectl-meta.fish\n\n\
 `kubectl meta <TAB>` (through kubectl's own completion, kubectl 1.26+) instead needs the\n\
 kubectl_complete-meta helper on your PATH: install.sh puts it beside the binary, and the\n\
-release archive ships it (see the README).")]
+release archive ships it (docs/guide/install.md).")]
 pub struct CompletionArgs {
     /// The shell to write a completion script for.
     #[arg(value_enum)]

@@ -25,7 +25,7 @@ pub enum DryrunOutput {
     kubectl meta dryrun -f hook-v2/ --against hook-v1/            (how the answers differ, then the plan)\n  \
     kubectl meta dryrun -f examples/catset/ --simulate            (every sync until convergence, on a private copy)\n\n\
 Nothing is ever written (no create, update, patch, delete, status or Lease).\n\
-Exit codes as kubectl diff: 0 no changes, 1 changes, 2 and up errors (see README).")]
+Exit codes as kubectl diff: 0 no changes, 1 changes, 2 and up errors (docs/guide/dryrun.md).")]
 pub struct DryrunArgs {
     /// Parents to plan (`namespace/name` or `name`; default: every parent the controller
     /// selects). For a DecoratorController: targets.

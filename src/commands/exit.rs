@@ -4,7 +4,7 @@
 //! they return with a [`Class`] ([`Classify::class`], [`fail`]) and `main` maps the class to
 //! the process exit code. Codes follow kubectl's conventions: 0 success, 1 reserved for
 //! "differences found" (as `kubectl diff`), 2 and up one per class of failure. The table is
-//! documented in README.md ("Exit codes"); [`Class::ALL`] is what that table is checked against.
+//! documented in docs/guide/dev.md ("Exit codes"); [`Class::ALL`] is what that table is checked against.
 
 use std::fmt;
 
@@ -36,7 +36,7 @@ pub enum Class {
 }
 
 impl Class {
-    /// Every class, in the order of the README table.
+    /// Every class, in the order of the table in docs/guide/dev.md.
     #[cfg(test)]
     pub const ALL: [Class; 7] = [
         Class::Usage,

@@ -1,5 +1,5 @@
 //! The command-line contract of `kubectl meta dev` and `sandbox`, with the real binary: `-o json`
-//! stdout carries NDJSON only, exit codes by class of failure (README "Exit codes"), every flag
+//! stdout carries NDJSON only, exit codes by class of failure (docs/guide/dev.md, "Exit codes"), every flag
 //! checked before anything starts, `--resync` of an unknown parent, one kubeconfig per
 //! `dev --sandbox`, `--apply` creating only what is missing, and `-R`.
 
@@ -443,13 +443,11 @@ fn long_flags(text: &str) -> std::collections::BTreeSet<String> {
     out
 }
 
-/// The first column of the flag table in README's section `heading`.
-fn readme_table_flags(heading: &str) -> std::collections::BTreeSet<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme.find(heading).expect("README section");
-    let section = &readme[start + heading.len()..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    let first_column: String = section
+/// The first column of the flag table of the guide page `page` (docs/guide/PAGE).
+fn guide_table_flags(page: &str) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("docs/guide").join(page))
+        .unwrap_or_else(|e| panic!("docs/guide/{page}: {e}"));
+    let first_column: String = text
         .lines()
         .filter(|l| l.starts_with("| `-"))
         .map(|l| l.split(" | ").next().unwrap_or(""))
@@ -484,22 +482,22 @@ async fn help_flags(args: &[&str]) -> std::collections::BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readme_flag_tables_match_help() {
-    for (args, heading) in [
-        (vec!["dev"], "## `kubectl meta dev`"),
-        (vec!["sandbox"], "## `kubectl meta sandbox`"),
-        (vec!["dryrun"], "## `kubectl meta dryrun`"),
-        (vec!["test"], "## Test your hooks"),
-        (vec!["run"], "## `kubectl meta run`"),
-        (vec!["deploy"], "## `kubectl meta deploy`"),
+async fn guide_flag_tables_match_help() {
+    for (args, page) in [
+        (vec!["dev"], "dev.md"),
+        (vec!["sandbox"], "sandbox.md"),
+        (vec!["dryrun"], "dryrun.md"),
+        (vec!["test"], "test.md"),
+        (vec!["run"], "run.md"),
+        (vec!["deploy"], "deploy.md"),
     ] {
         let help = help_flags(&args).await;
-        let readme = readme_table_flags(heading);
-        let missing: Vec<_> = help.difference(&readme).collect();
-        let stale: Vec<_> = readme.difference(&help).collect();
+        let documented = guide_table_flags(page);
+        let missing: Vec<_> = help.difference(&documented).collect();
+        let stale: Vec<_> = documented.difference(&help).collect();
         assert!(
             missing.is_empty() && stale.is_empty(),
-            "{args:?}: README's table lacks {missing:?} and documents flags --help does not list: {stale:?}"
+            "{args:?}: docs/guide/{page}'s flag table lacks {missing:?} and documents flags --help does not list: {stale:?}"
         );
     }
 }

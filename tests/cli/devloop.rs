@@ -416,7 +416,7 @@ async fn resync_pause_and_resume_reach_the_running_loop() {
     })
     .await;
 
-    // A parent no running loop knows: a clear message and exit code 6 (README "Exit codes").
+    // A parent no running loop knows: a clear message and exit code 6 (docs/guide/dev.md, "Exit codes").
     let out = run(meta(home.path(), &["dev", "--resync", "nope"])).await;
     assert_eq!(out.status.code(), Some(6), "{:?}", text(&out));
     assert!(

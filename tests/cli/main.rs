@@ -7,8 +7,10 @@
 mod common;
 
 mod contract;
+mod contract_doc;
 mod dev;
 mod devloop;
+mod docs_run;
 mod dryrun;
 mod events_schema;
 mod hooktest;

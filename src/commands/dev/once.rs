@@ -108,7 +108,7 @@ pub(super) async fn wait_once(
 }
 
 /// The exit class of a `--once` that did not converge by its deadline, decided on the typed
-/// errors (README "Exit codes"): an engine bug is [`Class::Internal`]; the API server away
+/// errors (docs/guide/dev.md, "Exit codes"): an engine bug is [`Class::Internal`]; the API server away
 /// (writes held for it) or refusing the syncs' requests for reasons of its own (unreachable,
 /// credentials, conflicts, missing objects: [`Layer::Api`]) is [`Class::Cluster`]; failing
 /// hooks, unusable answers, objects the server rejects as invalid ([`Layer::Hook`]), bad
