@@ -85,15 +85,32 @@ pub fn literal(lang: Lang, v: &Value, depth: usize) -> String {
             if m.is_empty() {
                 return format!("{open}}}");
             }
-            // gofmt aligns the values of consecutive one-line entries.
-            let width = m.keys().map(|k| string(k).len()).max().unwrap_or(0);
+            let entries: Vec<(String, String)> = m
+                .iter()
+                .map(|(k, v)| {
+                    let key = match lang {
+                        Lang::Javascript if is_identifier(k) => k.clone(),
+                        _ => string(k),
+                    };
+                    (key, literal(lang, v, depth + 1))
+                })
+                .collect();
+            // gofmt aligns the values of each run of consecutive one-line entries.
+            let mut widths = vec![0; entries.len()];
+            let mut start = 0;
+            for i in 0..=entries.len() {
+                if i == entries.len() || entries[i].1.contains('\n') {
+                    let w = entries[start..i]
+                        .iter()
+                        .map(|(k, _)| k.len())
+                        .max()
+                        .unwrap_or(0);
+                    widths[start..i].iter_mut().for_each(|x| *x = w);
+                    start = i + 1;
+                }
+            }
             let mut out = format!("{open}\n");
-            for (k, v) in m {
-                let key = match lang {
-                    Lang::Javascript if is_identifier(k) => k.clone(),
-                    _ => string(k),
-                };
-                let value = literal(lang, v, depth + 1);
+            for ((key, value), width) in entries.iter().zip(widths) {
                 let gap = if lang == Lang::Go && !value.contains('\n') {
                     " ".repeat(width - key.len())
                 } else {

@@ -239,6 +239,7 @@ impl Plan {
                 // An existing resource: no CRD; the sample is one of them, labelled so that the
                 // decorator (which selects by that label) picks it up and nothing else.
                 let mut obj = instantiate(t, sample_name, &sample_data());
+                obj["metadata"]["namespace"] = json!(SAMPLE_NAMESPACE);
                 obj["metadata"]["labels"] = json!({ decorate_label.clone(): "true" });
                 (None, obj)
             }
@@ -281,6 +282,7 @@ impl Plan {
         let sample_input = input.as_ref().map(|t| {
             let parent_name = sample["metadata"]["name"].as_str().unwrap_or(sample_name);
             let mut obj = instantiate(t, &format!("{parent_name}-input"), &sample_data());
+            obj["metadata"]["namespace"] = sample["metadata"]["namespace"].clone();
             obj["metadata"]["labels"] = json!({ selector_label.clone(): parent_name });
             obj
         });

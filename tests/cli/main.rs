@@ -12,6 +12,7 @@ mod devloop;
 mod dryrun;
 mod events_schema;
 mod hooktest;
+mod init;
 mod inspect;
 mod map;
 mod run;

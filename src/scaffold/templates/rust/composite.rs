@@ -15,7 +15,11 @@ fn sync(request: SyncRequest) -> SyncResponse {
     ];
     // The status reports what was observed, not what is about to be created.
 {{STATUS}}
-    SyncResponse { status, children, ..Default::default() }
+    SyncResponse {
+        status,
+        children,
+        ..Default::default()
+    }
 }
 
 fn main() {

@@ -16,7 +16,12 @@ fn sync(request: DecoratorRequest) -> DecoratorResponse {
     // The status reports what was observed, not what is about to be created.
 {{STATUS}}
     let labels = [("{{DECORATED_LABEL}}".to_string(), Some("true".to_string()))].into();
-    DecoratorResponse { labels, attachments, status, ..Default::default() }
+    DecoratorResponse {
+        labels,
+        attachments,
+        status,
+        ..Default::default()
+    }
 }
 
 fn main() {

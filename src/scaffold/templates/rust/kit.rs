@@ -103,7 +103,10 @@ pub fn child_key(kind: &str, api_version: &str) -> String {
 
 /// An object's `metadata.name`.
 pub fn name_of(object: &Value) -> String {
-    object["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// An object's `spec` (`null` when it has none).
@@ -127,7 +130,9 @@ pub fn string_fields(spec: &Value) -> Value {
 pub type Handler = Box<dyn Fn(&[u8]) -> Result<Vec<u8>, String>>;
 
 /// Adapts a typed hook function to a [`Handler`].
-pub fn hook<Req: DeserializeOwned, Resp: Serialize>(f: fn(Req) -> Resp) -> Handler {
+pub fn hook<Req: DeserializeOwned + 'static, Resp: Serialize + 'static>(
+    f: fn(Req) -> Resp,
+) -> Handler {
     Box::new(move |body| {
         let request: Req = serde_json::from_slice(body)
             .map_err(|e| format!("the request is not valid JSON for this hook: {e}"))?;
@@ -144,7 +149,10 @@ pub fn main(hooks: Vec<(&str, Handler)>) {
     }
     let name = std::env::var("KUBECTL_META_HOOK").unwrap_or_default();
     let Some((_, handler)) = hooks.iter().find(|(n, _)| *n == name) else {
-        fail(&format!("KUBECTL_META_HOOK={name:?} is not one of: {}", names(&hooks)));
+        fail(&format!(
+            "KUBECTL_META_HOOK={name:?} is not one of: {}",
+            names(&hooks)
+        ));
     };
     let mut body = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut body) {
@@ -178,7 +186,10 @@ fn serve(hooks: &[(&str, Handler)], address: &str) {
     };
     let listener = TcpListener::bind(&address)
         .unwrap_or_else(|e| fail(&format!("cannot listen on {address}: {e}")));
-    eprintln!("hooks listening on http://{address} (POST /{}, GET /healthz)", names(hooks));
+    eprintln!(
+        "hooks listening on http://{address} (POST /{}, GET /healthz)",
+        names(hooks)
+    );
     for stream in listener.incoming().flatten() {
         if let Err(e) = answer(hooks, stream) {
             eprintln!("connection: {e}");
@@ -213,7 +224,11 @@ fn answer(hooks: &[(&str, Handler)], stream: TcpStream) -> std::io::Result<()> {
             Ok(json) => ("200 OK", "application/json", json),
             Err(e) => ("400 Bad Request", "text/plain", e.into_bytes()),
         },
-        _ => ("404 Not Found", "text/plain", format!("no hook at {method} {path}\n").into_bytes()),
+        _ => (
+            "404 Not Found",
+            "text/plain",
+            format!("no hook at {method} {path}\n").into_bytes(),
+        ),
     };
     eprintln!("{method} {path} {status}");
     let mut stream = stream;

@@ -14,7 +14,10 @@ fn map_input(request: MapRequest) -> MapResponse {
     let outputs = vec![
 {{CHILDREN}}
     ];
-    MapResponse { outputs, ..Default::default() }
+    MapResponse {
+        outputs,
+        ..Default::default()
+    }
 }
 
 fn main() {
