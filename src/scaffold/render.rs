@@ -1,7 +1,7 @@
 //! Rendering: the embedded per-language templates (`src/scaffold/templates/<lang>/...`) filled
 //! from a [`Plan`], and the complete list of files a project gets.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::code;
 use super::error::ScaffoldError;
@@ -289,4 +289,91 @@ fn readme(plan: &Plan, v: &[(&'static str, String)]) -> Result<String, ScaffoldE
         },
     ));
     Ok(fill(get("common", "README.md")?, &v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaffold::Options;
+
+    /// `{{NAME}}` with NAME in capitals and underscores (JSDoc's `{{...}}` types are not).
+    fn has_placeholder(text: &str) -> bool {
+        text.split("{{").skip(1).any(|rest| {
+            rest.split_once("}}").is_some_and(|(name, _)| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            })
+        })
+    }
+
+    /// Every language, kind and hook form renders completely (no placeholder left), with the
+    /// files each needs.
+    #[test]
+    fn every_combination_renders_without_leftover_placeholders() {
+        for lang in [Lang::Python, Lang::Javascript, Lang::Go, Lang::Rust] {
+            for kind in [
+                ControllerKind::Composite,
+                ControllerKind::Decorator,
+                ControllerKind::Map,
+            ] {
+                for hook in [HookForm::Exec, HookForm::Webhook] {
+                    let opts = Options {
+                        dir: "/nonexistent/my-site".into(),
+                        kind,
+                        lang,
+                        hook,
+                        parent: None,
+                        version: None,
+                        children: vec!["configmaps".into(), "deployments.apps".into()],
+                        target: None,
+                        input: None,
+                        from_example: None,
+                        force: false,
+                    };
+                    let plan = Plan::resolve(&opts).expect("resolves");
+                    let files = files(&plan).expect("renders");
+                    let what = format!("{lang:?} {kind:?} {hook:?}");
+                    for f in &files {
+                        assert!(
+                            !has_placeholder(&f.text),
+                            "{what}: {} has a placeholder left:\n{}",
+                            f.path.display(),
+                            f.text
+                        );
+                    }
+                    let has = |p: &str| files.iter().any(|f| f.path == Path::new(p));
+                    for p in [
+                        "kubectl-meta.yaml",
+                        "crd.yaml",
+                        "controller.yaml",
+                        "sample.yaml",
+                        "Dockerfile",
+                        "README.md",
+                        ".gitignore",
+                        ".github/workflows/test.yaml",
+                    ] {
+                        assert!(has(p), "{what}: no {p}");
+                    }
+                    assert!(
+                        files.iter().any(|f| f.path.starts_with("hook-tests")),
+                        "{what}: no test case"
+                    );
+                    let controller = files
+                        .iter()
+                        .find(|f| f.path == Path::new("controller.yaml"))
+                        .map(|f| f.text.clone())
+                        .unwrap_or_default();
+                    assert_eq!(
+                        controller.matches("updateStrategy:").count(),
+                        2,
+                        "{what}: an explicit strategy per child:\n{controller}"
+                    );
+                    assert_eq!(
+                        controller.matches("default would be OnDelete").count(),
+                        2,
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
 }
