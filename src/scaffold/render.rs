@@ -1,7 +1,7 @@
 //! Rendering: the embedded per-language templates (`src/scaffold/templates/<lang>/...`) filled
 //! from a [`Plan`], and the complete list of files a project gets.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::code;
 use super::error::ScaffoldError;
@@ -295,6 +295,7 @@ fn readme(plan: &Plan, v: &[(&'static str, String)]) -> Result<String, ScaffoldE
 mod tests {
     use super::*;
     use crate::scaffold::Options;
+    use std::path::Path;
 
     /// `{{NAME}}` with NAME in capitals and underscores (JSDoc's `{{...}}` types are not).
     fn has_placeholder(text: &str) -> bool {
