@@ -17,6 +17,8 @@
 //! - [`deploy`]: `kubectl meta deploy`: the objects that run definitions in a cluster (RBAC
 //!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
+//! - [`scaffold`]: `kubectl meta init`: a new controller project (CRD, controller, sample, hook
+//!   with a typed kit per language, first hook test, project file), generated from a few choices.
 //! - [`notice`]: what a person sees of an engine event, worded once for the log and the TUI.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //!
@@ -36,6 +38,7 @@ pub mod hooks;
 pub mod inspect;
 pub mod k8s;
 pub mod notice;
+pub mod scaffold;
 pub mod tui;
 
 // The engine crate, under the names the plugin's modules have always used: `engine` is the
@@ -98,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Version(args) => Some(commands::version::run(args)),
         Command::Completion(args) => Some(commands::completion::run(args)),
         Command::Complete(args) => Some(commands::completion::run_complete(args)),
+        Command::Init(args) => Some(commands::init::run(args)),
         Command::Dev(_)
         | Command::Run(_)
         | Command::Deploy(_)
@@ -160,7 +164,10 @@ pub fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 commands::inspect::run(*args).await.map(|()| 0)
             }
-            Command::Version(_) | Command::Completion(_) | Command::Complete(_) => Ok(0),
+            Command::Version(_)
+            | Command::Completion(_)
+            | Command::Complete(_)
+            | Command::Init(_) => Ok(0),
         }
     });
     report_code(result)

@@ -384,7 +384,7 @@ fn release_archive_installs_as_krew_would_and_kubectl_runs_and_completes_it() {
         .lines()
         .map(|l| l.split('\t').next().unwrap_or(""))
         .collect();
-    for want in ["dev", "sandbox", "version", "completion"] {
+    for want in ["init", "dev", "sandbox", "version", "completion"] {
         assert!(
             names.contains(&want),
             "`kubectl meta <TAB>` lacks {want}:\n{subs}"

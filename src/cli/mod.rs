@@ -4,6 +4,7 @@ pub mod completion;
 pub mod deploy;
 pub mod dev;
 pub mod dryrun;
+pub mod init;
 pub mod inspect;
 pub mod run;
 pub mod sandbox;
@@ -155,6 +156,9 @@ pub enum ColorArg {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Create a controller project: CRD, controller, sample, a hook with a typed kit in Python,
+    /// JavaScript, Go or Rust, a first hook test, a project file, README, Dockerfile and CI.
+    Init(Box<init::InitArgs>),
     /// Run controller definitions locally: the engine on your machine, hooks served or run locally.
     Dev(Box<dev::DevArgs>),
     /// Run controller definitions in a cluster: the engine of `dev`, headless, highly available

@@ -8,6 +8,7 @@ pub mod dev_output;
 pub mod dryrun;
 pub mod engine_start;
 pub mod exit;
+pub mod init;
 pub mod inspect;
 pub mod interrupts;
 pub mod run;

@@ -14,6 +14,7 @@ mod docs_run;
 mod dryrun;
 mod events_schema;
 mod hooktest;
+mod init;
 mod inspect;
 mod map;
 mod run;

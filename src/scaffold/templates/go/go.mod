@@ -1,0 +1,3 @@
+module {{PROJECT}}/hook
+
+go 1.22
