@@ -165,18 +165,32 @@ pub fn name_marker(plan: &Plan, t: &TypeRef) -> String {
 }
 
 /// The items of the desired-objects list: one literal per child type, each followed by a
-/// comma, indented `depth` steps.
+/// comma, indented `depth` steps (Rust: the whole `vec![...]` expression).
 pub fn children(plan: &Plan, depth: usize) -> String {
     let pad = unit(plan.lang).repeat(depth);
+    if plan.lang == Lang::Rust {
+        // The whole `vec![...]`, shaped as rustfmt leaves it (one item hugs the brackets).
+        let item = |t: &TypeRef, d: usize| {
+            let v = desired(t, &name_marker(plan, t));
+            format!("json!({})", literal(Lang::Rust, &v, d))
+        };
+        return match plan.children.as_slice() {
+            [one] => format!("vec![{}]", item(one, depth - 1)),
+            many => format!(
+                "vec![\n{}\n{}]",
+                many.iter()
+                    .map(|t| format!("{pad}{},", item(t, depth)))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                unit(Lang::Rust).repeat(depth - 1)
+            ),
+        };
+    }
     plan.children
         .iter()
         .map(|t| {
             let v = desired(t, &name_marker(plan, t));
-            let lit = literal(plan.lang, &v, depth);
-            match plan.lang {
-                Lang::Rust => format!("{pad}json!({lit}),"),
-                _ => format!("{pad}{lit},"),
-            }
+            format!("{pad}{},", literal(plan.lang, &v, depth))
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -188,9 +188,15 @@ impl Env {
             .arg(full)
             .current_dir(cwd)
             .env_clear()
+            // The built binary first; then the machine's tools (kubectl, python3) wherever CI
+            // put them.
             .env(
                 "PATH",
-                format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin.display()),
+                format!(
+                    "{}:{}",
+                    self.bin.display(),
+                    std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+                ),
             )
             .env("HOME", &self.home)
             .env("NO_COLOR", "1")

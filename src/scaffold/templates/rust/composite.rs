@@ -10,9 +10,7 @@ use serde_json::json;
 fn sync(request: SyncRequest) -> SyncResponse {
     let name = kit::name_of(&request.parent);
 {{SPEC_DECL}}    // Desired children: the engine creates, updates or deletes objects to match this list.
-    let children = vec![
-{{CHILDREN}}
-    ];
+    let children = {{CHILDREN}};
     // The status reports what was observed, not what is about to be created.
 {{STATUS}}
     SyncResponse {

@@ -7,15 +7,16 @@ mod kit;
 use kit::*;
 use serde_json::json;
 
+/// The label this decorator adds to its targets.
+const DECORATED: &str = "{{DECORATED_LABEL}}";
+
 fn sync(request: DecoratorRequest) -> DecoratorResponse {
     let name = kit::name_of(&request.object);
 {{SPEC_DECL}}    // Desired attachments: the engine creates, updates or deletes objects to match this list.
-    let attachments = vec![
-{{CHILDREN}}
-    ];
+    let attachments = {{CHILDREN}};
     // The status reports what was observed, not what is about to be created.
 {{STATUS}}
-    let labels = [("{{DECORATED_LABEL}}".to_string(), Some("true".to_string()))].into();
+    let labels = [(DECORATED.to_string(), Some("true".to_string()))].into();
     DecoratorResponse {
         labels,
         attachments,

@@ -9,11 +9,10 @@ use kit::*;
 use serde_json::json;
 
 fn map_input(request: MapRequest) -> MapResponse {
-    let name = format!("{}-{}", kit::name_of(&request.input), kit::name_of(&request.parent));
+    let (input, parent) = (kit::name_of(&request.input), kit::name_of(&request.parent));
+    let name = format!("{input}-{parent}");
 {{SPEC_DECL}}    // Desired outputs of this input: the engine creates, updates or deletes objects to match.
-    let outputs = vec![
-{{CHILDREN}}
-    ];
+    let outputs = {{CHILDREN}};
     MapResponse {
         outputs,
         ..Default::default()
