@@ -17,6 +17,7 @@
 //! - [`deploy`]: `kubectl meta deploy`: the objects that run definitions in a cluster (RBAC
 //!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
+//! - [`project`]: the project file (`kubectl-meta.yaml`): discovery, schema, checks, hook builds.
 //! - [`notice`]: what a person sees of an engine event, worded once for the log and the TUI.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //!
@@ -37,6 +38,7 @@ pub mod hooks;
 pub mod inspect;
 pub mod k8s;
 pub mod notice;
+pub mod project;
 pub mod spec;
 pub mod tui;
 
