@@ -10,6 +10,7 @@ pub mod engine_start;
 pub mod exit;
 pub mod inspect;
 pub mod interrupts;
+pub mod project;
 pub mod run;
 pub mod sandbox;
 pub mod test;

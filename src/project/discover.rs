@@ -19,8 +19,7 @@ pub struct Found {
 /// The project file governing `start` (a directory): `start/kubectl-meta.yaml`, else the same
 /// in each parent, up to the root. A directory named `kubectl-meta.yaml` does not count.
 pub fn find(start: &Path) -> Option<Found> {
-    let mut up = 0usize;
-    for dir in start.ancestors() {
+    for (up, dir) in start.ancestors().enumerate() {
         let path = dir.join(FILE_NAME);
         if path.is_file() {
             let shown = if up == 0 {
@@ -30,7 +29,6 @@ pub fn find(start: &Path) -> Option<Found> {
             };
             return Some(Found { path, shown });
         }
-        up += 1;
     }
     None
 }

@@ -19,8 +19,11 @@ pub fn parse(shown: &str, text: &str) -> Result<ProjectFile, ProjectError> {
     });
     result.map_err(|e| {
         let location = e.location();
-        let field = match path.as_str() {
-            "" | "." => "(file)".to_string(),
+        // serde_path_to_error ends the path of a value it could not start with `?`; the
+        // `Spanned` wrappers add a `.value` step the file does not have.
+        let path = path.replace(".value", "");
+        let field = match path.trim_end_matches('?').trim_end_matches('.') {
+            "" => "(file)".to_string(),
             p => p.to_string(),
         };
         ProjectError::Syntax {
@@ -39,6 +42,17 @@ pub fn parse(shown: &str, text: &str) -> Result<ProjectFile, ProjectError> {
 fn first_line(message: &str) -> String {
     let m = message.strip_prefix("error: ").unwrap_or(message);
     let m = m.lines().next().unwrap_or_default();
+    // The position is said once, in front (`FILE:LINE:COLUMN:`).
+    let m = match m.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest))
+            if pos
+                .split(" column ")
+                .all(|n| n.chars().all(|c| c.is_ascii_digit())) =>
+        {
+            rest
+        }
+        _ => m,
+    };
     match m.find(" at line ") {
         Some(i) => m[..i].to_string(),
         None => m.to_string(),
@@ -81,6 +95,6 @@ mod tests {
             "apiVersion: kubectl-meta.dev/v1alpha1\nkind: Project\nname: web\ncontrollers: c.yaml\n",
         );
         assert_eq!(p.line, 4, "{p:?}");
-        assert!(p.field.contains("controllers"), "{p:?}");
+        assert_eq!(p.field, "controllers", "{p:?}");
     }
 }

@@ -14,6 +14,7 @@ mod events_schema;
 mod hooktest;
 mod inspect;
 mod map;
+mod project;
 mod run;
 mod sandbox;
 mod selector;
