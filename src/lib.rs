@@ -17,6 +17,7 @@
 //! - [`deploy`]: `kubectl meta deploy`: the objects that run definitions in a cluster (RBAC
 //!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
+//! - [`project`]: the project file (`kubectl-meta.yaml`): discovery, schema, checks, hook builds.
 //! - [`scaffold`]: `kubectl meta init`: a new controller project (CRD, controller, sample, hook
 //!   with a typed kit per language, first hook test, project file), generated from a few choices.
 //! - [`notice`]: what a person sees of an engine event, worded once for the log and the TUI.
@@ -38,6 +39,7 @@ pub mod hooks;
 pub mod inspect;
 pub mod k8s;
 pub mod notice;
+pub mod project;
 pub mod scaffold;
 pub mod tui;
 

@@ -96,8 +96,9 @@ pub struct DevArgs {
     pub dump_requests: Option<PathBuf>,
     /// Write every answered hook exchange to DIR as a test case for `kubectl meta test`
     /// (DIR/CONTROLLER/PARENT/HOOK[-KEY]-HASH.yaml; one file per distinct request, the newer
-    /// answer replacing the older; format: docs/hook-test-case.md).
-    #[arg(long, value_name = "DIR")]
+    /// answer replacing the older; format: docs/hook-test-case.md). In a project
+    /// (kubectl-meta.yaml), DIR defaults to the project's `record` directory.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
     pub record: Option<PathBuf>,
     /// With --record: keep Secret values in the cases (replaced by placeholders by default).
     #[arg(long, requires = "record")]
@@ -168,4 +169,10 @@ pub struct DevArgs {
     /// Ask the running dev loop(s) to write again (and resync every parent); then exit.
     #[arg(long)]
     pub resume: bool,
+    /// The project file found (kubectl-meta.yaml), once its values filled the flags not given.
+    #[arg(skip)]
+    pub project: Option<crate::project::Project>,
+    /// Where the managed hook server runs when the project file named it (its directory).
+    #[arg(skip)]
+    pub hook_server_dir: Option<PathBuf>,
 }

@@ -29,7 +29,7 @@ Exit codes: 0 all passed, 1 some failed, 2 bad input or no cases found, 3 cluste
 4 a hook could not be called (server down, program missing).")]
 pub struct TestArgs {
     /// Directories of test cases (searched recursively for *.yaml, *.yml and *.json) or case
-    /// files [default: hook-tests].
+    /// files [default: the project's `tests`, else hook-tests].
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Which cluster to read (only with --from-cluster: otherwise an in-process sandbox serves
@@ -79,4 +79,10 @@ pub struct TestArgs {
     /// Colors: auto (on a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub color: ColorArg,
+    /// The project file found (kubectl-meta.yaml), once its values filled the flags not given.
+    #[arg(skip)]
+    pub project: Option<crate::project::Project>,
+    /// Where the managed hook server runs when the project file named it (its directory).
+    #[arg(skip)]
+    pub hook_server_dir: Option<PathBuf>,
 }

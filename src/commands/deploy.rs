@@ -23,7 +23,9 @@ pub const FIELD_MANAGER: &str = "kubectl-meta-deploy";
 pub const DEFAULT_NAMESPACE: &str = "kubectl-meta";
 
 /// Run `kubectl meta deploy`.
-pub async fn run(args: DeployArgs) -> Result<()> {
+pub async fn run(mut args: DeployArgs) -> Result<()> {
+    // A project file fills the flags not given (flags win).
+    super::project::for_deploy(&mut args)?;
     let selector = definitions::check(
         &args.defs,
         "deploy",

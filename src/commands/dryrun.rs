@@ -34,7 +34,9 @@ use crate::spec::{self, ControllerDef};
 const DRYRUN_EXAMPLE: &str = "kubectl meta dryrun -f examples/hello-world/";
 
 /// Run `kubectl meta dryrun`; the exit code on success: 0 no changes, 1 changes.
-pub async fn run(args: DryrunArgs) -> Result<u8> {
+pub async fn run(mut args: DryrunArgs) -> Result<u8> {
+    // A project file fills the flags not given (flags win).
+    super::project::for_dryrun(&mut args)?;
     validate(&args).class(Class::Usage)?;
     let selector = definitions::check(&args.defs, "plan", DRYRUN_EXAMPLE).class(Class::Usage)?;
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;

@@ -34,7 +34,9 @@ use crate::k8s::client::{self, ClientError};
 const REDRAW_DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// Run `kubectl meta inspect`; on failure print one line and exit with the error's class.
-pub async fn run(args: InspectArgs) -> Result<()> {
+pub async fn run(mut args: InspectArgs) -> Result<()> {
+    // A project file fills the flags not given (flags win).
+    super::project::for_inspect(&mut args)?;
     inspect(args).await.map_err(|e| {
         let class = class_of_inspect(&e);
         exit::tag(e, class)

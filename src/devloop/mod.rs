@@ -13,6 +13,7 @@
 //!   keyboard, signals, or `kubectl meta dev --resync/--pause/--resume` via a control socket.
 
 pub mod control;
+pub mod project;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,6 +57,10 @@ pub struct DevLoopConfig {
     pub recursive: bool,
     /// `-l/--selector`: only definitions with matching labels run (also after a reload).
     pub selector: Option<spec::ControllerSelector>,
+    /// A project's paths whose changes never reload (see [`project`]).
+    pub exclude: Vec<PathBuf>,
+    /// A project's hook builds, run again on a change before the restart (see [`project`]).
+    pub builds: Vec<crate::project::Build>,
 }
 
 /// Why the dev loop could not start.
@@ -242,6 +247,22 @@ pub struct DevLoop {
     /// debounced reload).
     replay_baseline: Option<ReplayJobs>,
     roots: Roots,
+    /// With a project's build steps: the gate every hook call passes (see [`project`]).
+    build_gate: Option<Arc<project::BuildGate>>,
+}
+
+/// With build steps: wrap the context's gate (the managed server's, if any) in a
+/// [`project::BuildGate`], which holds every hook call while a build runs.
+fn project_build_gate(
+    ctx: &crate::engine::EngineContext,
+    cfg: &DevLoopConfig,
+) -> Option<Arc<project::BuildGate>> {
+    if cfg.builds.is_empty() {
+        return None;
+    }
+    let gate = Arc::new(project::BuildGate::new(ctx.gate()));
+    ctx.set_gate(Some(Arc::clone(&gate) as Arc<dyn HookGate>));
+    Some(gate)
 }
 
 /// Exchanges to replay, per controller.
@@ -275,6 +296,7 @@ impl DevLoop {
             start_server(&s, server_cfg.clone(), tx, &bus).await;
             slot = Some(s);
         }
+        let build_gate = project_build_gate(&ctx, &cfg);
         let mut map = BTreeMap::new();
         for d in defs {
             map.insert(d.name().to_string(), d.clone());
@@ -292,6 +314,7 @@ impl DevLoop {
             batch_started: None,
             replay_baseline: None,
             roots: Roots::default(),
+            build_gate,
         };
         if me.cfg.watch_files {
             me.start_watching()?;
@@ -476,6 +499,9 @@ impl DevLoop {
         if batch.paths.is_empty() {
             return;
         }
+        if !self.project_before_reload(&mut batch).await {
+            return;
+        }
         let c = classify(&self.roots, &batch);
         if !c.definitions.is_empty() {
             self.reload_definitions(&c.definitions).await;
@@ -534,6 +560,27 @@ impl DevLoop {
                 c.replay(exchanges).await;
             }
         });
+    }
+
+    /// A project's part of a change (see [`project`]): drop the paths that never reload, then
+    /// run the builds the rest calls for. False when nothing is left to do, or a build failed.
+    async fn project_before_reload(&mut self, batch: &mut ChangeBatch) -> bool {
+        if !self.cfg.exclude.is_empty() {
+            let excluded: Vec<PathBuf> = self
+                .cfg
+                .exclude
+                .iter()
+                .map(|p| project::canonical(p))
+                .collect();
+            project::drop_excluded(batch, &excluded);
+            if batch.paths.is_empty() {
+                return false;
+            }
+        }
+        match &self.build_gate {
+            Some(gate) => project::rebuild(&self.cfg.builds, batch, gate, &self.bus).await,
+            None => true,
+        }
     }
 
     fn controllers_using_server(&self) -> Vec<String> {

@@ -17,6 +17,7 @@ mod hooktest;
 mod init;
 mod inspect;
 mod map;
+mod project;
 mod run;
 mod sandbox;
 mod selector;

@@ -43,11 +43,15 @@ impl DevConfig {
         let selector = definitions::check(&args.defs, "run", DEV_EXAMPLE)?;
         validate(&args)?;
         let limits = engine_start::check(&args.engine)?;
-        let hook_server = definitions::hook_server_config(
+        let mut hook_server = definitions::hook_server_config(
             args.hook_server.as_deref(),
             args.hook_base_url.as_deref(),
             args.hook_server_ready.as_deref(),
         )?;
+        // A server the project file names runs in the project directory.
+        if let (Some((server, _)), Some(dir)) = (&mut hook_server, &args.hook_server_dir) {
+            server.working_dir = Some(dir.clone());
+        }
         let stdout_is_tty = std::io::stdout().is_terminal();
         Ok(DevConfig {
             selector,

@@ -107,10 +107,12 @@ impl Phase {
 }
 
 /// Run `kubectl meta dev`.
-pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
+pub async fn run(global: GlobalArgs, mut args: DevArgs) -> Result<()> {
     if let Some(command) = control_command(&args) {
         return send_control(command).await;
     }
+    // A project file fills the flags not given (flags win).
+    super::project::for_dev(&mut args)?;
     // Caught from here on: a Ctrl-C at any point is seen (and said), never lost.
     let interrupts = Interrupts::install()
         .context("installing the Ctrl-C and SIGTERM handlers")
@@ -126,6 +128,8 @@ pub async fn run(global: GlobalArgs, args: DevArgs) -> Result<()> {
             loaded.others.len()
         );
     }
+    // The project's hooks are built before anything starts: a failed build starts nothing.
+    super::project::build_hooks(cfg.args.project.as_ref()).await?;
 
     // 2. Connect (optionally to an in-process sandbox).
     let mut sandbox = None;
@@ -436,6 +440,18 @@ fn dev_loop_config(cfg: &DevConfig) -> DevLoopConfig {
         watch_files: !cfg.args.once && !cfg.args.no_watch,
         recursive: cfg.args.defs.recursive,
         selector: cfg.selector.clone(),
+        exclude: cfg
+            .args
+            .project
+            .as_ref()
+            .map(crate::project::Project::never_watched)
+            .unwrap_or_default(),
+        builds: cfg
+            .args
+            .project
+            .as_ref()
+            .map(crate::project::Project::builds)
+            .unwrap_or_default(),
     }
 }
 

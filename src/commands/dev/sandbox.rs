@@ -27,7 +27,24 @@ pub(super) async fn start_sandbox(cfg: &DevConfig) -> Result<(Sandbox, SandboxKu
         Some(d) => Storage::Dir(d.clone()),
         None => Storage::Ephemeral,
     };
+    let project = cfg
+        .args
+        .project
+        .as_ref()
+        .filter(|p| cfg.args.write_kubeconfig.as_ref() == Some(&p.sandbox_kubeconfig()));
     let kubeconfig = match (&cfg.args.write_kubeconfig, &storage) {
+        // The project's `.kubectl-meta/sandbox.kubeconfig`: ours, removed at exit (dryrun and
+        // inspect take it as "a dev loop runs").
+        (Some(path), _) if project.is_some() => {
+            if let Some(p) = project {
+                crate::commands::project::ensure_state_dir(p)
+                    .with_context(|| format!("creating {}", p.state_dir().display()))?;
+            }
+            SandboxKubeconfig {
+                path: path.clone(),
+                ours: true,
+            }
+        }
         (Some(p), _) => SandboxKubeconfig {
             path: p.clone(),
             ours: false,

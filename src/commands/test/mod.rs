@@ -48,15 +48,21 @@ const TEST_EXAMPLE: &str = "kubectl meta test hook-tests/ -f examples/hello-worl
 const DEFAULT_DIR: &str = "hook-tests";
 
 /// Run `kubectl meta test`; the exit code on success: 0 all passed, 1 failures.
-pub async fn run(verbose: u8, args: TestArgs) -> Result<u8> {
+pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
+    // A project file fills the flags not given (flags win).
+    super::project::for_test(&mut args)?;
     validate_flags(&args).class(Class::Usage)?;
     let selector = definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
-    let hook_server = definitions::hook_server_config(
+    let mut hook_server = definitions::hook_server_config(
         args.hook_server.as_deref(),
         args.hook_base_url.as_deref(),
         args.hook_server_ready.as_deref(),
     )
     .class(Class::Usage)?;
+    // A server the project file names runs in the project directory.
+    if let (Some((server, _)), Some(dir)) = (&mut hook_server, &args.hook_server_dir) {
+        server.working_dir = Some(dir.clone());
+    }
     let dirs = if args.dirs.is_empty() {
         vec![PathBuf::from(DEFAULT_DIR)]
     } else {
@@ -81,6 +87,8 @@ pub async fn run(verbose: u8, args: TestArgs) -> Result<u8> {
         ));
     }
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
+    // The project's hooks are built before the first case.
+    super::project::build_hooks(args.project.as_ref()).await?;
     let cluster = Cluster::connect(&args).await?;
     let inputs = Inputs {
         selector,

@@ -126,6 +126,23 @@ pub trait HookGate: Send + Sync {
     /// Resolve once the server is ready; `Err` (with what the server said) when it failed or
     /// did not become ready within `timeout`.
     fn wait_ready(&self, timeout: Duration) -> BoxFuture<'_, Result<(), String>>;
+    /// Whether calls to `target` wait on this gate: by default the webhooks whose URL it
+    /// [`covers`](HookGate::covers), never exec hooks. A gate for a project's hook builds
+    /// covers every hook, exec hooks included.
+    fn covers_target(&self, target: &HookTarget) -> bool {
+        match target {
+            HookTarget::Webhook { url, .. } => self.covers(url),
+            HookTarget::Exec { .. } => false,
+        }
+    }
+    /// As [`wait_ready`](HookGate::wait_ready), knowing which hook is about to be called.
+    fn wait_ready_for<'a>(
+        &'a self,
+        _target: &'a HookTarget,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        self.wait_ready(timeout)
+    }
 }
 
 impl EngineContext {
@@ -279,15 +296,17 @@ impl EngineContext {
         }
     }
 
+    /// The gate hook calls wait on, if any.
+    pub fn gate(&self) -> Option<Arc<dyn HookGate>> {
+        self.gate.read().ok().and_then(|g| g.clone())
+    }
+
     fn gate_for(&self, target: &HookTarget) -> Option<Arc<dyn HookGate>> {
-        let HookTarget::Webhook { url, .. } = target else {
-            return None;
-        };
         self.gate
             .read()
             .ok()
             .and_then(|g| g.clone())
-            .filter(|g| g.covers(url))
+            .filter(|g| g.covers_target(target))
     }
 }
 
@@ -388,7 +407,10 @@ pub async fn call_hook(
     body: &serde_json::Value,
 ) -> HookCall {
     let call = match ctx.gate_for(&hook.target) {
-        Some(gate) => match gate.wait_ready(GATE_WAIT.max(hook.target.timeout())).await {
+        Some(gate) => match gate
+            .wait_ready_for(&hook.target, GATE_WAIT.max(hook.target.timeout()))
+            .await
+        {
             Ok(()) => ctx.hooks.call(&hook.target, &info, body).await,
             Err(why) => HookCall::not_ready(&hook.target, why),
         },
