@@ -1,8 +1,8 @@
 //! The documentation's shell sessions run: docs/tutorial.md and the marked blocks of
 //! docs/guide/*.md, so the guide cannot rot.
 //!
-//! A block runs when the line before its fence is `<!-- doc-test -->` (or `<!-- doc-test:
-//! needs FEATURE -->`) and the fence is ```console. In it, `$ ` starts a command (lines starting
+//! A block runs when the line before its fence is `<!-- doc-test -->` and the fence is
+//! ```console. In it, `$ ` starts a command (lines starting
 //! `> ` continue it, as a shell's PS2 shows them: heredocs); the lines up to the next command are
 //! output the command must print (stdout and stderr as a terminal shows them, interleaved; in
 //! that order, each line found in a line of the output with runs of spaces collapsed; `...`
@@ -12,20 +12,12 @@
 //! `kubectl-meta` (so `kubectl meta ...` goes through real kubectl's plugin mechanism), a
 //! private HOME and no KUBECONFIG. The guide's temp dir holds a copy of `examples/`, as the
 //! repository root does; the tutorial's starts empty.
-//!
-//! [`PENDING`] is a build-time switch for features not merged yet: blocks that need one are
-//! skipped (said on stderr) while its probe command fails, and the test fails once the probe
-//! succeeds, until the feature is taken out of the list.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::cli::{BIN, repo};
-
-/// Features the documents use that are not in this build yet: (name, probe command). Remove an
-/// entry once its feature is merged: the blocks that need it then run.
-const PENDING: &[(&str, &str)] = &[("init", "kubectl meta init --help")];
 
 /// Most time one documented command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
@@ -48,8 +40,6 @@ struct Step {
 struct Block {
     /// 1-based line of its fence.
     line: usize,
-    /// The feature it needs (`needs FEATURE`), if any.
-    needs: Option<String>,
     /// Its commands.
     steps: Vec<Step>,
 }
@@ -61,19 +51,10 @@ fn blocks(doc: &str) -> Vec<Block> {
     let mut i = 0;
     while i < lines.len() {
         let marker = lines[i].trim();
-        let needs = match marker
-            .strip_prefix("<!-- doc-test")
-            .and_then(|r| r.strip_suffix("-->"))
-        {
-            Some(rest) => rest
-                .trim()
-                .strip_prefix(": needs ")
-                .map(|f| f.trim().to_string()),
-            None => {
-                i += 1;
-                continue;
-            }
-        };
+        if marker != "<!-- doc-test -->" {
+            i += 1;
+            continue;
+        }
         assert_eq!(
             lines.get(i + 1).map(|l| l.trim()),
             Some("```console"),
@@ -130,7 +111,6 @@ fn blocks(doc: &str) -> Vec<Block> {
         );
         out.push(Block {
             line: fence,
-            needs,
             steps,
         });
         i = j + 1;
@@ -240,37 +220,12 @@ impl Env {
     }
 }
 
-/// The pending features whose blocks are skipped; fails when a pending feature is available.
-fn pending(env: &Env, dir: &Path) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    for (feature, probe) in PENDING {
-        let (code, _, _, _) = env.run(dir, probe);
-        assert_ne!(
-            code, 0,
-            "`{probe}` works in this build: remove {feature:?} from PENDING in \
-             tests/cli/docs_run.rs so the documented blocks that need it run"
-        );
-        out.push(*feature);
-    }
-    out
-}
-
 /// Run every block of the document `rel` (relative to the repository) in `dir`.
 fn run_doc(rel: &str, env: &Env, dir: &Path) -> usize {
     let doc = std::fs::read_to_string(repo().join(rel)).unwrap();
-    let skipped = pending(env, dir);
     let mut cwd = dir.to_path_buf();
     let mut ran = 0;
     for block in blocks(&doc) {
-        if let Some(f) = &block.needs
-            && skipped.contains(&f.as_str())
-        {
-            eprintln!(
-                "{rel}:{}: skipped: needs {f}, not in this build yet (PENDING)",
-                block.line
-            );
-            continue;
-        }
         for step in &block.steps {
             let (code, stdout, stderr, ended_in) = env.run(&cwd, &step.command);
             let shown = format!(
@@ -325,7 +280,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn doc_blocks_are_parsed_with_their_lines_and_expectations() {
     let doc = "text\n<!-- doc-test -->\n```console\n$ echo a   b\na b\n...\n$ false # exit 1\n```\n\
-               <!-- doc-test: needs init -->\n```console\n$ cat <<'EOF'\n> x\n>\n> EOF\nx\n```\n";
+               <!-- doc-test -->\n```console\n$ cat <<'EOF'\n> x\n>\n> EOF\nx\n```\n";
     let b = blocks(doc);
     assert_eq!(b.len(), 2);
     assert_eq!(b[0].line, 3);
@@ -333,7 +288,6 @@ fn doc_blocks_are_parsed_with_their_lines_and_expectations() {
     assert_eq!(b[0].steps[0].expect, vec!["a b"]);
     assert_eq!(b[0].steps[1].exit, 1);
     assert_eq!(b[0].steps[1].line, 7);
-    assert_eq!(b[1].needs.as_deref(), Some("init"));
     assert_eq!(b[1].steps[0].command, "cat <<'EOF'\nx\n\nEOF");
     assert_eq!(b[1].steps[0].line, 11);
     assert_eq!(missing_line(&["a  b".into()], "x\na b c\n"), None);

@@ -30,74 +30,40 @@ fn hook_build_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("init-hooks")
 }
 
-/// Run the project file's `hooks[].build` commands (`sh -c` in the project directory), as
-/// `kubectl meta dev` and `test` do in a project. Go and Rust caches are shared across tests;
-/// cargo and rustup keep the real HOME's toolchain and registry (the test's HOME is private).
-async fn build_hooks(project: &Path) {
-    let file: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(project.join("kubectl-meta.yaml")).expect("project file"),
-    )
-    .expect("project file is YAML");
+/// The environment the project's `hooks[].build` steps need when `kubectl meta` runs them
+/// under the test's private HOME: Go and Rust caches shared across tests (serde and Go's
+/// standard library compiled once), cargo and rustup keeping the real HOME's toolchain and
+/// registry. The build steps inherit it from `kubectl meta dev` / `test`, which run them.
+fn with_build_env(cmd: &mut Command) {
     let cache = hook_build_cache();
     let real_home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
     let env_or = |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
-    for hook in file["hooks"].as_array().into_iter().flatten() {
-        let Some(build) = hook["build"].as_str() else {
-            continue;
-        };
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", build])
-            .current_dir(project)
-            .env("GOCACHE", cache.join("go-build"))
-            .env("GOPATH", cache.join("gopath"))
-            .env("GOTOOLCHAIN", "local")
-            .env("GOFLAGS", "-mod=mod")
-            .env("CARGO_TARGET_DIR", cache.join("cargo-target"))
-            .env("CARGO_HOME", env_or("CARGO_HOME", real_home.join(".cargo")))
-            .env(
-                "RUSTUP_HOME",
-                env_or("RUSTUP_HOME", real_home.join(".rustup")),
-            )
-            .env("CARGO_NET_OFFLINE", "true");
-        let out = run(cmd).await;
-        let (stdout, stderr) = text(&out);
-        assert!(
-            out.status.success(),
-            "build `{build}` failed ({}):\n{stdout}\n{stderr}",
-            out.status
-        );
-    }
+    cmd.env("GOCACHE", cache.join("go-build"))
+        .env("GOPATH", cache.join("gopath"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("CARGO_TARGET_DIR", cache.join("cargo-target"))
+        .env("CARGO_HOME", env_or("CARGO_HOME", real_home.join(".cargo")))
+        .env(
+            "RUSTUP_HOME",
+            env_or("RUSTUP_HOME", real_home.join(".rustup")),
+        )
+        .env("CARGO_NET_OFFLINE", "true");
 }
 
-/// Run the project as its project file says: `dev-once` (the end-to-end run on an in-process
-/// sandbox: apply the CRD and sample, run the controller until converged) or `test` (the hook
-/// tests). Explicit flags equivalent to the project file for now (its loader lands
-/// separately); one place to switch to the no-flag form (`kubectl meta dev --once`,
-/// `kubectl meta test`).
+/// Run the project with no flags, as a newcomer does in its directory: `dev-once`
+/// (`kubectl meta dev --once`: the project file's sandbox, CRD and sample applied, hooks
+/// built, the controller run until converged) or `test` (`kubectl meta test`: the project's
+/// hook tests).
 async fn run_project(home: &Path, dir: &Path, what: &str) -> Output {
-    build_hooks(dir).await;
-    let mut args: Vec<&str> = match what {
-        "dev-once" => vec!["dev", "--sandbox", "--apply"],
-        "test" => vec!["test", "hook-tests"],
+    let args: &[&str] = match what {
+        "dev-once" => &["dev", "--once"],
+        "test" => &["test"],
         other => panic!("run_project: unknown step {other}"),
     };
-    if what == "dev-once" {
-        if dir.join("crd.yaml").exists() {
-            args.extend(["-f", "crd.yaml"]);
-        }
-        args.extend([
-            "-f",
-            "sample.yaml",
-            "-f",
-            "controller.yaml",
-            "--once",
-            "--no-tui",
-        ]);
-    } else {
-        args.extend(["-f", "controller.yaml"]);
-    }
-    let mut cmd = meta(home, &args);
+    let mut cmd = meta(home, args);
     cmd.current_dir(dir);
+    with_build_env(&mut cmd);
     run(cmd).await
 }
 
