@@ -36,7 +36,8 @@ const DRYRUN_EXAMPLE: &str = "kubectl meta dryrun -f examples/hello-world/";
 /// Run `kubectl meta dryrun`; the exit code on success: 0 no changes, 1 changes.
 pub async fn run(mut args: DryrunArgs) -> Result<u8> {
     // A project file fills the flags not given (flags win).
-    super::project::for_dryrun(&mut args)?;
+    // A sandbox opened on the project's saved state lives until the command ends.
+    let _saved = super::project::for_dryrun(&mut args).await?;
     validate(&args).class(Class::Usage)?;
     let selector = definitions::check(&args.defs, "plan", DRYRUN_EXAMPLE).class(Class::Usage)?;
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;

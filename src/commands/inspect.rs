@@ -36,7 +36,8 @@ const REDRAW_DEBOUNCE: Duration = Duration::from_millis(150);
 /// Run `kubectl meta inspect`; on failure print one line and exit with the error's class.
 pub async fn run(mut args: InspectArgs) -> Result<()> {
     // A project file fills the flags not given (flags win).
-    super::project::for_inspect(&mut args)?;
+    // A sandbox opened on the project's saved state lives until the command ends.
+    let _saved = super::project::for_inspect(&mut args).await?;
     inspect(args).await.map_err(|e| {
         let class = class_of_inspect(&e);
         exit::tag(e, class)

@@ -99,6 +99,10 @@ pub fn for_dev(args: &mut DevArgs) -> Result<()> {
                 args.sandbox = true;
                 if args.write_kubeconfig.is_none() && args.state.is_none() {
                     args.write_kubeconfig = Some(p.sandbox_kubeconfig());
+                    // The project's sandbox keeps its objects across runs, as a cluster
+                    // does: the next `dev` starts from them, and `dryrun`/`inspect` read
+                    // them when no dev loop runs.
+                    args.state = Some(p.sandbox_state());
                 }
             }
             Target::Context { name, kubeconfig } => {
@@ -136,9 +140,9 @@ pub fn for_test(args: &mut TestArgs) -> Result<()> {
 /// `dryrun`: the project's definitions (unless -f or --from-cluster), the served hook's URL
 /// (unless --hook-base-url; dryrun starts no server: `dev` runs it), the target (unless
 /// --kubeconfig or --context; see [`target_cluster`]).
-pub fn for_dryrun(args: &mut DryrunArgs) -> Result<()> {
+pub async fn for_dryrun(args: &mut DryrunArgs) -> Result<Option<SavedSandbox>> {
     let Some(p) = discover()? else {
-        return Ok(());
+        return Ok(None);
     };
     if args.defs.is_empty() {
         args.defs.files = definition_files(&p);
@@ -146,19 +150,19 @@ pub fn for_dryrun(args: &mut DryrunArgs) -> Result<()> {
     if args.hook_base_url.is_none() {
         args.hook_base_url = p.served_hook().and_then(|h| h.url.clone());
     }
-    target_cluster(&p, &mut args.cluster, "dryrun")
+    target_cluster(&p, &mut args.cluster, "dryrun").await
 }
 
 /// `inspect`: the project's controllers (unless -f), the target (unless --kubeconfig or
 /// --context; see [`target_cluster`]).
-pub fn for_inspect(args: &mut InspectArgs) -> Result<()> {
+pub async fn for_inspect(args: &mut InspectArgs) -> Result<Option<SavedSandbox>> {
     let Some(p) = discover()? else {
-        return Ok(());
+        return Ok(None);
     };
     if args.files.is_empty() {
         args.files.clone_from(&p.controllers);
     }
-    target_cluster(&p, &mut args.cluster, "inspect")
+    target_cluster(&p, &mut args.cluster, "inspect").await
 }
 
 /// `deploy`: the project's controllers (unless -f or --from-cluster). The target is not used:
@@ -173,37 +177,88 @@ pub fn for_deploy(args: &mut DeployArgs) -> Result<()> {
     Ok(())
 }
 
+/// An in-process sandbox opened on the project's saved sandbox state for one `dryrun` or
+/// `inspect` while no dev loop runs; keep it alive while the command reads it. Dropping it
+/// stops the sandbox and removes its kubeconfig.
+pub struct SavedSandbox {
+    _sandbox: kube_sandbox::Sandbox,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for SavedSandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
 /// The cluster `dryrun` and `inspect` read, unless --kubeconfig or --context say: the
 /// project's context, or for a sandbox target the sandbox of the `kubectl meta dev` running in
-/// the project (its kubeconfig in `.kubectl-meta/`). With no dev loop running, a usage error
-/// says to start one: those commands read live objects, and an empty sandbox has none.
-fn target_cluster(p: &Project, cluster: &mut ClusterArgs, command: &str) -> Result<()> {
+/// the project (its kubeconfig in `.kubectl-meta/`); with no dev loop running, the project's
+/// sandbox as the last dev run left it (`.kubectl-meta/sandbox`), opened in-process. With
+/// neither, a usage error says to run `kubectl meta dev` first: those commands read live
+/// objects, and an empty sandbox has none.
+async fn target_cluster(
+    p: &Project,
+    cluster: &mut ClusterArgs,
+    command: &str,
+) -> Result<Option<SavedSandbox>> {
     if cluster.kubeconfig.is_some() || cluster.context.is_some() {
-        return Ok(());
+        return Ok(None);
     }
     match &p.target {
         Target::Context { name, kubeconfig } => {
             cluster.context = Some(name.clone());
             cluster.kubeconfig.clone_from(kubeconfig);
+            Ok(None)
         }
         Target::Sandbox => {
             let kubeconfig = p.sandbox_kubeconfig();
-            if !kubeconfig.is_file() {
+            if kubeconfig.is_file() {
+                cluster.kubeconfig = Some(kubeconfig);
+                cluster.context = Some("sandbox".into());
+                return Ok(None);
+            }
+            let state = p.sandbox_state();
+            if !state.is_dir() {
                 return Err(fail(
                     Class::Usage,
                     format!(
-                        "project {} runs on a sandbox, and no `kubectl meta dev` runs for it ({} does not exist): start `kubectl meta dev` in {} first ({command} reads the objects it runs), or pass --kubeconfig/--context",
+                        "project {} runs on a sandbox that has no objects yet ({} does not exist): run `kubectl meta dev` (or `kubectl meta dev --once`) in {} first ({command} reads the objects the controllers run on), or pass --kubeconfig/--context",
                         p.name,
-                        kubeconfig.display(),
+                        state.display(),
                         p.dir.display()
                     ),
                 ));
             }
-            cluster.kubeconfig = Some(kubeconfig);
+            let kubeconfig = p
+                .state_dir()
+                .join(format!("{command}-{}.kubeconfig", std::process::id()));
+            let cfg = kube_sandbox::SandboxConfig {
+                storage: kube_sandbox::Storage::Dir(state.clone()),
+                kubeconfig: Some(kubeconfig.clone()),
+                ..kube_sandbox::SandboxConfig::ephemeral()
+            };
+            let sandbox = kube_sandbox::Sandbox::start(cfg).await.map_err(|e| {
+                fail(
+                    Class::Cluster,
+                    format!(
+                        "opening the project's sandbox state {}: {e}",
+                        state.display()
+                    ),
+                )
+            })?;
+            eprintln!(
+                "no `kubectl meta dev` runs: reading the project's sandbox as the last dev run left it ({})",
+                state.display()
+            );
+            cluster.kubeconfig = Some(kubeconfig.clone());
             cluster.context = Some("sandbox".into());
+            Ok(Some(SavedSandbox {
+                _sandbox: sandbox,
+                kubeconfig,
+            }))
         }
     }
-    Ok(())
 }
 
 /// Run the project's hook builds before anything starts (`dev`, `test`), saying so on

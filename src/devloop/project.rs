@@ -14,8 +14,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::engine::events::{EngineEvent, EventBus};
 use crate::engine::HookGate;
+use crate::engine::events::{EngineEvent, EventBus};
 use crate::hooks::HookTarget;
 use crate::project::Build;
 

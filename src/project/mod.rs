@@ -134,6 +134,12 @@ impl Project {
         self.state_dir().join("sandbox.kubeconfig")
     }
 
+    /// Where `dev`'s sandbox keeps its objects across runs (a sandbox target), and what
+    /// `dryrun` and `inspect` read when no dev loop runs.
+    pub fn sandbox_state(&self) -> PathBuf {
+        self.state_dir().join("sandbox")
+    }
+
     /// Where `dev --record` with no value writes: `record`, else the first of `tests`.
     pub fn record_dir(&self) -> Option<PathBuf> {
         self.record.clone().or_else(|| self.tests.first().cloned())

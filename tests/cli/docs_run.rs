@@ -109,10 +109,7 @@ fn blocks(doc: &str) -> Vec<Block> {
             !steps.is_empty(),
             "line {fence}: a doc-test block without commands"
         );
-        out.push(Block {
-            line: fence,
-            steps,
-        });
+        out.push(Block { line: fence, steps });
         i = j + 1;
     }
     out

@@ -110,10 +110,40 @@ fn an_exec_project_runs_with_no_flags_from_its_directory_and_below() {
     // The sandbox's kubeconfig was the project's, and is gone with the sandbox.
     assert!(dir.join(".kubectl-meta/.gitignore").is_file());
     assert!(!dir.join(".kubectl-meta/sandbox.kubeconfig").exists());
-    // dryrun and inspect read the dev sandbox; with none running they say to start one.
+    // With no dev loop running, dryrun and inspect read the project's sandbox as the last dev
+    // run left it: the converged parent, nothing to change (exit 0), its Pod in the tree.
+    assert!(dir.join(".kubectl-meta/sandbox").is_dir());
+    let out = km(home.path(), &dir, &["dryrun"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    stderr_has(
+        &out,
+        "reading the project's sandbox as the last dev run left it",
+    );
+    let out = km(home.path(), &dir, &["inspect", "helloworld/hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Pod"),
+        "{}",
+        show(&out)
+    );
+    // Nothing left behind by them: no kubeconfig of theirs in .kubectl-meta/.
+    let left: Vec<_> = std::fs::read_dir(dir.join(".kubectl-meta"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".kubeconfig"))
+        .collect();
+    assert!(left.is_empty(), "kubeconfigs left behind: {left:?}");
+}
+
+#[test]
+fn dryrun_in_a_project_whose_sandbox_never_ran_says_to_run_dev() {
+    let root = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let dir = hello_project(root.path(), EXEC_PROJECT);
     let out = km(home.path(), &dir, &["dryrun"]);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    stderr_has(&out, "no `kubectl meta dev` runs for it");
+    stderr_has(&out, "has no objects yet");
+    stderr_has(&out, "run `kubectl meta dev`");
 }
 
 #[test]
