@@ -13,6 +13,7 @@ use std::io::IsTerminal;
 use anyhow::{Result, bail};
 
 use super::definitions;
+use super::engine_start::engine_context;
 use super::exit::{Class, Classify, fail};
 use crate::cli::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
@@ -107,12 +108,7 @@ async fn hook_context(
     let options = engine_options(args);
     let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
     // Nobody subscribes to the one-sync plan's events: a bus without room for them.
-    let ctx = EngineContext::new(conn.client.clone(), EventBus::with_capacity(1), options)
-        .map(std::sync::Arc::new)
-        .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
-    for resolved in &endpoints {
-        ctx.hooks.set_endpoints(resolved);
-    }
+    let ctx = engine_context(conn, EventBus::with_capacity(1), options, &endpoints)?;
     Ok((ctx, endpoints))
 }
 

@@ -69,14 +69,9 @@ pub fn engine_context(
     options: EngineOptions,
     endpoints: &[endpoint::ResolvedController],
 ) -> Result<Arc<EngineContext>> {
-    let ctx = Arc::new(
-        EngineContext::new(conn.client.clone(), bus, options)
-            .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?,
-    );
-    for resolved in endpoints {
-        ctx.hooks.set_endpoints(resolved);
-    }
-    Ok(ctx)
+    EngineContext::with_endpoints(conn.client.clone(), bus, options, endpoints)
+        .map(Arc::new)
+        .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))
 }
 
 /// How the event log prints.

@@ -18,7 +18,7 @@ use crate::events::{EngineEvent, Trigger};
 use crate::kinds;
 use crate::runtime::context::EngineContext;
 use crate::runtime::controller::{ControllerHandle, Exchange, KeyState, Tracker};
-use crate::runtime::references;
+use crate::runtime::{reconcile, references};
 use crate::spec::ControllerDef;
 
 /// A controller kind's start: its handle and the worker loop to run, or why it cannot start.
@@ -153,17 +153,17 @@ impl Engine {
         );
         let launch: LaunchFuture = match def {
             ControllerDef::Composite(c) => Box::pin(async move {
-                kinds::composite::launch(c, ctx, stop, t)
+                reconcile::launch_def::<kinds::composite::Composite>(c, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),
             ControllerDef::Decorator(d) => Box::pin(async move {
-                kinds::decorator::launch(d, ctx, stop, t)
+                reconcile::launch_def::<kinds::decorator::Decorator>(d, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),
             ControllerDef::Map(m) => Box::pin(async move {
-                kinds::map::launch(m, ctx, stop, t)
+                reconcile::launch_def::<kinds::map::MapCtl>(m, ctx, stop, t)
                     .await
                     .map_err(|e| e.to_string())
             }),

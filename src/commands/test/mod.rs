@@ -25,6 +25,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::definitions;
+use super::engine_start::engine_context;
 use super::exit::{Class, Classify, fail};
 use crate::cli::ColorArg;
 use crate::cli::test::{TestArgs, TestOutput};
@@ -304,13 +305,7 @@ async fn hook_context(
         ..EngineOptions::default()
     };
     let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
-    let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
-        .map(Arc::new)
-        .map_err(|e| fail(Class::Usage, format!("cannot set up the hook client: {e}")))?;
-    for resolved in &endpoints {
-        ctx.hooks.set_endpoints(resolved);
-    }
-    Ok(ctx)
+    engine_context(conn, EventBus::new(), options, &endpoints)
 }
 
 /// A case with what it needs to run: its definition's hook and declared types.

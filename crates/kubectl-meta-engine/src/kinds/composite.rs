@@ -1,8 +1,8 @@
 //! CompositeController: one parent resource, its children, Metacontroller's semantics.
 //!
-//! [`launch`] resolves the definition's resources (waiting for ones that do not exist
-//! yet), starts the shared informers, routes their events to parent keys through indexes, and
-//! runs the shared controller loop. One reconcile of one parent is the shared skeleton of
+//! Started by [`crate::runtime::reconcile::launch_def`], which resolves the definition's
+//! resources (waiting for ones that do not exist yet), starts the shared informers, routes
+//! their events to parent keys through indexes, and runs the shared controller loop. One reconcile of one parent is the shared skeleton of
 //! [`crate::runtime::reconcile`]; this kind supplies its steps ([`SyncKind`] for [`Composite`]): claim
 //! children -> customize -> sync/finalize hook (once per live revision during a rolling update)
 //! -> pure plan; the skeleton executes it and waits until the caches show the writes.
@@ -28,11 +28,11 @@ use crate::plan::rollout_plan;
 use crate::plan::writes::{ChildId, ChildType};
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
-use crate::runtime::controller::{SyncError, Tracker};
+use crate::runtime::controller::SyncError;
 use crate::runtime::execute::Target;
 use crate::runtime::memory::SyncMemory;
 use crate::runtime::queue::{Backoff, WorkQueue};
-use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::reconcile::{HookCall, KindController, Parts, SyncCx, SyncKind};
 use crate::runtime::related_cache::RelatedCache;
 use crate::runtime::routing;
 use crate::runtime::routing::ChildAction;
@@ -776,16 +776,4 @@ impl KindController for Composite {
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         Composite::spawn_routers(self, stop);
     }
-}
-
-/// Start a CompositeController: resolve, start informers and routers, queue every parent,
-/// announce it; returns its handle and the worker loop to run until `stop`.
-pub async fn launch(
-    def: Controller<CompositeControllerSpec>,
-    ctx: Arc<EngineContext>,
-    stop: CancellationToken,
-    tracker: Arc<Tracker>,
-) -> Result<start::Launched, StartError> {
-    let comp: Arc<Composite> = source::watched(def, Arc::clone(&ctx), &stop).await?;
-    Ok(reconcile::launch(comp, ctx, stop, tracker))
 }

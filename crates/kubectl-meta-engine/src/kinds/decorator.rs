@@ -1,9 +1,10 @@
 //! DecoratorController: decorates existing objects (targets) of one or more resources with
 //! labels, annotations, status and attachments, with Metacontroller's semantics.
 //!
-//! [`launch`] resolves the target and attachment resources (waiting for ones that do
-//! not exist yet) and starts the shared informers; [`launch`] spawns the event routers and the
-//! shared controller loop. One sync of one target runs the shared skeleton of
+//! Started by [`crate::runtime::reconcile::launch_def`], which resolves the target and
+//! attachment resources (waiting for ones that do not exist yet) and starts the shared
+//! informers; [`crate::runtime::reconcile::launch`] spawns the event routers and the shared
+//! controller loop. One sync of one target runs the shared skeleton of
 //! [`crate::runtime::reconcile`] with this kind's steps: find its attachments (controlled by the
 //! target *and* annotated `metacontroller.k8s.io/decorator-controller: <name>`; never adopted)
 //! -> customize -> sync or finalize hook -> pure plan of the target's labels/annotations
@@ -33,16 +34,15 @@ use crate::plan::planner;
 use crate::plan::writes::{ChildId, ChildType};
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
-use crate::runtime::controller::{SyncError, Tracker};
+use crate::runtime::controller::SyncError;
 use crate::runtime::execute::Target;
 use crate::runtime::memory::SyncMemory;
 use crate::runtime::queue::{Backoff, WorkQueue};
-use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::reconcile::{HookCall, KindController, Parts, SyncCx, SyncKind};
 use crate::runtime::related_cache::RelatedCache;
 use crate::runtime::routing;
 use crate::runtime::routing::ChildAction;
-use crate::runtime::source::{self, Bound, Built, Reader, Source, Wanted};
-use crate::runtime::start;
+use crate::runtime::source::{Bound, Built, Reader, Source, Wanted};
 use crate::spec::{Controller, DecoratorControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -639,16 +639,4 @@ impl KindController for Decorator {
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         Decorator::spawn_routers(self, stop);
     }
-}
-
-/// Start a DecoratorController: resolve, start informers and routers, queue every target,
-/// announce it; returns its handle and the worker loop to run until `stop`.
-pub async fn launch(
-    def: Controller<DecoratorControllerSpec>,
-    ctx: Arc<EngineContext>,
-    stop: CancellationToken,
-    tracker: Arc<Tracker>,
-) -> Result<start::Launched, StartError> {
-    let dec: Arc<Decorator> = source::watched(def, Arc::clone(&ctx), &stop).await?;
-    Ok(reconcile::launch(dec, ctx, stop, tracker))
 }

@@ -41,7 +41,7 @@ use crate::plan::writes::{ChildId, ChildType};
 use crate::runtime::caller;
 use crate::runtime::carry;
 use crate::runtime::context::{EngineContext, HookSpec};
-use crate::runtime::controller::{Exchange, SyncError, SyncOutcome, Tracker};
+use crate::runtime::controller::{Exchange, SyncError, SyncOutcome};
 use crate::runtime::execute::Target;
 use crate::runtime::memory;
 use crate::runtime::queue::{Backoff, WorkQueue};
@@ -49,7 +49,6 @@ use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, S
 use crate::runtime::routing;
 use crate::runtime::snapshot::LiveReader;
 use crate::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
-use crate::runtime::start;
 use crate::spec::{Controller, MapControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -1222,18 +1221,6 @@ impl KindController for MapCtl {
     async fn work(&self, work: &MapWork, cx: SyncCx<'_>) -> SyncOutcome {
         self.sync_work(work, cx).await
     }
-}
-
-/// Start a MapController: resolve, start informers and routers, index inputs, queue every
-/// parent, announce it; returns its handle and the worker loop to run until `stop`.
-pub async fn launch(
-    def: Controller<MapControllerSpec>,
-    ctx: Arc<EngineContext>,
-    stop: CancellationToken,
-    tracker: Arc<Tracker>,
-) -> Result<start::Launched, StartError> {
-    let ctl: Arc<MapCtl> = source::watched(def, Arc::clone(&ctx), &stop).await?;
-    Ok(reconcile::launch(ctl, ctx, stop, tracker))
 }
 
 #[cfg(test)]

@@ -146,6 +146,22 @@ pub trait HookGate: Send + Sync {
 }
 
 impl EngineContext {
+    /// Build the shared services for `client` with the webhooks' resolved endpoints
+    /// (`caBundle`, `clientTLS`, authorization: [`crate::hooks::endpoint::resolve_from_cluster`])
+    /// set: what `dev`, `run`, `test` and `dryrun` each start from.
+    pub fn with_endpoints(
+        client: kube::Client,
+        bus: EventBus,
+        options: EngineOptions,
+        endpoints: &[crate::hooks::endpoint::ResolvedController],
+    ) -> Result<Self, crate::hooks::HookError> {
+        let ctx = EngineContext::new(client, bus, options)?;
+        for resolved in endpoints {
+            ctx.hooks.set_endpoints(resolved);
+        }
+        Ok(ctx)
+    }
+
     /// Build the shared services for `client`.
     pub fn new(
         client: kube::Client,

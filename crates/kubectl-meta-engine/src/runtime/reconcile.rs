@@ -53,7 +53,9 @@ use crate::runtime::controller::{
 use crate::runtime::execute::Target;
 use crate::runtime::memory::{Cached, SyncMemory};
 use crate::runtime::queue::{QueueStats, WorkQueue};
+use crate::runtime::source::{self, Built};
 use crate::runtime::start;
+use crate::spec::Controller;
 
 /// What a sync is given besides its key.
 #[derive(Clone, Copy)]
@@ -362,6 +364,19 @@ pub trait KindController: SyncKind {
 pub struct Running<S> {
     ctl: Arc<S>,
     stop: CancellationToken,
+}
+
+/// Start a controller of kind `K` from its definition, once for all kinds: build it on shared
+/// informers ([`source::watched`]: resolve its resources, waiting for missing ones, and wait
+/// for their first lists), then [`launch`] it.
+pub async fn launch_def<K: Built + KindController>(
+    def: Controller<K::Spec>,
+    ctx: Arc<EngineContext>,
+    stop: CancellationToken,
+    tracker: Arc<Tracker>,
+) -> Result<start::Launched, start::StartError> {
+    let ctl: Arc<K> = source::watched(def, Arc::clone(&ctx), &stop).await?;
+    Ok(launch(ctl, ctx, stop, tracker))
 }
 
 /// Start routers for a started controller, queue every parent, announce it; returns its
