@@ -172,6 +172,7 @@ async fn run_case(label: &str, parents: usize, rounds: usize, server: bool) {
         watch_files: true,
         recursive: false,
         selector: None,
+        unwatched: Vec::new(),
     };
     let mut dev = DevLoop::start(Engine::new(ctx), vec![def], cfg)
         .await

@@ -56,6 +56,9 @@ pub struct DevLoopConfig {
     pub recursive: bool,
     /// `-l/--selector`: only definitions with matching labels run (also after a reload).
     pub selector: Option<spec::ControllerSelector>,
+    /// Directories the loop writes itself (`--record`, `--dump-requests`): never watched, even
+    /// next to a hook (a case written would reload the hook and resync, writing another).
+    pub unwatched: Vec<PathBuf>,
 }
 
 /// Why the dev loop could not start.
@@ -344,6 +347,7 @@ impl DevLoop {
         let (watcher, rx) = FileWatcher::start(WatchConfig {
             paths: paths.clone(),
             debounce: self.cfg.debounce,
+            exclude: self.cfg.unwatched.clone(),
         })
         .map_err(|e| DevLoopError::Watch(e.to_string()))?;
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -13,6 +13,7 @@ mod dryrun;
 mod events_schema;
 mod hooktest;
 mod inspect;
+mod issue37;
 mod map;
 mod run;
 mod sandbox;

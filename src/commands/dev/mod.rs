@@ -436,6 +436,13 @@ fn dev_loop_config(cfg: &DevConfig) -> DevLoopConfig {
         watch_files: !cfg.args.once && !cfg.args.no_watch,
         recursive: cfg.args.defs.recursive,
         selector: cfg.selector.clone(),
+        unwatched: cfg
+            .args
+            .record
+            .iter()
+            .chain(&cfg.args.dump_requests)
+            .cloned()
+            .collect(),
     }
 }
 

@@ -1,0 +1,118 @@
+//! What a new user met writing a controller of their own (issue 37, "What the same user met
+//! on the way"): a Website that owns a ConfigMap and a Deployment, its hook in Python
+//! ([`crate::common::website`]); each test failed before its fix.
+
+use crate::common::{self, TIMEOUT, wait_for};
+
+use crate::common::cli::*;
+
+/// `dev --record hook-tests/` next to the hook (the directory `dev` watches, as the examples
+/// do): the cases written never count as a change (each used to reload the hook and resync,
+/// writing another case). A file written after them does: once its reload is seen, every
+/// earlier change was seen too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_next_to_the_hook_does_not_reload_it() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    common::website::write(dir.path());
+    let files = dir.path().display().to_string();
+    let record = dir.path().join("hook-tests");
+    let dump = dir.path().join("requests");
+    let (record_s, dump_s) = (record.display().to_string(), dump.display().to_string());
+    let dev = Background::start(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &files,
+            "--record",
+            &record_s,
+            "--dump-requests",
+            &dump_s,
+            "--no-tui",
+        ],
+    ));
+    dev.wait_output("create    Deployment.apps/v1 default/mysite")
+        .await;
+    wait_for("a recorded case", TIMEOUT, || {
+        let n = walk_files(&record).len();
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    assert!(!walk_files(&dump).is_empty(), "no request dumped");
+    std::fs::write(dir.path().join("sentinel.py"), "# changed\n").unwrap();
+    dev.wait_output("sentinel.py").await;
+    let out = dev.output();
+    let reloads: Vec<&str> = out.lines().filter(|l| l.contains(" reload ")).collect();
+    assert!(
+        reloads.iter().all(|l| l.contains("sentinel.py")),
+        "a recorded case or dumped request reloaded the hook:\n{out}"
+    );
+    let (_, err) = dev.interrupt().await;
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Every file under `dir` (none if it does not exist).
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// examples/README.md names the kubeconfig `dev --sandbox` writes as dev prints it (it used
+/// to name `dev-sandbox.kubeconfig`, a file that never exists: the name holds the pid).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_examples_readme_names_the_kubeconfig_dev_writes() {
+    let home = tempfile::tempdir().unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "dev",
+            "--sandbox",
+            "--apply",
+            "-f",
+            &example("hello-world"),
+            "--once",
+        ],
+    ))
+    .await;
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    let printed = err
+        .lines()
+        .find_map(|l| l.split("kubeconfig: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no kubeconfig path printed:\n{err}"));
+    let file = std::path::Path::new(printed)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // The pid stands as <pid> in the README.
+    let shown: String = {
+        let digits: String = file.chars().filter(char::is_ascii_digit).collect();
+        file.replace(&digits, "<pid>")
+    };
+    let readme = std::fs::read_to_string(repo().join("examples/README.md")).unwrap();
+    assert!(
+        readme.contains(&format!(
+            "export KUBECONFIG=~/.local/share/kubectl-meta/{shown}"
+        )),
+        "examples/README.md does not name {shown} (dev printed {printed})"
+    );
+    assert!(!readme.contains("dev-sandbox.kubeconfig"), "{readme}");
+}
