@@ -6,17 +6,28 @@ use crate::common::{self, TIMEOUT, wait_for};
 
 use crate::common::cli::*;
 
+/// A sandbox, a private HOME, and the Website project in a directory (and its path).
+async fn website() -> (
+    common::TestSandbox,
+    tempfile::TempDir,
+    tempfile::TempDir,
+    String,
+) {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    common::website::write(dir.path());
+    let files = dir.path().display().to_string();
+    (sb, home, dir, files)
+}
+
 /// `dev --record hook-tests/` next to the hook (the directory `dev` watches, as the examples
 /// do): the cases written never count as a change (each used to reload the hook and resync,
 /// writing another case). A file written after them does: once its reload is seen, every
 /// earlier change was seen too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recording_next_to_the_hook_does_not_reload_it() {
-    let sb = common::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    common::website::write(dir.path());
-    let files = dir.path().display().to_string();
+    let (sb, home, dir, files) = website().await;
     let record = dir.path().join("hook-tests");
     let dump = dir.path().join("requests");
     let (record_s, dump_s) = (record.display().to_string(), dump.display().to_string());
@@ -115,4 +126,71 @@ async fn the_examples_readme_names_the_kubeconfig_dev_writes() {
         "examples/README.md does not name {shown} (dev printed {printed})"
     );
     assert!(!readme.contains("dev-sandbox.kubeconfig"), "{readme}");
+}
+
+/// One parent recorded over its convergence gives a case per sync; a hook change fails them
+/// all the same way: one FAIL block names every case (it was a block per case), while
+/// `-o json` keeps an object per case and JUnit a testcase per case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_failures_are_one_block() {
+    let (sb, home, dir, files) = website().await;
+    let rec = tempfile::tempdir().unwrap();
+    let rec_s = rec.path().display().to_string();
+    let recorded = run(meta(
+        home.path(),
+        &[
+            "--kubeconfig",
+            &kc(&sb),
+            "dev",
+            "--apply",
+            "-f",
+            &files,
+            "--once",
+            "--record",
+            &rec_s,
+        ],
+    ))
+    .await;
+    assert_ok(&recorded);
+    let cases = walk_files(rec.path()).len();
+    assert!(cases >= 2, "one case per sync: {cases}");
+    common::website::write_with(dir.path(), Some("InPlace"), r#"{"rev": "2"}"#);
+    let controller = dir.path().join("10-controller.yaml").display().to_string();
+    let junit = home.path().join("junit.xml");
+    let junit_s = junit.display().to_string();
+    let test = |extra: &[&str]| {
+        let mut args = vec!["test", rec_s.as_str(), "-f", controller.as_str()];
+        args.extend_from_slice(extra);
+        meta(home.path(), &args)
+    };
+    let out = run(test(&["--junit", &junit_s])).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let blocks = stdout.lines().filter(|l| l.starts_with("FAIL")).count();
+    assert_eq!(blocks, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!("({cases} cases, the same outcome)")),
+        "{stdout}"
+    );
+    let diffs = stdout
+        .lines()
+        .filter(|l| l.contains("~ ") && l.contains("rev"))
+        .count();
+    assert_eq!(diffs, 1, "the difference once: {stdout}");
+    assert!(
+        stdout.contains(&format!("0 passed, {cases} failed")),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), cases, "{xml}");
+    assert_eq!(xml.matches("<failure").count(), cases, "{xml}");
+
+    let out = run(test(&["-o", "json"])).await;
+    let (stdout, _) = text(&out);
+    let fails = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["type"] == "case" && v["result"] == "fail")
+        .count();
+    assert_eq!(fails, cases, "{stdout}");
 }
