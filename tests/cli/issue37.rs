@@ -67,6 +67,22 @@ async fn recording_next_to_the_hook_does_not_reload_it() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// `dev --apply -f FILES --once EXTRA...` against `sb`, successful.
+async fn dev_once(sb: &common::TestSandbox, home: &std::path::Path, files: &str, extra: &[&str]) {
+    let kubeconfig = kc(sb);
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.as_str(),
+        "dev",
+        "--apply",
+        "-f",
+        files,
+        "--once",
+    ];
+    args.extend_from_slice(extra);
+    assert_ok(&run(meta(home, &args)).await);
+}
+
 /// Every file under `dir` (none if it does not exist).
 fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -136,22 +152,7 @@ async fn identical_failures_are_one_block() {
     let (sb, home, dir, files) = website().await;
     let rec = tempfile::tempdir().unwrap();
     let rec_s = rec.path().display().to_string();
-    let recorded = run(meta(
-        home.path(),
-        &[
-            "--kubeconfig",
-            &kc(&sb),
-            "dev",
-            "--apply",
-            "-f",
-            &files,
-            "--once",
-            "--record",
-            &rec_s,
-        ],
-    ))
-    .await;
-    assert_ok(&recorded);
+    dev_once(&sb, home.path(), &files, &["--record", &rec_s]).await;
     let cases = walk_files(rec.path()).len();
     assert!(cases >= 2, "one case per sync: {cases}");
     common::website::write_with(dir.path(), Some("InPlace"), r#"{"rev": "2"}"#);
@@ -193,4 +194,46 @@ async fn identical_failures_are_one_block() {
         .filter(|v| v["type"] == "case" && v["result"] == "fail")
         .count();
     assert_eq!(fails, cases, "{stdout}");
+}
+
+/// `inspect -f controller.yaml website/mysite` after a sync: the parent whose hook writes no
+/// Synced condition is shown synced from its observedGeneration (it was `NotSynced (no Synced
+/// condition yet)`), the 3/3-ready Deployment's READY is `3/3` (it was `-`); a Website that
+/// does not exist is usage, exit 2, as the README says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_a_healthy_website_as_synced_and_ready() {
+    let (sb, home, dir, files) = website().await;
+    dev_once(&sb, home.path(), &files, &[]).await;
+    let controller = dir.path().join("10-controller.yaml").display().to_string();
+    let inspect = |args: &[&str]| {
+        let kubeconfig = kc(&sb);
+        let mut all = vec![
+            "--kubeconfig",
+            kubeconfig.as_str(),
+            "inspect",
+            "-f",
+            &controller,
+        ];
+        all.extend_from_slice(args);
+        meta(home.path(), &all)
+    };
+    let out = run(inspect(&["website/mysite", "--color", "never"])).await;
+    let tree = assert_ok(&out);
+    let row = |what: &str| {
+        tree.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what} row:\n{tree}"))
+            .to_string()
+    };
+    let parent = row("Website/mysite");
+    assert!(
+        parent.contains("Synced (observedGeneration 1") && !parent.contains("NotSynced"),
+        "{tree}"
+    );
+    let deployment = row("Deployment/mysite");
+    assert!(deployment.contains(" 3/3 "), "{tree}");
+    let out = run(inspect(&["website/nosuch"])).await;
+    let err = assert_fails(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"nosuch\" not found"), "{err}");
 }
