@@ -237,3 +237,61 @@ async fn inspect_shows_a_healthy_website_as_synced_and_ready() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("\"nosuch\" not found"), "{err}");
 }
+
+/// `deploy -f .` on the Website project says on stderr what it leaves out and why (the CRD,
+/// the sample parent: both were dropped without a word), and that the exec hook cannot run in
+/// the default image (distroless), naming the hook and what to do; `--image` of one's own
+/// silences that warning. stdout stays the manifests only.
+#[test]
+fn deploy_names_what_it_leaves_out_and_an_exec_hook_the_image_cannot_run() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    common::website::write(dir.path());
+    let files = dir.path().display().to_string();
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy", "-f", files.as_str()];
+        args.extend_from_slice(extra);
+        meta(home.path(), &args)
+            .output()
+            .expect("kubectl-meta runs")
+    };
+    let out = deploy(&[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("kind: Deployment"), "{stdout}");
+    assert!(
+        !stdout.contains("note:") && !stdout.contains("warning:"),
+        "{stdout}"
+    );
+    let crd = stderr
+        .lines()
+        .find(|l| l.contains("CustomResourceDefinition websites.demo.example.com"))
+        .unwrap_or_else(|| panic!("the CRD is not named:\n{stderr}"));
+    assert!(
+        crd.starts_with("note: left out:") && crd.contains("00-crd.yaml"),
+        "{crd}"
+    );
+    let sample = stderr
+        .lines()
+        .find(|l| l.contains("Website default/mysite"))
+        .unwrap_or_else(|| panic!("the sample is not named:\n{stderr}"));
+    assert!(sample.contains("20-sample.yaml"), "{sample}");
+    let hook = stderr
+        .lines()
+        .find(|l| l.starts_with("warning:") && l.contains("`python3 hook.py`"))
+        .unwrap_or_else(|| panic!("no warning about the exec hook:\n{stderr}"));
+    assert!(
+        hook.contains("website-controller")
+            && hook.contains("distroless")
+            && hook.contains("--image"),
+        "{hook}"
+    );
+    let out = deploy(&["--image", "registry.example.com/website:1"]);
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning:"), "{stderr}");
+    assert!(
+        stderr.contains("note: left out: CustomResourceDefinition"),
+        "{stderr}"
+    );
+}
