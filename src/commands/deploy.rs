@@ -106,6 +106,12 @@ pub async fn run(mut args: DeployArgs) -> Result<()> {
             d.name()
         );
     }
+    for line in left_out(&loaded.others)
+        .into_iter()
+        .chain(exec_hook_warnings(&loaded.controllers, &args.image))
+    {
+        eprintln!("{line}");
+    }
     let cfg = DeployConfig {
         namespace: namespace.clone(),
         image: args.image.clone(),
@@ -119,6 +125,59 @@ pub async fn run(mut args: DeployArgs) -> Result<()> {
         Some(c) if write => apply(&c, &namespace, &objects, args.dry_run.is_some()).await,
         _ => print(&objects, args.output),
     }
+}
+
+/// A note per document of the `-f` files that is not a controller definition: deploy renders
+/// what runs the controllers, not the API they serve (a CRD is the user's to install, before
+/// the controller, with the access it takes) nor the objects they act on (a sample parent).
+fn left_out(others: &[crate::spec::Document]) -> Vec<String> {
+    others
+        .iter()
+        .map(|d| {
+            let kind = d.value["kind"].as_str().unwrap_or("(no kind)");
+            let meta = &d.value["metadata"];
+            let name = match (meta["namespace"].as_str(), meta["name"].as_str()) {
+                (Some(ns), Some(n)) => format!("{ns}/{n}"),
+                (None, Some(n)) => n.to_string(),
+                _ => String::new(),
+            };
+            let file = d
+                .source
+                .path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let why = if kind == "CustomResourceDefinition" {
+                "a CRD is yours to install before the controller runs (kubectl apply -f it; deploy renders no API)"
+            } else {
+                "not a controller definition: deploy renders what runs the controllers, not the objects they act on (apply it yourself once they run)"
+            };
+            format!("note: left out: {kind} {name} ({file}): {why}")
+        })
+        .collect()
+}
+
+/// A warning per exec hook when the image is the default one: it holds kubectl-meta alone
+/// (distroless: no shell, no interpreter, not the hook's files), so `python3 hook.py` cannot
+/// start there.
+fn exec_hook_warnings(defs: &[crate::spec::ControllerDef], image: &str) -> Vec<String> {
+    if image != crate::cli::deploy::DEFAULT_IMAGE {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for d in defs {
+        for (hook, h) in d.hooks() {
+            let Some(exec) = &h.exec else { continue };
+            let program = exec.command.first().map(String::as_str).unwrap_or_default();
+            out.push(format!(
+                "warning: {} {}'s {hook} hook runs `{}` (exec), which cannot run in the default image {image} (distroless: kubectl-meta alone, no `{program}`, not the hook's files); build an image with kubectl-meta, the hook's runtime and its files (FROM an image with {program}, COPY the kubectl-meta binary and the hook) and pass it with --image, or serve the hook as a webhook",
+                d.kind(),
+                d.name(),
+                exec.command.join(" "),
+            ));
+        }
+    }
+    out
 }
 
 /// Print the objects: YAML documents, or a `v1` `List` as JSON.

@@ -44,7 +44,8 @@ pub async fn run(mut args: InspectArgs) -> Result<()> {
     })
 }
 
-/// The exit class of an inspect failure (README, "Exit codes").
+/// The exit class of an inspect failure (README, "Exit codes"): a named object that does not
+/// exist is usage (2), as dryrun's unknown PARENT; the API server's refusals are cluster (3).
 fn class_of_inspect(e: &anyhow::Error) -> Class {
     if let Some(i) = e.downcast_ref::<InspectError>() {
         return match i {

@@ -57,7 +57,9 @@ pub struct DevLoopConfig {
     pub recursive: bool,
     /// `-l/--selector`: only definitions with matching labels run (also after a reload).
     pub selector: Option<spec::ControllerSelector>,
-    /// A project's paths whose changes never reload (see [`project`]).
+    /// Paths whose changes never reload, not even watched: the directories the loop writes
+    /// itself (`--record`, `--dump-requests`: a case written next to a hook would reload it and
+    /// resync, writing another) and a project's never-watched paths (see [`project`]).
     pub exclude: Vec<PathBuf>,
     /// A project's hook builds, run again on a change before the restart (see [`project`]).
     pub builds: Vec<crate::project::Build>,
@@ -367,6 +369,7 @@ impl DevLoop {
         let (watcher, rx) = FileWatcher::start(WatchConfig {
             paths: paths.clone(),
             debounce: self.cfg.debounce,
+            exclude: self.cfg.exclude.clone(),
         })
         .map_err(|e| DevLoopError::Watch(e.to_string()))?;
         let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -49,14 +49,18 @@ pub struct WatchConfig {
     pub paths: Vec<PathBuf>,
     /// Quiet time after the last event before a batch is sent ([`DEFAULT_DEBOUNCE`]).
     pub debounce: Duration,
+    /// Directories whose changes never count, even under a watched one (what the dev loop
+    /// writes itself: `--record`, `--dump-requests`).
+    pub exclude: Vec<PathBuf>,
 }
 
 impl WatchConfig {
-    /// Watch `paths` with the default debounce.
+    /// Watch `paths` with the default debounce, nothing excluded.
     pub fn new(paths: Vec<PathBuf>) -> Self {
         WatchConfig {
             paths,
             debounce: DEFAULT_DEBOUNCE,
+            exclude: Vec::new(),
         }
     }
 }
@@ -136,7 +140,12 @@ impl FileWatcher {
         if cfg.paths.is_empty() {
             return Err(WatchError::NoPaths);
         }
-        let filter = Filter::new(&cfg.paths)?;
+        let mut filter = Filter::new(&cfg.paths)?;
+        filter.exclude = cfg
+            .exclude
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
         let watches = filter.watches();
         let (raw_tx, raw_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
         let (batch_tx, batch_rx) = mpsc::channel(1);
@@ -248,6 +257,8 @@ struct Filter {
     gitignores: HashMap<PathBuf, Option<Arc<Gitignore>>>,
     /// `.git/info/exclude` per repository root.
     excludes: HashMap<PathBuf, Option<Arc<Gitignore>>>,
+    /// [`WatchConfig::exclude`], canonical.
+    exclude: Vec<PathBuf>,
 }
 
 impl Filter {
@@ -278,6 +289,7 @@ impl Filter {
             ignore_roots,
             gitignores: HashMap::new(),
             excludes: HashMap::new(),
+            exclude: Vec::new(),
         };
         // A directory watched on purpose counts even if the repository ignores it: only the
         // `.gitignore` files inside it apply then.
@@ -353,6 +365,9 @@ impl Filter {
     /// Whether a change of `path` counts: a watched file, or under a watched directory and not
     /// ignored.
     fn is_relevant(&mut self, path: &Path) -> bool {
+        if self.exclude.iter().any(|d| path.starts_with(d)) {
+            return false;
+        }
         // A file watched on purpose always counts, whatever its name or the ignore files say.
         if self
             .roots

@@ -92,6 +92,9 @@ pub struct Copied {
     pub live: Arc<Value>,
     /// The copy's uid in the sandbox.
     pub uid: String,
+    /// The live `metadata.generation` minus the copy's (the sandbox starts a copy at 1): what
+    /// turns a generation of the copy into the live one it stands for.
+    pub generation_offset: i64,
 }
 
 /// The sandbox holding the copy, and how its objects map to the live ones.
@@ -106,6 +109,8 @@ pub struct Copy {
     pub resources: Vec<ResourceInfo>,
     /// Sandbox uid -> live uid.
     pub live_uid: HashMap<String, String>,
+    /// Sandbox uid -> [`Copied::generation_offset`].
+    generation_offset: HashMap<String, i64>,
 }
 
 impl Copy {
@@ -158,16 +163,27 @@ impl Copy {
             if ready.is_empty() {
                 // An ownership cycle: copy the rest without the owners not copied yet.
                 for (info, o) in rest {
-                    let uid = create_copy(&client, &info, &o, &uid_map).await?;
+                    let (uid, generation_offset) =
+                        create_copy(&client, &info, &o, &uid_map).await?;
                     remember(&mut uid_map, &o, &uid);
-                    objects.push(Copied { info, live: o, uid });
+                    objects.push(Copied {
+                        info,
+                        live: o,
+                        uid,
+                        generation_offset,
+                    });
                 }
                 break;
             }
             for (info, o) in ready {
-                let uid = create_copy(&client, &info, &o, &uid_map).await?;
+                let (uid, generation_offset) = create_copy(&client, &info, &o, &uid_map).await?;
                 remember(&mut uid_map, &o, &uid);
-                objects.push(Copied { info, live: o, uid });
+                objects.push(Copied {
+                    info,
+                    live: o,
+                    uid,
+                    generation_offset,
+                });
             }
             pending = rest;
         }
@@ -180,13 +196,87 @@ impl Copy {
             .iter()
             .map(|(l, s)| (s.clone(), l.clone()))
             .collect();
-        Ok(Copy {
+        let generation_offset = objects
+            .iter()
+            .map(|c| (c.uid.clone(), c.generation_offset))
+            .collect();
+        let copy = Copy {
             sandbox,
             client,
             objects,
             resources,
             live_uid,
-        })
+            generation_offset,
+        };
+        copy.settle().await;
+        tracing::debug!(ms = ms(started), "simulate: the copy settled");
+        Ok(copy)
+    }
+
+    /// Wait until the sandbox's simulated controllers are done with the copies: a copied
+    /// Deployment gets its ReplicaSet and Pods (they are not copied), and its status and
+    /// revision annotation are written, all within milliseconds of the copy. An engine started
+    /// before that updates a child from a resourceVersion already gone (`409 Conflict` in a
+    /// copy nothing else writes, and a step that is not one). Settled: every copy Current
+    /// ([`crate::engine::plan::kstatus`]) and no write for [`SETTLE_QUIET`]; or, for what
+    /// nothing in the sandbox makes Current, no write for [`STALL`]; at most [`SETTLE_MAX`].
+    async fn settle(&self) {
+        let deadline = Instant::now() + SETTLE_MAX;
+        let mut last = (global_rv(&self.client).await, Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let rv = global_rv(&self.client).await;
+            if rv != last.0 {
+                last = (rv, Instant::now());
+                continue;
+            }
+            let quiet = last.1.elapsed();
+            if quiet >= STALL || Instant::now() >= deadline {
+                return;
+            }
+            if quiet >= SETTLE_QUIET && self.all_current().await {
+                return;
+            }
+        }
+    }
+
+    /// Whether every copied object is Current in the sandbox now.
+    async fn all_current(&self) -> bool {
+        use crate::engine::plan::kstatus::{Status, compute};
+        for c in &self.objects {
+            let api: Api<DynamicObject> = match (object::namespace(&c.live), c.info.namespaced) {
+                (Some(ns), true) => {
+                    Api::namespaced_with(self.client.clone(), ns, &c.info.api_resource)
+                }
+                _ => Api::all_with(self.client.clone(), &c.info.api_resource),
+            };
+            let Ok(Some(o)) = api.get_opt(object::name(&c.live).unwrap_or_default()).await else {
+                continue;
+            };
+            let Ok(mut v) = serde_json::to_value(o) else {
+                continue;
+            };
+            v["apiVersion"] = json!(c.info.api_resource.api_version);
+            v["kind"] = json!(c.info.api_resource.kind);
+            if matches!(compute(&v), Status::InProgress(_)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Turn the generations of a copy in `v` (`metadata.generation`, `status.observedGeneration`,
+    /// its conditions' `observedGeneration`) into the live ones they stand for; call before
+    /// [`Copy::to_live`] (the copy is found by its sandbox uid). An object created in the
+    /// sandbox is left alone.
+    pub fn generation_to_live(&self, v: &mut Value) {
+        let Some(offset) = object::uid(v)
+            .and_then(|u| self.generation_offset.get(u))
+            .copied()
+        else {
+            return;
+        };
+        shift_generations(v, offset);
     }
 
     /// Replace every sandbox uid in `v` by the live uid it copies (ownerReferences, labels
@@ -201,6 +291,68 @@ impl Copy {
             Value::Array(a) => a.iter_mut().for_each(|x| self.to_live(x)),
             Value::Object(m) => m.values_mut().for_each(|x| self.to_live(x)),
             _ => {}
+        }
+    }
+}
+
+/// The annotations holding a last-applied configuration (JSON text).
+const LAST_APPLIED: [&str; 2] = [
+    "metacontroller.k8s.io/last-applied-configuration",
+    "kubectl.kubernetes.io/last-applied-configuration",
+];
+
+/// In `text`, a string of JSON, replace every string value that is a key of `uid_map` by its
+/// value (text that is not JSON is left alone).
+fn move_uids_in_json_text(text: &mut Value, uid_map: &HashMap<String, String>) {
+    fn walk(v: &mut Value, uid_map: &HashMap<String, String>) {
+        match v {
+            Value::String(s) => {
+                if let Some(copy) = uid_map.get(s.as_str()) {
+                    s.clone_from(copy);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, uid_map)),
+            Value::Object(m) => m.values_mut().for_each(|x| walk(x, uid_map)),
+            _ => {}
+        }
+    }
+    let Some(mut parsed) = text
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    else {
+        return;
+    };
+    walk(&mut parsed, uid_map);
+    if let Ok(t) = serde_json::to_string(&parsed) {
+        *text = Value::String(t);
+    }
+}
+
+/// Add `by` to the generations `v` holds: `metadata.generation`, `status.observedGeneration`
+/// and each `status.conditions[].observedGeneration` (none below 0).
+fn shift_generations(v: &mut Value, by: i64) {
+    if by == 0 {
+        return;
+    }
+    let shift = |g: &mut Value| {
+        if let Some(n) = g.as_i64() {
+            *g = json!((n + by).max(0));
+        }
+    };
+    if let Some(g) = v.pointer_mut("/metadata/generation") {
+        shift(g);
+    }
+    if let Some(g) = v.pointer_mut("/status/observedGeneration") {
+        shift(g);
+    }
+    if let Some(conds) = v
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for c in conds {
+            if let Some(g) = c.get_mut("observedGeneration") {
+                shift(g);
+            }
         }
     }
 }
@@ -320,14 +472,17 @@ async fn copy_crds(
 }
 
 /// Create the copy of `live` (server-set fields stripped, owners and labels holding their
-/// uids moved to their copies' uids, owners not copied dropped), then its status; returns the
-/// copy's uid.
+/// uids moved to their copies' uids, owners not copied dropped), then its status, its
+/// observed generations moved to the copy's generation (the sandbox starts it at 1: a parent
+/// live at generation 2 that observed it must not look, in the copy, as if it observed a
+/// generation to come; the engine would write `observedGeneration: 1` and show a status
+/// change that live will not see); returns the copy's uid and [`Copied::generation_offset`].
 async fn create_copy(
     client: &kube::Client,
     info: &ResourceInfo,
     live: &Value,
     uid_map: &HashMap<String, String>,
-) -> Result<String, SimError> {
+) -> Result<(String, i64), SimError> {
     let mut v = live.clone();
     if let Some(m) = v["metadata"].as_object_mut() {
         for f in SERVER_SET {
@@ -338,6 +493,15 @@ async fn create_copy(
             for v in labels.values_mut() {
                 if let Some(copy) = v.as_str().and_then(|u| uid_map.get(u)) {
                     *v = json!(copy);
+                }
+            }
+        }
+        // So do the uids in a last-applied configuration (the labels above, as the engine
+        // applied them): left live, the 3-way merge would update every such child at once.
+        if let Some(notes) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            for key in LAST_APPLIED {
+                if let Some(v) = notes.get_mut(key) {
+                    move_uids_in_json_text(v, uid_map);
                 }
             }
         }
@@ -374,15 +538,25 @@ async fn create_copy(
         // own object stands for the live one.
         Err(kube::Error::Api(e)) if e.code == 409 => {
             let existing = api.get(&name).await.map_err(failed)?;
-            return Ok(existing.metadata.uid.unwrap_or_default());
+            return Ok((existing.metadata.uid.unwrap_or_default(), 0));
         }
         Err(e) => return Err(failed(e)),
     };
     let uid = created.metadata.uid.clone().unwrap_or_default();
-    if let Some(status) = status
+    let offset = match (
+        live["metadata"]["generation"].as_i64(),
+        created.metadata.generation,
+    ) {
+        (Some(l), Some(c)) => l - c,
+        _ => 0,
+    };
+    if let Some(mut status) = status
         && info.has_status
         && !status.is_null()
     {
+        let mut holder = json!({"status": status});
+        shift_generations(&mut holder, -offset);
+        status = holder["status"].take();
         // A merge patch: the sandbox's controllers may have written the status meanwhile.
         api.patch_status(
             &name,
@@ -392,7 +566,7 @@ async fn create_copy(
         .await
         .map_err(failed)?;
     }
-    Ok(uid)
+    Ok((uid, offset))
 }
 
 /// One sync of one parent that was planned in the sandbox.
@@ -500,6 +674,17 @@ impl ParentRun {
     pub fn writing_steps(&self) -> usize {
         self.steps.iter().filter(|s| s.writes > 0).count()
     }
+
+    /// `converged in N sync(s), W writing`: every sync listed counts, the writing ones are
+    /// said apart (a sync that wrote nothing still ran the hook).
+    pub fn converged_line(&self) -> String {
+        converged_in(self.steps.len(), self.writing_steps())
+    }
+}
+
+/// `converged in N sync(s), W writing` (see [`ParentRun::converged_line`]).
+fn converged_in(syncs: usize, writing: usize) -> String {
+    format!("converged in {syncs} sync(s), {writing} writing")
 }
 
 /// How long everything must stay done before the run is called converged: the sandbox is in
@@ -511,6 +696,13 @@ const SIM_QUIET: Duration = Duration::from_millis(100);
 /// for children to become Current before the wait is called hopeless: the simulated kubelet
 /// and controllers act at once, so what they provide comes within milliseconds.
 const STALL: Duration = Duration::from_secs(2);
+
+/// How long the copy must see no write, every copy Current, before the engine starts on it
+/// ([`Copy::settle`]).
+const SETTLE_QUIET: Duration = Duration::from_millis(150);
+
+/// The most [`Copy::settle`] waits.
+const SETTLE_MAX: Duration = Duration::from_secs(10);
 
 /// Whether all that is left is waiting for children to become Current (or a rollout waiting
 /// for them).
@@ -1058,6 +1250,7 @@ fn end_state(copy: &Copy, listing: &Listing, parent: &str) -> Vec<Entry> {
             (Some(c), Some((_, v))) => {
                 let mut end = v.clone();
                 let replaced = object::uid(v) != Some(c.uid.as_str());
+                copy.generation_to_live(&mut end);
                 copy.to_live(&mut end);
                 if c.uid == parent_copy_uid {
                     if end.get("status") != c.live.get("status") {
@@ -1110,11 +1303,18 @@ pub fn summary(runs: &[ParentRun]) -> (Summary, usize, bool) {
     (s, steps, converged)
 }
 
-/// `Plan: ...; converged in S steps` (or `not converged: N parent(s)`).
+/// `Plan: ...; converged in N sync(s), W writing` (the most of one parent; or `not
+/// converged: N parent(s)`).
 pub fn summary_line(runs: &[ParentRun]) -> String {
-    let (s, steps, converged) = summary(runs);
+    let (s, writing, converged) = summary(runs);
     if converged {
-        format!("{}; converged in {steps} step(s)", s.line())
+        let syncs = runs.iter().map(|r| r.steps.len()).max().unwrap_or(0);
+        let most = if runs.len() > 1 {
+            " (per parent, at most)"
+        } else {
+            ""
+        };
+        format!("{}; {}{most}", s.line(), converged_in(syncs, writing))
     } else {
         let n = runs.iter().filter(|r| r.cause.is_some()).count();
         format!("{}; not converged: {n} parent(s)", s.line())
@@ -1131,7 +1331,20 @@ pub fn human(runs: &[ParentRun], opts: &RenderOptions, verbose: bool) -> String 
     let mut out = String::new();
     for r in runs {
         let _ = writeln!(out, "{} {}", r.controller, r.parent);
-        for s in &r.steps {
+        let mut i = 0;
+        while i < r.steps.len() {
+            let s = &r.steps[i];
+            // A run of syncs that wrote nothing (the echoes of the simulated controllers'
+            // status writes) is one line.
+            let quiet = |s: &Step| s.error.is_none() && s.writes == 0;
+            let run = r.steps[i..].iter().take_while(|s| quiet(s)).count();
+            if run > 1 {
+                let last = &r.steps[i + run - 1];
+                let _ = writeln!(out, "  steps {}-{}: no writes", s.step, last.step);
+                i += run;
+                continue;
+            }
+            i += 1;
             let what = if let Some(e) = &s.error {
                 format!("failed: {}", e.lines().next().unwrap_or_default())
             } else if s.writes == 0 {
@@ -1149,7 +1362,7 @@ pub fn human(runs: &[ParentRun], opts: &RenderOptions, verbose: bool) -> String 
         }
         match &r.cause {
             None => {
-                let _ = writeln!(out, "  converged in {} step(s)", r.writing_steps());
+                let _ = writeln!(out, "  {}", r.converged_line());
             }
             Some(c) => {
                 let _ = writeln!(out, "  NOT CONVERGED: {c}");

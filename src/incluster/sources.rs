@@ -253,6 +253,7 @@ pub fn files(
     let (watcher, mut changes) = FileWatcher::start(WatchConfig {
         paths: abs,
         debounce: std::time::Duration::from_millis(200),
+        exclude: Vec::new(),
     })
     .map_err(|e| SourceError::Watch(e.to_string()))?;
     Ok(tokio::spawn(async move {

@@ -1106,6 +1106,26 @@ pub struct Summary {
     pub severity: Severity,
 }
 
+/// READY of a workload without a Ready condition, as kubectl shows it: `ready/desired` Pods
+/// (Deployment, ReplicaSet, StatefulSet: `status.readyReplicas` of `spec.replicas`; DaemonSet:
+/// `status.numberReady` of `status.desiredNumberScheduled`).
+fn replicas_ready(obj: &Value) -> Option<String> {
+    let group = obj["apiVersion"].as_str()?.split('/').next()?;
+    let num = |p: &str| obj.pointer(p).and_then(Value::as_i64);
+    let (ready, desired) = match (group, obj["kind"].as_str()?) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet") => (
+            num("/status/readyReplicas").unwrap_or(0),
+            num("/spec/replicas").unwrap_or(1),
+        ),
+        ("apps", "DaemonSet") => (
+            num("/status/numberReady").unwrap_or(0),
+            num("/status/desiredNumberScheduled")?,
+        ),
+        _ => return None,
+    };
+    Some(format!("{ready}/{desired}"))
+}
+
 /// A condition of `status.conditions` by type.
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?
@@ -1212,10 +1232,26 @@ impl Node {
                     });
                     raise(Severity::Bad, &mut severity);
                 }
-                None if self.full => {
-                    parts.push("NotSynced (no Synced condition yet)".into());
-                    raise(Severity::Warn, &mut severity);
-                }
+                // No Synced condition (a CompositeController's hook need not write one): what
+                // the engine itself writes after every sync that succeeded, observedGeneration,
+                // tells whether the current generation was synced.
+                None if self.full => match self
+                    .object
+                    .pointer("/status/observedGeneration")
+                    .and_then(Value::as_i64)
+                {
+                    Some(_) if self.stale().is_some() => {}
+                    Some(g) => {
+                        parts.push(format!(
+                            "Synced (observedGeneration {g}: its last sync succeeded; the hook writes no Synced condition)"
+                        ));
+                        raise(Severity::Good, &mut severity);
+                    }
+                    None => {
+                        parts.push("NotSynced (no sync yet: no observedGeneration)".into());
+                        raise(Severity::Warn, &mut severity);
+                    }
+                },
                 None => {}
             }
         }
@@ -1242,7 +1278,7 @@ impl Node {
                 );
                 status.to_string()
             }
-            None => "-".to_string(),
+            None => replicas_ready(&self.object).unwrap_or_else(|| "-".to_string()),
         };
         if parts.is_empty()
             && let Some(phase) = self.object.pointer("/status/phase").and_then(Value::as_str)

@@ -399,7 +399,7 @@ async fn map_parent_keys_inputs_and_tombstone() {
     let expected = format!(
         "\
 NAMESPACE  NAME                                   READY  STATUS                                              AGE
-default    Mapper/m                               -      NotSynced (no Synced condition yet)                 <age>
+default    Mapper/m                               -      NotSynced (no sync yet: no observedGeneration)      <age>
            ├─key {ka}            input v1/ConfigMap/default/a
 default    │ └─Secret/out-a ◀                     -      -                                                   <age>
            ├─key {kb}            input v1/ConfigMap/default/b

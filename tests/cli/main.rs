@@ -16,6 +16,7 @@ mod events_schema;
 mod hooktest;
 mod init;
 mod inspect;
+mod issue37;
 mod map;
 mod project;
 mod run;

@@ -342,7 +342,9 @@ async fn the_summary_over_100_parents_counts_exactly() {
             ("replace", &json!(10)),
             ("adopt", &json!(0)),
             ("release", &json!(0)),
-            ("status", &json!(70)),
+            // The 70 new parents, and the 10 changed ones: live at generation 2, they will
+            // be written `observedGeneration: 2` (the copy's generation 1 used to hide that).
+            ("status", &json!(80)),
         ],
         "{s:#}"
     );
@@ -461,4 +463,97 @@ async fn a_hook_error_is_named_with_its_step() {
         "{doc:#}"
     );
     assert!(err.contains("sync failed at step 2"), "{err}");
+}
+
+/// Issue 37: a pod-template annotation added to the Deployment of a Website (a ConfigMap and
+/// a Deployment per parent, the parent live at generation 2) simulates to exactly that
+/// update: no `409 Conflict` in the copy (the engine used to start while the sandbox's
+/// Deployment controller was still writing the copied Deployment), no ConfigMap update (its
+/// last-applied configuration held the live parent's uid), no status change (the copy starts
+/// at generation 1: `observedGeneration: 2 -> 1`), and the count says every sync listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_template_annotation_simulates_to_that_update_alone() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    common::website::write(dir.path());
+    let files = dir.path().display().to_string();
+    let once = || {
+        meta(
+            home.path(),
+            &[
+                "--kubeconfig",
+                &kc(&sb),
+                "dev",
+                "--apply",
+                "-f",
+                &files,
+                "--once",
+            ],
+        )
+    };
+    assert_ok(&run(once()).await);
+    // The parent at generation 2, observed by the engine.
+    let patched = sb.kubectl(&[
+        "patch",
+        "website",
+        "mysite",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"message":"hi"}}"#,
+    ]);
+    assert!(patched.status.success(), "{patched:?}");
+    assert_ok(&run(once()).await);
+    let live = sb.kubectl(&["get", "website", "mysite", "-o", "json"]);
+    let live: Value = serde_json::from_slice(&live.stdout).unwrap();
+    assert_eq!(live["metadata"]["generation"], json!(2), "{live:#}");
+    assert_eq!(live["status"]["observedGeneration"], json!(2), "{live:#}");
+
+    common::website::write_with(dir.path(), Some("InPlace"), r#"{"rev": "2"}"#);
+    let controller = dir.path().join("10-controller.yaml").display().to_string();
+    let before = global_rv(&sb).await;
+    for _ in 0..2 {
+        let (code, doc, err) = simulate(&sb, home.path(), &["-f", &controller]).await;
+        assert_eq!(code, 1, "changes found: {doc:#}\n{err}");
+        let parent = &doc["parents"][0];
+        assert_eq!(parent["converged"], json!(true), "{doc:#}");
+        let steps = parent["steps"].as_array().unwrap();
+        assert!(
+            steps.iter().all(|s| s["error"].is_null()),
+            "a step failed in a copy nothing else writes: {doc:#}"
+        );
+        assert_eq!(
+            steps[0]["actions"],
+            json!(["~ update Deployment default/mysite"]),
+            "{doc:#}"
+        );
+        assert!(
+            steps[1..].iter().all(|s| s["writes"] == json!(0)),
+            "{doc:#}"
+        );
+        let objects: Vec<(&str, &str)> = parent["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| (o["action"].as_str().unwrap(), o["type"].as_str().unwrap()))
+            .collect();
+        assert_eq!(objects, [("update", "Deployment.apps/v1")], "{doc:#}");
+        assert_eq!(parent["writingSteps"], json!(1), "{doc:#}");
+    }
+    let (code, out, err) = dryrun(&sb, home.path(), &["--simulate", "-f", &controller]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let syncs = out.lines().filter(|l| l.starts_with("  step")).count();
+    assert!(syncs >= 1, "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(
+        last.contains("; converged in ") && last.ends_with(", 1 writing"),
+        "{out}"
+    );
+    assert!(!out.contains("409"), "{out}");
+    assert_eq!(
+        global_rv(&sb).await,
+        before,
+        "--simulate wrote to the cluster"
+    );
 }

@@ -13,3 +13,4 @@ pub mod cli;
 pub mod engine;
 pub mod faults;
 pub mod schema;
+pub mod website;

@@ -24,6 +24,7 @@ fn start(paths: &[&Path]) -> (FileWatcher, mpsc::Receiver<ChangeBatch>) {
     FileWatcher::start(WatchConfig {
         paths: paths.iter().map(|p| p.to_path_buf()).collect(),
         debounce: DEBOUNCE,
+        exclude: Vec::new(),
     })
     .unwrap()
 }

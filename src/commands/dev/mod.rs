@@ -442,10 +442,18 @@ fn dev_loop_config(cfg: &DevConfig) -> DevLoopConfig {
         selector: cfg.selector.clone(),
         exclude: cfg
             .args
-            .project
-            .as_ref()
-            .map(crate::project::Project::never_watched)
-            .unwrap_or_default(),
+            .record
+            .iter()
+            .chain(&cfg.args.dump_requests)
+            .cloned()
+            .chain(
+                cfg.args
+                    .project
+                    .as_ref()
+                    .map(crate::project::Project::never_watched)
+                    .unwrap_or_default(),
+            )
+            .collect(),
         builds: cfg
             .args
             .project

@@ -150,6 +150,8 @@ async fn run_connected(
     let mut stream = futures::stream::iter(bound.iter().map(|b| runner.run(b))).buffered(args.jobs);
     while let Some(r) = stream.next().await {
         let text = match args.output {
+            // Failures come at the end, the identical ones in one block.
+            TestOutput::Human if report::deferred(&r) => String::new(),
             TestOutput::Human => report::human(&r, color, verbose > 0),
             TestOutput::Json => format!("{}\n", report::json_line(&r)),
         };
@@ -157,6 +159,9 @@ async fn run_connected(
         results.push(r);
     }
     drop(stream);
+    if args.output == TestOutput::Human {
+        super::write_stdout(report::human_grouped(&results, color).as_bytes())?;
+    }
     if let Some(s) = server {
         s.stop().await;
     }

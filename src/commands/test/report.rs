@@ -121,6 +121,59 @@ pub fn human(r: &CaseResult, color: bool, verbose: bool) -> String {
     if detail {
         out.push_str(&format!("       {}: {}\n", r.file, r.title));
     }
+    out.push_str(&body(r, color));
+    out
+}
+
+/// Whether a result is shown at the end, grouped with the identical ones ([`human_grouped`]):
+/// failures and errors.
+pub fn deferred(r: &CaseResult) -> bool {
+    matches!(r.verdict, Verdict::Fail { .. } | Verdict::Error { .. })
+}
+
+/// The failures and errors among `results`, one block per distinct outcome (the same verdict,
+/// message and differences): one parent recorded over the syncs of its convergence gives a case
+/// per sync, and a change of the hook fails them all the same way. The block names every case
+/// and its file, then the differences once.
+pub fn human_grouped(results: &[CaseResult], color: bool) -> String {
+    let paint = Paint { on: color };
+    let mut groups: Vec<(String, Vec<&CaseResult>)> = Vec::new();
+    for r in results.iter().filter(|r| deferred(r)) {
+        let key = format!(
+            "{}\n{}",
+            matches!(r.verdict, Verdict::Error { .. }),
+            body(r, false)
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((key, vec![r])),
+        }
+    }
+    let mut out = String::new();
+    for (_, cases) in groups {
+        let first = cases[0];
+        let head = match first.verdict {
+            Verdict::Error { .. } => paint.wrap("31", "ERROR "),
+            _ => paint.wrap("31", "FAIL  "),
+        };
+        let names: Vec<&str> = cases.iter().map(|r| r.name.as_str()).collect();
+        out.push_str(&format!("{head} {}", names.join(", ")));
+        if cases.len() > 1 {
+            out.push_str(&format!(" ({} cases, the same outcome)", cases.len()));
+        }
+        out.push('\n');
+        for r in &cases {
+            out.push_str(&format!("       {}: {}\n", r.file, r.title));
+        }
+        out.push_str(&body(first, color));
+    }
+    out
+}
+
+/// The message and differences of a result, indented (`  ~ path: old -> new`).
+fn body(r: &CaseResult, color: bool) -> String {
+    let paint = Paint { on: color };
+    let mut out = String::new();
     let (message, changes) = match &r.verdict {
         Verdict::Pass => (None, &[][..]),
         Verdict::Fail { message, changes } => (message.as_deref(), changes.as_slice()),
@@ -315,5 +368,38 @@ mod tests {
         assert!(x.contains("tests=\"3\" failures=\"1\" errors=\"1\""), "{x}");
         assert!(x.contains("<testcase classname=\"a\" name=\"ok\""), "{x}");
         assert!(x.contains("cannot connect &lt;x&gt;"), "{x}");
+    }
+
+    /// Identical failures are one block naming each case; a different one is its own block;
+    /// passes are not repeated.
+    #[test]
+    fn identical_failures_are_grouped() {
+        let fail = |name: &str, new: &str| {
+            result(
+                name,
+                Verdict::Fail {
+                    message: None,
+                    changes: vec![FieldChange {
+                        path: "status.x".into(),
+                        old: Some(json!(1)),
+                        new: Some(json!(new)),
+                    }],
+                },
+            )
+        };
+        let results = vec![
+            fail("a/1", "2"),
+            result("a/ok", Verdict::Pass),
+            fail("a/2", "2"),
+            fail("a/3", "3"),
+        ];
+        let text = human_grouped(&results, false);
+        assert!(
+            text.starts_with(
+                "FAIL   a/1, a/2 (2 cases, the same outcome)\n       t/a/1.yaml: hello sync default/world\n       t/a/2.yaml: hello sync default/world\n       ~ status.x: 1 -> \"2\"\nFAIL   a/3\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("a/ok"), "{text}");
     }
 }
