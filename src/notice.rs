@@ -16,6 +16,8 @@ use std::time::Duration;
 use crate::engine::events::{ActionVerb, EngineEvent, EventSubject, Trigger};
 use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::child::ChildId;
+use crate::engine::plan::planner::ObjectAction;
+use crate::spec::UpdateMethod;
 
 /// Triggers listed on a sync line before `+N more`.
 const MAX_TRIGGERS: usize = 3;
@@ -131,6 +133,58 @@ impl Notice {
 /// One line without styling.
 pub fn line_text(line: &Line) -> String {
     line.iter().map(|s| s.text.as_str()).collect()
+}
+
+/// Per child type, the first child a plan leaves unlike the hook's answer because its type's
+/// update strategy is OnDelete (Metacontroller's default when a child resource names none):
+/// `(type, notice)`. A sync that holds such a change writes nothing, so the log would say
+/// only "no changes" (also after a hook edit); the front ends show this once per controller
+/// and child type.
+pub fn held_by_on_delete(event: &EngineEvent) -> Vec<(String, Notice)> {
+    let EngineEvent::Planned {
+        controller,
+        parent,
+        objects,
+        ..
+    } = event
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, Notice)> = Vec::new();
+    let held = objects.iter().filter(|o| {
+        o.action == ObjectAction::Skip
+            && o.strategy == Some(UpdateMethod::OnDelete)
+            && o.reason.starts_with("OnDelete")
+    });
+    for o in held {
+        if out.iter().any(|(t, _)| *t == o.id.type_key) {
+            continue;
+        }
+        let name = match &o.id.key.namespace {
+            Some(ns) => format!("{ns}/{}", o.id.key.name),
+            None => o.id.key.name.clone(),
+        };
+        let mut fields: Vec<&str> = o.changes.iter().map(|c| c.path.as_str()).take(3).collect();
+        if o.changes.len() > 3 {
+            fields.push("...");
+        }
+        let content = format!(
+            "{} {name}: the hook's change ({}) is not applied: its updateStrategy is OnDelete \
+             (Metacontroller's default when the child resource names none), which never updates \
+             an existing {}\nto apply changes, set `updateStrategy: {{method: InPlace}}` (or \
+             Recreate, RollingUpdate, RollingRecreate) on that child resource of {controller}; \
+             or delete the object to have it created anew (said once per child type)",
+            o.id.type_key,
+            fields.join(", "),
+            o.kind
+        );
+        out.push((
+            o.id.type_key.clone(),
+            Notice::new(controller, parent.clone(), ("held", Tone::Warn))
+                .push(&content, Tone::Warn),
+        ));
+    }
+    out
 }
 
 /// The notice of `event`, or `None` for events that are not shown as text (per-object plans,

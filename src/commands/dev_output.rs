@@ -15,7 +15,7 @@
 //! It also decides whether to color ([`color_enabled`]) and drains the engine's broadcast
 //! channel ([`run`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -116,6 +116,8 @@ pub struct Printer<W: Write> {
     hook_errors: HashMap<(String, String), String>,
     /// 429 answers already reported by an `api` line.
     throttled_shown: u64,
+    /// (controller, child type) whose OnDelete-held change was said (once each).
+    held_shown: HashSet<(String, String)>,
 }
 
 impl<W: Write> Printer<W> {
@@ -133,6 +135,7 @@ impl<W: Write> Printer<W> {
             failures: HashMap::new(),
             hook_errors: HashMap::new(),
             throttled_shown: 0,
+            held_shown: HashSet::new(),
         }
     }
 
@@ -156,8 +159,20 @@ impl<W: Write> Printer<W> {
                 let value = serde_json::to_value(event)?;
                 self.json_line(now, value)
             }
-            OutputFormat::Human if self.verbose => self.human(now, event),
-            OutputFormat::Human => self.human_collapsing(now, event),
+            OutputFormat::Human => {
+                // A change held by OnDelete: said once per controller and child type, before
+                // the sync's own lines (which, writing nothing, may collapse to "no changes").
+                for (type_key, n) in notice::held_by_on_delete(event) {
+                    if self.held_shown.insert((n.controller.clone(), type_key)) {
+                        self.notice(now, &n)?;
+                    }
+                }
+                if self.verbose {
+                    self.human(now, event)
+                } else {
+                    self.human_collapsing(now, event)
+                }
+            }
         }
     }
 
@@ -678,6 +693,91 @@ mod tests {
 
     fn human(events: &[EngineEvent], verbose: bool) -> Vec<String> {
         render(&mut printer(OutputFormat::Human, false, verbose), events)
+    }
+
+    /// A `Planned` event of `parent` whose Deployment `name` differs from the hook's answer
+    /// and is left alone by `strategy` (`reason` as the planner words it).
+    fn planned_skip(
+        parent: &str,
+        name: &str,
+        strategy: crate::spec::UpdateMethod,
+        reason: &str,
+    ) -> EngineEvent {
+        use crate::engine::plan::apply::FieldChange;
+        use crate::engine::plan::planner::{ObjectAction, ObjectPlan};
+        let obj = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"}});
+        EngineEvent::Planned {
+            controller: "website".into(),
+            parent: parent.into(),
+            map_key: None,
+            objects: vec![ObjectPlan {
+                id: ChildId::of("Deployment.apps/v1", &obj),
+                kind: "Deployment".into(),
+                action: ObjectAction::Skip,
+                strategy: Some(strategy),
+                reason: reason.into(),
+                changes: vec![FieldChange {
+                    path: "spec.replicas".into(),
+                    old: Some(1.into()),
+                    new: Some(2.into()),
+                }],
+                changes_omitted: 0,
+                before: Some(Arc::new(obj)),
+                after: None,
+                rollout: None,
+            }],
+            detached: Vec::new(),
+            status_change: false,
+            finalizer: None,
+            resync_after_seconds: None,
+            writes: 0,
+        }
+    }
+
+    #[test]
+    fn a_change_held_by_on_delete_is_said_once_per_controller_and_type() {
+        use crate::spec::UpdateMethod;
+        let on_delete = "OnDelete: existing children are not updated";
+        let lines = human(
+            &[
+                started("default/a", vec![]),
+                planned_skip("default/a", "a", UpdateMethod::OnDelete, on_delete),
+                finished("default/a", 0, None),
+                started("default/b", vec![]),
+                planned_skip("default/b", "b", UpdateMethod::OnDelete, on_delete),
+                finished("default/b", 0, None),
+                // Being deleted is not OnDelete's doing.
+                planned_skip("default/c", "c", UpdateMethod::InPlace, "being deleted"),
+            ],
+            false,
+        );
+        let held: Vec<&String> = lines.iter().filter(|l| l.contains(" held ")).collect();
+        assert_eq!(held.len(), 1, "{lines:#?}");
+        assert!(
+            held[0].contains(
+                "Deployment.apps/v1 default/a: the hook's change (spec.replicas) is not applied"
+            ) && held[0].contains("OnDelete"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("set `updateStrategy: {method: InPlace}`")),
+            "{lines:#?}"
+        );
+        // -o json carries the plan itself (action skip, strategy OnDelete), not this text.
+        let json = render(
+            &mut printer(OutputFormat::Json, false, false),
+            &[planned_skip(
+                "default/a",
+                "a",
+                UpdateMethod::OnDelete,
+                on_delete,
+            )],
+        );
+        assert_eq!(json.len(), 1);
+        assert!(!json[0].contains("not applied"), "{json:?}");
     }
 
     fn started(parent: &str, triggers: Vec<Trigger>) -> EngineEvent {
