@@ -51,6 +51,12 @@ pub struct RunArgs {
     /// for people.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]
     pub output: OutputArg,
+    /// Run exec hooks in DIR (their relative commands and workingDirs resolve there) instead
+    /// of their definition file's directory: for an image that carries the hooks while the
+    /// definitions come from the ConfigMap `deploy` mounts (the Dockerfile `kubectl meta init`
+    /// generates for exec hooks sets it).
+    #[arg(long, value_name = "DIR", env = "KUBECTL_META_HOOK_DIR")]
+    pub hook_dir: Option<PathBuf>,
     /// Workers, client rate limits, apply strategy.
     #[command(flatten)]
     pub engine: EngineArgs,

@@ -170,7 +170,7 @@ fn exec_hook_warnings(defs: &[crate::spec::ControllerDef], image: &str) -> Vec<S
             let Some(exec) = &h.exec else { continue };
             let program = exec.command.first().map(String::as_str).unwrap_or_default();
             out.push(format!(
-                "warning: {} {}'s {hook} hook runs `{}` (exec), which cannot run in the default image {image} (distroless: kubectl-meta alone, no `{program}`, not the hook's files); build an image with kubectl-meta, the hook's runtime and its files (FROM an image with {program}, COPY the kubectl-meta binary and the hook) and pass it with --image, or serve the hook as a webhook",
+                "warning: {} {}'s {hook} hook runs `{}` (exec), which cannot run in the default image {image} (distroless: kubectl-meta alone, no `{program}`, not the hook's files); build an image with kubectl-meta, the hook's runtime and its files (FROM an image with {program}, COPY the kubectl-meta binary and the hook, ENV KUBECTL_META_HOOK_DIR=<where the hook is>: the definitions are mounted from a ConfigMap elsewhere) and pass it with --image, or serve the hook as a webhook",
                 d.kind(),
                 d.name(),
                 exec.command.join(" "),

@@ -125,6 +125,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let log = EventLog::spawn(style, &bus, false);
     let options = EngineOptions {
         service_dns: true,
+        exec_dir: cfg.args.hook_dir.clone(),
         ..engine_start::options(&cfg.args.engine, cfg.args.cluster.namespace.clone())
     };
     let ctx = engine_start::engine_context(&conn, bus.clone(), options, &[])?;

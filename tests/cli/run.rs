@@ -1747,3 +1747,52 @@ fn deploy_related_adds_read_rules_and_bad_values_are_usage_errors() {
         assert!(stderr.contains(says), "{all:?}: {stderr}");
     }
 }
+
+/// As `deploy` runs it: the definitions mounted in one directory (a ConfigMap), the exec hooks
+/// in the image's own directory, named by `KUBECTL_META_HOOK_DIR` (`--hook-dir`, set by the
+/// exec Dockerfile `kubectl meta init` generates). The hook's relative command resolves there,
+/// not next to the definition, and the controller converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_resolves_exec_hooks_in_the_hook_dir_not_next_to_mounted_definitions() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    // The CRD and the sample only: the definition comes from the "mounted" file below.
+    let crd = format!("{}/00-crd.yaml", example("hello-world"));
+    ok_kubectl(&sb, &["apply", "-f", &crd]);
+    wait_for("helloworlds to be served", TIMEOUT, || async {
+        sb.kubectl(&["get", "helloworlds"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let sample = format!("{}/20-sample.yaml", example("hello-world"));
+    ok_kubectl(&sb, &["apply", "-f", &sample]);
+    let mounted = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        format!("{}/10-controller.yaml", example("hello-world")),
+        mounted.path().join("controller.yaml"),
+    )
+    .unwrap();
+    let def = mounted.path().join("controller.yaml").display().to_string();
+    let port = free_port();
+    let mut cmd = run_in(
+        &sb,
+        home.path(),
+        "hello-world",
+        "pod-1",
+        port,
+        &["-f", &def],
+    );
+    cmd.current_dir(home.path())
+        .env("KUBECTL_META_HOOK_DIR", example("hello-world"));
+    let run = Background::start(cmd);
+    let _g = guard(&run);
+    wait_pod(&sb).await;
+    let (ok, stderr) = run.interrupt().await;
+    assert!(ok, "{stderr}");
+    assert!(
+        !stderr.contains("No such file") && !stderr.contains("can't open file"),
+        "{stderr}"
+    );
+}

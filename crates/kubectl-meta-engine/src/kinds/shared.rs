@@ -26,7 +26,8 @@ use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, 
 use kube_apimachinery::selector::LabelSelector;
 
 /// Turn a definition's hook `hooks.<name>` into something callable (`None` when the definition
-/// has none); `base_dir` is where exec hooks run by default.
+/// has none); `base_dir` is where exec hooks run by default (unless the engine's
+/// [`exec_dir`](crate::EngineOptions::exec_dir) says otherwise).
 pub fn resolve_hook(
     ctx: &EngineContext,
     controller: &str,
@@ -39,7 +40,7 @@ pub fn resolve_hook(
             name,
             h,
             ctx.options.hook_base_url.as_deref(),
-            base_dir,
+            ctx.options.exec_dir.as_deref().or(base_dir),
             ctx.options.service_dns,
         )
         .map_err(|e| StartError::config(controller, e.to_string()))

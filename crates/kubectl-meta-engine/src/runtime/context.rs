@@ -62,6 +62,10 @@ pub struct EngineOptions {
     /// run unchanged); `--status-echo skip` turns it off for one hook call fewer per parent
     /// (see [`crate::runtime::memory`]).
     pub confirm_status_writes: bool,
+    /// Where exec hooks run (and their relative commands and `workingDir`s resolve) instead of
+    /// their definition file's directory: `run --hook-dir`, for an image that carries the hooks
+    /// while the definitions come from a mounted ConfigMap (as `deploy` renders them).
+    pub exec_dir: Option<std::path::PathBuf>,
 }
 
 /// Where and how `--record` writes test cases.
@@ -87,6 +91,7 @@ impl Default for EngineOptions {
             record: None,
             service_dns: false,
             confirm_status_writes: true,
+            exec_dir: None,
         }
     }
 }
