@@ -340,7 +340,7 @@ impl Writes {
 pub enum PlanError {
     /// The hook returned a child of a type the controller does not declare.
     #[error(
-        "the hook returned {kind}.{api_version} {name}, but the controller does not declare that child resource; add {{apiVersion: {api_version}, resource: <plural>}} to childResources (declared: {declared})"
+        "the hook returned {kind}.{api_version} {name}, but the controller does not declare that child resource; {hint}"
     )]
     UndeclaredType {
         /// apiVersion of the child.
@@ -351,6 +351,10 @@ pub enum PlanError {
         name: String,
         /// The declared `Kind.apiVersion` keys.
         declared: String,
+        /// What to do: the declared type of the same kind when there is one (a wrong
+        /// apiVersion, e.g. `v1` for a Deployment: its key would be `Deployment.v1`, not the
+        /// declared `Deployment.apps/v1`), else how to declare it.
+        hint: String,
     },
     /// A desired child does not match the parent's selector (it would be orphaned at once).
     #[error(
@@ -428,15 +432,26 @@ pub fn normalize_desired(
             .iter()
             .find(|t| t.api_version == api_version && t.kind == kind)
         else {
+            let declared = types
+                .iter()
+                .map(|t| t.key.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let hint = match types.iter().find(|t| t.kind.eq_ignore_ascii_case(&kind)) {
+                Some(t) => format!(
+                    "it declares {} as {}: did you mean apiVersion: {} (type key {}, not {kind}.{api_version})?",
+                    t.kind, t.api_version, t.api_version, t.key
+                ),
+                None => format!(
+                    "add {{apiVersion: {api_version}, resource: <plural>}} to childResources (declared: {declared})"
+                ),
+            };
             return Err(PlanError::UndeclaredType {
                 api_version,
                 kind,
                 name,
-                declared: types
-                    .iter()
-                    .map(|t| t.key.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                declared,
+                hint,
             });
         };
         let Some(meta) = metadata_mut(&mut child) else {
@@ -1028,6 +1043,16 @@ mod tests {
         let e = normalize_desired(&p, &t, &sel(), false, vec![svc]).expect_err("undeclared");
         assert!(matches!(e, PlanError::UndeclaredType { .. }), "{e}");
         assert!(e.to_string().contains("Pod.v1"), "{e}");
+        assert!(e.to_string().contains("add {apiVersion: v1"), "{e}");
+        // The declared kind under a wrong apiVersion: the message names the declared key.
+        let wrong = json!({"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "w"}});
+        let e = normalize_desired(&p, &t, &sel(), false, vec![wrong]).expect_err("wrong version");
+        assert!(
+            e.to_string().contains(
+                "it declares Pod as v1: did you mean apiVersion: v1 (type key Pod.v1, not Pod.apps/v1)?"
+            ),
+            "{e}"
+        );
 
         let mut bad = pod("a", "v1");
         bad["metadata"]["labels"] = json!({"app": "other"});
