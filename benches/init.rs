@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/common/hook_build_env.rs"]
+mod hook_build_env;
+
 const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
 
 /// `--lang L` from the command line (cargo bench passes `--bench` too): only that language.
@@ -60,8 +63,6 @@ fn meta(home: &Path, dir: &Path, args: &[&str]) -> Command {
 fn main() {
     let only = lang_arg();
     let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("init-bench");
-    let real_home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
-    let env_or = |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
     println!(
         "kubectl meta init, then the end-to-end run and the hook tests (composite, wall time):"
     );
@@ -78,17 +79,7 @@ fn main() {
             &mut meta(home.path(), root.path(), &["init", &name, "--lang", lang]),
         );
         let mut dev_cmd = meta(home.path(), &dir, &["dev", "--once"]);
-        dev_cmd
-            .env("GOCACHE", cache.join("go-build"))
-            .env("GOPATH", cache.join("gopath"))
-            .env("GOTOOLCHAIN", "local")
-            .env("CARGO_TARGET_DIR", cache.join("cargo-target"))
-            .env("CARGO_HOME", env_or("CARGO_HOME", real_home.join(".cargo")))
-            .env(
-                "RUSTUP_HOME",
-                env_or("RUSTUP_HOME", real_home.join(".rustup")),
-            )
-            .env("CARGO_NET_OFFLINE", "true");
+        hook_build_env::hook_build_env(&mut dev_cmd, &cache);
         let dev = timed("kubectl meta dev --once", &mut dev_cmd);
         let test = timed("kubectl meta test", &mut meta(home.path(), &dir, &["test"]));
         let total = init + dev + test;

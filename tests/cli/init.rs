@@ -30,25 +30,9 @@ fn hook_build_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("init-hooks")
 }
 
-/// The environment the project's `hooks[].build` steps need when `kubectl meta` runs them
-/// under the test's private HOME: Go and Rust caches shared across tests (serde and Go's
-/// standard library compiled once), cargo and rustup keeping the real HOME's toolchain and
-/// registry. The build steps inherit it from `kubectl meta dev` / `test`, which run them.
+/// The environment the project's `hooks[].build` steps need (caches shared by the tests).
 fn with_build_env(cmd: &mut Command) {
-    let cache = hook_build_cache();
-    let real_home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
-    let env_or = |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
-    cmd.env("GOCACHE", cache.join("go-build"))
-        .env("GOPATH", cache.join("gopath"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .env("CARGO_TARGET_DIR", cache.join("cargo-target"))
-        .env("CARGO_HOME", env_or("CARGO_HOME", real_home.join(".cargo")))
-        .env(
-            "RUSTUP_HOME",
-            env_or("RUSTUP_HOME", real_home.join(".rustup")),
-        )
-        .env("CARGO_NET_OFFLINE", "true");
+    crate::common::hook_build_env::hook_build_env(cmd, &hook_build_cache());
 }
 
 /// Run the project with no flags, as a newcomer does in its directory: `dev-once`

@@ -12,5 +12,6 @@ pub use sandbox::*;
 pub mod cli;
 pub mod engine;
 pub mod faults;
+pub mod hook_build_env;
 pub mod schema;
 pub mod website;
