@@ -50,6 +50,7 @@ pub(crate) mod defaults;
 pub mod faults;
 pub(crate) mod formats;
 pub(crate) mod generation;
+pub(crate) mod json_fields;
 pub(crate) mod kubeconfig;
 pub(crate) mod logs;
 pub(crate) mod openapi;
@@ -72,6 +73,7 @@ pub(crate) mod table;
 pub(crate) mod tls;
 pub(crate) mod typed;
 pub(crate) mod validation;
+pub(crate) mod version;
 pub(crate) mod watch;
 pub(crate) mod webhook;
 

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::resources::{Origin, Registry, ResourceDef};
 
 const V2_TITLE: &str = "Kubernetes";
-const V2_VERSION: &str = super::server::KUBE_GIT_VERSION;
+const V2_VERSION: &str = crate::version::GIT_VERSION;
 /// The generated built-in definitions (see `openapi/generate.py`).
 const DEFINITIONS: &str = include_str!("openapi/definitions.json");
 

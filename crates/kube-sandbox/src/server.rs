@@ -15,7 +15,6 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::auth::{self, UserInfo};
-use super::openapi;
 use super::ops::{self, DeleteOpts, Deleted, FieldValidation, PatchKind, Propagation, WriteOpts};
 use super::output::{self, Output};
 use super::rbac;
@@ -25,18 +24,8 @@ use super::state::State;
 use super::status::{ApiError, ApiResult, Target, success_status};
 use super::store::WatchStart;
 use super::watch::{self, Filter, WatchParams};
+use super::{openapi, version};
 use kube_apimachinery::selector::{FieldSelector, LabelSelector};
-
-/// The Kubernetes version the sandbox reports and serves (in `/version`, the Node's
-/// `kubeletVersion`, the OpenAPI documents): the fields it stores and the fidelity suite it is
-/// checked against are those of kube-apiserver 1.36.
-pub const KUBE_VERSION: (&str, &str) = ("1", "36");
-
-/// The oldest minor version 1.36 stays compatible with (kube-apiserver reports n-1).
-const MIN_COMPATIBILITY_MINOR: &str = "35";
-
-/// `v1.36.0`: [`KUBE_VERSION`] as a git version.
-pub const KUBE_GIT_VERSION: &str = "v1.36.0";
 
 /// Build the router for one sandbox.
 pub fn router(state: Arc<State>) -> Router {
@@ -126,10 +115,11 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
         Route::Version => {
             return Ok(value_resp(
                 StatusCode::OK,
-                &json!({"major": KUBE_VERSION.0, "minor": KUBE_VERSION.1,
-                    "emulationMajor": KUBE_VERSION.0, "emulationMinor": KUBE_VERSION.1,
-                    "minCompatibilityMajor": KUBE_VERSION.0, "minCompatibilityMinor": MIN_COMPATIBILITY_MINOR,
-                    "gitVersion": format!("{KUBE_GIT_VERSION}-kubectl-meta-sandbox"),
+                &json!({"major": version::MAJOR.to_string(), "minor": version::MINOR.to_string(),
+                    "emulationMajor": version::MAJOR.to_string(), "emulationMinor": version::MINOR.to_string(),
+                    "minCompatibilityMajor": version::MAJOR.to_string(),
+                    "minCompatibilityMinor": version::MIN_COMPATIBILITY_MINOR.to_string(),
+                    "gitVersion": format!("{}-kubectl-meta-sandbox", version::GIT_VERSION),
                     "gitCommit": env!("CARGO_PKG_VERSION"), "gitTreeState": "clean",
                     "buildDate": "1970-01-01T00:00:00Z", "goVersion": "n/a (Rust)", "compiler": "rustc",
                     "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH)}),

@@ -20,14 +20,13 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use crate::auth::certs;
 
 /// Errors creating TLS material.
 #[derive(Debug, thiserror::Error)]
@@ -73,26 +72,10 @@ pub struct TlsMaterial {
     pub acceptor: TlsAcceptor,
 }
 
-/// The CA's parameters. Fixed (rcgen's default validity, no random fields), so the same key
-/// always gives the same CA subject, and a CA rebuilt from a stored key signs certificates that
-/// the stored CA certificate verifies.
-pub(crate) fn ca_params() -> Result<CertificateParams, rcgen::Error> {
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "kubectl-meta sandbox CA");
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    Ok(ca)
-}
-
 /// Generate a CA and a serving certificate valid for localhost, 127.0.0.1, ::1 and `extra_ip`.
 pub fn generate(extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
     let ca_key = KeyPair::generate()?;
-    let ca_cert = ca_params()?.self_signed(&ca_key)?;
+    let ca_cert = certs::ca_params()?.self_signed(&ca_key)?;
     serving(ca_cert.pem(), ca_key, extra_ip)
 }
 
@@ -115,7 +98,7 @@ pub fn load_or_generate(dir: &Path, extra_ip: IpAddr) -> Result<TlsMaterial, Tls
         }
         _ => {
             let ca_key = KeyPair::generate()?;
-            let ca_cert = ca_params()?.self_signed(&ca_key)?;
+            let ca_cert = certs::ca_params()?.self_signed(&ca_key)?;
             super::kubeconfig::write_private(&key_path, &ca_key.serialize_pem())
                 .map_err(|e| stored(&key_path, e.to_string()))?;
             super::kubeconfig::write_private(&crt_path, &ca_cert.pem())
@@ -128,7 +111,7 @@ pub fn load_or_generate(dir: &Path, extra_ip: IpAddr) -> Result<TlsMaterial, Tls
 /// A serving certificate signed by the CA (`ca_pem`, `ca_key`).
 fn serving(ca_pem: String, ca_key: KeyPair, extra_ip: IpAddr) -> Result<TlsMaterial, TlsError> {
     let ca_key_pem = ca_key.serialize_pem();
-    let issuer = Issuer::new(ca_params()?, ca_key);
+    let issuer = Issuer::new(certs::ca_params()?, ca_key);
 
     let mut names = vec![
         "localhost".to_string(),

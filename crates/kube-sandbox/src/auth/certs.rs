@@ -5,11 +5,27 @@
 //! --client-certificate`.
 
 use rcgen::{
-    CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 
 use super::{AUTHENTICATED, UserInfo};
+
+/// The CA's parameters. Fixed (rcgen's default validity, no random fields), so the same key
+/// always gives the same CA subject, and a CA rebuilt from a stored key signs certificates that
+/// the stored CA certificate verifies.
+pub(crate) fn ca_params() -> Result<CertificateParams, rcgen::Error> {
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "kubectl-meta sandbox CA");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(ca)
+}
 
 /// Most groups a certificate from [`Ca::issue`] carries.
 pub const MAX_GROUPS: usize = 2;
@@ -30,7 +46,7 @@ pub enum CertError {
     Cert(#[from] rcgen::Error),
 }
 
-/// The sandbox CA's key (PEM); the CA certificate is rebuilt from it (`tls::ca_params`).
+/// The sandbox CA's key (PEM); the CA certificate is rebuilt from it ([`ca_params`]).
 pub struct Ca {
     key_pem: String,
 }
@@ -64,7 +80,7 @@ impl Ca {
             return Err(CertError::TooManyGroups(groups.len()));
         }
         let ca_key = KeyPair::from_pem(&self.key_pem)?;
-        let issuer = Issuer::new(crate::tls::ca_params()?, ca_key);
+        let issuer = Issuer::new(ca_params()?, ca_key);
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         let mut dn = DistinguishedName::new();
         for (i, g) in groups.iter().enumerate() {
@@ -124,7 +140,7 @@ mod tests {
     #[test]
     fn issued_certificates_name_their_user_and_groups() {
         let ca_key = KeyPair::generate().expect("key");
-        let ca_cert = crate::tls::ca_params()
+        let ca_cert = ca_params()
             .expect("params")
             .self_signed(&ca_key)
             .expect("ca");

@@ -55,7 +55,7 @@ pub fn ensure_default(state: &Arc<State>) {
             "nodeInfo": {"architecture": if cfg!(target_arch = "aarch64") { "arm64" } else { "amd64" },
                 "operatingSystem": std::env::consts::OS, "osImage": "kubectl-meta sandbox (simulated)",
                 "kernelVersion": "", "containerRuntimeVersion": "sandbox://simulated",
-                "kubeletVersion": crate::server::KUBE_GIT_VERSION, "kubeProxyVersion": "", "machineID": "",
+                "kubeletVersion": crate::version::GIT_VERSION, "kubeProxyVersion": "", "machineID": "",
                 "systemUUID": "", "bootID": ""},
         },
     });

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::defaults::{items, obj_at, set};
+use crate::json_fields::{items, obj_at, set};
 use crate::validation::FieldError;
 
 /// Validate every webhook of a configuration (`mutating`: also `reinvocationPolicy`).
