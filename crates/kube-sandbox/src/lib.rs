@@ -51,6 +51,7 @@ pub mod faults;
 pub(crate) mod formats;
 pub(crate) mod generation;
 pub(crate) mod json_fields;
+pub(crate) mod keys;
 pub(crate) mod kubeconfig;
 pub(crate) mod logs;
 pub(crate) mod openapi;

@@ -449,7 +449,7 @@ fn create_checked(
     }
     let now = now_rfc3339();
     obj["metadata"]["creationTimestamp"] = json!(now);
-    if def.has_generation() {
+    if super::generation::set_on_create(def) {
         obj["metadata"]["generation"] = json!(1);
     }
     obj["apiVersion"] = json!(def.storage_api_version());

@@ -86,9 +86,23 @@ impl ResourceDef {
         }
     }
 
-    /// Does the registry set and bump `metadata.generation` (see [`crate::generation`])?
-    pub fn has_generation(&self) -> bool {
-        super::generation::set_on_create(self)
+    /// Whether this resource serves `<plural>/scale`: Deployments, ReplicaSets and
+    /// StatefulSets, and a CRD version whose `subresources.scale` names its replicas paths
+    /// (the subresource itself is served by [`crate::scale`]).
+    pub fn has_scale(&self) -> bool {
+        match &self.origin {
+            Origin::Builtin => matches!(
+                self.group_resource().as_str(),
+                "apps/deployments" | "apps/replicasets" | "apps/statefulsets"
+            ),
+            Origin::Crd { scale, .. } => scale.as_ref().is_some_and(|s| {
+                ["specReplicasPath", "statusReplicasPath"].iter().all(|k| {
+                    s.get(*k)
+                        .and_then(Value::as_str)
+                        .is_some_and(|p| !p.is_empty())
+                })
+            }),
+        }
     }
 
     /// Is this a custom resource?
@@ -706,7 +720,7 @@ impl Registry {
                 resources.push(json!({"name": format!("{}/status", d.plural), "singularName": "",
                     "namespaced": d.namespaced, "kind": d.kind, "verbs": ["get", "patch", "update"]}));
             }
-            if super::scale::has_scale(d) {
+            if d.has_scale() {
                 resources.push(
                     json!({"name": format!("{}/scale", d.plural), "singularName": "",
                     "namespaced": d.namespaced, "group": "autoscaling", "version": "v1",
@@ -760,7 +774,7 @@ impl Registry {
                                     r["categories"] = json!(d.categories);
                                 }
                                 let mut subs = Vec::new();
-                                if super::scale::has_scale(d) {
+                                if d.has_scale() {
                                     subs.push(json!({"subresource": "scale",
                                         "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
                                         "verbs": ["get", "patch", "update"]}));

@@ -34,12 +34,11 @@ fn split(path: &str) -> Vec<String> {
 }
 
 fn paths(def: &ResourceDef) -> Option<Paths> {
+    if !def.has_scale() {
+        return None;
+    }
     match &def.origin {
-        Origin::Builtin => matches!(
-            def.group_resource().as_str(),
-            "apps/deployments" | "apps/replicasets" | "apps/statefulsets"
-        )
-        .then(|| Paths {
+        Origin::Builtin => Some(Paths {
             spec: split("spec.replicas"),
             status: split("status.replicas"),
             selector: Some(split("spec.selector")),
@@ -63,11 +62,6 @@ fn paths(def: &ResourceDef) -> Option<Paths> {
             })
         }
     }
-}
-
-/// Whether `def` serves `<plural>/scale`.
-pub(crate) fn has_scale(def: &ResourceDef) -> bool {
-    paths(def).is_some()
 }
 
 fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {

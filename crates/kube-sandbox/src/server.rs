@@ -106,10 +106,16 @@ async fn dispatch(state: Arc<State>, req: Request) -> ApiResult<Response> {
     // authorization filters, in that order; `/version` and the health checks too: anonymous
     // requests may read them through `system:public-info-viewer`, a wrong token may not.)
     let cert = req.extensions().get::<auth::ClientCert>().cloned();
-    let user = auth::authenticate(&state, req.headers(), cert.as_ref())?;
+    let user = auth::authenticate(
+        &state.auth,
+        &state.token,
+        &state.store,
+        req.headers(),
+        cert.as_ref(),
+    )?;
     let attrs = rbac::attributes::of_request(&route, req.uri().path(), req.method(), &params);
-    let user = auth::impersonate(&state, user, req.headers(), &attrs)?;
-    state.rbac.check(&state, &user, &attrs)?;
+    let user = auth::impersonate(&state.rbac, &state.store, user, req.headers(), &attrs)?;
+    state.rbac.check(&state.store, &user, &attrs)?;
     match &route {
         Route::Health => return Ok((StatusCode::OK, "ok").into_response()),
         Route::Version => {
@@ -520,7 +526,7 @@ fn pod_log(state: &Arc<State>, call: &ResourceCall) -> ApiResult<Response> {
 fn admit_subresource(call: &ResourceCall, path: &str) -> ApiResult<()> {
     if let Some(s) = call.sub.as_deref()
         && !(s == "status" && call.def.status_subresource
-            || s == "scale" && super::scale::has_scale(&call.def)
+            || s == "scale" && call.def.has_scale()
             || s == "finalize" && call.def.group_resource() == "/namespaces")
     {
         return Err(ApiError::no_route(path));

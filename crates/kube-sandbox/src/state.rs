@@ -75,15 +75,16 @@ impl State {
         auth: super::auth::Auth,
     ) -> Arc<State> {
         let rbac = super::rbac::Authorizer::new(&store);
+        let shutdown = CancellationToken::new();
         Arc::new(State {
             store,
             registry: RwLock::new(Registry::builtin()),
             token,
             tunables,
-            shutdown: CancellationToken::new(),
+            requeue: super::controllers::requeue::Requeue::new(shutdown.clone()),
+            shutdown,
             ca_pem,
             addr,
-            requeue: Default::default(),
             auth,
             rbac,
         })

@@ -289,7 +289,12 @@ fn token_review(state: &State, obj: &Value) -> ApiResult<(StatusCode, Value)> {
         state.auth.static_tokens.authenticate(token)
     };
     let found = audience_agnostic.map(|u| (u, audiences.clone()));
-    match found.or_else(|| state.auth.tokens.authenticate_for(state, token, &audiences)) {
+    match found.or_else(|| {
+        state
+            .auth
+            .tokens
+            .authenticate_for(&state.store, token, &audiences)
+    }) {
         Some((user, aud)) => {
             out["status"] =
                 json!({"authenticated": true, "user": user.to_json(), "audiences": aud});

@@ -27,125 +27,19 @@ pub(crate) mod endpoints;
 pub(crate) mod jwt;
 pub mod token_file;
 pub(crate) mod tokens;
-
-use std::collections::BTreeMap;
+pub mod user;
 
 use axum::http::HeaderMap;
-use serde_json::{Value, json};
 
+use crate::rbac::Authorizer;
 use crate::rbac::rules::Attributes;
-use crate::state::State;
 use crate::status::{ApiError, ApiResult};
+use crate::store::Store;
 
-/// The group whose members may do anything.
-pub const MASTERS: &str = "system:masters";
-/// Every authenticated user is in this group.
-pub const AUTHENTICATED: &str = "system:authenticated";
-/// Anonymous requests are in this group.
-pub const UNAUTHENTICATED: &str = "system:unauthenticated";
-/// The user name of requests without credentials.
-pub const ANONYMOUS: &str = "system:anonymous";
-/// Every ServiceAccount is in this group.
-pub const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
-/// The user name of the sandbox's admin token.
-pub const ADMIN_USER: &str = "kubectl-meta-sandbox-admin";
-
-/// A user, as `user.Info`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct UserInfo {
-    /// User name (`system:serviceaccount:ns:sa` for ServiceAccounts).
-    pub name: String,
-    /// UID, if known.
-    pub uid: String,
-    /// Groups.
-    pub groups: Vec<String>,
-    /// Extra attributes.
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    /// The sandbox admin (its own bearer token): in `system:masters`.
-    pub fn admin() -> Self {
-        UserInfo {
-            name: ADMIN_USER.into(),
-            groups: vec![MASTERS.into(), AUTHENTICATED.into()],
-            ..Default::default()
-        }
-    }
-
-    /// `system:anonymous`, in `system:unauthenticated`.
-    pub fn anonymous() -> Self {
-        UserInfo {
-            name: ANONYMOUS.into(),
-            groups: vec![UNAUTHENTICATED.into()],
-            ..Default::default()
-        }
-    }
-
-    /// A ServiceAccount's user.
-    pub fn service_account(ns: &str, name: &str, uid: &str) -> Self {
-        UserInfo {
-            name: format!("system:serviceaccount:{ns}:{name}"),
-            uid: uid.into(),
-            groups: service_account_groups(ns),
-            extra: BTreeMap::new(),
-        }
-    }
-
-    /// As `authentication.k8s.io/v1 UserInfo` (empty fields left out).
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"username": self.name});
-        if !self.uid.is_empty() {
-            v["uid"] = json!(self.uid);
-        }
-        if !self.groups.is_empty() {
-            v["groups"] = json!(self.groups);
-        }
-        if !self.extra.is_empty() {
-            v["extra"] = json!(self.extra);
-        }
-        v
-    }
-
-    /// From `authentication.k8s.io/v1 UserInfo`-like fields (SubjectAccessReview's spec).
-    pub fn from_spec(spec: &Value) -> Self {
-        let strings = |v: &Value| -> Vec<String> {
-            // An ExtraValue decoded from protobuf arrives as `{"items": [...]}`.
-            let v = v.get("items").unwrap_or(v);
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        };
-        let extra = spec["extra"]
-            .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), strings(v))).collect())
-            .unwrap_or_default();
-        UserInfo {
-            name: spec["user"].as_str().unwrap_or_default().into(),
-            uid: spec["uid"].as_str().unwrap_or_default().into(),
-            groups: strings(&spec["groups"]),
-            extra,
-        }
-    }
-}
-
-/// The groups of ServiceAccounts in `ns`, `system:authenticated` last.
-pub fn service_account_groups(ns: &str) -> Vec<String> {
-    vec![
-        SERVICE_ACCOUNTS.into(),
-        format!("{SERVICE_ACCOUNTS}:{ns}"),
-        AUTHENTICATED.into(),
-    ]
-}
-
-/// `system:serviceaccount:NS:NAME` split into namespace and name.
-pub fn split_service_account(user: &str) -> Option<(&str, &str)> {
-    let rest = user.strip_prefix("system:serviceaccount:")?;
-    let (ns, name) = rest.split_once(':')?;
-    (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
-}
+pub use user::{
+    ANONYMOUS, AUTHENTICATED, MASTERS, SERVICE_ACCOUNTS, UNAUTHENTICATED, UserInfo,
+    split_service_account,
+};
 
 /// The user a verified client certificate names, set on each request of its connection.
 #[derive(Debug, Clone)]
@@ -188,7 +82,9 @@ pub(crate) fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
 /// is 401), or `system:anonymous` when there are no credentials (401 instead when anonymous
 /// requests are off).
 pub fn authenticate(
-    state: &State,
+    auth: &Auth,
+    admin_token: &str,
+    store: &Store,
     headers: &HeaderMap,
     cert: Option<&ClientCert>,
 ) -> ApiResult<UserInfo> {
@@ -196,22 +92,20 @@ pub fn authenticate(
         return Ok(c.0.clone());
     }
     let Some(token) = bearer_token(headers) else {
-        return if state.auth.anonymous {
+        return if auth.anonymous {
             Ok(UserInfo::anonymous())
         } else {
             Err(ApiError::unauthorized())
         };
     };
-    if constant_time_eq(token, &state.token) {
+    if constant_time_eq(token, admin_token) {
         return Ok(UserInfo::admin());
     }
-    if let Some(user) = state.auth.static_tokens.authenticate(token) {
+    if let Some(user) = auth.static_tokens.authenticate(token) {
         return Ok(user);
     }
-    state
-        .auth
-        .tokens
-        .authenticate(state, token)
+    auth.tokens
+        .authenticate(store, token)
         .ok_or_else(ApiError::unauthorized)
 }
 
@@ -264,7 +158,8 @@ fn percent_decode(s: &str) -> String {
 /// attributes with the verb `impersonate-on:serviceaccount:<verb>`,
 /// `impersonate-on:arbitrary-node:<verb>` or `impersonate-on:user-info:<verb>`).
 pub fn impersonate(
-    state: &State,
+    rbac: &Authorizer,
+    store: &Store,
     requestor: UserInfo,
     headers: &HeaderMap,
     request: &Attributes,
@@ -311,14 +206,14 @@ pub fn impersonate(
         "user-info"
     };
     let check = |a: Attributes| -> ApiResult<()> {
-        if state.rbac.authorize(&state.store, &requestor, &a).allowed {
+        if rbac.authorize(store, &requestor, &a).allowed {
             return Ok(());
         }
         let constrained = Attributes {
             verb: format!("impersonate-on:{mode}:{}", request.verb),
             ..request.clone()
         };
-        let d = state.rbac.authorize(&state.store, &requestor, &constrained);
+        let d = rbac.authorize(store, &requestor, &constrained);
         Err(crate::rbac::forbidden(&requestor, &constrained, &d.reason))
     };
     let mut out = UserInfo {

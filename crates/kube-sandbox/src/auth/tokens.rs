@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 
 use super::UserInfo;
 use super::jwt::{KeyError, Signer};
-use crate::state::{State, now_unix};
+use crate::state::now_unix;
+use crate::store::Store;
 
 /// The issuer (and default audience) of bound tokens.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
@@ -135,8 +136,8 @@ impl Tokens {
     }
 
     /// The user a token authenticates, or None (a 401).
-    pub fn authenticate(&self, state: &State, token: &str) -> Option<UserInfo> {
-        self.authenticate_for(state, token, &[ISSUER.to_string()])
+    pub fn authenticate(&self, store: &Store, token: &str) -> Option<UserInfo> {
+        self.authenticate_for(store, token, &[ISSUER.to_string()])
             .map(|(u, _)| u)
     }
 
@@ -144,7 +145,7 @@ impl Tokens {
     /// the user and the audiences the token is valid for.
     pub fn authenticate_for(
         &self,
-        state: &State,
+        store: &Store,
         token: &str,
         audiences: &[String],
     ) -> Option<(UserInfo, Vec<String>)> {
@@ -159,7 +160,7 @@ impl Tokens {
             }
             None => {
                 let claims = self.signer.verify(token)?;
-                let v = verify_claims(state, token, &claims)?;
+                let v = verify_claims(store, token, &claims)?;
                 let aud = v.user.extra.get(AUD_KEY).cloned().unwrap_or_default();
                 let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
                 if cache.len() >= CACHE_MAX {
@@ -187,7 +188,7 @@ impl Tokens {
             audiences.to_vec()
         };
         for d in &verified.depends {
-            match state.store.get(d.gr, &d.ns, &d.name) {
+            match store.get(d.gr, &d.ns, &d.name) {
                 Some(s) if s.uid == d.uid && !(d.gr == "/secrets" && s.deleting) => {}
                 _ => return None,
             }
@@ -257,7 +258,7 @@ fn verify_bound(c: &Value) -> Option<Verified> {
 }
 
 /// The user and checks of a token whose signature is good.
-fn verify_claims(state: &State, token: &str, c: &Value) -> Option<Verified> {
+fn verify_claims(store: &Store, token: &str, c: &Value) -> Option<Verified> {
     match c["iss"].as_str()? {
         ISSUER => verify_bound(c),
         LEGACY_ISSUER => {
@@ -266,7 +267,7 @@ fn verify_claims(state: &State, token: &str, c: &Value) -> Option<Verified> {
             let sa = c["kubernetes.io/serviceaccount/service-account.name"].as_str()?;
             let uid = c["kubernetes.io/serviceaccount/service-account.uid"].as_str()?;
             // The Secret must still hold this very token (the tokens controller's check).
-            let stored = state.store.get("/secrets", ns, secret)?;
+            let stored = store.get("/secrets", ns, secret)?;
             let data = stored.value().ok()?;
             let held = data["data"]["token"].as_str()?;
             let b64 = base64::engine::general_purpose::STANDARD.encode(token);
@@ -294,56 +295,6 @@ fn verify_claims(state: &State, token: &str, c: &Value) -> Option<Verified> {
             })
         }
         _ => None,
-    }
-}
-
-/// The tokens controller: fill a `kubernetes.io/service-account-token` Secret that names an
-/// existing ServiceAccount (annotation `kubernetes.io/service-account.name`) with `token`,
-/// `ca.crt` and `namespace`, and the ServiceAccount's uid annotation.
-pub fn populate_secret(state: &State, ns: &str, name: &str) {
-    let Some(s) = state.store.get("/secrets", ns, name) else {
-        return;
-    };
-    let Ok(v) = s.value() else { return };
-    if v["type"] != SECRET_TYPE || s.deleting || v["data"]["token"].is_string() {
-        return;
-    }
-    let Some(sa_name) = v["metadata"]["annotations"]["kubernetes.io/service-account.name"].as_str()
-    else {
-        return;
-    };
-    let Some(sa) = state.store.get("/serviceaccounts", ns, sa_name) else {
-        return;
-    };
-    let token = match state.auth.tokens.issue_legacy(ns, name, sa_name, &sa.uid) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::warn!(secret = name, error = %e, "could not sign a legacy token");
-            return;
-        }
-    };
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let key = crate::store::ObjKey {
-        gr: "/secrets".into(),
-        ns: ns.into(),
-        name: name.into(),
-    };
-    let (ca, ns_b64, tok, sa_uid) = (b64(&state.ca_pem), b64(ns), b64(&token), sa.uid.clone());
-    let r = crate::ops::mutate(state, &key, |obj| {
-        if obj["data"]["token"].is_string() {
-            return false;
-        }
-        if !obj["data"].is_object() {
-            obj["data"] = json!({});
-        }
-        obj["data"]["token"] = json!(tok);
-        obj["data"]["ca.crt"] = json!(ca);
-        obj["data"]["namespace"] = json!(ns_b64);
-        obj["metadata"]["annotations"]["kubernetes.io/service-account.uid"] = json!(sa_uid);
-        true
-    });
-    if let Err(e) = r {
-        tracing::warn!(secret = name, error = %e, "could not fill a legacy token Secret");
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::keys::{ENDPOINTS, SERVICES, SLICES};
 use crate::ops::{self, WriteOpts};
 use crate::state::State;
 use crate::status::ApiResult;
@@ -20,13 +21,6 @@ pub const NAMESPACE: &str = "default";
 /// Its cluster IP: the first address of the service range (`10.96.0.0/12`), as kube-apiserver
 /// gives it.
 pub const CLUSTER_IP: &str = "10.96.0.1";
-
-/// Storage keys of the three objects.
-pub const SERVICES: &str = "/services";
-/// Endpoints.
-pub const ENDPOINTS: &str = "/endpoints";
-/// EndpointSlices.
-pub const SLICES: &str = "discovery.k8s.io/endpointslices";
 
 /// The address clients reach the sandbox at (an unspecified listen address means loopback).
 fn advertised(state: &State) -> IpAddr {

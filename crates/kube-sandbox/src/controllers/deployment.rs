@@ -18,7 +18,6 @@ use serde_json::{Map, Value, json};
 
 use super::pods;
 use super::replicaset;
-use super::requeue::Requeue;
 use crate::ops;
 use crate::state::{State, now_rfc3339, now_unix};
 use crate::store::Stored;
@@ -184,7 +183,7 @@ pub fn sync(state: &Arc<State>, d: &Stored) {
         && let Some(left) = progress_left(&v)
     {
         let wait = std::time::Duration::from_secs(left.max(0).unsigned_abs() + 1);
-        Requeue::after(state, &d.key, wait);
+        state.requeue.after(&d.key, wait);
     }
     let complete = new.is_some_and(|n| {
         n.spec_replicas() == replicas

@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use super::gc;
 use super::pods;
-use super::requeue::Requeue;
 use crate::state::{State, now_rfc3339, now_unix};
 use crate::store::Stored;
 
@@ -110,7 +109,7 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
             }
         } else if let Some(wait) = backoff_left(state, &owned) {
             // `manageJob`: no replacement before the pod failure back-off has passed.
-            Requeue::after(state, &job.key, wait);
+            state.requeue.after(&job.key, wait);
         } else {
             create_missing(
                 state,
@@ -127,11 +126,9 @@ pub fn sync(state: &Arc<State>, job: &Stored) {
         if !failing && !success && !suspended {
             // Look again when the active deadline passes.
             if let Some(left) = deadline_left(&v) {
-                Requeue::after(
-                    state,
-                    &job.key,
-                    Duration::from_secs(left.unsigned_abs() + 1),
-                );
+                state
+                    .requeue
+                    .after(&job.key, Duration::from_secs(left.unsigned_abs() + 1));
             }
         }
     }

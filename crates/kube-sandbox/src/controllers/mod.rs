@@ -24,6 +24,7 @@ pub mod replicaset;
 pub mod requeue;
 pub mod revisions;
 pub mod statefulset;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,14 +74,14 @@ fn handle(state: &Arc<State>, kubelet: &kubelet::Kubelet, ev: &Event) {
         node::GR => daemonset::node_changed(state),
         crate::rbac::CLUSTER_ROLES => crate::rbac::aggregate::sync_all(state),
         "/secrets" if ev.kind != EventKind::Deleted => {
-            crate::auth::tokens::populate_secret(state, &obj.key.ns, &obj.key.name)
+            tokens::populate_secret(state, &obj.key.ns, &obj.key.name)
         }
         _ => {}
     }
     if &*obj.key.gr == "/serviceaccounts" && ev.kind != EventKind::Deleted {
         // A token Secret created before its ServiceAccount gets its token now.
         for s in state.store.in_namespace("/secrets", &obj.key.ns) {
-            crate::auth::tokens::populate_secret(state, &s.key.ns, &s.key.name);
+            tokens::populate_secret(state, &s.key.ns, &s.key.name);
         }
     }
     if ev.kind == EventKind::Deleted {
@@ -121,7 +122,7 @@ fn examine(state: &Arc<State>, kubelet: &kubelet::Kubelet, obj: &Arc<Stored>) {
         daemonset::GR => daemonset::sync(state, obj),
         job::GR => job::sync(state, obj),
         pvc::GR => pvc::sync(state, obj),
-        "/secrets" => crate::auth::tokens::populate_secret(state, &obj.key.ns, &obj.key.name),
+        "/secrets" => tokens::populate_secret(state, &obj.key.ns, &obj.key.name),
         _ => {}
     }
     gc::check(state, obj);

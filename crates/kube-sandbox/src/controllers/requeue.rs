@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use crate::state::State;
 use crate::store::ObjKey;
 
 /// The queue of delayed re-syncs of one sandbox.
@@ -19,33 +19,34 @@ pub struct Requeue {
     rx: Mutex<Option<mpsc::UnboundedReceiver<ObjKey>>>,
     /// The earliest pending re-sync per object (a later request for it is dropped).
     pending: Arc<Mutex<HashMap<ObjKey, Instant>>>,
+    /// The sandbox's shutdown: pending re-syncs end with it.
+    shutdown: CancellationToken,
 }
 
-impl Default for Requeue {
-    fn default() -> Self {
+impl Requeue {
+    /// An empty queue whose pending re-syncs end when `shutdown` is cancelled.
+    pub fn new(shutdown: CancellationToken) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Requeue {
             tx,
             rx: Mutex::new(Some(rx)),
             pending: Arc::default(),
+            shutdown,
         }
     }
-}
 
-impl Requeue {
     /// Examine the object `key` again after `delay` (unless one is already due sooner).
-    pub fn after(state: &Arc<State>, key: &ObjKey, delay: Duration) {
-        let this = &state.requeue;
+    pub fn after(&self, key: &ObjKey, delay: Duration) {
         let due = Instant::now() + delay;
         {
-            let mut p = this.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             if p.get(key).is_some_and(|d| *d <= due) {
                 return;
             }
             p.insert(key.clone(), due);
         }
-        let (tx, pending, key) = (this.tx.clone(), this.pending.clone(), key.clone());
-        let shutdown = state.shutdown.clone();
+        let (tx, pending, key) = (self.tx.clone(), self.pending.clone(), key.clone());
+        let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}

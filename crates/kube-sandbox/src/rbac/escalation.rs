@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::rules::{Attributes, PolicyRule, escalation_message, uncovered};
 use super::{GROUP, forbidden_for, role_ref_rules};
-use crate::auth::{MASTERS, UserInfo};
+use crate::auth::user::{MASTERS, UserInfo};
 use crate::state::State;
 use crate::status::{ApiError, ApiResult, Target};
 

@@ -27,8 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 
-use crate::auth::{MASTERS, UserInfo};
-use crate::state::State;
+use crate::auth::user::{MASTERS, UserInfo};
 use crate::status::ApiError;
 use crate::store::{Event, Store};
 use rules::{Attributes, PolicyRule, go_quote};
@@ -265,8 +264,8 @@ impl Authorizer {
     }
 
     /// Authorize or fail with kube-apiserver's 403.
-    pub fn check(&self, state: &State, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
-        let d = self.authorize(&state.store, user, a);
+    pub fn check(&self, store: &Store, user: &UserInfo, a: &Attributes) -> Result<(), ApiError> {
+        let d = self.authorize(store, user, a);
         if d.allowed {
             Ok(())
         } else {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::auth::UserInfo;
+use crate::auth::user::UserInfo;
 
 /// One `PolicyRule` of a Role or ClusterRole.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

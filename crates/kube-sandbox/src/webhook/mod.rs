@@ -372,7 +372,7 @@ fn resolve_service(state: &State, svc: &Value) -> Result<std::net::SocketAddr, S
     };
     let from_endpoints = state
         .store
-        .get(crate::controllers::apiserver::ENDPOINTS, ns, name)
+        .get(crate::keys::ENDPOINTS, ns, name)
         .and_then(|o| o.value().ok())
         .and_then(|ep| {
             ep["subsets"].as_array()?.iter().find_map(|subset| {
@@ -387,13 +387,7 @@ fn resolve_service(state: &State, svc: &Value) -> Result<std::net::SocketAddr, S
     let found = from_endpoints.or_else(|| {
         let slices = state
             .store
-            .list(
-                crate::controllers::apiserver::SLICES,
-                Some(ns),
-                None,
-                None,
-                |_| true,
-            )
+            .list(crate::keys::SLICES, Some(ns), None, None, |_| true)
             .items;
         slices
             .iter()
