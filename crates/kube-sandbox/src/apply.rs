@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
+use super::crd::Schema;
 use super::patch::{ListKey, list_merge_key};
-use super::schema::Schema;
 
 const APPLY: &str = "Apply";
 const UPDATE: &str = "Update";

@@ -440,9 +440,9 @@ fn create_checked(
         None,
     )?);
     if def.group_resource() == "apiextensions.k8s.io/customresourcedefinitions" {
-        super::schema::apply_crd_defaults(&mut obj);
-        let mut errs = super::schema::parse_crd(&obj).err().unwrap_or_default();
-        errs.extend(super::schema::api_approval_error(&obj, None));
+        super::crd::apply_crd_defaults(&mut obj);
+        let mut errs = super::crd::parse_crd(&obj).err().unwrap_or_default();
+        errs.extend(super::crd::api_approval_error(&obj, None));
         if !errs.is_empty() {
             return Err(crd_invalid(def, &given_name, errs));
         }
@@ -763,9 +763,9 @@ fn write_update(
         )?);
         validate_meta(def, &new, name, Some(&old))?;
         if gr == "apiextensions.k8s.io/customresourcedefinitions" {
-            super::schema::apply_crd_defaults(&mut new);
-            let mut errs = super::schema::parse_crd(&new).err().unwrap_or_default();
-            errs.extend(super::schema::api_approval_error(&new, Some(&old)));
+            super::crd::apply_crd_defaults(&mut new);
+            let mut errs = super::crd::parse_crd(&new).err().unwrap_or_default();
+            errs.extend(super::crd::api_approval_error(&new, Some(&old)));
             if !errs.is_empty() {
                 return Err(crd_invalid(def, name, errs));
             }

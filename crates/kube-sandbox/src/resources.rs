@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::schema::Schema;
+use super::crd::Schema;
 
 /// Where a resource definition comes from.
 #[derive(Debug, Clone)]

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::crd;
 use crate::ops::{self, CRD_CLEANUP};
 use crate::resources::{Origin, ResourceDef};
-use crate::schema;
 use crate::state::{State, now_rfc3339};
 
 const GR: &str = "apiextensions.k8s.io/customresourcedefinitions";
@@ -25,7 +25,7 @@ pub fn sync(state: &Arc<State>, name: &str) {
     let Ok(crd) = stored.value() else {
         return;
     };
-    let info = match schema::parse_crd(&crd) {
+    let info = match crd::parse_crd(&crd) {
         Ok(i) => i,
         Err(errs) => {
             tracing::warn!(crd = name, errors = ?errs, "stored CRD is invalid; not serving it");
@@ -83,7 +83,7 @@ pub fn sync(state: &Arc<State>, name: &str) {
     }
     let now = now_rfc3339();
     let r = ops::mutate(state, &stored.key, |v: &mut Value| {
-        let mut status = schema::crd_status(v, &now, conflict.as_deref());
+        let mut status = crd::crd_status(v, &now, conflict.as_deref());
         keep_transition_times(&v["status"], &mut status);
         if v["status"] == status {
             return false;
@@ -112,7 +112,7 @@ fn keep_transition_times(old: &Value, new: &mut Value) {
     }
 }
 
-fn cleanup(state: &Arc<State>, name: &str, info: &schema::CrdInfo) {
+fn cleanup(state: &Arc<State>, name: &str, info: &crd::CrdInfo) {
     let gr = format!("{}/{}", info.group, info.plural);
     let page = state.store.list(&gr, None, None, None, |_| true);
     let mut remaining = 0;
