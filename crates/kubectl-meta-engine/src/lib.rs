@@ -38,14 +38,14 @@ pub(crate) mod runtime;
 pub mod spec;
 
 // Start an engine on a client, drive it, read its queue.
-pub use run::{Engine, OnceReport, QUIET, WaitFor};
+pub use run::{Engine, OnceReport, QUIET, ReplayJob, WaitFor};
 pub use runtime::context::{
     DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording, call_hook,
 };
 pub use runtime::execute::ApplyStrategy;
 pub use runtime::queue::{QueueStats, depth as queue_depth};
 // A started controller, as the dev loop drives it (resync, reload, replay).
-pub use runtime::controller::{ControllerHandle, Exchange};
+pub use runtime::controller::{ControllerHandle, LastExchange};
 // Why a controller cannot start.
 pub use runtime::start::StartError;
 // Reading live state once (no watch): what `dryrun` plans on.

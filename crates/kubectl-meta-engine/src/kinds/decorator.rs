@@ -27,7 +27,7 @@ use crate::events::Trigger;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::kinds::shared::{self, StartError, SyncHooks};
+use crate::kinds::shared::{self, SyncHooks};
 use crate::plan::decorator_rule::{self, TargetRule};
 use crate::plan::hookapi;
 use crate::plan::planner;
@@ -43,6 +43,7 @@ use crate::runtime::related_cache::RelatedCache;
 use crate::runtime::routing;
 use crate::runtime::routing::ChildAction;
 use crate::runtime::source::{Bound, Built, Reader, Source, Wanted};
+use crate::runtime::start::StartError;
 use crate::spec::{Controller, DecoratorControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 

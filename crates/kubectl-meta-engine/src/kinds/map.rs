@@ -33,7 +33,7 @@ use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::strip_volatile;
 use crate::k8s::object::{self, ObjectKey};
-use crate::kinds::shared::{self, StartError};
+use crate::kinds::shared;
 use crate::plan::hookapi;
 use crate::plan::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use crate::plan::planner;
@@ -41,7 +41,7 @@ use crate::plan::writes::{ChildId, ChildType};
 use crate::runtime::caller;
 use crate::runtime::carry;
 use crate::runtime::context::{EngineContext, HookSpec};
-use crate::runtime::controller::{Exchange, SyncError, SyncOutcome};
+use crate::runtime::controller::{LastExchange, SyncError, SyncOutcome};
 use crate::runtime::execute::Target;
 use crate::runtime::memory;
 use crate::runtime::queue::{Backoff, WorkQueue};
@@ -49,6 +49,7 @@ use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, S
 use crate::runtime::routing;
 use crate::runtime::snapshot::LiveReader;
 use crate::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::runtime::start::StartError;
 use crate::spec::{Controller, MapControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -1200,7 +1201,7 @@ impl KindController for MapCtl {
             Some(&self.map_hook)
         }
     }
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.state
             .lock()
             .map(|s| {
@@ -1209,7 +1210,12 @@ impl KindController for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, v)| (EventSubject::map_key(p.to_string(), k), v.clone()))
+                            .map(move |(k, (hook, request, response))| LastExchange {
+                                subject: EventSubject::map_key(p.to_string(), k),
+                                hook: hook.clone(),
+                                request: request.clone(),
+                                response: response.clone(),
+                            })
                     })
                     .collect()
             })

@@ -1,15 +1,14 @@
-//! What the controller kinds share to resolve a definition: its hooks ([`resolve_hook`],
-//! [`SyncHooks`]), its declared child types ([`child_type`], [`declared_types`]), and the
-//! scope checks of a sync ([`sync_mode`], [`parent_selector`], [`scope_namespace`],
-//! [`in_namespace_scope`]).
+//! What the controller kinds share to read a definition: its hooks resolved
+//! ([`resolve_hook`], [`SyncHooks`] with the customize call it makes), its declared child
+//! types ([`child_type`], [`declared_types`]), and the scope checks of a sync ([`sync_mode`],
+//! [`parent_selector`], [`scope_namespace`], [`in_namespace_scope`]). It re-exports nothing.
 //!
-//! Starting a controller (resolving resources, waiting for caches, [`StartError`], its worker
-//! loop) is [`crate::runtime::start`]; the other shared pieces live one concept per file
-//! in [`crate::runtime`] (routing, caller, memory, related_cache, carry).
+//! Starting a controller (resolving resources, waiting for caches, `StartError`) is
+//! [`crate::runtime::start`]; what the kinds run on (routing, hook calls, memory, the
+//! customize cache, the executor) lives one concept per file in [`crate::runtime`].
 //!
-//! Nothing here knows a controller kind: helpers take the engine context, informers (through
-//! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
-//! DecoratorController and MapController share them.
+//! Nothing here knows a controller kind: the helpers take the engine context, a definition
+//! or its parts, so CompositeController, DecoratorController and MapController share them.
 
 use std::path::Path;
 
@@ -21,7 +20,7 @@ use crate::plan::writes::ChildType;
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::related_cache::Customize;
-pub use crate::runtime::start::StartError;
+use crate::runtime::start::StartError;
 use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
 

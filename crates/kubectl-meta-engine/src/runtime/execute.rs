@@ -238,6 +238,23 @@ impl<'a> ParentWrites<'a> {
     }
 }
 
+/// A child create or update sent, for recording the server's answer
+/// ([`Executor::child_written`]).
+struct Sent<'a> {
+    /// `Create` or `Update`.
+    verb: ActionVerb,
+    /// The child.
+    id: &'a ChildId,
+    /// Its resourceVersion before the write (an update's), to wait for a newer one.
+    previous: Option<String>,
+    /// The write had a precondition (a create, a client-side update): the resourceVersion it
+    /// returned is our own write's echo alone. A server-side apply has none: a change by another
+    /// writer just before it would share its echo.
+    own: bool,
+    /// What the published event says of it.
+    detail: Option<String>,
+}
+
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -610,26 +627,14 @@ impl Executor {
                 .map(|_| None)
                 .map_err(Some),
         };
-        match result {
-            Ok(rv) => {
-                report.writes += 1;
-                if rv.is_some() {
-                    report.own_writes.push(OwnWrite {
-                        type_key: c.id.type_key.clone(),
-                        key: c.id.object_key(),
-                        rv,
-                    });
-                }
-                report.expectations.push(Expectation::Changed {
-                    type_key: c.id.type_key.clone(),
-                    key: c.id.object_key(),
-                    previous: None,
-                });
-                self.publish_child(t, ActionVerb::Create, &c.id, None);
-            }
-            Err(Some(e)) => self.fail(t, report, ActionVerb::Create, &c.id, &e),
-            Err(None) => {}
-        }
+        let sent = Sent {
+            verb: ActionVerb::Create,
+            id: &c.id,
+            previous: None,
+            own: true,
+            detail: None,
+        };
+        self.child_written(t, report, sent, result);
     }
 
     /// Update a child (PUT with the merged object, or a server-side apply); `adopted_rv` is
@@ -696,29 +701,51 @@ impl Executor {
                     )),
                 );
             }
+            result => {
+                if result.is_ok() {
+                    report.updated.push(u.id.clone());
+                }
+                let sent = Sent {
+                    verb: ActionVerb::Update,
+                    id: &u.id,
+                    previous,
+                    own: preconditioned,
+                    detail: Some(crate::plan::writes::summarize_changes(&u.changes)),
+                };
+                self.child_written(t, report, sent, result);
+            }
+        }
+    }
+
+    /// A child's create or update as the server answered it (the resourceVersion written):
+    /// counted, remembered as our own write when that resourceVersion is ours alone
+    /// ([`Sent::own`] and one came back), expected in the cache, published; or failed
+    /// (`Err(None)`: already reported, nothing was sent).
+    fn child_written(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        sent: Sent<'_>,
+        result: Result<Option<String>, Option<kube::Error>>,
+    ) {
+        match result {
             Ok(rv) => {
                 report.writes += 1;
-                report.updated.push(u.id.clone());
-                if preconditioned && rv.is_some() {
+                if sent.own && rv.is_some() {
                     report.own_writes.push(OwnWrite {
-                        type_key: u.id.type_key.clone(),
-                        key: u.id.object_key(),
+                        type_key: sent.id.type_key.clone(),
+                        key: sent.id.object_key(),
                         rv,
                     });
                 }
                 report.expectations.push(Expectation::Changed {
-                    type_key: u.id.type_key.clone(),
-                    key: u.id.object_key(),
-                    previous,
+                    type_key: sent.id.type_key.clone(),
+                    key: sent.id.object_key(),
+                    previous: sent.previous,
                 });
-                self.publish_child(
-                    t,
-                    ActionVerb::Update,
-                    &u.id,
-                    Some(crate::plan::writes::summarize_changes(&u.changes)),
-                );
+                self.publish_child(t, sent.verb, sent.id, sent.detail);
             }
-            Err(Some(e)) => self.fail(t, report, ActionVerb::Update, &u.id, &e),
+            Err(Some(e)) => self.fail(t, report, sent.verb, sent.id, &e),
             Err(None) => {}
         }
     }

@@ -48,7 +48,7 @@ use crate::runtime::caller::Caller;
 use crate::runtime::carry;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker,
+    ControllerHandle, LastExchange, Reconciler, SyncError, SyncOutcome, Tracker,
 };
 use crate::runtime::execute::Target;
 use crate::runtime::memory::{Cached, SyncMemory};
@@ -349,7 +349,7 @@ pub trait KindController: SyncKind {
     /// The hook that answered an exchange recorded under `hook`.
     fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec>;
     /// Every key's last exchange (for replay).
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.parts().memory.exchanges()
     }
     /// Spawn the event routers; they end with `stop`.
@@ -481,10 +481,13 @@ impl<S: KindController> ControllerHandle for Running<S> {
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
         self.ctl.hook_specs()
     }
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.ctl.exchanges()
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
+    fn replay(
+        &self,
+        exchanges: Vec<LastExchange>,
+    ) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
         let ctl = &*self.ctl;
         let parts = ctl.parts();
         Box::pin(
