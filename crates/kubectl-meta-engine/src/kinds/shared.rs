@@ -11,15 +11,18 @@
 //! or its parts, so CompositeController, DecoratorController and MapController share them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::object;
+use crate::k8s::object::{self, ObjectKey};
 use crate::plan::writes::ChildType;
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
+use crate::runtime::core::KindHooks;
 use crate::runtime::related_cache::Customize;
+use crate::runtime::source::Source;
 use crate::runtime::start::StartError;
 use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
@@ -78,14 +81,6 @@ impl SyncHooks {
         })
     }
 
-    /// The hooks, by name (for [`ControllerHandle::hook_specs`]).
-    pub fn specs(&self) -> Vec<(&'static str, HookSpec)> {
-        let mut out = vec![("sync", self.sync.clone())];
-        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
-        out.extend(self.customize.clone().map(|h| ("customize", h)));
-        out
-    }
-
     /// The hook a sync calls, with its name: finalize (when there is one) for a finalizing
     /// parent, sync otherwise.
     pub fn for_sync(&self, finalizing: bool) -> Option<(&'static str, &HookSpec)> {
@@ -93,15 +88,6 @@ impl SyncHooks {
             self.finalize.as_ref().map(|h| ("finalize", h))
         } else {
             Some(("sync", &self.sync))
-        }
-    }
-
-    /// The hook that answered an exchange recorded under `hook` (`sync` or `finalize`).
-    pub fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        if hook == "finalize" {
-            self.finalize.as_ref()
-        } else {
-            Some(&self.sync)
         }
     }
 
@@ -124,6 +110,56 @@ impl SyncHooks {
             parent_namespaced,
         }
     }
+}
+
+impl KindHooks for SyncHooks {
+    /// sync, finalize, customize (those the definition has).
+    fn specs(&self) -> Vec<(&'static str, HookSpec)> {
+        let mut out = vec![("sync", self.sync.clone())];
+        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
+        out.extend(self.customize.clone().map(|h| ("customize", h)));
+        out
+    }
+
+    /// `finalize` for a finalize exchange, `sync` otherwise.
+    fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        if hook == "finalize" {
+            self.finalize.as_ref()
+        } else {
+            Some(&self.sync)
+        }
+    }
+}
+
+/// Parents with the key each is queued under (`key` of its `namespace/name`); objects without
+/// a name (never in a cache) are left out.
+pub fn keyed<K>(parents: Vec<Arc<Value>>, key: impl Fn(ObjectKey) -> K) -> Vec<(K, Arc<Value>)> {
+    parents
+        .into_iter()
+        .filter_map(|p| ObjectKey::of(&p).map(|k| (key(k), p)))
+        .collect()
+}
+
+/// A declared resource the parent owns objects of (children, outputs: `what`, singular and
+/// plural) must be namespaced when the parent is: a namespaced parent cannot own
+/// cluster-scoped objects.
+pub fn check_owned(
+    controller: &str,
+    parent: &ResourceInfo,
+    owned: &ResourceInfo,
+    (what, plural): (&str, &str),
+) -> Result<(), StartError> {
+    if parent.namespaced && !owned.namespaced {
+        return Err(StartError::config(
+            controller,
+            format!(
+                "{what} resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped {plural}",
+                owned.key(),
+                parent.key()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A declared child (or attachment, or output) type of a resolved resource.
@@ -202,6 +238,25 @@ pub fn scope_namespace(ctx: &EngineContext, namespaced: bool) -> Option<&str> {
     } else {
         None
     }
+}
+
+/// The objects of `source` (a resource that is `namespaced` or not) in the `-n` namespace (all
+/// of them without one) that `keep` keeps.
+pub fn list_in_scope(
+    ctx: &EngineContext,
+    namespaced: bool,
+    source: &Source,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<Arc<Value>> {
+    let mut objects = source.list(scope_namespace(ctx, namespaced));
+    objects.retain(|o| keep(o));
+    objects
+}
+
+/// Does `selector` (a definition's optional label selector: none selects everything) select
+/// `obj`?
+pub fn selected(selector: Option<&LabelSelector>, obj: &Value) -> bool {
+    selector.is_none_or(|s| s.matches(&object::labels(obj)))
 }
 
 /// Is `obj` (of a resource that is `namespaced` or not) inside the `-n` namespace, if any?
