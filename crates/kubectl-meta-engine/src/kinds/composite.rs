@@ -115,7 +115,8 @@ impl Built for Composite {
         let mut children = Vec::new();
         let mut types = BTreeMap::new();
         for (rule, (info, source)) in b.def.spec.child_resources.iter().zip(resolved) {
-            shared::check_owned(name, &parent, &info, ("child", "children"))?;
+            let why = "; a namespaced parent cannot own cluster-scoped children";
+            shared::check_namespaced(name, &parent, &info, "child", why)?;
             let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info);
             children.push(ChildSlot {

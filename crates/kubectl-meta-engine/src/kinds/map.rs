@@ -163,19 +163,11 @@ pub struct MapHooks {
 }
 
 impl KindHooks for MapHooks {
-    fn specs(&self) -> Vec<(&'static str, HookSpec)> {
-        let mut out = vec![("map", self.map.clone())];
-        if let Some(h) = &self.tombstone {
-            out.push(("tombstone", h.clone()));
-        }
-        out
+    fn required(&self) -> (&'static str, &HookSpec) {
+        ("map", &self.map)
     }
-    fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        if hook == "tombstone" {
-            self.tombstone.as_ref()
-        } else {
-            Some(&self.map)
-        }
+    fn optional(&self) -> Vec<(&'static str, Option<&HookSpec>)> {
+        vec![("tombstone", self.tombstone.as_ref())]
     }
 }
 
@@ -230,22 +222,15 @@ impl Built for MapCtl {
         let ((parent, parent_source), mut resolved) = source::split_parent(name, b.resolved)?;
         let mut inputs = Vec::new();
         for (info, source) in resolved.by_ref().take(b.def.spec.input_resources.len()) {
-            if parent.namespaced && !info.namespaced {
-                return Err(StartError::config(
-                    name,
-                    format!(
-                        "input resource {} is cluster-scoped but the parent {} is namespaced: a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent",
-                        info.key(),
-                        parent.key()
-                    ),
-                ));
-            }
+            let why = ": a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent";
+            shared::check_namespaced(name, &parent, &info, "input", why)?;
             inputs.push(InputSlot { source, info });
         }
         let mut outputs = Vec::new();
         let mut types = BTreeMap::new();
         for (rule, (info, source)) in b.def.spec.output_resources.iter().zip(resolved) {
-            shared::check_owned(name, &parent, &info, ("output", "outputs"))?;
+            let why = "; a namespaced parent cannot own cluster-scoped outputs";
+            shared::check_namespaced(name, &parent, &info, "output", why)?;
             let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info.clone());
             outputs.push(OutputSlot { source, info, ty });

@@ -113,21 +113,14 @@ impl SyncHooks {
 }
 
 impl KindHooks for SyncHooks {
-    /// sync, finalize, customize (those the definition has).
-    fn specs(&self) -> Vec<(&'static str, HookSpec)> {
-        let mut out = vec![("sync", self.sync.clone())];
-        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
-        out.extend(self.customize.clone().map(|h| ("customize", h)));
-        out
+    fn required(&self) -> (&'static str, &HookSpec) {
+        ("sync", &self.sync)
     }
-
-    /// `finalize` for a finalize exchange, `sync` otherwise.
-    fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        if hook == "finalize" {
-            self.finalize.as_ref()
-        } else {
-            Some(&self.sync)
-        }
+    fn optional(&self) -> Vec<(&'static str, Option<&HookSpec>)> {
+        vec![
+            ("finalize", self.finalize.as_ref()),
+            ("customize", self.customize.as_ref()),
+        ]
     }
 }
 
@@ -140,21 +133,21 @@ pub fn keyed<K>(parents: Vec<Arc<Value>>, key: impl Fn(ObjectKey) -> K) -> Vec<(
         .collect()
 }
 
-/// A declared resource the parent owns objects of (children, outputs: `what`, singular and
-/// plural) must be namespaced when the parent is: a namespaced parent cannot own
-/// cluster-scoped objects.
-pub fn check_owned(
+/// A resource declared beside a namespaced parent (its children, inputs, outputs) must be
+/// namespaced too: `what` names it (`child`, `output`), `why` says why, after the refusal.
+pub fn check_namespaced(
     controller: &str,
     parent: &ResourceInfo,
-    owned: &ResourceInfo,
-    (what, plural): (&str, &str),
+    declared: &ResourceInfo,
+    what: &str,
+    why: &str,
 ) -> Result<(), StartError> {
-    if parent.namespaced && !owned.namespaced {
+    if parent.namespaced && !declared.namespaced {
         return Err(StartError::config(
             controller,
             format!(
-                "{what} resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped {plural}",
-                owned.key(),
+                "{what} resource {} is cluster-scoped but the parent {} is namespaced{why}",
+                declared.key(),
                 parent.key()
             ),
         ));

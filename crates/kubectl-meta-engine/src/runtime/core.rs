@@ -17,10 +17,29 @@ use crate::runtime::source::Reader;
 
 /// A kind's resolved hooks, as the runtime asks for them (hook reload, replay).
 pub trait KindHooks: Send + Sync {
-    /// The hooks, by name (`sync`, `finalize`, `customize`, `map`, `tombstone`).
-    fn specs(&self) -> Vec<(&'static str, HookSpec)>;
-    /// The hook that answered an exchange recorded under `hook`.
-    fn for_exchange(&self, hook: &str) -> Option<&HookSpec>;
+    /// The kind's required hook (`sync`, `map`), by name.
+    fn required(&self) -> (&'static str, &HookSpec);
+    /// Its optional hooks by name (`finalize`, `customize`, `tombstone`), `None` where the
+    /// definition has none.
+    fn optional(&self) -> Vec<(&'static str, Option<&HookSpec>)>;
+
+    /// The hooks the definition has, by name, the required one first.
+    fn specs(&self) -> Vec<(&'static str, HookSpec)> {
+        let (name, required) = self.required();
+        let optional = self.optional().into_iter();
+        std::iter::once((name, required.clone()))
+            .chain(optional.filter_map(|(n, h)| h.map(|h| (n, h.clone()))))
+            .collect()
+    }
+    /// The hook that answered an exchange recorded under `hook` (exchanges are recorded for
+    /// the required hook and the finalize and tombstone hooks): that optional hook, else the
+    /// required one.
+    fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
+        match self.optional().into_iter().find(|(n, _)| *n == hook) {
+            Some((_, h)) => h,
+            None => Some(self.required().1),
+        }
+    }
 }
 
 /// The pieces of a controller every kind holds the same way, keyed by `K`, with hooks `H`.
