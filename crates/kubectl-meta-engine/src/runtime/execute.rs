@@ -255,6 +255,29 @@ struct Sent<'a> {
     detail: Option<String>,
 }
 
+/// Send `obj` with `send` (a create or a replace): the resourceVersion the server answered,
+/// or why not (`Err(None)`: it does not encode; reported in `report`, nothing sent).
+async fn send_encoded<F, Fut>(
+    report: &mut ExecReport,
+    obj: &Value,
+    send: F,
+) -> Result<Option<String>, Option<kube::Error>>
+where
+    F: FnOnce(DynamicObject) -> Fut,
+    Fut: std::future::Future<Output = kube::Result<DynamicObject>>,
+{
+    match to_dynamic(obj) {
+        Ok(obj) => send(obj)
+            .await
+            .map(|o| o.metadata.resource_version)
+            .map_err(Some),
+        Err(m) => {
+            report.errors.push(m);
+            Err(None)
+        }
+    }
+}
+
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -604,17 +627,13 @@ impl Executor {
         };
         let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
         let result = match self.strategy {
-            ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
-                Ok(obj) => api
-                    .create(&self.post_params(), &obj)
-                    .await
-                    .map(|o| o.metadata.resource_version)
-                    .map_err(Some),
-                Err(m) => {
-                    report.errors.push(m);
-                    Err(None)
-                }
-            },
+            ApplyStrategy::ClientSide => {
+                let params = self.post_params();
+                send_encoded(report, &c.object, |obj| async move {
+                    api.create(&params, &obj).await
+                })
+                .await
+            }
             ApplyStrategy::ServerSide => api
                 .patch(
                     &c.id.key.name,
@@ -656,17 +675,13 @@ impl Executor {
         }
         let previous = object::resource_version(&sent).map(str::to_string);
         let result = match self.strategy {
-            ApplyStrategy::ClientSide => match to_dynamic(&sent) {
-                Ok(obj) => api
-                    .replace(&u.id.key.name, &self.post_params(), &obj)
-                    .await
-                    .map(|o| o.metadata.resource_version)
-                    .map_err(Some),
-                Err(m) => {
-                    report.errors.push(m);
-                    Err(None)
-                }
-            },
+            ApplyStrategy::ClientSide => {
+                let params = self.post_params();
+                send_encoded(report, &sent, |obj| async move {
+                    api.replace(&u.id.key.name, &params, &obj).await
+                })
+                .await
+            }
             ApplyStrategy::ServerSide => {
                 let mut desired = crate::plan::apply::for_create(&u.desired);
                 desired["metadata"]["ownerReferences"] = u.object["metadata"]
