@@ -13,19 +13,19 @@ use std::io::IsTerminal;
 use anyhow::{Result, bail};
 
 use super::definitions;
-use super::engine_start::engine_context;
+use super::engine_start::hook_bench;
 use super::exit::{Class, Classify, fail};
 use crate::cli::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
 use crate::dryrun::{server, simulate};
-use crate::engine::Caller;
 use crate::engine::LiveReader;
+use crate::engine::error::SyncError;
 use crate::engine::events::EventBus;
 use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
 use crate::engine::plan::child::ChildType;
-use crate::engine::{EngineContext, EngineOptions, Recording};
+use crate::engine::{EngineContext, EngineOptions, HookBench, Recording};
 use crate::hooks::record::SecretsMode;
 use crate::k8s::client;
 use crate::k8s::discovery::{Discovery, ResourceInfo};
@@ -73,14 +73,17 @@ pub async fn run(mut args: DryrunArgs) -> Result<u8> {
     )
     .await?;
 
-    let (ctx, endpoints) = hook_context(&args, &conn, &loaded).await?;
+    // Nobody subscribes to the one-sync plan's events: a bus without room for them.
+    let bus = EventBus::with_capacity(1);
+    let (bench, endpoints) = hook_bench(&conn, &loaded, bus, engine_options(&args)).await?;
+    let ctx = bench.context();
     let live = std::sync::Arc::new(LiveReader::new(conn.client.clone()));
-    let (mut shown, failures) = plan_all(&args, &ctx, &live, &loaded).await?;
+    let (mut shown, failures) = plan_all(&args, ctx, &live, &loaded).await?;
     if args.simulate {
         return simulate(&args, &conn, &live, &loaded, &endpoints, against.as_deref()).await;
     }
     if let Some(other) = &against {
-        compare_answers(&ctx, &loaded.controllers, other, &shown).await;
+        compare_answers(&bench, &loaded.controllers, other, &shown).await;
     }
     if args.server {
         check_on_server(&conn, &mut shown).await;
@@ -92,24 +95,6 @@ pub async fn run(mut args: DryrunArgs) -> Result<u8> {
         summary.add(&sh.entries);
     }
     Ok(u8::from(summary.changes()))
-}
-
-/// The engine context the hooks are called through: options from the flags, and the secured
-/// webhooks' Secrets and ConfigMaps (read, never shown), with the files' own documents
-/// standing in for objects not created yet, as `dev --apply` would create them.
-async fn hook_context(
-    args: &DryrunArgs,
-    conn: &client::Connection,
-    loaded: &spec::Loaded,
-) -> Result<(
-    std::sync::Arc<EngineContext>,
-    Vec<crate::hooks::endpoint::ResolvedController>,
-)> {
-    let options = engine_options(args);
-    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
-    // Nobody subscribes to the one-sync plan's events: a bus without room for them.
-    let ctx = engine_context(conn, EventBus::with_capacity(1), options, &endpoints)?;
-    Ok((ctx, endpoints))
 }
 
 /// The engine's options from the flags.
@@ -381,7 +366,7 @@ fn validate(args: &DryrunArgs) -> Result<()> {
 /// as the engine reads them ([`answer_view`]: children by identity, server spellings), as
 /// `kubectl meta test` compares them.
 async fn compare_answers(
-    ctx: &EngineContext,
+    bench: &HookBench,
     current: &[ControllerDef],
     other: &[ControllerDef],
     shown: &[Shown],
@@ -401,8 +386,8 @@ async fn compare_answers(
         };
         let types = async {
             Ok::<_, String>((
-                crate::engine::declared_types(ctx, cdef).await?,
-                crate::engine::declared_types(ctx, odef).await?,
+                bench.declared_types(cdef).await?,
+                bench.declared_types(odef).await?,
             ))
         };
         let (ctypes, otypes) = match types.await {
@@ -412,19 +397,8 @@ async fn compare_answers(
                 continue;
             }
         };
-        let caller = Caller::new(odef.kind(), odef.name());
         for x in &p.exchanges {
-            let resolve = |def: &ControllerDef| {
-                def.hooks()
-                    .into_iter()
-                    .find(|(n, _)| *n == x.hook)
-                    .and_then(|(n, h)| {
-                        crate::engine::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h))
-                            .ok()
-                            .flatten()
-                    })
-            };
-            let Some(spec) = resolve(odef) else {
+            let Ok(Some((spec, call))) = bench.ask(odef, &x.hook, &key, &x.request).await else {
                 eprintln!(
                     "--against {} {}: the other version has no {} hook",
                     p.controller,
@@ -433,7 +407,7 @@ async fn compare_answers(
                 );
                 continue;
             };
-            let answer = match caller.call(ctx, &x.hook, &spec, &key, &x.request).await {
+            let answer = match call.result.map_err(|e| SyncError::hook(&x.hook, e)) {
                 Ok(a) => a,
                 Err(e) => {
                     eprintln!(
@@ -443,7 +417,8 @@ async fn compare_answers(
                     continue;
                 }
             };
-            let cversion = resolve(cdef).map_or(spec.version, |s| s.version);
+            let current_hook = bench.hook(cdef, &x.hook).ok().flatten();
+            let cversion = current_hook.map_or(spec.version, |s| s.version);
             let theirs = AnswerContext::of(odef, &x.hook, spec.version, &otypes);
             let ours = AnswerContext::of(cdef, &x.hook, cversion, &ctypes);
             let (against, now) = match (

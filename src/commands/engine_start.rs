@@ -1,21 +1,24 @@
 //! Starting the engine, for the commands that run it (`dev` on a laptop, `run` in a cluster):
 //! the engine's shared services from the flags and the webhooks' resolved endpoints, and the
-//! event log printing the event bus on stdout (human lines or NDJSON, `-o json`).
+//! event log printing the event bus on stdout (human lines or NDJSON, `-o json`); and the
+//! hook bench the commands that call hooks alone stand on (`test`, `dryrun`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 
+use super::definitions;
 use super::dev_output::{self, OutputFormat, Printer};
 use super::exit::{Class, fail};
 use crate::cli::dev::{ApplyStrategyArg, OutputArg};
 use crate::cli::{ClusterArgs, EngineArgs, StatusEchoArg};
 use crate::engine::ApplyStrategy;
 use crate::engine::events::EventBus;
-use crate::engine::{EngineContext, EngineOptions};
+use crate::engine::{EngineContext, EngineOptions, HookBench};
 use crate::hooks::endpoint;
 use crate::k8s::client::{self, ClientError, ClientLimits, Connection};
+use crate::spec;
 
 /// Connect from the kubeconfig (`--kubeconfig`, `--context`, `-n`), rate-limited.
 pub async fn connect_kubeconfig(
@@ -60,6 +63,21 @@ pub fn options(args: &EngineArgs, namespace: Option<String>) -> EngineOptions {
         confirm_status_writes: args.status_echo == StatusEchoArg::Sync,
         ..EngineOptions::default()
     }
+}
+
+/// The hook bench `test` and `dryrun --against` call hooks on: the engine's shared services
+/// for `conn` ([`engine_context`]) with the secured webhooks' Secrets and ConfigMaps resolved
+/// (read, never shown), the files' own documents standing in for objects not created yet.
+/// The resolved endpoints come back too (`dryrun --simulate` starts engines with them).
+pub async fn hook_bench(
+    conn: &Connection,
+    loaded: &spec::Loaded,
+    bus: EventBus,
+    options: EngineOptions,
+) -> Result<(HookBench, Vec<endpoint::ResolvedController>)> {
+    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
+    let ctx = engine_context(conn, bus, options, &endpoints)?;
+    Ok((HookBench::on(ctx), endpoints))
 }
 
 /// The engine's shared services for `conn`, with the webhooks' resolved endpoints set.

@@ -268,10 +268,7 @@ fn project_build_gate(
 }
 
 /// Exchanges to replay, per controller.
-type ReplayJobs = Vec<(
-    Arc<dyn crate::engine::ControllerHandle>,
-    Vec<crate::engine::Exchange>,
-)>;
+type ReplayJobs = Vec<crate::engine::ReplayJob>;
 
 impl DevLoop {
     /// Start the managed server (a failure is reported, not fatal: the loop waits for a fixed
@@ -544,23 +541,23 @@ impl DevLoop {
             // Definitions reloaded: controllers were restarted, take their exchanges now.
             Some(jobs) if c.definitions.is_empty() => jobs
                 .into_iter()
-                .filter(|(h, _)| names.iter().any(|n| n == h.name()))
+                .filter(|job| names.iter().any(|n| n == job.name()))
                 .collect(),
             _ => self.engine.replay_jobs(&names),
         };
         self.engine.hook_reloaded(&names);
         tokio::spawn(async move {
-            for (c, exchanges) in jobs {
+            for job in jobs {
                 // After the resync, so the replay does not compete with it for the hook.
                 let deadline = tokio::time::Instant::now() + REPLAY_WAIT;
                 while tokio::time::Instant::now() < deadline {
-                    let q = c.queue_stats();
+                    let q = job.controller.queue_stats();
                     if q.ready == 0 && q.in_flight == 0 {
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                c.replay(exchanges).await;
+                job.run().await;
             }
         });
     }

@@ -385,9 +385,9 @@ async fn status_from_hook_and_null_leaves_it_alone() {
     assert_eq!(handle.parent_count(), 1);
     let ex = handle.exchanges();
     assert_eq!(ex.len(), 1);
-    assert_eq!(ex[0].0.to_string(), "default/p");
-    assert_eq!((ex[0].1).0, "sync");
-    assert_eq!((ex[0].1).1["object"]["metadata"]["name"], json!("p"));
+    assert_eq!(ex[0].subject.to_string(), "default/p");
+    assert_eq!(ex[0].hook, "sync");
+    assert_eq!(ex[0].request["object"]["metadata"]["name"], json!("p"));
     let replayed = engine.engine.replay(&["st".to_string()]).await;
     assert!(
         matches!(replayed.as_slice(), [kubectl_meta::engine::events::EngineEvent::Replay {

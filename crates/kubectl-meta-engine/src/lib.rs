@@ -8,6 +8,8 @@
 //!   steps of one reconcile skeleton that differ between kinds.
 //! - `runtime` (private): what runs the kinds: the controller loop, the work queue, start-up,
 //!   sources (informers or lists read once), event routing, hook calls and the executor.
+//! - `hook_bench` (private; [`HookBench`] re-exported): one hook of one definition called as
+//!   the engine would, outside its loop.
 //! - [`plan`]: pure planning (observed + hook answer -> typed actions; no I/O), what `dev`
 //!   executes, `dryrun` prints and the TUI shows.
 //!
@@ -27,6 +29,7 @@
 
 pub mod error;
 pub mod events;
+pub(crate) mod hook_bench;
 pub mod hooks;
 pub mod k8s;
 pub(crate) mod kinds;
@@ -38,18 +41,17 @@ pub(crate) mod runtime;
 pub mod spec;
 
 // Start an engine on a client, drive it, read its queue.
-pub use run::{Engine, OnceReport, QUIET, WaitFor};
+pub use run::{Engine, OnceReport, QUIET, ReplayJob, WaitFor};
 pub use runtime::context::{
-    DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording, call_hook,
+    DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording,
 };
 pub use runtime::execute::ApplyStrategy;
 pub use runtime::queue::{QueueStats, depth as queue_depth};
 // A started controller, as the dev loop drives it (resync, reload, replay).
-pub use runtime::controller::{ControllerHandle, Exchange};
+pub use runtime::controller::{ControllerHandle, LastExchange};
 // Why a controller cannot start.
 pub use runtime::start::StartError;
 // Reading live state once (no watch): what `dryrun` plans on.
 pub use runtime::snapshot::{LiveError, LiveReader};
 // One hook of one definition, outside the engine loop (`kubectl meta test`, `dryrun --against`).
-pub use kinds::shared::{declared_types, resolve_hook};
-pub use runtime::caller::Caller;
+pub use hook_bench::HookBench;

@@ -36,7 +36,7 @@ use crate::spec::{
 
 /// One hook call made while planning: its name, request and answer.
 #[derive(Debug, Clone)]
-pub struct Exchange {
+pub struct PlanExchange {
     /// `sync`, `finalize`, `customize`, `map` or `tombstone`.
     pub hook: String,
     /// The request body sent.
@@ -69,7 +69,7 @@ pub struct ParentPlan {
     /// Notes about what the plan could not know (shown with it).
     pub notes: Vec<String>,
     /// Hook calls made.
-    pub exchanges: Vec<Exchange>,
+    pub exchanges: Vec<PlanExchange>,
 }
 
 impl ParentPlan {
@@ -231,7 +231,7 @@ impl Planned {
                 let mut p = parent_plan(kind, key, d.parent, d.plan);
                 p.exchanges = exchanges
                     .into_iter()
-                    .map(|(hook, request, response)| Exchange {
+                    .map(|(hook, request, response)| PlanExchange {
                         hook,
                         request,
                         response,

@@ -17,9 +17,31 @@ use crate::error::{SyncError, WritesHeld};
 use crate::events::{EngineEvent, Trigger};
 use crate::kinds;
 use crate::runtime::context::EngineContext;
-use crate::runtime::controller::{ControllerHandle, Exchange, KeyState, Tracker};
+use crate::runtime::controller::{ControllerHandle, KeyState, LastExchange, Tracker};
 use crate::runtime::{reconcile, references};
 use crate::spec::ControllerDef;
+
+/// One controller's replay for the dev loop: the last exchange of each of its keys, taken
+/// before a reload, to send again to the reloaded hook ([`Engine::replay_jobs`]).
+pub struct ReplayJob {
+    /// The controller whose hooks answer again.
+    pub controller: Arc<dyn ControllerHandle>,
+    /// The exchanges to replay.
+    pub exchanges: Vec<LastExchange>,
+}
+
+impl ReplayJob {
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        self.controller.name()
+    }
+
+    /// Send every request again and publish how the answers differ
+    /// ([`EngineEvent::Replay`], one per exchange); returns those events.
+    pub async fn run(self) -> Vec<EngineEvent> {
+        self.controller.replay(self.exchanges).await
+    }
+}
 
 /// A controller kind's start: its handle and the worker loop to run, or why it cannot start.
 type LaunchFuture = futures::future::BoxFuture<
@@ -259,24 +281,21 @@ impl Engine {
     /// and publish how the answers differ ([`EngineEvent::Replay`]).
     pub async fn replay(&self, controllers: &[String]) -> Vec<EngineEvent> {
         let mut out = Vec::new();
-        for (c, exchanges) in self.replay_jobs(controllers) {
-            out.extend(c.replay(exchanges).await);
+        for job in self.replay_jobs(controllers) {
+            out.extend(job.run().await);
         }
         out
     }
 
-    /// The exchanges to replay per controller, taken now (before a resync replaces them); run
-    /// them with [`ControllerHandle::replay`].
-    pub fn replay_jobs(
-        &self,
-        controllers: &[String],
-    ) -> Vec<(Arc<dyn ControllerHandle>, Vec<Exchange>)> {
+    /// The replay of each of these controllers, its exchanges taken now (before a resync
+    /// replaces them); run each with [`ReplayJob::run`].
+    pub fn replay_jobs(&self, controllers: &[String]) -> Vec<ReplayJob> {
         controllers
             .iter()
             .flat_map(|name| self.started(Some(name)))
-            .map(|c| {
-                let ex = c.exchanges();
-                (c, ex)
+            .map(|controller| ReplayJob {
+                exchanges: controller.exchanges(),
+                controller,
             })
             .collect()
     }

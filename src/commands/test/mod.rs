@@ -25,17 +25,17 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::definitions;
-use super::engine_start::engine_context;
+use super::engine_start;
 use super::exit::{Class, Classify, fail};
 use crate::cli::ColorArg;
 use crate::cli::test::{TestArgs, TestOutput};
-use crate::engine::events::EventBus;
+use crate::engine::events::{EventBus, EventSubject};
 use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
 use crate::engine::plan::child::ChildType;
-use crate::engine::{EngineContext, EngineOptions, HookSpec, call_hook};
+use crate::engine::{EngineOptions, HookBench, HookSpec};
+use crate::hooks::HookError;
 use crate::hooks::record::{Case, SecretsMode, redact_secrets};
 use crate::hooks::server::{ManagedServer, ServerConfig};
-use crate::hooks::{CallInfo, HookError};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::ResourceInfo;
 use crate::spec::{self, ControllerDef};
@@ -127,15 +127,15 @@ async fn run_connected(
     let conn = &cluster.conn;
     let discovery = crate::k8s::discovery::Discovery::new(conn.client.clone());
     definitions::add_from_cluster(&args.defs, conn, &discovery, selector.as_ref(), loaded).await?;
-    let ctx = hook_context(args, conn, loaded).await?;
+    let bench = hook_bench(args, conn, loaded).await?;
     validate::install_types(cluster, loaded).await?;
-    let bound = bind_all(&ctx, found, &loaded.controllers).await?;
+    let bound = bind_all(&bench, found, &loaded.controllers).await?;
     let server = match hook_server {
         Some((cfg, _)) => Some(start_server(cfg, verbose).await?),
         None => None,
     };
     let runner = Runner {
-        ctx: &ctx,
+        bench: &bench,
         cluster,
         ignore: &args.ignore,
         update: args.update,
@@ -298,24 +298,27 @@ impl Cluster {
     }
 }
 
-/// The engine context hooks are called through: `--hook-base-url`, and the secured webhooks'
-/// settings (the files' documents standing in for Secrets and ConfigMaps).
-async fn hook_context(
+/// The hook bench the cases run on: `--hook-base-url`, and the secured webhooks' settings (the
+/// files' documents standing in for Secrets and ConfigMaps).
+async fn hook_bench(
     args: &TestArgs,
     conn: &Connection,
     loaded: &spec::Loaded,
-) -> Result<Arc<EngineContext>> {
+) -> Result<HookBench> {
     let options = EngineOptions {
         hook_base_url: args.hook_base_url.clone(),
         ..EngineOptions::default()
     };
-    let endpoints = definitions::resolve_endpoints(loaded, conn, true, false, false).await?;
-    engine_context(conn, EventBus::new(), options, &endpoints)
+    let (bench, _endpoints) =
+        engine_start::hook_bench(conn, loaded, EventBus::new(), options).await?;
+    Ok(bench)
 }
 
 /// A case with what it needs to run: its definition's hook and declared types.
 struct Bound {
     found: Found,
+    /// The case's definition.
+    def: ControllerDef,
     controller_kind: &'static str,
     spec: HookSpec,
     types: Arc<Vec<(ChildType, ResourceInfo)>>,
@@ -327,7 +330,7 @@ struct Bound {
 /// Bind every case (all problems reported together, as usage errors), resolving each
 /// definition's hooks and declared types once.
 async fn bind_all(
-    ctx: &EngineContext,
+    bench: &HookBench,
     found: Vec<Found>,
     defs: &[ControllerDef],
 ) -> Result<Vec<Bound>> {
@@ -342,20 +345,17 @@ async fn bind_all(
                 continue;
             }
         };
-        let hook = def.hooks().into_iter().find(|(n, _)| *n == f.case.hook);
-        let spec = match hook
-            .map(|(n, h)| crate::engine::resolve_hook(ctx, def.name(), def.base_dir(), n, Some(h)))
-        {
-            Some(Ok(Some(s))) => s,
-            Some(Err(e)) => {
+        let spec = match bench.hook(def, &f.case.hook) {
+            Ok(Some(s)) => s,
+            Err(e) => {
                 problems.push(e.to_string());
                 continue;
             }
-            _ => continue,
+            Ok(None) => continue,
         };
         let types = match types_of.get(def.name()) {
             Some(t) => Arc::clone(t),
-            None => match crate::engine::declared_types(ctx, def).await {
+            None => match bench.declared_types(def).await {
                 Ok(t) => {
                     let t = Arc::new(t);
                     types_of.insert(def.name().to_string(), Arc::clone(&t));
@@ -371,6 +371,7 @@ async fn bind_all(
             matches!(def, ControllerDef::Composite(c) if c.spec.generate_selector == Some(true));
         out.push(Bound {
             found: f,
+            def: def.clone(),
             controller_kind: def.kind(),
             spec,
             types,
@@ -405,7 +406,7 @@ async fn start_server(cfg: ServerConfig, verbose: u8) -> Result<ManagedServer> {
 
 /// Runs one case.
 struct Runner<'a> {
-    ctx: &'a EngineContext,
+    bench: &'a HookBench,
     cluster: &'a Cluster,
     ignore: &'a [String],
     update: bool,
@@ -446,14 +447,14 @@ impl Runner<'_> {
     /// Call the hook and compare; the current answer is kept for `--update`.
     async fn verdict(&self, b: &Bound) -> Verdict {
         let case = &b.found.case;
-        let info = CallInfo {
-            hook: case.hook.clone(),
-            controller_kind: b.controller_kind.to_string(),
-            controller: case.controller.clone(),
+        let subject = EventSubject {
             parent: case.parent.clone(),
             map_key: case.map_key.clone(),
+            status_only: false,
         };
-        let call = call_hook(self.ctx, &b.spec, info, &case.request).await;
+        let call = (self.bench)
+            .call(&b.def, &case.hook, &b.spec, &subject, &case.request)
+            .await;
         let mut answer = match call.result {
             Ok(a) => a,
             Err(e) if not_callable(&e) => {

@@ -26,18 +26,16 @@ use crate::plan::planner;
 use crate::plan::rollout;
 use crate::plan::rollout_plan;
 use crate::plan::writes::{ChildId, ChildType};
-use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::controller::SyncError;
+use crate::runtime::core::Core;
 use crate::runtime::execute::Target;
-use crate::runtime::memory::SyncMemory;
-use crate::runtime::queue::{Backoff, WorkQueue};
-use crate::runtime::reconcile::{HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::reconcile::{HookCall, KindController, SyncCx, SyncKind};
 use crate::runtime::related_cache::RelatedCache;
 use crate::runtime::routing;
 use crate::runtime::routing::ChildAction;
 use crate::runtime::snapshot::LiveReader;
-use crate::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::runtime::source::{self, Building, Built, Prepare, Reader, SnapshotError, Source};
 use crate::runtime::start;
 use crate::runtime::start::StartError;
 use crate::spec::{CompositeControllerSpec, Controller, StatusConditionCheck};
@@ -55,9 +53,10 @@ struct ChildSlot {
 
 /// A running CompositeController (or one on lists read once, for a dry run).
 pub struct Composite {
-    name: String,
+    /// Name, engine services, queue, hook caller, per-key memory (uid routing, last status
+    /// written, last exchange per parent), hooks.
+    core: Core<ObjectKey, SyncHooks>,
     def: Controller<CompositeControllerSpec>,
-    ctx: Arc<EngineContext>,
     parent: ResourceInfo,
     parent_source: Source,
     parent_selector: Option<LabelSelector>,
@@ -68,20 +67,11 @@ pub struct Composite {
     /// The ControllerRevisions (rolling updates; a dry run on a cluster that does not serve
     /// them has none).
     revisions: Option<(ResourceInfo, Source)>,
-    hooks: SyncHooks,
     finalizer: String,
-    queue: WorkQueue<ObjectKey, Trigger>,
-    caller: Caller,
     /// Where related objects are read.
     reader: Reader,
-    /// Uid routing, last status written, last exchange per parent.
-    memory: SyncMemory<ObjectKey>,
     /// Customize answers and related-object routing per parent.
     related: RelatedCache<ObjectKey>,
-}
-
-fn type_key(info: &ResourceInfo) -> String {
-    info.key()
 }
 
 /// What a definition gives before its resources are read: its hooks, its parent selector and
@@ -96,13 +86,9 @@ impl Built for Composite {
     type Spec = CompositeControllerSpec;
     type Prepared = Prepared;
 
-    fn prepare(
-        def: &Controller<CompositeControllerSpec>,
-        ctx: &EngineContext,
-    ) -> Result<(Prepared, Wanted), StartError> {
-        let name = &def.name;
-        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
-        let parent_selector = shared::parent_selector(name, &def.spec.parent_resource)?;
+    fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
+        let hooks = SyncHooks::resolve(ctx, &def.name, def.base_dir(), &def.spec.hooks)?;
+        let parent_selector = shared::parent_selector(&def.name, &def.spec.parent_resource)?;
         let children = def.spec.child_resources.iter();
         let wanted = source::parent_first(
             &def.spec.parent_resource,
@@ -123,26 +109,14 @@ impl Built for Composite {
 
     /// The controller on its resolved resources (parent first, then the children, as
     /// `prepare` names them); its revisions are set by the caller.
-    fn build(
-        def: Controller<CompositeControllerSpec>,
-        ctx: Arc<EngineContext>,
-        prepared: Prepared,
-        resolved: Vec<Bound>,
-        reader: Reader,
-    ) -> Result<Self, StartError> {
-        let name = def.name.clone();
-        let cfg = |message: String| StartError::config(&name, message);
-        let ((parent, parent_source), resolved) = source::split_parent(&name, resolved)?;
+    fn build(b: Building<Self>) -> Result<Self, StartError> {
+        let name = &b.def.name;
+        let ((parent, parent_source), resolved) = source::split_parent(name, b.resolved)?;
         let mut children = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, (info, source)) in def.spec.child_resources.iter().zip(resolved) {
-            if parent.namespaced && !info.namespaced {
-                return Err(cfg(format!(
-                    "child resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped children",
-                    type_key(&info),
-                    type_key(&parent)
-                )));
-            }
+        for (rule, (info, source)) in b.def.spec.child_resources.iter().zip(resolved) {
+            let why = "; a namespaced parent cannot own cluster-scoped children";
+            shared::check_namespaced(name, &parent, &info, "child", why)?;
             let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info);
             children.push(ChildSlot {
@@ -157,25 +131,20 @@ impl Built for Composite {
             });
         }
         let finalizer = format!("metacontroller.io/compositecontroller-{name}");
-        let queue = WorkQueue::new(Backoff::default());
+        let core = Core::new(KIND, name.clone(), b.ctx, &b.reader, b.prepared.hooks);
         Ok(Composite {
-            caller: reader.caller(KIND, &name),
-            related: RelatedCache::for_queue(&queue),
-            name,
-            def,
-            queue,
-            ctx,
+            related: RelatedCache::for_queue(&core.queue),
+            core,
+            def: b.def,
             parent,
             parent_source,
-            parent_selector: prepared.parent_selector,
+            parent_selector: b.prepared.parent_selector,
             children,
             types,
-            rolling: prepared.rolling,
+            rolling: b.prepared.rolling,
             revisions: None,
-            hooks: prepared.hooks,
             finalizer,
-            reader,
-            memory: SyncMemory::default(),
+            reader: b.reader,
         })
     }
 
@@ -190,8 +159,8 @@ impl Built for Composite {
     /// watch them.
     async fn watching(&mut self, stop: &CancellationToken) -> Result<(), StartError> {
         if self.rolling {
-            let info = ensure_revision_resource(&self.ctx, &self.name, stop).await?;
-            let source = Source::watched(&self.ctx, &info);
+            let info = ensure_revision_resource(&self.core.ctx, &self.core.name, stop).await?;
+            let source = Source::watched(&self.core.ctx, &info);
             self.revisions = Some((info, source));
         }
         Ok(())
@@ -214,34 +183,19 @@ impl Built for Composite {
 
 impl Composite {
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
-        let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
-        let mut parents = self.parent_source.list(ns);
-        parents.retain(|p| self.in_scope(p));
-        parents
+        let namespaced = self.parent.namespaced;
+        shared::list_in_scope(&self.core.ctx, namespaced, &self.parent_source, |p| {
+            self.in_scope(p)
+        })
     }
 
     /// Is this parent ours to sync: in the `-n` namespace (if any), and selected by the
     /// definition's `parentResource.labelSelector` or still carrying our finalizer (a parent
     /// that stopped matching is finalized, not forgotten).
     fn in_scope(&self, parent: &Value) -> bool {
-        shared::in_namespace_scope(&self.ctx, self.parent.namespaced, parent)
-            && (self
-                .parent_selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&object::labels(parent)))
+        shared::in_namespace_scope(&self.core.ctx, self.parent.namespaced, parent)
+            && (shared::selected(self.parent_selector.as_ref(), parent)
                 || object::finalizers(parent).contains(&self.finalizer.as_str()))
-    }
-
-    /// Queue every parent (start-up, resync period, manual resync, hook reload).
-    pub fn enqueue_all(&self, trigger: Trigger) {
-        routing::enqueue_each(&self.queue, &self.memory, self.keyed_parents(), &trigger);
-    }
-
-    /// The parents in scope with their keys.
-    pub fn keyed_parents(&self) -> impl Iterator<Item = (ObjectKey, Arc<Value>)> {
-        self.parents_in_scope()
-            .into_iter()
-            .filter_map(|p| ObjectKey::of(&p).map(|k| (k, p)))
     }
 
     /// The cache of a resource this controller reads (parent, children, revisions).
@@ -273,38 +227,17 @@ impl Composite {
         self.rolling && self.revisions.is_none()
     }
 
-    /// Spawn the event routers (parent, children, resync timer). They end with `stop`.
-    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
-        if let Some(parents) = self.parent_source.informer() {
-            let me = Arc::clone(self);
-            let rx = parents.subscribe();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| me.route_parent(ev),
-            ));
-        }
+    /// Spawn the event routers (parent, children). They end with `stop`.
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        routing::spawn_router(&self.parent_source, stop, self, Self::route_parent);
         for slot in &self.children {
-            let Some(informer) = slot.source.informer() else {
-                continue;
-            };
-            let me = Arc::clone(self);
-            let rx = informer.subscribe();
             let resource = slot.ty.key.clone();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| {
-                    for action in routing::child_event(&resource, ev) {
-                        me.route_child(action);
-                    }
-                },
-            ));
+            routing::spawn_router(&slot.source, stop, self, move |me, ev| {
+                for action in routing::child_event(&resource, ev) {
+                    me.route_child(action);
+                }
+            });
         }
-        let me = Arc::clone(self);
-        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
-            me.enqueue_all(Trigger::ResyncPeriod)
-        });
     }
 
     fn route_parent(&self, ev: InformerEvent) {
@@ -313,10 +246,10 @@ impl Composite {
             ev,
             |p| ObjectKey::of(p).filter(|_| self.in_scope(p)),
             ObjectKey::of,
-            &self.memory,
+            &self.core.memory,
             ignore_status,
         );
-        action.apply(&self.queue, &self.related, |t| self.enqueue_all(t));
+        action.apply(&self.core.queue, &self.related, |t| self.enqueue_all(t));
     }
 
     fn route_child(&self, action: ChildAction) {
@@ -328,8 +261,8 @@ impl Composite {
     }
 
     fn enqueue_owner(&self, uid: &str, trigger: Trigger) {
-        if let Some(k) = self.memory.key_of_uid(uid) {
-            self.queue.add(k, trigger);
+        if let Some(k) = self.core.memory.key_of_uid(uid) {
+            self.core.queue.add(k, trigger);
         }
     }
 
@@ -358,7 +291,7 @@ impl Composite {
                 && sel.matches(&labels)
                 && let Some(k) = ObjectKey::of(&p)
             {
-                self.queue.add(k, trigger.clone());
+                self.core.queue.add(k, trigger.clone());
             }
         }
     }
@@ -397,13 +330,10 @@ impl SyncKind for Composite {
     type Seen = Observed;
     type Answer = Decided;
 
-    fn parts(&self) -> Parts<'_, ObjectKey> {
-        Parts {
-            name: &self.name,
-            ctx: &self.ctx,
-            caller: &self.caller,
-            memory: &self.memory,
-        }
+    type Hooks = SyncHooks;
+
+    fn core(&self) -> &Core<ObjectKey, SyncHooks> {
+        &self.core
     }
 
     fn parent(&self, key: &ObjectKey) -> Option<Arc<Value>> {
@@ -426,10 +356,10 @@ impl SyncKind for Composite {
             return Ok(None);
         };
         let selector = self.selector_for(parent).map_err(SyncError::Parent)?;
-        let customize = self.hooks.customize(
-            &self.ctx,
+        let customize = self.core.hooks.customize(
+            &self.core.ctx,
             &self.reader,
-            &self.caller,
+            &self.core.caller,
             &self.def.raw,
             self.parent.namespaced,
         );
@@ -464,7 +394,7 @@ impl SyncKind for Composite {
     }
 
     fn hook(&self, parent: &Value, seen: &Observed) -> Option<HookCall<'_>> {
-        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let (name, spec) = self.core.hooks.for_sync(seen.finalizing)?;
         let request = self.request(
             spec.version,
             parent,
@@ -525,8 +455,8 @@ impl SyncKind for Composite {
                 .await?;
             desired = d;
             if let Some(state) = decision.state.as_ref().filter(|s| s.in_progress) {
-                self.ctx.bus.publish(EngineEvent::Rollout {
-                    controller: self.name.clone(),
+                self.core.ctx.bus.publish(EngineEvent::Rollout {
+                    controller: self.core.name.clone(),
                     parent: key.to_string(),
                     reason: state.reason.clone(),
                     message: state.message.clone(),
@@ -562,17 +492,17 @@ impl SyncKind for Composite {
             rollout: answer.and_then(|a| a.rollout.as_ref()),
             finalizer: planner::FinalizerInput {
                 name: &self.finalizer,
-                has_finalize_hook: self.hooks.finalize.is_some(),
+                has_finalize_hook: self.core.hooks.finalize.is_some(),
                 finalizing: seen.finalizing,
             },
-            held: &self.memory.held_fields(key),
+            held: &self.core.memory.held_fields(key),
             now: &now,
         })
     }
 
     fn target<'a>(&'a self, key: &ObjectKey, parent: &'a Value) -> Target<'a> {
         Target {
-            controller: &self.name,
+            controller: &self.core.name,
             parent,
             parent_info: &self.parent,
             types: &self.types,
@@ -641,8 +571,9 @@ impl Composite {
         for (rev, old_parent) in &revs.old {
             let request = self.request(spec.version, old_parent, observed, related, false);
             let body = self
+                .core
                 .caller
-                .call(&self.ctx, "sync", spec, key, &request)
+                .call(&self.core.ctx, "sync", spec, key, &request)
                 .await?;
             let d = answers.desired(rev, old_parent, &body)?;
             old_desired.insert(rev.clone(), d);
@@ -745,33 +676,18 @@ async fn ensure_revision_resource(
 impl KindController for Composite {
     const KIND: &'static str = KIND;
 
-    fn queue(&self) -> &WorkQueue<ObjectKey, Trigger> {
-        &self.queue
-    }
     fn parent_resources(&self) -> String {
         self.parent.key()
     }
-    fn parent_count(&self) -> usize {
-        self.parents_in_scope().len()
-    }
-    fn enqueue_all(&self, trigger: Trigger) {
-        Composite::enqueue_all(self, trigger);
-    }
-    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let named = self
-            .keyed_parents()
-            .filter(|(k, p)| k.to_string() == name || object::name(p) == Some(name));
-        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
+    fn keyed_parents(&self) -> Vec<(ObjectKey, Arc<Value>)> {
+        shared::keyed(self.parents_in_scope(), |k| k)
     }
     /// Forget customize answers.
     fn forget_answers(&self) {
         self.related.clear();
     }
-    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.hooks.specs()
-    }
-    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        self.hooks.for_exchange(hook)
+    fn resync_period_seconds(&self) -> Option<i32> {
+        self.def.spec.resync_period_seconds
     }
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         Composite::spawn_routers(self, stop);

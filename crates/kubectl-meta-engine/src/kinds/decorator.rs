@@ -27,22 +27,21 @@ use crate::events::Trigger;
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
-use crate::kinds::shared::{self, StartError, SyncHooks};
+use crate::kinds::shared::{self, SyncHooks};
 use crate::plan::decorator_rule::{self, TargetRule};
 use crate::plan::hookapi;
 use crate::plan::planner;
 use crate::plan::writes::{ChildId, ChildType};
-use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::controller::SyncError;
+use crate::runtime::core::Core;
 use crate::runtime::execute::Target;
-use crate::runtime::memory::SyncMemory;
-use crate::runtime::queue::{Backoff, WorkQueue};
-use crate::runtime::reconcile::{HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::reconcile::{HookCall, KindController, SyncCx, SyncKind};
 use crate::runtime::related_cache::RelatedCache;
 use crate::runtime::routing;
 use crate::runtime::routing::ChildAction;
-use crate::runtime::source::{Bound, Built, Reader, Source, Wanted};
+use crate::runtime::source::{Building, Built, Prepare, Reader, Source};
+use crate::runtime::start::StartError;
 use crate::spec::{Controller, DecoratorControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -99,20 +98,16 @@ impl crate::events::EventKey for TargetKey {
 
 /// A running DecoratorController (or one on lists read once, for a dry run).
 pub struct Decorator {
-    name: String,
+    /// Name, engine services, queue, hook caller, per-key memory (uid routing, last status
+    /// written, last exchange per target), hooks.
+    core: Core<TargetKey, SyncHooks>,
     def: Controller<DecoratorControllerSpec>,
-    ctx: Arc<EngineContext>,
     targets: Vec<TargetSlot>,
     attachments: Vec<AttachmentSlot>,
     types: BTreeMap<String, ResourceInfo>,
-    hooks: SyncHooks,
     finalizer: String,
-    queue: WorkQueue<TargetKey, Trigger>,
-    caller: Caller,
     /// Where related objects are read.
     reader: Reader,
-    /// Uid routing, last status written, last exchange per target.
-    memory: SyncMemory<TargetKey>,
     /// Customize answers and related-object routing per target.
     related: RelatedCache<TargetKey>,
 }
@@ -127,13 +122,9 @@ impl Built for Decorator {
     type Spec = DecoratorControllerSpec;
     type Prepared = Prepared;
 
-    fn prepare(
-        def: &Controller<DecoratorControllerSpec>,
-        ctx: &EngineContext,
-    ) -> Result<(Prepared, Wanted), StartError> {
-        let name = &def.name;
-        let cfg = |message: String| StartError::config(name, message);
-        let hooks = SyncHooks::resolve(ctx, name, def.base_dir(), &def.spec.hooks)?;
+    fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
+        let hooks = SyncHooks::resolve(ctx, &def.name, def.base_dir(), &def.spec.hooks)?;
+        let cfg = |message: String| StartError::config(&def.name, message);
         if def.spec.resources.is_empty() {
             return Err(cfg(
                 "spec.resources needs at least one target resource".into()
@@ -177,20 +168,13 @@ impl Built for Decorator {
 
     /// The controller on its resolved resources (targets, then attachments, as
     /// `prepare` names them).
-    fn build(
-        def: Controller<DecoratorControllerSpec>,
-        ctx: Arc<EngineContext>,
-        prepared: Prepared,
-        resolved: Vec<Bound>,
-        reader: Reader,
-    ) -> Result<Self, StartError> {
-        let name = def.name.clone();
-        let cfg = |message: String| StartError::config(&name, message);
-        let mut resolved = resolved.into_iter();
+    fn build(b: Building<Self>) -> Result<Self, StartError> {
+        let name = &b.def.name;
+        let mut resolved = b.resolved.into_iter();
         // The first resources are the targets (one per rule; rules on one resource share a
         // slot), then the attachments.
         let mut targets: Vec<TargetSlot> = Vec::new();
-        for (rule, (info, source)) in prepared.rules.into_iter().zip(resolved.by_ref()) {
+        for (rule, (info, source)) in b.prepared.rules.into_iter().zip(resolved.by_ref()) {
             match targets.iter_mut().find(|t| t.info.key() == info.key()) {
                 Some(t) => t.rules.push(rule),
                 None => targets.push(TargetSlot {
@@ -202,37 +186,35 @@ impl Built for Decorator {
         }
         let mut attachments = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, (info, source)) in def.spec.attachments.iter().zip(resolved) {
+        for (rule, (info, source)) in b.def.spec.attachments.iter().zip(resolved) {
             if let Some(t) = targets
                 .iter()
                 .find(|t| t.info.namespaced && !info.namespaced)
             {
-                return Err(cfg(format!(
-                    "attachment resource {} is cluster-scoped but the target resource {} is namespaced; a namespaced object cannot own cluster-scoped attachments",
-                    info.key(),
-                    t.info.key()
-                )));
+                return Err(StartError::config(
+                    name,
+                    format!(
+                        "attachment resource {} is cluster-scoped but the target resource {} is namespaced; a namespaced object cannot own cluster-scoped attachments",
+                        info.key(),
+                        t.info.key()
+                    ),
+                ));
             }
             let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info);
             attachments.push(AttachmentSlot { source, ty });
         }
         let finalizer = format!("metacontroller.io/decoratorcontroller-{name}");
-        let queue = WorkQueue::new(Backoff::default());
+        let core = Core::new(KIND, name.clone(), b.ctx, &b.reader, b.prepared.hooks);
         Ok(Decorator {
-            caller: reader.caller(KIND, &name),
-            related: RelatedCache::for_queue(&queue),
-            name,
-            def,
-            ctx,
+            related: RelatedCache::for_queue(&core.queue),
+            core,
+            def: b.def,
             targets,
             attachments,
             types,
-            hooks: prepared.hooks,
             finalizer,
-            queue,
-            reader,
-            memory: SyncMemory::default(),
+            reader: b.reader,
         })
     }
 
@@ -262,7 +244,7 @@ impl Decorator {
     /// Is this target ours to sync: in the `-n` namespace (if any), and selected or still
     /// carrying our finalizer.
     fn in_scope(&self, slot: usize, obj: &Value) -> bool {
-        shared::in_namespace_scope(&self.ctx, self.targets[slot].info.namespaced, obj)
+        shared::in_namespace_scope(&self.core.ctx, self.targets[slot].info.namespaced, obj)
             && (self.selected(slot, obj)
                 || object::finalizers(obj).contains(&self.finalizer.as_str()))
     }
@@ -281,7 +263,7 @@ impl Decorator {
         for (i, t) in self.targets.iter().enumerate() {
             for o in t
                 .source
-                .list(shared::scope_namespace(&self.ctx, t.info.namespaced))
+                .list(shared::scope_namespace(&self.core.ctx, t.info.namespaced))
             {
                 if self.in_scope(i, &o) {
                     out.push((i, o));
@@ -289,11 +271,6 @@ impl Decorator {
             }
         }
         out
-    }
-
-    /// Queue every target in scope.
-    pub fn enqueue_all(&self, trigger: Trigger) {
-        routing::enqueue_each(&self.queue, &self.memory, self.keyed_targets(), &trigger);
     }
 
     /// The targets in scope with their keys.
@@ -321,46 +298,24 @@ impl Decorator {
             .map(|a| &a.source)
     }
 
-    /// Spawn the event routers (targets, attachments, resync timer). They end with `stop`.
-    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+    /// Spawn the event routers (targets, attachments). They end with `stop`.
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         for (i, t) in self.targets.iter().enumerate() {
-            let Some(informer) = t.source.informer() else {
-                continue;
-            };
-            let me = Arc::clone(self);
-            let rx = informer.subscribe();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| me.route_target(i, ev),
-            ));
+            routing::spawn_router(&t.source, stop, self, move |me, ev| me.route_target(i, ev));
         }
         for a in &self.attachments {
-            let Some(informer) = a.source.informer() else {
-                continue;
-            };
-            let me = Arc::clone(self);
-            let rx = informer.subscribe();
             let resource = a.ty.key.clone();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| {
-                    for action in routing::child_event(&resource, ev) {
-                        match action {
-                            ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
-                            // Attachments are never adopted.
-                            ChildAction::Orphan(..) => {}
-                            ChildAction::All(t) => me.enqueue_all(t),
-                        }
+            routing::spawn_router(&a.source, stop, self, move |me, ev| {
+                for action in routing::child_event(&resource, ev) {
+                    match action {
+                        ChildAction::Owner(uid, t) => me.enqueue_owner(&uid, t),
+                        // Attachments are never adopted.
+                        ChildAction::Orphan(..) => {}
+                        ChildAction::All(t) => me.enqueue_all(t),
                     }
-                },
-            ));
+                }
+            });
         }
-        let me = Arc::clone(self);
-        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
-            me.enqueue_all(Trigger::ResyncPeriod)
-        });
     }
 
     /// Labels or annotations moving in or out of the selectors are changes that matter; a
@@ -370,20 +325,20 @@ impl Decorator {
             ev,
             |o| self.key_of(slot, o).filter(|_| self.in_scope(slot, o)),
             |o| self.key_of(slot, o),
-            &self.memory,
+            &self.core.memory,
             false,
         );
-        action.apply(&self.queue, &self.related, |t| self.enqueue_all(t));
+        action.apply(&self.core.queue, &self.related, |t| self.enqueue_all(t));
     }
 
     fn enqueue_owner(&self, uid: &str, trigger: Trigger) {
-        if let Some(k) = self.memory.key_of_uid(uid) {
-            self.queue.add(k, trigger);
+        if let Some(k) = self.core.memory.key_of_uid(uid) {
+            self.core.queue.add(k, trigger);
         }
     }
 
     fn is_attachment(&self, obj: &Value) -> bool {
-        object::annotation(obj, DECORATOR_ANNOTATION) == Some(self.name.as_str())
+        object::annotation(obj, DECORATOR_ANNOTATION) == Some(self.core.name.as_str())
     }
 }
 
@@ -414,18 +369,15 @@ impl SyncKind for Decorator {
     type Seen = Observed;
     type Answer = Decided;
 
-    fn parts(&self) -> Parts<'_, TargetKey> {
-        Parts {
-            name: &self.name,
-            ctx: &self.ctx,
-            caller: &self.caller,
-            memory: &self.memory,
-        }
+    type Hooks = SyncHooks;
+
+    fn core(&self) -> &Core<TargetKey, SyncHooks> {
+        &self.core
     }
 
     fn parent(&self, key: &TargetKey) -> Option<Arc<Value>> {
         let target = self.targets.get(key.slot)?.source.get(&key.key)?;
-        self.memory.remember_uid(&target, key);
+        self.core.memory.remember_uid(&target, key);
         Some(target)
     }
 
@@ -442,10 +394,10 @@ impl SyncKind for Decorator {
             return Ok(None);
         };
         let namespaced = self.targets[key.slot].info.namespaced;
-        let customize = self.hooks.customize(
-            &self.ctx,
+        let customize = self.core.hooks.customize(
+            &self.core.ctx,
             &self.reader,
-            &self.caller,
+            &self.core.caller,
             &self.def.raw,
             namespaced,
         );
@@ -480,7 +432,7 @@ impl SyncKind for Decorator {
     }
 
     fn hook(&self, target: &Value, seen: &Observed) -> Option<HookCall<'_>> {
-        let (name, spec) = self.hooks.for_sync(seen.finalizing)?;
+        let (name, spec) = self.core.hooks.for_sync(seen.finalizing)?;
         let namespaced = seen.namespaced;
         let declared = self.attachments.iter().map(|a| a.ty.key.as_str());
         let request = hookapi::decorator_request(
@@ -518,7 +470,7 @@ impl SyncKind for Decorator {
         )
         .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
         for (_, obj) in &mut desired {
-            obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.name);
+            obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.core.name);
         }
         let clashes = planner::foreign_clashes(
             &desired,
@@ -557,16 +509,16 @@ impl SyncKind for Decorator {
             }),
             finalizer: planner::FinalizerInput {
                 name: &self.finalizer,
-                has_finalize_hook: self.hooks.finalize.is_some(),
+                has_finalize_hook: self.core.hooks.finalize.is_some(),
                 finalizing: seen.finalizing,
             },
-            held: &self.memory.held_fields(key),
+            held: &self.core.memory.held_fields(key),
         })
     }
 
     fn target<'a>(&'a self, key: &TargetKey, target: &'a Value) -> Target<'a> {
         Target {
-            controller: &self.name,
+            controller: &self.core.name,
             parent: target,
             parent_info: &self.targets[key.slot].info,
             types: &self.types,
@@ -599,7 +551,7 @@ impl Decorator {
         (!self.is_attachment(obj)).then(|| {
             format!(
                 "is controlled by the target but lacks the annotation {DECORATOR_ANNOTATION}: {}",
-                self.name
+                self.core.name
             )
         })
     }
@@ -608,33 +560,22 @@ impl Decorator {
 impl KindController for Decorator {
     const KIND: &'static str = KIND;
 
-    fn queue(&self) -> &WorkQueue<TargetKey, Trigger> {
-        &self.queue
-    }
     fn parent_resources(&self) -> String {
         self.target_resources()
     }
-    fn parent_count(&self) -> usize {
-        self.targets_in_scope().len()
+    fn keyed_parents(&self) -> Vec<(TargetKey, Arc<Value>)> {
+        self.keyed_targets().collect()
     }
-    fn enqueue_all(&self, trigger: Trigger) {
-        Decorator::enqueue_all(self, trigger);
-    }
-    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let named = self.keyed_targets().filter(|(k, o)| {
-            k.key.to_string() == name || k.to_string() == name || object::name(o) == Some(name)
-        });
-        routing::enqueue_each(&self.queue, &self.memory, named, &trigger)
+    /// Also by the target's key without its resource.
+    fn is_named(key: &TargetKey, target: &Value, name: &str) -> bool {
+        key.key.to_string() == name || key.to_string() == name || object::name(target) == Some(name)
     }
     /// Forget customize answers.
     fn forget_answers(&self) {
         self.related.clear();
     }
-    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.hooks.specs()
-    }
-    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        self.hooks.for_exchange(hook)
+    fn resync_period_seconds(&self) -> Option<i32> {
+        self.def.spec.resync_period_seconds
     }
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         Decorator::spawn_routers(self, stop);

@@ -33,22 +33,21 @@ use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::informer::{Informer, InformerEvent};
 use crate::k8s::object::strip_volatile;
 use crate::k8s::object::{self, ObjectKey};
-use crate::kinds::shared::{self, StartError};
+use crate::kinds::shared;
 use crate::plan::hookapi;
 use crate::plan::map_plan::{self, MAP_KEY_LABEL, StatusInput};
 use crate::plan::planner;
 use crate::plan::writes::{ChildId, ChildType};
-use crate::runtime::caller;
 use crate::runtime::carry;
 use crate::runtime::context::{EngineContext, HookSpec};
-use crate::runtime::controller::{Exchange, SyncError, SyncOutcome};
+use crate::runtime::controller::{LastExchange, SyncError, SyncOutcome};
+use crate::runtime::core::{Core, KindHooks};
 use crate::runtime::execute::Target;
-use crate::runtime::memory;
-use crate::runtime::queue::{Backoff, WorkQueue};
-use crate::runtime::reconcile::{self, HookCall, KindController, Parts, SyncCx, SyncKind};
+use crate::runtime::reconcile::{self, HookCall, KindController, SyncCx, SyncKind};
 use crate::runtime::routing;
 use crate::runtime::snapshot::LiveReader;
-use crate::runtime::source::{self, Bound, Built, Reader, SnapshotError, Source, Wanted};
+use crate::runtime::source::{self, Building, Built, Prepare, SnapshotError, Source};
+use crate::runtime::start::StartError;
 use crate::spec::{Controller, MapControllerSpec};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -141,29 +140,40 @@ struct State {
 
 /// A running MapController (or one on lists read once, for a dry run).
 pub struct MapCtl {
-    name: String,
+    /// Name, engine services, queue, hook caller, hooks; per-key memory: parent uid ->
+    /// `Parent` work (routing of outputs), the status last written under the parent's `Status`
+    /// work.
+    core: Core<MapWork, MapHooks>,
     def: Controller<MapControllerSpec>,
-    ctx: Arc<EngineContext>,
     parent: ResourceInfo,
     parent_source: Source,
     parent_selector: Option<LabelSelector>,
     inputs: Vec<InputSlot>,
     outputs: Vec<OutputSlot>,
     types: BTreeMap<String, ResourceInfo>,
-    map_hook: HookSpec,
-    tombstone_hook: Option<HookSpec>,
-    caller: caller::Caller,
-    /// Parent uid -> `Parent` work (routing of outputs); the status last written, under the
-    /// parent's `Status` work.
-    memory: memory::SyncMemory<MapWork>,
-    queue: WorkQueue<MapWork, Trigger>,
     state: Mutex<State>,
+}
+
+/// A MapController's hooks, resolved.
+pub struct MapHooks {
+    /// `hooks.map` (required).
+    map: HookSpec,
+    /// `hooks.tombstone`.
+    tombstone: Option<HookSpec>,
+}
+
+impl KindHooks for MapHooks {
+    fn required(&self) -> (&'static str, &HookSpec) {
+        ("map", &self.map)
+    }
+    fn optional(&self) -> Vec<(&'static str, Option<&HookSpec>)> {
+        vec![("tombstone", self.tombstone.as_ref())]
+    }
 }
 
 /// What a definition gives before its resources are read: its hooks and its parent selector.
 pub struct Prepared {
-    map_hook: HookSpec,
-    tombstone_hook: Option<HookSpec>,
+    hooks: MapHooks,
     parent_selector: Option<LabelSelector>,
 }
 
@@ -181,10 +191,7 @@ impl Built for MapCtl {
     type Spec = MapControllerSpec;
     type Prepared = Prepared;
 
-    fn prepare(
-        def: &Controller<MapControllerSpec>,
-        ctx: &EngineContext,
-    ) -> Result<(Prepared, Wanted), StartError> {
+    fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
         let name = &def.name;
         let hook = |n: &str, h: &Option<crate::spec::Hook>| {
             shared::resolve_hook(ctx, name, def.base_dir(), n, h.as_ref())
@@ -199,8 +206,10 @@ impl Built for MapCtl {
         let outputs = outputs.map(|r| (&r.api_version, &r.resource));
         let wanted = source::parent_first(&def.spec.parent_resource, inputs.chain(outputs));
         let prepared = Prepared {
-            map_hook,
-            tombstone_hook,
+            hooks: MapHooks {
+                map: map_hook,
+                tombstone: tombstone_hook,
+            },
             parent_selector,
         };
         Ok((prepared, wanted))
@@ -208,56 +217,33 @@ impl Built for MapCtl {
 
     /// The controller on its resolved resources (parent, inputs, outputs, as
     /// `prepare` names them).
-    fn build(
-        def: Controller<MapControllerSpec>,
-        ctx: Arc<EngineContext>,
-        prepared: Prepared,
-        resolved: Vec<Bound>,
-        reader: Reader,
-    ) -> Result<Self, StartError> {
-        let name = def.name.clone();
-        let cfg = |message: String| StartError::config(&name, message);
-        let ((parent, parent_source), mut resolved) = source::split_parent(&name, resolved)?;
+    fn build(b: Building<Self>) -> Result<Self, StartError> {
+        let name = &b.def.name;
+        let ((parent, parent_source), mut resolved) = source::split_parent(name, b.resolved)?;
         let mut inputs = Vec::new();
-        for (info, source) in resolved.by_ref().take(def.spec.input_resources.len()) {
-            if parent.namespaced && !info.namespaced {
-                return Err(cfg(format!(
-                    "input resource {} is cluster-scoped but the parent {} is namespaced: a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent",
-                    info.key(),
-                    parent.key()
-                )));
-            }
+        for (info, source) in resolved.by_ref().take(b.def.spec.input_resources.len()) {
+            let why = ": a namespaced parent only selects inputs in its own namespace; use a cluster-scoped parent";
+            shared::check_namespaced(name, &parent, &info, "input", why)?;
             inputs.push(InputSlot { source, info });
         }
         let mut outputs = Vec::new();
         let mut types = BTreeMap::new();
-        for (rule, (info, source)) in def.spec.output_resources.iter().zip(resolved) {
-            if parent.namespaced && !info.namespaced {
-                return Err(cfg(format!(
-                    "output resource {} is cluster-scoped but the parent {} is namespaced; a namespaced parent cannot own cluster-scoped outputs",
-                    info.key(),
-                    parent.key()
-                )));
-            }
+        for (rule, (info, source)) in b.def.spec.output_resources.iter().zip(resolved) {
+            let why = "; a namespaced parent cannot own cluster-scoped outputs";
+            shared::check_namespaced(name, &parent, &info, "output", why)?;
             let ty = shared::child_type(&info, rule.method());
             types.insert(ty.key.clone(), info.clone());
             outputs.push(OutputSlot { source, info, ty });
         }
         Ok(MapCtl {
-            caller: reader.caller(KIND, &name),
-            memory: memory::SyncMemory::default(),
-            name,
-            def,
-            queue: WorkQueue::new(Backoff::default()),
-            ctx,
+            core: Core::new(KIND, name.clone(), b.ctx, &b.reader, b.prepared.hooks),
+            def: b.def,
             parent,
             parent_source,
-            parent_selector: prepared.parent_selector,
+            parent_selector: b.prepared.parent_selector,
             inputs,
             outputs,
             types,
-            map_hook: prepared.map_hook,
-            tombstone_hook: prepared.tombstone_hook,
             state: Mutex::new(State::default()),
         })
     }
@@ -281,19 +267,16 @@ impl Built for MapCtl {
 impl MapCtl {
     /// The parents in scope (`-n`, `parentResource.labelSelector`).
     pub fn parents_in_scope(&self) -> Vec<Arc<Value>> {
-        let ns = shared::scope_namespace(&self.ctx, self.parent.namespaced);
-        let mut parents = self.parent_source.list(ns);
-        parents.retain(|p| self.in_scope(p));
-        parents
+        let namespaced = self.parent.namespaced;
+        shared::list_in_scope(&self.core.ctx, namespaced, &self.parent_source, |p| {
+            self.in_scope(p)
+        })
     }
 
     /// In the `-n` namespace (if any) and selected by `parentResource.labelSelector`.
     fn in_scope(&self, parent: &Value) -> bool {
-        shared::in_namespace_scope(&self.ctx, self.parent.namespaced, parent)
-            && self
-                .parent_selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&object::labels(parent)))
+        shared::in_namespace_scope(&self.core.ctx, self.parent.namespaced, parent)
+            && shared::selected(self.parent_selector.as_ref(), parent)
     }
 
     /// The namespace a parent's inputs and outputs live in (`None`: every namespace).
@@ -338,18 +321,9 @@ impl MapCtl {
     }
 
     fn remember_uid(&self, parent: &Value, key: &ObjectKey) {
-        self.memory
+        self.core
+            .memory
             .remember_uid(parent, &MapWork::Parent(key.clone()));
-    }
-
-    /// Queue every parent (start-up, resync period, manual resync, hook reload).
-    pub fn enqueue_all(&self, trigger: Trigger) {
-        for p in self.parents_in_scope() {
-            if let Some(k) = ObjectKey::of(&p) {
-                self.remember_uid(&p, &k);
-                self.queue.add(MapWork::Parent(k), trigger.clone());
-            }
-        }
     }
 
     /// Index every cached input by map key (start-up, relist).
@@ -365,46 +339,23 @@ impl MapCtl {
         }
     }
 
-    /// Spawn the event routers (parents, inputs, outputs, resync timer). They end with `stop`.
-    pub fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
-        if let Some(parents) = self.parent_source.informer() {
-            let me = Arc::clone(self);
-            let rx = parents.subscribe();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| me.on_parent_event(ev),
-            ));
+    /// Spawn the event routers (parents, inputs, outputs) and index the inputs. They end with
+    /// `stop`.
+    fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
+        routing::spawn_router(&self.parent_source, stop, self, Self::on_parent_event);
+        for (i, input) in self.inputs.iter().enumerate() {
+            if input.source.informer().is_some() {
+                routing::spawn_router(&input.source, stop, self, move |me, ev| {
+                    me.on_input_event(i, ev)
+                });
+                self.reindex_inputs(i);
+            }
         }
-        for i in 0..self.inputs.len() {
-            let Some(informer) = self.inputs[i].source.informer() else {
-                continue;
-            };
-            let me = Arc::clone(self);
-            let rx = informer.subscribe();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| me.on_input_event(i, ev),
-            ));
-            self.reindex_inputs(i);
+        for (i, output) in self.outputs.iter().enumerate() {
+            routing::spawn_router(&output.source, stop, self, move |me, ev| {
+                me.on_output_event(i, ev)
+            });
         }
-        for i in 0..self.outputs.len() {
-            let Some(informer) = self.outputs[i].source.informer() else {
-                continue;
-            };
-            let me = Arc::clone(self);
-            let rx = informer.subscribe();
-            tokio::spawn(crate::k8s::informer::for_each_event(
-                rx,
-                stop.clone(),
-                move |ev| me.on_output_event(i, ev),
-            ));
-        }
-        let me = Arc::clone(self);
-        routing::spawn_resync(self.def.spec.resync_period_seconds, stop, move || {
-            me.enqueue_all(Trigger::ResyncPeriod)
-        });
     }
 
     fn on_parent_event(&self, ev: InformerEvent) {
@@ -414,7 +365,9 @@ impl MapCtl {
                     && let Some(k) = ObjectKey::of(&p)
                 {
                     self.remember_uid(&p, &k);
-                    self.queue.add(MapWork::Parent(k), Trigger::ParentAdded);
+                    self.core
+                        .queue
+                        .add(MapWork::Parent(k), Trigger::ParentAdded);
                 }
             }
             InformerEvent::Updated { old, new } => {
@@ -426,20 +379,26 @@ impl MapCtl {
                 };
                 self.remember_uid(&new, &k);
                 if strip_volatile(&old, true) != strip_volatile(&new, true) {
-                    self.queue.add(MapWork::Parent(k), Trigger::ParentChanged);
-                } else if self
-                    .memory
-                    .update_matters(&MapWork::Status(k.clone()), &old, &new, false)
-                {
+                    self.core
+                        .queue
+                        .add(MapWork::Parent(k), Trigger::ParentChanged);
+                } else if self.core.memory.update_matters(
+                    &MapWork::Status(k.clone()),
+                    &old,
+                    &new,
+                    false,
+                ) {
                     // A status other than the one we wrote: put ours back.
-                    self.queue.add(MapWork::Status(k), Trigger::ParentChanged);
+                    self.core
+                        .queue
+                        .add(MapWork::Status(k), Trigger::ParentChanged);
                 }
             }
             InformerEvent::Deleted(p) => {
                 if let Some(k) = ObjectKey::of(&p) {
-                    self.queue.remove(&MapWork::Parent(k.clone()));
-                    self.queue.remove(&MapWork::Status(k.clone()));
-                    self.memory.forget(&MapWork::Status(k.clone()), &p);
+                    self.core.queue.remove(&MapWork::Parent(k.clone()));
+                    self.core.queue.remove(&MapWork::Status(k.clone()));
+                    self.core.memory.forget(&MapWork::Status(k.clone()), &p);
                     if let Ok(mut st) = self.state.lock() {
                         st.parents.remove(&k);
                     }
@@ -519,7 +478,8 @@ impl MapCtl {
             if (was || is)
                 && let Some(k) = ObjectKey::of(&p)
             {
-                self.queue
+                self.core
+                    .queue
                     .add(MapWork::Key(k, Arc::clone(&mk)), trigger.clone());
             }
         }
@@ -559,12 +519,13 @@ impl MapCtl {
         let mk = object::label(o, MAP_KEY_LABEL);
         match object::controller_ref(o) {
             Some(r) => {
-                let Some(MapWork::Parent(pk)) = self.memory.key_of_uid(&r.uid) else {
+                let Some(MapWork::Parent(pk)) = self.core.memory.key_of_uid(&r.uid) else {
                     return;
                 };
                 match mk {
-                    Some(k) => self.queue.add(MapWork::Key(pk, Arc::from(k)), trigger),
+                    Some(k) => self.core.queue.add(MapWork::Key(pk, Arc::from(k)), trigger),
                     None => self
+                        .core
                         .queue
                         .add_after(MapWork::Status(pk), trigger, STATUS_DELAY),
                 }
@@ -599,7 +560,7 @@ impl MapCtl {
                 self.parent_source.get(work.parent()).map(|p| (*p).clone()),
             )
         };
-        carry::finish_sync(&self.ctx, result.map_err(with_parent)).await
+        carry::finish_sync(&self.core.ctx, result.map_err(with_parent)).await
     }
 
     fn with_parent_state<R>(
@@ -641,7 +602,8 @@ impl MapCtl {
             }
             Err(e) => {
                 self.with_parent_state(pk, |ps| ps.error = Some(e.clone()));
-                self.queue
+                self.core
+                    .queue
                     .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
                 return Err(SyncError::Parent(e));
             }
@@ -655,10 +617,11 @@ impl MapCtl {
         for k in keys {
             let work = MapWork::Key(pk.clone(), Arc::from(k));
             for t in triggers {
-                self.queue.add(work.clone(), t.clone());
+                self.core.queue.add(work.clone(), t.clone());
             }
         }
-        self.queue
+        self.core
+            .queue
             .add(MapWork::Status(pk.clone()), Trigger::ParentChanged);
         Ok(SyncOutcome::default())
     }
@@ -746,13 +709,14 @@ impl MapCtl {
                     ps.exchanges.remove(mk);
                 }
                 Some(f) => {
-                    if !self.ctx.is_paused() {
+                    if !self.core.ctx.is_paused() {
                         ps.fingerprints.insert(mk.to_string(), f);
                     }
                 }
             }
         });
-        self.queue
+        self.core
+            .queue
             .add_after(MapWork::Status(pk.clone()), Trigger::Converge, STATUS_DELAY);
     }
 
@@ -764,7 +728,8 @@ impl MapCtl {
                 ps.fingerprints.remove(mk);
                 ps.failures.insert(mk.to_string(), message);
             });
-            self.queue
+            self.core
+                .queue
                 .add_after(MapWork::Status(pk.clone()), Trigger::Retry, STATUS_DELAY);
         }
     }
@@ -910,13 +875,10 @@ impl SyncKind for MapCtl {
     const CARRY_OUT_EMPTY: bool = false;
     const DROP_OWN_ECHOES: bool = false;
 
-    fn parts(&self) -> Parts<'_, MapWork> {
-        Parts {
-            name: &self.name,
-            ctx: &self.ctx,
-            caller: &self.caller,
-            memory: &self.memory,
-        }
+    type Hooks = MapHooks;
+
+    fn core(&self) -> &Core<MapWork, MapHooks> {
+        &self.core
     }
 
     /// Only map keys go through the skeleton; their parent must be live and in scope.
@@ -985,7 +947,7 @@ impl SyncKind for MapCtl {
     fn hook(&self, parent: &Value, seen: &KeySeen) -> Option<HookCall<'_>> {
         Some(match &seen.input {
             Some(input) => {
-                let spec = &self.map_hook;
+                let spec = &self.core.hooks.map;
                 let outputs = self.output_map(spec.version, &seen.shown);
                 let request = hookapi::map_request(&self.def.raw, parent, &seen.mk, input, outputs);
                 HookCall {
@@ -995,7 +957,7 @@ impl SyncKind for MapCtl {
                 }
             }
             None => {
-                let spec = self.tombstone_hook.as_ref()?;
+                let spec = self.core.hooks.tombstone.as_ref()?;
                 let outputs = self.output_map(spec.version, &seen.outputs);
                 let request = hookapi::tombstone_request(&self.def.raw, parent, &seen.mk, outputs);
                 HookCall {
@@ -1095,7 +1057,7 @@ impl SyncKind for MapCtl {
             observed,
             orphans,
             answer,
-            held: &self.memory.held_fields(work),
+            held: &self.core.memory.held_fields(work),
         })
     }
 
@@ -1106,7 +1068,7 @@ impl SyncKind for MapCtl {
 
     fn target<'a>(&'a self, work: &MapWork, parent: &'a Value) -> Target<'a> {
         Target {
-            controller: &self.name,
+            controller: &self.core.name,
             parent,
             parent_info: &self.parent,
             types: &self.types,
@@ -1161,46 +1123,14 @@ impl KindController for MapCtl {
     /// A key sync recognises its own writes' echo by fingerprint (no second hook call).
     const CONFIRM_WRITES: bool = false;
 
-    fn queue(&self) -> &WorkQueue<MapWork, Trigger> {
-        &self.queue
-    }
     fn parent_resources(&self) -> String {
         self.parent.key()
     }
-    fn parent_count(&self) -> usize {
-        self.parents_in_scope().len()
+    /// Every parent in scope under its `Parent` work (which fans out to its keys).
+    fn keyed_parents(&self) -> Vec<(MapWork, Arc<Value>)> {
+        shared::keyed(self.parents_in_scope(), MapWork::Parent)
     }
-    fn enqueue_all(&self, trigger: Trigger) {
-        MapCtl::enqueue_all(self, trigger);
-    }
-    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
-        let mut n = 0;
-        for p in self.parents_in_scope() {
-            if let Some(k) = ObjectKey::of(&p)
-                && (k.to_string() == name || object::name(&p) == Some(name))
-            {
-                self.remember_uid(&p, &k);
-                self.queue.add(MapWork::Parent(k), trigger.clone());
-                n += 1;
-            }
-        }
-        n
-    }
-    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        let mut out = vec![("map", self.map_hook.clone())];
-        if let Some(h) = &self.tombstone_hook {
-            out.push(("tombstone", h.clone()));
-        }
-        out
-    }
-    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        if hook == "tombstone" {
-            self.tombstone_hook.as_ref()
-        } else {
-            Some(&self.map_hook)
-        }
-    }
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.state
             .lock()
             .map(|s| {
@@ -1209,11 +1139,19 @@ impl KindController for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, v)| (EventSubject::map_key(p.to_string(), k), v.clone()))
+                            .map(move |(k, (hook, request, response))| LastExchange {
+                                subject: EventSubject::map_key(p.to_string(), k),
+                                hook: hook.clone(),
+                                request: request.clone(),
+                                response: response.clone(),
+                            })
                     })
                     .collect()
             })
             .unwrap_or_default()
+    }
+    fn resync_period_seconds(&self) -> Option<i32> {
+        self.def.spec.resync_period_seconds
     }
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken) {
         MapCtl::spawn_routers(self, stop);

@@ -1,27 +1,29 @@
-//! What the controller kinds share to resolve a definition: its hooks ([`resolve_hook`],
-//! [`SyncHooks`]), its declared child types ([`child_type`], [`declared_types`]), and the
-//! scope checks of a sync ([`sync_mode`], [`parent_selector`], [`scope_namespace`],
-//! [`in_namespace_scope`]).
+//! What the controller kinds share to read a definition: its hooks resolved
+//! ([`resolve_hook`], [`SyncHooks`] with the customize call it makes), its declared child
+//! types ([`child_type`], [`declared_types`]), and the scope checks of a sync ([`sync_mode`],
+//! [`parent_selector`], [`scope_namespace`], [`in_namespace_scope`]). It re-exports nothing.
 //!
-//! Starting a controller (resolving resources, waiting for caches, [`StartError`], its worker
-//! loop) is [`crate::runtime::start`]; the other shared pieces live one concept per file
-//! in [`crate::runtime`] (routing, caller, memory, related_cache, carry).
+//! Starting a controller (resolving resources, waiting for caches, `StartError`) is
+//! [`crate::runtime::start`]; what the kinds run on (routing, hook calls, memory, the
+//! customize cache, the executor) lives one concept per file in [`crate::runtime`].
 //!
-//! Nothing here knows a controller kind: helpers take the engine context, informers (through
-//! `informer_for` look-ups by `Kind.apiVersion`), queues and callbacks, so CompositeController,
-//! DecoratorController and MapController share them.
+//! Nothing here knows a controller kind: the helpers take the engine context, a definition
+//! or its parts, so CompositeController, DecoratorController and MapController share them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::object;
+use crate::k8s::object::{self, ObjectKey};
 use crate::plan::writes::ChildType;
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
+use crate::runtime::core::KindHooks;
 use crate::runtime::related_cache::Customize;
-pub use crate::runtime::start::StartError;
+use crate::runtime::source::Source;
+use crate::runtime::start::StartError;
 use crate::spec::{ControllerDef, Hook, ParentResourceRule, SyncControllerHooks, UpdateMethod};
 use kube_apimachinery::selector::LabelSelector;
 
@@ -79,14 +81,6 @@ impl SyncHooks {
         })
     }
 
-    /// The hooks, by name (for [`ControllerHandle::hook_specs`]).
-    pub fn specs(&self) -> Vec<(&'static str, HookSpec)> {
-        let mut out = vec![("sync", self.sync.clone())];
-        out.extend(self.finalize.clone().map(|h| ("finalize", h)));
-        out.extend(self.customize.clone().map(|h| ("customize", h)));
-        out
-    }
-
     /// The hook a sync calls, with its name: finalize (when there is one) for a finalizing
     /// parent, sync otherwise.
     pub fn for_sync(&self, finalizing: bool) -> Option<(&'static str, &HookSpec)> {
@@ -94,15 +88,6 @@ impl SyncHooks {
             self.finalize.as_ref().map(|h| ("finalize", h))
         } else {
             Some(("sync", &self.sync))
-        }
-    }
-
-    /// The hook that answered an exchange recorded under `hook` (`sync` or `finalize`).
-    pub fn for_exchange(&self, hook: &str) -> Option<&HookSpec> {
-        if hook == "finalize" {
-            self.finalize.as_ref()
-        } else {
-            Some(&self.sync)
         }
     }
 
@@ -125,6 +110,49 @@ impl SyncHooks {
             parent_namespaced,
         }
     }
+}
+
+impl KindHooks for SyncHooks {
+    fn required(&self) -> (&'static str, &HookSpec) {
+        ("sync", &self.sync)
+    }
+    fn optional(&self) -> Vec<(&'static str, Option<&HookSpec>)> {
+        vec![
+            ("finalize", self.finalize.as_ref()),
+            ("customize", self.customize.as_ref()),
+        ]
+    }
+}
+
+/// Parents with the key each is queued under (`key` of its `namespace/name`); objects without
+/// a name (never in a cache) are left out.
+pub fn keyed<K>(parents: Vec<Arc<Value>>, key: impl Fn(ObjectKey) -> K) -> Vec<(K, Arc<Value>)> {
+    parents
+        .into_iter()
+        .filter_map(|p| ObjectKey::of(&p).map(|k| (key(k), p)))
+        .collect()
+}
+
+/// A resource declared beside a namespaced parent (its children, inputs, outputs) must be
+/// namespaced too: `what` names it (`child`, `output`), `why` says why, after the refusal.
+pub fn check_namespaced(
+    controller: &str,
+    parent: &ResourceInfo,
+    declared: &ResourceInfo,
+    what: &str,
+    why: &str,
+) -> Result<(), StartError> {
+    if parent.namespaced && !declared.namespaced {
+        return Err(StartError::config(
+            controller,
+            format!(
+                "{what} resource {} is cluster-scoped but the parent {} is namespaced{why}",
+                declared.key(),
+                parent.key()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A declared child (or attachment, or output) type of a resolved resource.
@@ -203,6 +231,25 @@ pub fn scope_namespace(ctx: &EngineContext, namespaced: bool) -> Option<&str> {
     } else {
         None
     }
+}
+
+/// The objects of `source` (a resource that is `namespaced` or not) in the `-n` namespace (all
+/// of them without one) that `keep` keeps.
+pub fn list_in_scope(
+    ctx: &EngineContext,
+    namespaced: bool,
+    source: &Source,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<Arc<Value>> {
+    let mut objects = source.list(scope_namespace(ctx, namespaced));
+    objects.retain(|o| keep(o));
+    objects
+}
+
+/// Does `selector` (a definition's optional label selector: none selects everything) select
+/// `obj`?
+pub fn selected(selector: Option<&LabelSelector>, obj: &Value) -> bool {
+    selector.is_none_or(|s| s.matches(&object::labels(obj)))
 }
 
 /// Is `obj` (of a resource that is `namespaced` or not) inside the `-n` namespace, if any?

@@ -11,7 +11,7 @@ use crate::error::SyncError;
 use crate::events::{EngineEvent, EventKey};
 use crate::hooks::CallInfo;
 use crate::runtime::context::{EngineContext, HookSpec, call_hook};
-use crate::runtime::controller::Exchange;
+use crate::runtime::controller::LastExchange;
 
 /// Who calls hooks: the controller kind and name, as hook call logs and events show them.
 #[derive(Debug, Clone)]
@@ -89,13 +89,19 @@ impl Caller {
     pub async fn replay<'h>(
         &self,
         ctx: &EngineContext,
-        exchanges: Vec<Exchange>,
+        exchanges: Vec<LastExchange>,
         spec_for: impl Fn(&str) -> Option<&'h HookSpec>,
     ) -> Vec<EngineEvent> {
         use futures::StreamExt;
         let spec_for = &spec_for;
         futures::stream::iter(exchanges)
-            .map(|(key, (hook, request, before))| async move {
+            .map(|x| async move {
+                let LastExchange {
+                    subject: key,
+                    hook,
+                    request,
+                    response: before,
+                } = x;
                 let spec = spec_for(&hook)?;
                 let call = call_hook(ctx, spec, self.info(&hook, &key), &request).await;
                 let (changes, error) = match call.result {

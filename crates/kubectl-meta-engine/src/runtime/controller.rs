@@ -91,9 +91,19 @@ pub fn needs_confirming(out: &SyncOutcome, confirm: bool, status_too: bool) -> b
     confirm && (others > 0 || out.noops > 0 || (status_too && out.status_writes > 0))
 }
 
-/// One parent's last hook exchange: (the parent or map key it was for, (hook name, request,
-/// response)).
-pub type Exchange = (EventSubject, (String, serde_json::Value, serde_json::Value));
+/// One key's last hook exchange, kept so that the dev loop can send its request again to a
+/// reloaded hook and compare the answers (replay).
+#[derive(Debug, Clone)]
+pub struct LastExchange {
+    /// The parent (and map key) it was for.
+    pub subject: EventSubject,
+    /// The hook's name (`sync`, `finalize`, `map`, `tombstone`).
+    pub hook: String,
+    /// The request sent.
+    pub request: serde_json::Value,
+    /// The answer received.
+    pub response: serde_json::Value,
+}
 
 /// A started controller of any kind, as the runtime and the dev loop drive it.
 pub trait ControllerHandle: Send + Sync {
@@ -112,9 +122,12 @@ pub trait ControllerHandle: Send + Sync {
     /// The hooks it calls, by name.
     fn hook_specs(&self) -> Vec<(&'static str, crate::runtime::context::HookSpec)>;
     /// Every parent's last exchange (for replay).
-    fn exchanges(&self) -> Vec<Exchange>;
+    fn exchanges(&self) -> Vec<LastExchange>;
     /// Send the exchanges' requests again and publish how the answers differ.
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>>;
+    fn replay(
+        &self,
+        exchanges: Vec<LastExchange>,
+    ) -> futures::future::BoxFuture<'_, Vec<EngineEvent>>;
 }
 
 /// The last outcome of every key of one controller.

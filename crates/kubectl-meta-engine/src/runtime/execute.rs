@@ -238,6 +238,46 @@ impl<'a> ParentWrites<'a> {
     }
 }
 
+/// A child create or update sent, for recording the server's answer
+/// ([`Executor::child_written`]).
+struct Sent<'a> {
+    /// `Create` or `Update`.
+    verb: ActionVerb,
+    /// The child.
+    id: &'a ChildId,
+    /// Its resourceVersion before the write (an update's), to wait for a newer one.
+    previous: Option<String>,
+    /// The write had a precondition (a create, a client-side update): the resourceVersion it
+    /// returned is our own write's echo alone. A server-side apply has none: a change by another
+    /// writer just before it would share its echo.
+    own: bool,
+    /// What the published event says of it.
+    detail: Option<String>,
+}
+
+/// Send `obj` with `send` (a create or a replace): the resourceVersion the server answered,
+/// or why not (`Err(None)`: it does not encode; reported in `report`, nothing sent).
+async fn send_encoded<F, Fut>(
+    report: &mut ExecReport,
+    obj: &Value,
+    send: F,
+) -> Result<Option<String>, Option<kube::Error>>
+where
+    F: FnOnce(DynamicObject) -> Fut,
+    Fut: std::future::Future<Output = kube::Result<DynamicObject>>,
+{
+    match to_dynamic(obj) {
+        Ok(obj) => send(obj)
+            .await
+            .map(|o| o.metadata.resource_version)
+            .map_err(Some),
+        Err(m) => {
+            report.errors.push(m);
+            Err(None)
+        }
+    }
+}
+
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
@@ -587,17 +627,13 @@ impl Executor {
         };
         let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
         let result = match self.strategy {
-            ApplyStrategy::ClientSide => match to_dynamic(&c.object) {
-                Ok(obj) => api
-                    .create(&self.post_params(), &obj)
-                    .await
-                    .map(|o| o.metadata.resource_version)
-                    .map_err(Some),
-                Err(m) => {
-                    report.errors.push(m);
-                    Err(None)
-                }
-            },
+            ApplyStrategy::ClientSide => {
+                let params = self.post_params();
+                send_encoded(report, &c.object, |obj| async move {
+                    api.create(&params, &obj).await
+                })
+                .await
+            }
             ApplyStrategy::ServerSide => api
                 .patch(
                     &c.id.key.name,
@@ -610,26 +646,14 @@ impl Executor {
                 .map(|_| None)
                 .map_err(Some),
         };
-        match result {
-            Ok(rv) => {
-                report.writes += 1;
-                if rv.is_some() {
-                    report.own_writes.push(OwnWrite {
-                        type_key: c.id.type_key.clone(),
-                        key: c.id.object_key(),
-                        rv,
-                    });
-                }
-                report.expectations.push(Expectation::Changed {
-                    type_key: c.id.type_key.clone(),
-                    key: c.id.object_key(),
-                    previous: None,
-                });
-                self.publish_child(t, ActionVerb::Create, &c.id, None);
-            }
-            Err(Some(e)) => self.fail(t, report, ActionVerb::Create, &c.id, &e),
-            Err(None) => {}
-        }
+        let sent = Sent {
+            verb: ActionVerb::Create,
+            id: &c.id,
+            previous: None,
+            own: true,
+            detail: None,
+        };
+        self.child_written(t, report, sent, result);
     }
 
     /// Update a child (PUT with the merged object, or a server-side apply); `adopted_rv` is
@@ -651,17 +675,13 @@ impl Executor {
         }
         let previous = object::resource_version(&sent).map(str::to_string);
         let result = match self.strategy {
-            ApplyStrategy::ClientSide => match to_dynamic(&sent) {
-                Ok(obj) => api
-                    .replace(&u.id.key.name, &self.post_params(), &obj)
-                    .await
-                    .map(|o| o.metadata.resource_version)
-                    .map_err(Some),
-                Err(m) => {
-                    report.errors.push(m);
-                    Err(None)
-                }
-            },
+            ApplyStrategy::ClientSide => {
+                let params = self.post_params();
+                send_encoded(report, &sent, |obj| async move {
+                    api.replace(&u.id.key.name, &params, &obj).await
+                })
+                .await
+            }
             ApplyStrategy::ServerSide => {
                 let mut desired = crate::plan::apply::for_create(&u.desired);
                 desired["metadata"]["ownerReferences"] = u.object["metadata"]
@@ -696,29 +716,51 @@ impl Executor {
                     )),
                 );
             }
+            result => {
+                if result.is_ok() {
+                    report.updated.push(u.id.clone());
+                }
+                let sent = Sent {
+                    verb: ActionVerb::Update,
+                    id: &u.id,
+                    previous,
+                    own: preconditioned,
+                    detail: Some(crate::plan::writes::summarize_changes(&u.changes)),
+                };
+                self.child_written(t, report, sent, result);
+            }
+        }
+    }
+
+    /// A child's create or update as the server answered it (the resourceVersion written):
+    /// counted, remembered as our own write when that resourceVersion is ours alone
+    /// ([`Sent::own`] and one came back), expected in the cache, published; or failed
+    /// (`Err(None)`: already reported, nothing was sent).
+    fn child_written(
+        &self,
+        t: &Target<'_>,
+        report: &mut ExecReport,
+        sent: Sent<'_>,
+        result: Result<Option<String>, Option<kube::Error>>,
+    ) {
+        match result {
             Ok(rv) => {
                 report.writes += 1;
-                report.updated.push(u.id.clone());
-                if preconditioned && rv.is_some() {
+                if sent.own && rv.is_some() {
                     report.own_writes.push(OwnWrite {
-                        type_key: u.id.type_key.clone(),
-                        key: u.id.object_key(),
+                        type_key: sent.id.type_key.clone(),
+                        key: sent.id.object_key(),
                         rv,
                     });
                 }
                 report.expectations.push(Expectation::Changed {
-                    type_key: u.id.type_key.clone(),
-                    key: u.id.object_key(),
-                    previous,
+                    type_key: sent.id.type_key.clone(),
+                    key: sent.id.object_key(),
+                    previous: sent.previous,
                 });
-                self.publish_child(
-                    t,
-                    ActionVerb::Update,
-                    &u.id,
-                    Some(crate::plan::writes::summarize_changes(&u.changes)),
-                );
+                self.publish_child(t, sent.verb, sent.id, sent.detail);
             }
-            Err(Some(e)) => self.fail(t, report, ActionVerb::Update, &u.id, &e),
+            Err(Some(e)) => self.fail(t, report, sent.verb, sent.id, &e),
             Err(None) => {}
         }
     }

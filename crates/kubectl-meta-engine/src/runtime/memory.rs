@@ -31,7 +31,7 @@ use crate::k8s::object::{self, ObjectKey};
 use crate::plan::apply;
 use crate::plan::hotloop;
 use crate::plan::writes::ChildId;
-use crate::runtime::controller::Exchange;
+use crate::runtime::controller::LastExchange;
 use crate::runtime::execute::OwnWrite;
 use crate::runtime::queue::MAX_TRIGGERS;
 
@@ -155,7 +155,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
     }
 
     /// Every key's last exchange, with the parent (and map key) it was for.
-    pub fn exchanges(&self) -> Vec<Exchange>
+    pub fn exchanges(&self) -> Vec<LastExchange>
     where
         K: EventKey,
     {
@@ -164,7 +164,12 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             .map(|m| {
                 m.last_exchange
                     .iter()
-                    .map(|(k, v)| (k.subject(), v.clone()))
+                    .map(|(k, (hook, request, response))| LastExchange {
+                        subject: k.subject(),
+                        hook: hook.clone(),
+                        request: request.clone(),
+                        response: response.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default()

@@ -5,7 +5,9 @@
 //!
 //! - [`controller`]: the loop every kind shares (workers, retries, resyncs, outcomes).
 //! - [`reconcile`]: the one reconcile skeleton (parent -> observe -> hook -> desired -> plan ->
-//!   publish -> carry out -> outcome).
+//!   publish -> carry out -> outcome), and the one adapter that starts and drives any kind.
+//! - [`core`]: what every kind holds the same way (name, services, queue, caller, memory,
+//!   hooks).
 //! - [`queue`]: the work queue (coalescing, per-key backoff, delays, 429 Retry-After).
 //! - [`source`]: where sync steps read objects: informers (`dev`) or lists read once
 //!   ([`snapshot`], `dryrun`).
@@ -24,6 +26,7 @@ pub(crate) mod caller;
 pub(crate) mod carry;
 pub mod context;
 pub(crate) mod controller;
+pub(crate) mod core;
 pub mod execute;
 pub(crate) mod memory;
 pub mod queue;

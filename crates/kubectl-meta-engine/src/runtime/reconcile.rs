@@ -12,7 +12,8 @@
 //!    (decorator), outputs and orphans carrying the map key (map). `None`: nothing to do.
 //! 3. **hook** ([`SyncKind::hook`]): which hook to call with which request (`None`: no hook, as
 //!    when finalizing without a finalize hook); the call goes through the kind's
-//!    [`Caller`], and the exchange is recorded ([`SyncKind::record`]) for replays.
+//!    [`Caller`](crate::runtime::caller::Caller), and the exchange is recorded
+//!    ([`SyncKind::record`]) for replays.
 //! 4. **desired** ([`SyncKind::desired`]): the answer decoded, normalized, checked against
 //!    objects of others (clash rule), plus the kind's extras (the composite rollout step, the
 //!    decorator annotation, the map output tags).
@@ -30,7 +31,10 @@
 //!
 //! [`Running`] is the rest of what the kinds share: one adapter that is both the
 //! [`ControllerHandle`] the runtime drives and the [`Reconciler`] the worker loop drives, and
-//! [`launch`] starts a kind with it ([`KindController`] says what a kind offers for that).
+//! [`launch`] starts a kind with it. A kind offers for that only what differs
+//! ([`KindController`]: its parents with their keys, its routers); its queue, hooks, memory
+//! and caller are read from its [`Core`], and queueing parents (all, or by name) is written
+//! here once.
 
 use std::fmt::Display;
 use std::future::Future;
@@ -44,15 +48,16 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{EngineEvent, EventKey, Trigger};
 use crate::k8s::informer::Informer;
 use crate::plan::planner::SyncPlan;
-use crate::runtime::caller::Caller;
 use crate::runtime::carry;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::controller::{
-    ControllerHandle, Exchange, Reconciler, SyncError, SyncOutcome, Tracker,
+    ControllerHandle, LastExchange, Reconciler, SyncError, SyncOutcome, Tracker,
 };
+use crate::runtime::core::{Core, KindHooks, Parts};
 use crate::runtime::execute::Target;
-use crate::runtime::memory::{Cached, SyncMemory};
+use crate::runtime::memory::Cached;
 use crate::runtime::queue::{QueueStats, WorkQueue};
+use crate::runtime::routing;
 use crate::runtime::source::{self, Built};
 use crate::runtime::start;
 use crate::spec::Controller;
@@ -77,18 +82,6 @@ pub struct HookCall<'a> {
     pub request: Value,
 }
 
-/// The pieces of a controller every step uses.
-pub struct Parts<'a, K> {
-    /// The controller's name.
-    pub name: &'a str,
-    /// The engine's shared services.
-    pub ctx: &'a EngineContext,
-    /// Who calls the hooks.
-    pub caller: &'a Caller,
-    /// Per-key memory between syncs.
-    pub memory: &'a SyncMemory<K>,
-}
-
 /// A failed sync with the parent to record the `SyncError` Event on (when it was read).
 pub type Failed = (SyncError, Option<Value>);
 
@@ -107,8 +100,16 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     /// [`Reconciler::drop_own_echoes`]); MapController recognises them by itself.
     const DROP_OWN_ECHOES: bool = true;
 
+    /// The kind's resolved hooks.
+    type Hooks: KindHooks;
+
+    /// What every kind holds the same way: name, engine services, queue, hook caller, per-key
+    /// memory, hooks.
+    fn core(&self) -> &Core<Self::Key, Self::Hooks>;
     /// The controller's name, engine services, hook caller and per-key memory.
-    fn parts(&self) -> Parts<'_, Self::Key>;
+    fn parts(&self) -> Parts<'_, Self::Key> {
+        self.core().parts()
+    }
 
     /// Step 1: the parent (target) of `key`, if it is there to sync.
     fn parent(&self, key: &Self::Key) -> Option<Arc<Value>>;
@@ -325,33 +326,48 @@ pub async fn carry_out<S: SyncKind>(
     Ok(carried)
 }
 
-/// What a controller kind offers the runtime and the worker loop, beyond its sync steps.
+/// What a controller kind offers the runtime and the worker loop, beyond its sync steps; the
+/// rest (queue, hooks, queueing parents by name, exchanges) is read from its [`Core`].
 pub trait KindController: SyncKind {
     /// The kind, as events and hook call logs show it (`CompositeController`, ...).
     const KIND: &'static str;
     /// Sync a key once more after a sync that wrote (see [`Reconciler::confirm_writes`]).
     const CONFIRM_WRITES: bool = true;
 
-    /// The work queue.
-    fn queue(&self) -> &WorkQueue<Self::Key, Trigger>;
     /// The parent (target) resources, `Kind.apiVersion`, as `ControllerStarted` shows them.
     fn parent_resources(&self) -> String;
+    /// Every parent (target) in scope, with the key a sync of all of it is queued under.
+    fn keyed_parents(&self) -> Vec<(Self::Key, Arc<Value>)>;
     /// Number of parents (targets) in scope.
-    fn parent_count(&self) -> usize;
+    fn parent_count(&self) -> usize {
+        self.keyed_parents().len()
+    }
+    /// Does `name` (`namespace/name` or `name`) name the parent `object` queued under `key`?
+    fn is_named(key: &Self::Key, object: &Value, name: &str) -> bool {
+        key.to_string() == name || crate::k8s::object::name(object) == Some(name)
+    }
     /// Queue every parent.
-    fn enqueue_all(&self, trigger: Trigger);
+    fn enqueue_all(&self, trigger: Trigger) {
+        let core = self.core();
+        routing::enqueue_each(&core.queue, &core.memory, self.keyed_parents(), &trigger);
+    }
     /// Queue the parents named `namespace/name` or `name`; returns how many.
-    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize;
+    fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
+        let core = self.core();
+        let named = self
+            .keyed_parents()
+            .into_iter()
+            .filter(|(k, o)| Self::is_named(k, o, name));
+        routing::enqueue_each(&core.queue, &core.memory, named, &trigger)
+    }
     /// Forget cached hook answers (a hook was reloaded).
     fn forget_answers(&self) {}
-    /// The hooks it calls, by name.
-    fn hook_specs(&self) -> Vec<(&'static str, HookSpec)>;
-    /// The hook that answered an exchange recorded under `hook`.
-    fn spec_for_exchange(&self, hook: &str) -> Option<&HookSpec>;
     /// Every key's last exchange (for replay).
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.parts().memory.exchanges()
     }
+    /// `resyncPeriodSeconds`: every parent is queued this often (none when unset or 0).
+    fn resync_period_seconds(&self) -> Option<i32>;
     /// Spawn the event routers; they end with `stop`.
     fn spawn_routers(self: &Arc<Self>, stop: &CancellationToken);
     /// One unit of work (by default: [`sync`]).
@@ -379,8 +395,8 @@ pub async fn launch_def<K: Built + KindController>(
     Ok(launch(ctl, ctx, stop, tracker))
 }
 
-/// Start routers for a started controller, queue every parent, announce it; returns its
-/// handle and the worker loop to run until `stop`.
+/// Start routers (and the resync timer) for a started controller, queue every parent, announce
+/// it; returns its handle and the worker loop to run until `stop`.
 pub fn launch<S: KindController>(
     ctl: Arc<S>,
     ctx: Arc<EngineContext>,
@@ -388,6 +404,10 @@ pub fn launch<S: KindController>(
     tracker: Arc<Tracker>,
 ) -> start::Launched {
     ctl.spawn_routers(&stop);
+    let resynced = Arc::clone(&ctl);
+    routing::spawn_resync(ctl.resync_period_seconds(), &stop, move || {
+        resynced.enqueue_all(Trigger::ResyncPeriod)
+    });
     ctl.enqueue_all(Trigger::ParentAdded);
     let parent_resources = ctl.parent_resources();
     let running = Arc::new(Running {
@@ -413,7 +433,7 @@ impl<S: KindController> Reconciler for Running<S> {
     }
 
     fn queue(&self) -> &WorkQueue<S::Key, Trigger> {
-        self.ctl.queue()
+        &self.ctl.core().queue
     }
 
     async fn sync(&self, key: &S::Key, triggers: &[Trigger]) -> SyncOutcome {
@@ -463,7 +483,7 @@ impl<S: KindController> ControllerHandle for Running<S> {
         self.ctl.parts().name
     }
     fn queue_stats(&self) -> QueueStats {
-        self.ctl.queue().stats()
+        self.ctl.core().queue.stats()
     }
     fn parent_count(&self) -> usize {
         self.ctl.parent_count()
@@ -479,18 +499,19 @@ impl<S: KindController> ControllerHandle for Running<S> {
         self.ctl.enqueue_all(Trigger::HookReloaded);
     }
     fn hook_specs(&self) -> Vec<(&'static str, HookSpec)> {
-        self.ctl.hook_specs()
+        self.ctl.core().hooks.specs()
     }
-    fn exchanges(&self) -> Vec<Exchange> {
+    fn exchanges(&self) -> Vec<LastExchange> {
         self.ctl.exchanges()
     }
-    fn replay(&self, exchanges: Vec<Exchange>) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
+    fn replay(
+        &self,
+        exchanges: Vec<LastExchange>,
+    ) -> futures::future::BoxFuture<'_, Vec<EngineEvent>> {
         let ctl = &*self.ctl;
         let parts = ctl.parts();
-        Box::pin(
-            parts
-                .caller
-                .replay(parts.ctx, exchanges, |hook| ctl.spec_for_exchange(hook)),
-        )
+        Box::pin(parts.caller.replay(parts.ctx, exchanges, |hook| {
+            ctl.core().hooks.for_exchange(hook)
+        }))
     }
 }

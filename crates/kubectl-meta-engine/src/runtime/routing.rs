@@ -11,12 +11,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Trigger;
-use crate::k8s::informer::InformerEvent;
+use crate::k8s::informer::{InformerEvent, for_each_event};
 use crate::k8s::object::{self, ObjectKey};
 use crate::runtime::queue::WorkQueue;
 
 use crate::runtime::memory::SyncMemory;
 use crate::runtime::related_cache::RelatedCache;
+use crate::runtime::source::Source;
 
 /// What an event of a parent (or target) informer asks of its controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +52,25 @@ impl<K: Clone + Eq + Hash + Display + Send + Sync + 'static> ParentAction<K> {
             ParentAction::Nothing => {}
         }
     }
+}
+
+/// Spawn a router of `source`'s informer events to `route`, called on `me`, until `stop` (a
+/// list read once has no events: nothing is spawned).
+pub fn spawn_router<T: Send + Sync + 'static>(
+    source: &Source,
+    stop: &CancellationToken,
+    me: &Arc<T>,
+    mut route: impl FnMut(&T, InformerEvent) + Send + 'static,
+) {
+    let Some(informer) = source.informer() else {
+        return;
+    };
+    let me = Arc::clone(me);
+    tokio::spawn(for_each_event(
+        informer.subscribe(),
+        stop.clone(),
+        move |ev| route(&me, ev),
+    ));
 }
 
 /// Queue each `(key, object)` with `trigger`, remembering the objects' uids in `memory`;

@@ -161,6 +161,24 @@ pub fn split_parent(
     }
 }
 
+/// What [`Built::prepare`] gives: what the definition gives before its resources are read,
+/// and the resources it names.
+pub type Prepare<K> = Result<(<K as Built>::Prepared, Wanted), StartError>;
+
+/// What [`Built::build`] is given.
+pub struct Building<K: Built> {
+    /// The definition.
+    pub def: Controller<K::Spec>,
+    /// The engine's shared services.
+    pub ctx: Arc<EngineContext>,
+    /// What [`Built::prepare`] gave.
+    pub prepared: K::Prepared,
+    /// The resources [`Built::prepare`] named, resolved, in its order.
+    pub resolved: Vec<Bound>,
+    /// Where related objects are read (and who calls the hooks: [`Reader::caller`]).
+    pub reader: Reader,
+}
+
 /// A controller kind built from its definition on its resolved resources: watched (`dev`,
 /// [`watched`]) or read once (`dryrun`, [`snapshot`]).
 pub trait Built: Sized + Send {
@@ -169,20 +187,11 @@ pub trait Built: Sized + Send {
     /// What the definition gives before its resources are read (hooks, selectors, rules).
     type Prepared;
 
-    /// Check the definition and name its resources, `(apiVersion, resource)`, in the order
-    /// [`Built::build`] takes them.
-    fn prepare(
-        def: &Controller<Self::Spec>,
-        ctx: &EngineContext,
-    ) -> Result<(Self::Prepared, Wanted), StartError>;
-    /// The controller on its resolved resources, reading related ones through `reader`.
-    fn build(
-        def: Controller<Self::Spec>,
-        ctx: Arc<EngineContext>,
-        prepared: Self::Prepared,
-        resolved: Vec<Bound>,
-        reader: Reader,
-    ) -> Result<Self, StartError>;
+    /// Check the definition (resolving its hooks) and name its resources, `(apiVersion,
+    /// resource)`, in the order [`Built::build`] takes them.
+    fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self>;
+    /// The controller on its resolved resources, reading related ones through the reader.
+    fn build(b: Building<Self>) -> Result<Self, StartError>;
     /// Every source it reads.
     fn sources(&self) -> Vec<&Source>;
     /// Built on shared informers, before their first lists are waited for (by default
@@ -221,7 +230,13 @@ pub async fn watched<K: Built>(
             (i, s)
         })
         .collect();
-    let mut kind = K::build(def, Arc::clone(&ctx), prepared, resolved, Reader::Informers)?;
+    let mut kind = K::build(Building {
+        def,
+        ctx: Arc::clone(&ctx),
+        prepared,
+        resolved,
+        reader: Reader::Informers,
+    })?;
     kind.watching(stop).await?;
     let informers: Vec<&Arc<Informer>> = kind
         .sources()
@@ -242,7 +257,13 @@ pub async fn snapshot<K: Built>(
     let (prepared, wanted) = K::prepare(&def, &ctx)?;
     let resolved = read_once(live, &wanted).await?;
     let reader = Reader::Snapshot(Arc::clone(live));
-    let mut kind = K::build(def, ctx, prepared, resolved, reader)?;
+    let mut kind = K::build(Building {
+        def,
+        ctx,
+        prepared,
+        resolved,
+        reader,
+    })?;
     kind.snapshotted(live).await?;
     Ok(kind)
 }
