@@ -38,10 +38,9 @@ pub mod devloop;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
-pub mod notice;
 pub mod project;
 pub mod scaffold;
-pub mod tui;
+pub mod view;
 
 // The engine crate, under the names the plugin's modules have always used: `engine` is the
 // crate itself (its curated surface), `spec` its definitions module.
@@ -61,18 +60,13 @@ pub use commands::version::platform;
 /// `dev --color always`.
 fn log_color(cli: &Cli) -> bool {
     use std::io::IsTerminal;
-    match &cli.command {
-        Command::Dev(args) if args.color == ColorArg::Always => true,
-        Command::Dev(args) if args.color == ColorArg::Never => false,
-        Command::Dryrun(args) if args.color == ColorArg::Always => true,
-        Command::Dryrun(args) if args.color == ColorArg::Never => false,
-        Command::Test(args) if args.color == ColorArg::Always => true,
-        Command::Test(args) if args.color == ColorArg::Never => false,
-        _ => {
-            std::io::stderr().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        }
-    }
+    let arg = match &cli.command {
+        Command::Dev(args) => args.color,
+        Command::Dryrun(args) => args.color,
+        Command::Test(args) => args.color,
+        _ => ColorArg::Auto,
+    };
+    arg.resolve(std::io::stderr().is_terminal())
 }
 
 fn init_logging(verbose: u8, color: bool) {

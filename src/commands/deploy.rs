@@ -9,10 +9,12 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 
 use super::definitions::{self, check_reachable};
+use super::engine_start::connect_kubeconfig;
 use super::exit::{Class, Classify, fail};
+use crate::cli::ClusterArgs;
 use crate::cli::deploy::{DeployArgs, DeployOutput};
 use crate::deploy::{self, DeployConfig, rbac};
-use crate::k8s::client;
+use crate::k8s::client::{self, ClientLimits};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::manifests;
 
@@ -45,13 +47,13 @@ pub async fn run(mut args: DeployArgs) -> Result<()> {
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
     let write = args.apply || args.dry_run.is_some();
     let conn = if write || !args.defs.from_cluster.is_empty() {
-        let c = client::connect(
-            args.cluster.kubeconfig.as_deref(),
-            args.cluster.context.as_deref(),
-            Some(&namespace),
-        )
-        .await
-        .class(Class::Usage)?;
+        let cluster = ClusterArgs {
+            namespace: Some(namespace.clone()),
+            ..args.cluster.clone()
+        };
+        let c = connect_kubeconfig(&cluster, ClientLimits::default())
+            .await
+            .class(Class::Usage)?;
         check_reachable(&c).await?;
         Some(c)
     } else {

@@ -15,7 +15,6 @@ use anyhow::{Result, bail};
 use super::definitions;
 use super::engine_start::hook_bench;
 use super::exit::{Class, Classify, fail};
-use crate::cli::ColorArg;
 use crate::cli::dryrun::{DryrunArgs, DryrunOutput};
 use crate::dryrun::compose::{Composer, ParentFailure, Selection};
 use crate::dryrun::render::{self, Action, RenderOptions, ServerCheck, Shown, Summary};
@@ -50,14 +49,9 @@ pub async fn run(mut args: DryrunArgs) -> Result<u8> {
         ),
         None => None,
     };
-    let cluster = &args.cluster;
-    let conn = client::connect(
-        cluster.kubeconfig.as_deref(),
-        cluster.context.as_deref(),
-        cluster.namespace.as_deref(),
-    )
-    .await
-    .class(Class::Usage)?;
+    let conn = super::engine_start::connect_kubeconfig(&args.cluster, Default::default())
+        .await
+        .class(Class::Usage)?;
     eprintln!(
         "{} (read only: nothing is written)",
         conn.context.describe()
@@ -284,11 +278,7 @@ fn print(args: &DryrunArgs, shown: &[Shown], failures: &[ParentFailure]) -> Resu
 
 /// The display options from the flags.
 fn render_options(args: &DryrunArgs) -> RenderOptions {
-    let color = match args.color {
-        ColorArg::Always => true,
-        ColorArg::Never => false,
-        ColorArg::Auto => super::dev_output::color_enabled(std::io::stdout().is_terminal()),
-    };
+    let color = args.color.resolve(std::io::stdout().is_terminal());
     RenderOptions {
         context: args.context_lines,
         managed_fields: args.show_managed_fields,

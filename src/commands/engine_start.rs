@@ -9,7 +9,6 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use super::definitions;
-use super::dev_output::{self, OutputFormat, Printer};
 use super::exit::{Class, fail};
 use crate::cli::dev::{ApplyStrategyArg, OutputArg};
 use crate::cli::{ClusterArgs, EngineArgs, StatusEchoArg};
@@ -19,8 +18,10 @@ use crate::engine::{EngineContext, EngineOptions, HookBench};
 use crate::hooks::endpoint;
 use crate::k8s::client::{self, ClientError, ClientLimits, Connection};
 use crate::spec;
+use crate::view::log::{self as event_log, OutputFormat, Printer};
 
-/// Connect from the kubeconfig (`--kubeconfig`, `--context`, `-n`), rate-limited.
+/// Connect from the cluster flags (`--kubeconfig`, `--context`, `-n`), with a client-side rate
+/// cap or none (`ClientLimits::default()`): the one way commands connect from `ClusterArgs`.
 pub async fn connect_kubeconfig(
     cluster: &ClusterArgs,
     limits: ClientLimits,
@@ -123,7 +124,7 @@ impl EventLog {
             style.verbose,
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(dev_output::run(
+        let task = tokio::spawn(event_log::run(
             if silent {
                 EventBus::new().subscribe()
             } else {

@@ -17,10 +17,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
-use super::dev_output;
 use super::exit::{self, Class};
 use super::interrupts::Interrupts;
-use crate::cli::ColorArg;
 use crate::cli::inspect::{InspectArgs, InspectOutput};
 use crate::inspect::api::ApiType;
 use crate::inspect::render_tree::{self, TreeStyle};
@@ -28,7 +26,7 @@ use crate::inspect::{
     Catalog, ControllerSource, Direction, Fetcher, Graph, InspectError, InspectRequest, graph,
     render_json,
 };
-use crate::k8s::client::{self, ClientError};
+use crate::k8s::client::ClientError;
 
 /// Quiet time after a watch event before redrawing (coalesces bursts).
 const REDRAW_DEBOUNCE: Duration = Duration::from_millis(150);
@@ -86,12 +84,7 @@ fn split_object(words: &[String]) -> Result<(String, String), InspectError> {
 
 async fn inspect(args: InspectArgs) -> Result<()> {
     let (type_name, name) = split_object(&args.object)?;
-    let conn = client::connect(
-        args.cluster.kubeconfig.as_deref(),
-        args.cluster.context.as_deref(),
-        args.cluster.namespace.as_deref(),
-    )
-    .await?;
+    let conn = super::engine_start::connect_kubeconfig(&args.cluster, Default::default()).await?;
     let req = InspectRequest {
         type_name,
         name,
@@ -111,11 +104,7 @@ async fn inspect(args: InspectArgs) -> Result<()> {
         },
         all_types: args.all_types,
     };
-    let color = match args.color {
-        ColorArg::Always => true,
-        ColorArg::Never => false,
-        ColorArg::Auto => dev_output::color_enabled(std::io::stdout().is_terminal()),
-    };
+    let color = args.color.resolve(std::io::stdout().is_terminal());
     colored::control::set_override(color);
     let fetcher = Fetcher::new(conn.client.clone());
     let catalog = Catalog::discover(&fetcher).await?;

@@ -4,7 +4,6 @@ pub mod completion;
 pub mod definitions;
 pub mod deploy;
 pub mod dev;
-pub mod dev_output;
 pub mod dryrun;
 pub mod engine_start;
 pub mod exit;

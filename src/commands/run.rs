@@ -119,7 +119,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let style = LogStyle {
         output: cfg.args.output,
         color: cfg.args.output == OutputArg::Human
-            && super::dev_output::color_enabled(std::io::stdout().is_terminal()),
+            && crate::view::color::color_enabled(std::io::stdout().is_terminal()),
         verbose: false,
     };
     let log = EventLog::spawn(style, &bus, false);

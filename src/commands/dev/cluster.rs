@@ -130,7 +130,7 @@ pub(super) async fn take_leases(
                 lease: format!("{}/{name}", cfg.args.lease_namespace),
                 from: replica,
             };
-            if let Some(n) = crate::notice::describe(&event, false) {
+            if let Some(n) = crate::view::notice::describe(&event, false) {
                 eprintln!("controller {}: {}", def.name(), n.text());
             }
             handovers.push(event);

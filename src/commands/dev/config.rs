@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use crate::cli::ColorArg;
 use crate::cli::dev::{DevArgs, OutputArg};
 use crate::commands::definitions::check_http_url;
-use crate::commands::{definitions, dev_output, engine_start};
+use crate::commands::{definitions, engine_start};
 use crate::hooks::server::ServerConfig;
 use crate::k8s::client;
 use crate::spec::ControllerSelector;
@@ -117,9 +117,5 @@ fn use_tui(args: &DevArgs, stdout_is_tty: bool) -> bool {
 
 /// Whether to color the human event log.
 fn color_wanted(arg: ColorArg, stdout_is_tty: bool) -> bool {
-    match arg {
-        ColorArg::Always => true,
-        ColorArg::Never => false,
-        ColorArg::Auto => dev_output::color_enabled(stdout_is_tty),
-    }
+    arg.resolve(stdout_is_tty)
 }

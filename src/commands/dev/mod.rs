@@ -51,7 +51,7 @@ use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::lease;
 use crate::spec::{self};
-use crate::tui::Tui;
+use crate::view::tui::Tui;
 
 /// What `dev` suggests when it is given nothing to run.
 const DEV_EXAMPLE: &str = "kubectl meta dev --sandbox --apply -f examples/hello-world/";
@@ -474,9 +474,11 @@ fn spawn_tui(
     color: bool,
 ) -> Tui {
     let context = format!("{} · ns {}", conn.context.name, conn.context.namespace);
-    let (kube_events, _) =
-        crate::tui::kube_events::watch(conn.client.clone(), cfg.args.cluster.namespace.as_deref());
-    let feeds = crate::tui::event_loop::Feeds {
+    let (kube_events, _) = crate::view::tui::kube_events::watch(
+        conn.client.clone(),
+        cfg.args.cluster.namespace.as_deref(),
+    );
+    let feeds = crate::view::tui::event_loop::Feeds {
         held: Some(dev.engine().context().writes_watch()),
         kube_events: Some(kube_events),
         queue: Some(crate::engine::queue_depth),

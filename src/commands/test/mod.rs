@@ -27,7 +27,6 @@ use serde_json::Value;
 use super::definitions;
 use super::engine_start;
 use super::exit::{Class, Classify, fail};
-use crate::cli::ColorArg;
 use crate::cli::test::{TestArgs, TestOutput};
 use crate::engine::events::{EventBus, EventSubject};
 use crate::engine::plan::answer::{AnswerContext, answer_view, differences};
@@ -141,11 +140,8 @@ async fn run_connected(
         update: args.update,
         validate: args.validate,
     };
-    let color = match args.color {
-        ColorArg::Always => true,
-        ColorArg::Never => false,
-        ColorArg::Auto => super::dev_output::color_enabled(std::io::stdout().is_terminal()),
-    } && args.output == TestOutput::Human;
+    let color =
+        args.color.resolve(std::io::stdout().is_terminal()) && args.output == TestOutput::Human;
     let mut results = Vec::with_capacity(bound.len());
     let mut stream = futures::stream::iter(bound.iter().map(|b| runner.run(b))).buffered(args.jobs);
     while let Some(r) = stream.next().await {
@@ -244,14 +240,9 @@ impl Cluster {
     /// here.
     async fn connect(args: &TestArgs) -> Result<Cluster> {
         if !args.defs.from_cluster.is_empty() {
-            let c = &args.cluster;
-            let conn = client::connect(
-                c.kubeconfig.as_deref(),
-                c.context.as_deref(),
-                c.namespace.as_deref(),
-            )
-            .await
-            .class(Class::Usage)?;
+            let conn = super::engine_start::connect_kubeconfig(&args.cluster, Default::default())
+                .await
+                .class(Class::Usage)?;
             definitions::check_reachable(&conn).await?;
             return Ok(Cluster {
                 conn,

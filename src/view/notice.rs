@@ -1,7 +1,7 @@
 //! What a person sees of an engine event: the one place that words every [`EngineEvent`].
 //!
-//! The headless log of `kubectl meta dev` (`commands::dev_output`) and the TUI's logs
-//! ([`crate::tui`]) both show engine events as text. Both take it from here, so a write, a held
+//! The headless log of `kubectl meta dev` ([`crate::view::log`]) and the TUI's logs
+//! ([`crate::view::tui`]) both show engine events as text. Both take it from here, so a write, a held
 //! plan, a hook failure or a replay reads the same in either. A [`Notice`] is front-end neutral:
 //! who it is about (controller, parent column), a short tag (`create`, `hook`, `held`, ...) and
 //! lines of [`Span`]s carrying a [`Tone`]; the log printer turns tones into SGR colors, the TUI

@@ -73,7 +73,7 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
             (true, _) => format!("taken over from run: {n}"),
             (false, _) => format!("takeover {n}"),
         };
-        l1.push(Span::styled(text, t.tone(crate::notice::Tone::Note)));
+        l1.push(Span::styled(text, t.tone(crate::view::notice::Tone::Note)));
     }
     if let Some(s) = &app.server {
         l1.push(sep());

@@ -275,7 +275,7 @@ fn events_tab(app: &App, p: &Parent, t: Theme, mask: bool) -> Vec<Line<'static>>
 }
 
 /// A log line of engine notices, its tones as the theme's styles.
-fn notice_line(t: Theme, line: &crate::notice::Line) -> Line<'static> {
+fn notice_line(t: Theme, line: &crate::view::notice::Line) -> Line<'static> {
     Line::from(
         line.iter()
             .map(|s| Span::styled(s.text.clone(), t.tone(s.tone)))

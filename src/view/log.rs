@@ -1,6 +1,6 @@
 //! The headless event log of `kubectl meta dev` (`--no-tui`, or stdout not a terminal).
 //!
-//! The words of each event come from [`crate::notice`] (shared with the TUI); this module owns
+//! The words of each event come from [`crate::view::notice`] (shared with the TUI); this module owns
 //! how they are laid out without the TUI:
 //! - `-o human`: one scannable line per event that matters, `HH:MM:SS.mmm controller parent
 //!   tag content`, columns aligned, optionally colored. Outside verbose mode a sync that changed
@@ -12,7 +12,7 @@
 //!   line only).
 //! - `-o json`: one JSON object per line (NDJSON), the serialized event plus a `time` field.
 //!
-//! It also decides whether to color ([`color_enabled`]) and drains the engine's broadcast
+//! It drains the engine's broadcast
 //! channel ([`run`]).
 
 use std::collections::{HashMap, HashSet};
@@ -28,7 +28,7 @@ use tokio::sync::broadcast::{
 };
 
 use crate::engine::events::EngineEvent;
-use crate::notice::{
+use crate::view::notice::{
     self, Notice, Repeat, Tone, clean, fmt_duration, hook_ok, label, non_empty, trigger_list,
 };
 
@@ -557,24 +557,6 @@ pub async fn run<W: Write>(
         }
     }
     printer.finish()
-}
-
-/// Whether the human output should be colored: `NO_COLOR` (non-empty) disables, then
-/// `CLICOLOR_FORCE` or `FORCE_COLOR` (non-empty, not `0`) enables, else color on a terminal.
-pub fn color_enabled(stdout_is_tty: bool) -> bool {
-    color_from_env(|k| std::env::var_os(k), stdout_is_tty)
-}
-
-fn color_from_env(get: impl Fn(&str) -> Option<std::ffi::OsString>, tty: bool) -> bool {
-    let set = |k: &str| get(k).is_some_and(|v| !v.is_empty());
-    let forced = |k: &str| get(k).is_some_and(|v| !v.is_empty() && v != "0");
-    if set("NO_COLOR") {
-        return false;
-    }
-    if forced("CLICOLOR_FORCE") || forced("FORCE_COLOR") {
-        return true;
-    }
-    tty
 }
 
 /// The (controller, parent column) of events that belong to one sync.
@@ -1354,29 +1336,6 @@ mod tests {
         let v: Value = serde_json::from_slice(&p.out).expect("JSON");
         assert_eq!(v["event"], "eventsDropped");
         assert_eq!(v["count"], 7);
-    }
-
-    #[test]
-    fn color_follows_environment_then_terminal() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| std::ffi::OsString::from(v))
-            }
-        };
-        assert!(color_from_env(env(&[]), true));
-        assert!(!color_from_env(env(&[]), false));
-        assert!(!color_from_env(env(&[("NO_COLOR", "1")]), true));
-        assert!(color_from_env(env(&[("NO_COLOR", "")]), true));
-        assert!(!color_from_env(
-            env(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")]),
-            true
-        ));
-        assert!(color_from_env(env(&[("CLICOLOR_FORCE", "1")]), false));
-        assert!(color_from_env(env(&[("FORCE_COLOR", "true")]), false));
-        assert!(!color_from_env(env(&[("FORCE_COLOR", "0")]), false));
     }
 
     /// A writer the test can read while `run` owns the printer.

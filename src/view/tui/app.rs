@@ -23,7 +23,7 @@ use crate::engine::events::{ActionVerb, EngineEvent, HeldAction};
 use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
 use crate::k8s::object;
-use crate::notice::{self, Notice, Tone};
+use crate::view::notice::{self, Notice, Tone};
 
 use super::kube_events::{EventIndex, KubeEvent};
 

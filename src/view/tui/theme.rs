@@ -3,7 +3,7 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
-use crate::notice::Tone;
+use crate::view::notice::Tone;
 
 /// The styles of one run.
 #[derive(Debug, Clone, Copy)]
