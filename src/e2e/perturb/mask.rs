@@ -17,12 +17,28 @@ const SERVER_SET: &[&str] = &["uid", "resourceVersion", "managedFields", "genera
 /// The snapshots of one run, as `identity -> object` per step.
 pub type Indexed = Vec<BTreeMap<String, Value>>;
 
+/// The letters Kubernetes draws generated name suffixes from (`generateName`, ReplicaSet and
+/// Pod hashes).
+const SUFFIX_ALPHABET: &str = "bcdfghjklmnpqrstvwxz2456789";
+
+/// `name` with a random-looking suffix (`-` and 5 letters of [`SUFFIX_ALPHABET`], which has no
+/// vowel: words do not match) replaced by `*`: `w-5zbtd` -> `w-*`.
+fn generic_name(name: &str) -> String {
+    if let Some((stem, suffix)) = name.rsplit_once('-')
+        && suffix.len() == 5
+        && suffix.chars().all(|c| SUFFIX_ALPHABET.contains(c))
+    {
+        return format!("{stem}-*");
+    }
+    name.to_string()
+}
+
 /// The identity of an object in a snapshot (before the `#n` of repeated generated names).
 fn identity(o: &Value) -> String {
     let m = &o["metadata"];
     let name = match (m["generateName"].as_str(), m["name"].as_str()) {
         (Some(g), _) if !g.is_empty() => format!("{g}*"),
-        (_, Some(n)) => n.to_string(),
+        (_, Some(n)) => generic_name(n),
         _ => String::from("?"),
     };
     let ns = m["namespace"]
@@ -205,6 +221,18 @@ mod tests {
         assert_eq!(
             mask.apply(differences(&a, &d)),
             ["step 1: ConfigMap default/w-*: only in the plain run"]
+        );
+    }
+
+    #[test]
+    fn perturb_random_suffixes_match_as_one_name() {
+        assert_eq!(generic_name("w-5zbtd"), "w-*");
+        assert_eq!(generic_name("web-7d9fb"), "web-*");
+        assert_eq!(generic_name("w-0"), "w-0");
+        assert_eq!(
+            generic_name("my-cache"),
+            "my-cache",
+            "a word is not a suffix"
         );
     }
 

@@ -7,8 +7,9 @@ BUG (environment) plants one bug; empty is the fixed hook:
   counts twice);
 - memory-history: the values a Widget had, kept in the server's memory (a restart forgets);
 - first-child: the leader is "the first" child of the observed JSON object, kept once chosen
-  (another order picks another);
-- random-suffix: children named with a random suffix when not seen (a late view makes more).
+  (another order picks another; fixed: the least of the names it wants);
+- random-suffix: children named with a random suffix when not seen (no class shows it: the
+  engine deletes the children no longer wanted and waits for its own writes to be seen).
 """
 import json
 import os
@@ -54,14 +55,19 @@ def sync(req):
         if not h or h[-1] != value:
             h.append(value)
         status["history"] = ",".join(h)
-    leader = old.get("leader", "")
-    if not leader and observed:
-        leader = next(iter(observed)) if BUG == "first-child" else min(observed)
+    if BUG == "first-child":
+        leader = old.get("leader", "")
+        if not leader and observed:
+            leader = next(iter(observed))
+    else:
+        leader = min(names) if names else ""
     status["leader"] = leader
     children = [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"v": value}}
         for n in names
     ]
+    if os.environ.get("HOOK_TRACE"):
+        sys.stderr.write("hook call: value=%s observed=%d status=%s\n" % (value, len(observed), json.dumps(status)))
     return {"status": status, "children": children}
 
 
