@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kubectl_meta::e2e::perturb::env::Perturbed;
 use kubectl_meta::e2e::perturb::{Class, Outcome, Report, Schedule, drive};
 use kubectl_meta::engine::events::EventBus;
-use kubectl_meta::engine::perturb::{ArmedFault, Perturbation};
+use kubectl_meta::engine::perturb::Perturbation;
 use kubectl_meta::engine::{Engine, EngineContext, EngineOptions, WaitFor};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -138,25 +139,18 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
     install_crd(&sb.client, "Widget", true).await;
     let port = free_port();
     let hook = Arc::new(Mutex::new(start_hook(port, bug).await));
-    let restart = Arc::new(Notify::new());
-    let hook_restart = Arc::new(Notify::new());
-    let faults = sb.sandbox.faults().clone();
-    let perturb = schedule.map(|s| {
-        Arc::new(
-            Perturbation::new(s)
-                .with_restart(Arc::clone(&restart))
-                .with_hook_restart(Arc::clone(&hook_restart))
-                .with_arm(Arc::new(move |f: ArmedFault| {
-                    let rule = kube_sandbox::faults::Fault::on("*", &f.path_contains);
-                    let rule = if f.code == 429 {
-                        rule.too_many_requests(0)
-                    } else {
-                        rule.status(f.code)
-                    };
-                    faults.inject(rule.times(f.times as usize));
-                })),
-        )
-    });
+    let perturbed = schedule.map(Perturbed::new);
+    if let Some(p) = &perturbed {
+        p.on_sandbox(sb.sandbox.faults());
+    }
+    let perturb = perturbed.as_ref().map(|p| Arc::clone(&p.perturbation));
+    let restart = perturbed
+        .as_ref()
+        .map_or_else(|| Arc::new(Notify::new()), |p| Arc::clone(&p.restart));
+    let hook_restart = perturbed.as_ref().map_or_else(
+        || Arc::new(Notify::new()),
+        |p| Arc::clone(&p.restart_hook_server),
+    );
     let options = EngineOptions {
         perturb: perturb.clone(),
         ..EngineOptions::default()

@@ -9,6 +9,7 @@
 //! ([`crate::engine::perturb`]).
 
 pub mod cli;
+pub mod env;
 pub mod mask;
 
 use std::fmt::Write as _;
