@@ -76,6 +76,15 @@ pub struct TestArgs {
     /// Also write the results as JUnit XML to FILE (for CI).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Run each e2e test plain twice, then under each perturbation CLASS (comma-separated;
+    /// every class when bare: stale-read, missed-state, restart, conflict, throttle,
+    /// hook-timeout, hook-restart, reorder) and report what differs from the plain run.
+    #[arg(long, value_name = "CLASS,...", num_args = 0..=1, require_equals = true,
+        default_missing_value = "all")]
+    pub perturb: Option<Vec<String>>,
+    /// Seed of the --perturb schedules (the same seed, the same schedule).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "perturb")]
+    pub seed: u64,
     /// Colors: auto (on a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
     pub color: ColorArg,

@@ -712,3 +712,34 @@ async fn dryrun_records_cases_too() {
         .unwrap();
     assert_eq!(code(&out), 0, "{}", show(&out));
 }
+
+/// `--perturb` names are checked before anything runs: an unknown class is exit 2 listing the
+/// classes; `--seed` needs `--perturb`; without e2e tests to perturb, exit 2 saying so.
+#[test]
+fn perturb_flags_are_checked_before_anything_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = example("hello-world");
+    let out = km(
+        home.path(),
+        &["test", "-f", &dir, "--perturb=restart,stale"],
+    );
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(
+        show(&out).contains("--perturb: unknown class \"stale\"; the classes are: stale-read, missed-state, restart, conflict, throttle, hook-timeout, hook-restart, reorder"),
+        "{}",
+        show(&out)
+    );
+    let out = km(home.path(), &["test", "-f", &dir, "--seed", "3"]);
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(show(&out).contains("--perturb"), "{}", show(&out));
+    let out = km(
+        home.path(),
+        &["test", "-f", &dir, "--perturb", "--seed", "3"],
+    );
+    assert_eq!(code(&out), 2, "{}", show(&out));
+    assert!(
+        show(&out).contains("--perturb runs the e2e tests"),
+        "{}",
+        show(&out)
+    );
+}

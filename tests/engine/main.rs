@@ -12,5 +12,6 @@ mod decorator;
 mod hooks;
 mod lifecycle;
 mod map;
+mod perturb;
 mod planner;
 mod rollout;

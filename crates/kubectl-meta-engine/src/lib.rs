@@ -16,6 +16,8 @@
 //! What every layer speaks:
 //! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
+//! - [`perturb`]: deterministic faults injected into the engine's view and actions
+//!   (`kubectl meta test --perturb`), set through [`EngineOptions::perturb`].
 //!
 //! And below the engine:
 //! - [`spec`]: controller definitions: types, loading from files, validation.
@@ -34,6 +36,7 @@ pub mod hooks;
 pub mod k8s;
 pub(crate) mod kinds;
 pub mod labels;
+pub mod perturb;
 pub mod plan;
 pub mod plan_once;
 pub(crate) mod run;

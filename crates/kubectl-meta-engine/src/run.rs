@@ -450,6 +450,17 @@ impl Engine {
         }
     }
 
+    /// Stop at once, as a killed process would: cancel, abort the controllers' tasks without
+    /// waiting for anything, stop informers. A sync stopped at a perturbation's write point
+    /// ([`crate::perturb`], class `restart`) never writes again.
+    pub fn kill(self) {
+        self.stop.cancel();
+        for r in self.running {
+            r.task.abort();
+        }
+        self.ctx.informers.shutdown();
+    }
+
     /// Stop everything: cancel, let in-flight syncs finish, stop informers.
     pub async fn shutdown(self) {
         self.stop.cancel();

@@ -52,6 +52,9 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     // A project file fills the flags not given (flags win).
     super::project::for_test(&mut args)?;
     validate_flags(&args).class(Class::Usage)?;
+    if args.perturb.is_some() {
+        return perturb(&args);
+    }
     let selector = definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
     let mut hook_server = definitions::hook_server_config(
         args.hook_server.as_deref(),
@@ -187,6 +190,26 @@ async fn run_connected(
 }
 
 /// Check the flags that can be checked before reading anything.
+/// `--perturb`: the e2e tests (chainsaw `Test` files) run through the perturbation driver
+/// (`crate::e2e::perturb::cli::run_tests`), one run per test and schedule. The e2e runner
+/// connects here (issue 38: `e2e::run_test` with `EnvExtras` from the schedule); until it is
+/// there, no e2e test can be found and `--perturb` says so.
+fn perturb(args: &TestArgs) -> Result<u8> {
+    let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
+    Err(fail(
+        Class::Usage,
+        format!(
+            "--perturb runs the e2e tests (chainsaw files of kind Test) and none were found in {}; \
+             write one (chainsaw-test.yaml) or run without --perturb for the hook test cases",
+            if dirs.is_empty() {
+                DEFAULT_DIR.to_string()
+            } else {
+                dirs.join(", ")
+            }
+        ),
+    ))
+}
+
 fn validate_flags(args: &TestArgs) -> Result<()> {
     if args.jobs == 0 {
         bail!("-j must be at least 1");
@@ -207,6 +230,9 @@ fn validate_flags(args: &TestArgs) -> Result<()> {
         && f.is_empty()
     {
         bail!("-k: give a part of the case names to run (CONTROLLER/PARENT/FILE)");
+    }
+    if let Some(p) = &args.perturb {
+        crate::e2e::perturb::parse_classes(p).map_err(anyhow::Error::msg)?;
     }
     for p in &args.ignore {
         if p.trim().is_empty() {

@@ -18,6 +18,10 @@
 //! difference between the old cache and the new list, followed by [`InformerEvent::Relisted`], so
 //! no change is lost. [`Informer::wait_until`] lets the engine wait until the cache shows its own
 //! writes.
+//!
+//! Under a [`Perturbation`] that taps informers (`stale-read`, `missed-state`, `reorder`), the
+//! watch loop passes each event after the initial list through it and may hold events back,
+//! coalesce or reorder them before the cache sees them ([`crate::perturb`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -33,6 +37,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::k8s::object::{self, ObjectKey};
+use crate::perturb::{Delivery, HOLD_MAX, Perturbation};
 use kube_apimachinery::selector::LabelSelector;
 
 /// Capacity of each informer's event channel. A subscriber more than this many events behind
@@ -104,6 +109,7 @@ fn describe(ar: &ApiResource) -> String {
 pub struct InformerRegistry {
     client: kube::Client,
     inner: Arc<Mutex<RegistryInner>>,
+    perturb: Option<Arc<Perturbation>>,
 }
 
 #[derive(Default)]
@@ -118,7 +124,14 @@ impl InformerRegistry {
         InformerRegistry {
             client,
             inner: Arc::new(Mutex::new(RegistryInner::default())),
+            perturb: None,
         }
+    }
+
+    /// The informers started from now on pass their watch events through `perturb`.
+    pub fn perturbed(mut self, perturb: Option<Arc<Perturbation>>) -> Self {
+        self.perturb = perturb.filter(|p| p.taps_informers());
+        self
     }
 
     /// The shared informer of a resource, started on first request. `namespaced` is the
@@ -135,7 +148,7 @@ impl InformerRegistry {
         let informer = Arc::new(if inner.stopped {
             Informer::stopped(ar, namespaced, "the engine is shutting down")
         } else {
-            Informer::start(self.client.clone(), ar, namespaced)
+            Informer::start(self.client.clone(), ar, namespaced, self.perturb.clone())
         });
         inner.informers.insert(key, Arc::clone(&informer));
         informer
@@ -217,12 +230,21 @@ impl Informer {
         }
     }
 
-    fn start(client: kube::Client, ar: &ApiResource, namespaced: bool) -> Self {
+    fn start(
+        client: kube::Client,
+        ar: &ApiResource,
+        namespaced: bool,
+        perturb: Option<Arc<Perturbation>>,
+    ) -> Self {
         let mut informer = Informer::new(ar, namespaced);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let api = Api::<DynamicObject>::all_with(client, ar);
-                let task = rt.spawn(run(Arc::clone(&informer.shared), api, ar.clone()));
+                let shared = Arc::clone(&informer.shared);
+                let task = match perturb {
+                    None => rt.spawn(run(shared, api, ar.clone())),
+                    Some(p) => rt.spawn(run_perturbed(shared, api, ar.clone(), p)),
+                };
                 informer.task = Some(task.abort_handle());
             }
             Err(_) => informer.shared.stop(
@@ -513,6 +535,137 @@ async fn run(shared: Arc<Shared>, api: Api<DynamicObject>, ar: ApiResource) {
         match converted {
             Ok(ev) => shared.apply(ev),
             Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
+        }
+    }
+}
+
+/// As [`run`], each event after the initial list passed through a perturbation first.
+async fn run_perturbed(
+    shared: Arc<Shared>,
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    p: Arc<Perturbation>,
+) {
+    let mut stream =
+        std::pin::pin!(watcher(api, watcher::Config::default()).backoff(CappedBackoff::new()));
+    let mut held = Held::default();
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            () = tokio::time::sleep_until(held.deadline.unwrap_or_else(Instant::now)),
+                if held.deadline.is_some() => {
+                held.flush(&shared, &p);
+                continue;
+            }
+        };
+        let Some(item) = item else { break };
+        let ev = match item {
+            Ok(ev) => ev,
+            Err(e) => {
+                shared.set_error(describe_watch_error(&e));
+                continue;
+            }
+        };
+        let converted = match ev {
+            watcher::Event::Init => Ok(watcher::Event::Init),
+            watcher::Event::InitDone => Ok(watcher::Event::InitDone),
+            watcher::Event::InitApply(o) => to_json(o, &ar).map(watcher::Event::InitApply),
+            watcher::Event::Apply(o) => to_json(o, &ar).map(watcher::Event::Apply),
+            watcher::Event::Delete(o) => to_json(o, &ar).map(watcher::Event::Delete),
+        };
+        match converted {
+            Ok(ev @ (watcher::Event::Apply(_) | watcher::Event::Delete(_)))
+                if shared.read().synced =>
+            {
+                let d = p.on_event(&ar.plural);
+                held.push(ev, d, &shared, &p);
+            }
+            Ok(ev) => {
+                held.flush(&shared, &p);
+                shared.apply(ev);
+            }
+            Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
+        }
+    }
+    held.flush(&shared, &p);
+}
+
+/// Watch events a perturbation holds back (in arrival order), and how they are let go.
+#[derive(Default)]
+struct Held {
+    events: Vec<watcher::Event<Value>>,
+    /// What opened the buffer (`Hold`, `Coalesce`, `Shuffle`).
+    how: Option<Delivery>,
+    /// Events still to arrive before the buffer is let go.
+    remaining: u32,
+    deadline: Option<Instant>,
+    windows: u64,
+}
+
+fn event_key(ev: &watcher::Event<Value>) -> Option<ObjectKey> {
+    match ev {
+        watcher::Event::Apply(o) | watcher::Event::Delete(o) => ObjectKey::of(o),
+        _ => None,
+    }
+}
+
+impl Held {
+    fn push(&mut self, ev: watcher::Event<Value>, d: Delivery, shared: &Shared, p: &Perturbation) {
+        if self.how.is_none() {
+            match d {
+                Delivery::Now => return shared.apply(ev),
+                Delivery::Hold(n) | Delivery::Coalesce(n) | Delivery::Shuffle(n) => {
+                    self.how = Some(d);
+                    self.remaining = n;
+                    self.deadline = Some(Instant::now() + HOLD_MAX);
+                }
+            }
+        } else {
+            self.remaining = self.remaining.saturating_sub(1);
+        }
+        self.events.push(ev);
+        p.add_held(1);
+        if self.remaining == 0 {
+            self.flush(shared, p);
+        }
+    }
+
+    /// Let everything held go, as the buffer's kind says.
+    fn flush(&mut self, shared: &Shared, p: &Perturbation) {
+        let events = std::mem::take(&mut self.events);
+        let how = self.how.take();
+        self.deadline = None;
+        p.add_held(-(events.len() as isize));
+        match how {
+            Some(Delivery::Coalesce(_)) => {
+                // The last event of each object, in the order of those last events.
+                let mut last: Vec<(Option<ObjectKey>, watcher::Event<Value>)> = Vec::new();
+                for ev in events {
+                    let k = event_key(&ev);
+                    last.retain(|(lk, _)| k.is_none() || *lk != k);
+                    last.push((k, ev));
+                }
+                for (_, ev) in last {
+                    shared.apply(ev);
+                }
+            }
+            Some(Delivery::Shuffle(_)) => {
+                // Objects in another order, each object's own events in theirs.
+                let mut groups: Vec<(Option<ObjectKey>, Vec<watcher::Event<Value>>)> = Vec::new();
+                for ev in events {
+                    let k = event_key(&ev);
+                    match groups.iter_mut().find(|(gk, _)| k.is_some() && *gk == k) {
+                        Some((_, g)) => g.push(ev),
+                        None => groups.push((k, vec![ev])),
+                    }
+                }
+                self.windows += 1;
+                p.shuffler(self.windows).shuffle(&mut groups);
+                for ev in groups.into_iter().flat_map(|(_, g)| g) {
+                    shared.apply(ev);
+                }
+            }
+            _ => events.into_iter().for_each(|ev| shared.apply(ev)),
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct EngineOptions {
     /// their definition file's directory: `run --hook-dir`, for an image that carries the hooks
     /// while the definitions come from a mounted ConfigMap (as `deploy` renders them).
     pub exec_dir: Option<std::path::PathBuf>,
+    /// Faults injected from a schedule (`kubectl meta test --perturb`); `None` (the default):
+    /// every injection point is one `Option` check.
+    pub perturb: Option<Arc<crate::perturb::Perturbation>>,
 }
 
 /// Where and how `--record` writes test cases.
@@ -92,6 +95,7 @@ impl Default for EngineOptions {
             service_dns: false,
             confirm_status_writes: true,
             exec_dir: None,
+            perturb: None,
         }
     }
 }
@@ -175,9 +179,10 @@ impl EngineContext {
     ) -> Result<Self, crate::hooks::HookError> {
         Ok(EngineContext {
             discovery: Discovery::new(client.clone()),
-            informers: InformerRegistry::new(client.clone()),
+            informers: InformerRegistry::new(client.clone()).perturbed(options.perturb.clone()),
             hooks: HookClient::new()?,
-            executor: Executor::new(client.clone(), options.apply_strategy, bus.clone()),
+            executor: Executor::new(client.clone(), options.apply_strategy, bus.clone())
+                .perturbed(options.perturb.clone()),
             recorder: Recorder::new(client.clone()),
             client,
             bus,
@@ -427,7 +432,16 @@ pub async fn call_hook(
     info: CallInfo,
     body: &serde_json::Value,
 ) -> HookCall {
-    let call = match ctx.gate_for(&hook.target) {
+    // A perturbation may reorder the observed maps, restart the hook server or lose the answer.
+    let mut perturbed = None;
+    let mut lose_answer = false;
+    if let Some(p) = &ctx.options.perturb {
+        let mut b = body.clone();
+        lose_answer = p.before_hook_call(&info.hook, &mut b);
+        perturbed = Some(b);
+    }
+    let body = perturbed.as_ref().unwrap_or(body);
+    let mut call = match ctx.gate_for(&hook.target) {
         Some(gate) => match gate
             .wait_ready_for(&hook.target, GATE_WAIT.max(hook.target.timeout()))
             .await
@@ -437,6 +451,14 @@ pub async fn call_hook(
         },
         None => ctx.hooks.call(&hook.target, &info, body).await,
     };
+    if lose_answer {
+        call.result = Err(crate::hooks::HookError::Timeout {
+            target: hook.target.describe(),
+            after: hook.target.timeout(),
+            setting: "perturb hook-timeout",
+        });
+        call.status = None;
+    }
     ctx.bus.publish(EngineEvent::HookCalled {
         controller: info.controller.clone(),
         parent: info.parent.clone(),

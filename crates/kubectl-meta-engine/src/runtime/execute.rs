@@ -7,9 +7,14 @@
 //! the others; every write is published as an
 //! [`EngineEvent::Action`] and recorded as an [`Expectation`] so the caller can wait until its
 //! informers have seen it. All writes use field manager `kubectl-meta`.
+//!
+//! Under a [`Perturbation`], each write first passes its write point
+//! ([`Perturbation::before_write`], with its number in the sync): it may arm a fault on the API
+//! server for itself, or stop the sync for good (the engine is being killed).
 
 use futures::future::BoxFuture;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{
@@ -22,6 +27,7 @@ use crate::events::{ActionVerb, EngineEvent, EventBus, EventSubject, HeldAction}
 use crate::k8s::discovery::ResourceInfo;
 use crate::k8s::error::{ApiError, ApiErrorClass};
 use crate::k8s::object::{self, ObjectKey};
+use crate::perturb::{Perturbation, WriteStep};
 use crate::plan::rollout::RevisionWrite;
 use crate::plan::writes::{ChildId, Create, Delete, FinalizerChange, Update, Writes};
 
@@ -201,6 +207,9 @@ pub struct Executor {
     sink: Sink,
     /// Send every write with `dryRun=All`.
     dry_run: bool,
+    /// The perturbation and the number of writes of the sync in progress (a fresh counter per
+    /// sync).
+    perturb: Option<(Arc<Perturbation>, Arc<AtomicU32>)>,
 }
 
 fn api_for(client: &kube::Client, info: &ResourceInfo, ns: Option<&str>) -> Api<DynamicObject> {
@@ -290,6 +299,28 @@ impl Executor {
             strategy,
             sink: Sink::Bus(bus),
             dry_run: false,
+            perturb: None,
+        }
+    }
+
+    /// Pass every write through `perturb`'s write point.
+    pub fn perturbed(mut self, perturb: Option<Arc<Perturbation>>) -> Self {
+        self.perturb = perturb.map(|p| (p, Arc::new(AtomicU32::new(0))));
+        self
+    }
+
+    /// The write point of a perturbation (see the module docs); nothing without one.
+    async fn write_point(&self, plural: &str) {
+        let Some((p, n)) = &self.perturb else {
+            return;
+        };
+        if self.dry_run {
+            return;
+        }
+        let index = n.fetch_add(1, Ordering::SeqCst);
+        if p.before_write(index, plural) == WriteStep::Killed {
+            // The environment aborts this engine: this write is never sent.
+            std::future::pending::<()>().await;
         }
     }
 
@@ -356,6 +387,18 @@ impl Executor {
 
     /// Carry `plan` out, step by step in the order of the module docs.
     async fn run(&self, t: &Target<'_>, plan: &Writes) -> ExecReport {
+        match &self.perturb {
+            None => self.run_steps(t, plan).await,
+            Some((p, _)) => {
+                // A fresh write counter for this sync.
+                let this = self.clone().perturbed(Some(Arc::clone(p)));
+                this.run_steps(t, plan).await
+            }
+        }
+    }
+
+    /// The steps of [`Executor::run`].
+    async fn run_steps(&self, t: &Target<'_>, plan: &Writes) -> ExecReport {
         let mut report = ExecReport::default();
         let mut parent = ParentWrites::new(self, t);
         if let Some(meta) = &plan.metadata {
@@ -430,6 +473,7 @@ impl Executor {
             strategy: self.strategy,
             sink: Sink::buffer(),
             dry_run: self.dry_run,
+            perturb: self.perturb.clone(),
         }
     }
 
@@ -495,6 +539,7 @@ impl Executor {
         parent: &mut ParentWrites<'_>,
         meta: &crate::plan::writes::MetadataPatch,
     ) {
+        self.write_point(&t.parent_info.api_resource.plural).await;
         let r = parent
             .api
             .patch(
@@ -527,6 +572,7 @@ impl Executor {
         verb: ActionVerb,
         finalizers: Vec<String>,
     ) {
+        self.write_point(&t.parent_info.api_resource.plural).await;
         let r = self
             .patch_parent_finalizers(&parent.api, &parent.key, parent.rv.as_deref(), finalizers)
             .await;
@@ -580,6 +626,7 @@ impl Executor {
         let Some(info) = t.types.get(&d.id.type_key) else {
             return;
         };
+        self.write_point(&info.api_resource.plural).await;
         let api = api_for(&self.client, info, d.id.key.namespace.as_deref());
         let dp = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
@@ -625,6 +672,7 @@ impl Executor {
         let Some(info) = t.types.get(&c.id.type_key) else {
             return;
         };
+        self.write_point(&info.api_resource.plural).await;
         let api = api_for(&self.client, info, c.id.key.namespace.as_deref());
         let result = match self.strategy {
             ApplyStrategy::ClientSide => {
@@ -668,6 +716,7 @@ impl Executor {
         let Some(info) = t.types.get(&u.id.type_key) else {
             return;
         };
+        self.write_point(&info.api_resource.plural).await;
         let api = api_for(&self.client, info, u.id.key.namespace.as_deref());
         let mut sent = std::borrow::Cow::Borrowed(&u.object);
         if let Some(rv) = adopted_rv {
@@ -774,6 +823,7 @@ impl Executor {
         parent: &mut ParentWrites<'_>,
         status: &Value,
     ) {
+        self.write_point(&t.parent_info.api_resource.plural).await;
         let mut obj = parent.obj.clone().into_owned();
         obj["status"] = status.clone();
         if let Some(rv) = &parent.rv {
