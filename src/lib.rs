@@ -35,6 +35,7 @@ mod incluster;
 
 // The library surface integration tests and benches use (the engine and what drives it).
 pub mod devloop;
+pub mod e2e;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
