@@ -52,6 +52,12 @@ pub struct Env {
     restarter: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// How long a test's engine may take to stop before its environment is torn down anyway.
+const ENGINE_STOP_GRACE: Duration = Duration::from_millis(300);
+
+/// How long the sandbox's simulated kubelet takes to start or stop a pod in e2e tests.
+pub const POD_DELAY: Duration = Duration::from_millis(100);
+
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Start the engine on `conn` with the definitions of `setup`.
@@ -80,10 +86,13 @@ impl Env {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        let cfg = kube_sandbox::SandboxConfig {
+        let mut cfg = kube_sandbox::SandboxConfig {
             kubeconfig: Some(kubeconfig.clone()),
             ..kube_sandbox::SandboxConfig::ephemeral()
         };
+        // Pods start and stop after POD_DELAY instead of the sandbox's 0.5 s: a rollout test
+        // waits on every pod, several times.
+        cfg.tunables.kubelet_delay = Some(POD_DELAY);
         let sandbox = kube_sandbox::Sandbox::start(cfg)
             .await
             .map_err(|e| E2eError::Environment(format!("starting the sandbox: {e}")))?;
@@ -162,7 +171,15 @@ impl Env {
             r.abort();
         }
         if let Some(e) = self.engine.lock().await.take() {
-            e.shutdown().await;
+            // The environment is thrown away: the syncs in flight get a moment to end, not the
+            // engine's full grace (which can wait ~10 s on a sync that has nothing left to do).
+            let ctx = Arc::clone(e.context());
+            if tokio::time::timeout(ENGINE_STOP_GRACE, e.shutdown())
+                .await
+                .is_err()
+            {
+                ctx.informers.shutdown();
+            }
         }
         if let Some(sb) = self.sandbox.take() {
             sb.shutdown().await;

@@ -123,8 +123,17 @@ pub async fn run_test(
 ) -> Result<TestRun, E2eError> {
     let started = Instant::now();
     let env = Env::start(setup, &extras).await?;
+    let ready = started.elapsed();
     let result = run_in(setup, test, &env).await;
+    let stopping = Instant::now();
     env.stop().await;
+    if setup.verbose {
+        eprintln!(
+            "e2e {}: environment up in {ready:?}, down in {:?}",
+            test.name,
+            stopping.elapsed()
+        );
+    }
     let (failures, snapshots) = result?;
     Ok(TestRun {
         name: test.name.clone(),
@@ -187,6 +196,7 @@ async fn run_in(
             b.insert(k.clone(), v);
         }
         let mut step_failures = Vec::new();
+        let step_started = Instant::now();
         for op in &step.try_ops {
             match ctx.run(op, &b).await? {
                 Ok(()) => {}
@@ -198,6 +208,14 @@ async fn run_in(
                     }
                 }
             }
+        }
+        if setup.verbose {
+            eprintln!(
+                "e2e {}: step {:?} took {:?}",
+                test.name,
+                step.name,
+                step_started.elapsed()
+            );
         }
         snapshots.push(ctx.snapshot().await);
         let failed = !step_failures.is_empty();
