@@ -18,16 +18,21 @@ use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::manifests;
 
+/// A change to the engine's options ([`EnvExtras::engine_options`]).
+pub type EngineOptionsHook = Arc<dyn Fn(&mut EngineOptions) + Send + Sync>;
+
+/// A call with the started sandbox ([`EnvExtras::on_sandbox`]).
+pub type SandboxHook = Arc<dyn Fn(&kube_sandbox::Sandbox) + Send + Sync>;
+
 /// What a perturbation (or any caller) may add to an e2e environment.
 #[derive(Default, Clone)]
 pub struct EnvExtras {
     /// Applied to the engine's options before every engine start (first start and restarts):
     /// the perturb driver sets `options.perturb` here.
-    #[allow(clippy::type_complexity)]
-    pub engine_options: Option<Arc<dyn Fn(&mut EngineOptions) + Send + Sync>>,
+    pub engine_options: Option<EngineOptionsHook>,
     /// Called once with the in-process sandbox after it started, before the engine starts
     /// (arm `sandbox.faults()` rules: conflict, throttle). Not called against `--context`.
-    pub on_sandbox: Option<Arc<dyn Fn(&kube_sandbox::Sandbox) + Send + Sync>>,
+    pub on_sandbox: Option<SandboxHook>,
     /// When notified, the environment stops the running engine at once (its tasks aborted, as a
     /// kill -9 would: no graceful finish of the sync in flight) and starts a fresh engine on
     /// fresh caches with the same definitions and options (class `restart`).

@@ -121,7 +121,7 @@ fn template_node(v: &Value, root: &Value, bindings: &Bindings) -> Result<Value, 
 }
 
 /// Whether `actual` satisfies the assertion tree `expected`; the first difference otherwise.
-pub fn check(expected: &Value, actual: &Value, bindings: &Bindings) -> Result<(), Mismatch> {
+pub fn check(expected: &Value, actual: &Value, bindings: &Bindings) -> Result<(), Box<Mismatch>> {
     node(expected, actual, "", bindings)
 }
 
@@ -133,8 +133,8 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn mismatch(path: &str, expected: &Value, actual: &Value, reason: &str) -> Mismatch {
-    Mismatch {
+fn mismatch(path: &str, expected: &Value, actual: &Value, reason: &str) -> Box<Mismatch> {
+    Box::new(Mismatch {
         path: if path.is_empty() {
             "(root)".into()
         } else {
@@ -143,10 +143,10 @@ fn mismatch(path: &str, expected: &Value, actual: &Value, reason: &str) -> Misma
         expected: expected.clone(),
         actual: actual.clone(),
         reason: reason.to_string(),
-    }
+    })
 }
 
-fn node(expected: &Value, actual: &Value, path: &str, b: &Bindings) -> Result<(), Mismatch> {
+fn node(expected: &Value, actual: &Value, path: &str, b: &Bindings) -> Result<(), Box<Mismatch>> {
     match expected {
         Value::Object(m) => {
             for (k, ev) in m {

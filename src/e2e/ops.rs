@@ -261,7 +261,7 @@ impl<'a> Ctx<'a> {
             match self.env.discovery.resolve_kind(av, kind).await {
                 Ok(i) => break i,
                 Err(_) if Instant::now() < deadline => tokio::time::sleep(POLL * 4).await,
-                Err(e) => return Ok(Err(failure(op, Some(format!("{kind}")), format!("{e}")))),
+                Err(e) => return Ok(Err(failure(op, Some(kind.to_string()), format!("{e}")))),
             }
         };
         let name = doc["metadata"]["name"].as_str().map(String::from);

@@ -181,3 +181,87 @@ fn an_unsupported_operation_is_exit_2_naming_it_and_its_line() {
         show(&out)
     );
 }
+
+/// Chainsaw's own examples (`testdata/e2e/examples` of github.com/kyverno/chainsaw), unmodified,
+/// as the conformance suite: runs only when `CHAINSAW_SRC` points at a checkout (skipped, saying
+/// so, otherwise). Prints how many pass, and every one left out (exit 2: an operation or field
+/// this runner refuses, named) or failing, with why. The hello-world controller runs beside
+/// them (a test needs no controller, `test` needs definitions).
+#[test]
+fn chainsaw_examples() {
+    let Some(src) = std::env::var_os("CHAINSAW_SRC").map(std::path::PathBuf::from) else {
+        eprintln!(
+            "skipped: set CHAINSAW_SRC to a checkout of github.com/kyverno/chainsaw to run its testdata/e2e/examples"
+        );
+        return;
+    };
+    let root = src.join("testdata/e2e/examples");
+    assert!(
+        root.is_dir(),
+        "CHAINSAW_SRC={} has no testdata/e2e/examples",
+        src.display()
+    );
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let home = tempfile::tempdir().unwrap();
+    let (mut passed, mut left_out, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    for d in &dirs {
+        let name = d.file_name().unwrap().to_string_lossy().to_string();
+        let out = meta(
+            home.path(),
+            &[
+                "test",
+                &d.display().to_string(),
+                "-f",
+                &example("hello-world"),
+            ],
+        )
+        .output()
+        .unwrap();
+        let (stdout, stderr) = text(&out);
+        let why = |s: &str| {
+            s.lines()
+                .find(|l| l.contains("error:") || l.contains("step ") || l.contains("JMESPath"))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        match out.status.code() {
+            Some(0) => passed.push(name),
+            Some(2) => left_out.push(format!("{name}: {}", why(&stderr))),
+            _ => failed.push(format!("{name}: {}", why(&format!("{stdout}{stderr}")))),
+        }
+    }
+    eprintln!(
+        "chainsaw examples: {} of {} pass: {}",
+        passed.len(),
+        dirs.len(),
+        passed.join(", ")
+    );
+    eprintln!("left out ({}, refused by name, exit 2):", left_out.len());
+    for l in &left_out {
+        eprintln!("  {l}");
+    }
+    eprintln!("failing ({}):", failed.len());
+    for f in &failed {
+        eprintln!("  {f}");
+    }
+    // Those that pass today keep passing.
+    for must in [
+        "basic",
+        "catch",
+        "delete",
+        "finally",
+        "inline",
+        "quick-start",
+        "template",
+        "update",
+    ] {
+        assert!(passed.iter().any(|p| p == must), "{must} no longer passes");
+    }
+}

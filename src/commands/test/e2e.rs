@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Result;
 use futures::StreamExt;
 
+use super::super::exit::{Class, fail};
 use super::report::{CaseResult, Verdict};
 use crate::e2e::{self, EnvExtras, LoadedTest, Setup};
 use crate::engine::plan::apply::FieldChange;
@@ -43,53 +44,60 @@ pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool
 }
 
 /// The result of one test as `test` reports a case.
-fn result_of(test: &LoadedTest, run: Result<e2e::TestRun, e2e::E2eError>) -> CaseResult {
+fn result_of(test: &LoadedTest, r: e2e::TestRun) -> CaseResult {
     let name = format!("e2e/{}", test.name);
     let file = test.file.display().to_string();
-    match run {
-        Ok(r) => CaseResult {
-            name,
-            file,
-            title: format!("chainsaw test {}", test.name),
-            verdict: if r.passed {
-                Verdict::Pass
-            } else {
-                Verdict::Fail {
-                    message: Some(
-                        r.failures
+    {
+        {
+            CaseResult {
+                name,
+                file,
+                title: format!("chainsaw test {}", test.name),
+                verdict: if r.passed {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail {
+                        message: Some(
+                            r.failures
+                                .iter()
+                                .map(e2e::StepFailure::line)
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                        ),
+                        changes: r
+                            .failures
                             .iter()
-                            .map(e2e::StepFailure::line)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    ),
-                    changes: r
-                        .failures
-                        .iter()
-                        .filter_map(|f| {
-                            Some(FieldChange {
-                                path: format!("{}.{}", f.object.clone()?, f.path.clone()?),
-                                old: f.expected.clone(),
-                                new: f.actual.clone(),
+                            .filter_map(|f| {
+                                Some(FieldChange {
+                                    path: format!("{}.{}", f.object.clone()?, f.path.clone()?),
+                                    old: f.expected.clone(),
+                                    new: f.actual.clone(),
+                                })
                             })
-                        })
-                        .collect(),
-                }
-            },
-            duration: r.duration,
-        },
-        Err(e) => CaseResult {
-            name,
-            file,
-            title: format!("chainsaw test {}", test.name),
-            verdict: Verdict::Error {
-                message: e.to_string(),
-            },
-            duration: Duration::ZERO,
-        },
+                            .collect(),
+                    }
+                },
+                duration: r.duration,
+            }
+        }
     }
 }
 
-/// Run `tests` (`jobs` at once), calling `each` as each ends, in order.
+/// A test whose environment could not be set up.
+fn error_result(test: &LoadedTest, e: e2e::E2eError) -> CaseResult {
+    CaseResult {
+        name: format!("e2e/{}", test.name),
+        file: test.file.display().to_string(),
+        title: format!("chainsaw test {}", test.name),
+        verdict: Verdict::Error {
+            message: e.to_string(),
+        },
+        duration: Duration::ZERO,
+    }
+}
+
+/// Run `tests` (`jobs` at once), calling `each` as each ends, in order. A test that turns out
+/// not to be runnable (a binding or template that does not evaluate) is a usage error.
 pub async fn run_all(
     setup: &Setup,
     tests: &[LoadedTest],
@@ -97,21 +105,23 @@ pub async fn run_all(
     mut each: impl FnMut(&CaseResult) -> Result<()>,
 ) -> Result<Vec<CaseResult>> {
     let mut out = Vec::with_capacity(tests.len());
-    let mut stream = futures::stream::iter(tests.iter().map(|t| async move {
-        if t.skip {
-            return None;
-        }
-        Some(result_of(
-            t,
-            e2e::run_test(setup, t, EnvExtras::default()).await,
-        ))
-    }))
+    let mut stream = futures::stream::iter(
+        tests
+            .iter()
+            .filter(|t| !t.skip)
+            .map(|t| async move { (t, e2e::run_test(setup, t, EnvExtras::default()).await) }),
+    )
     .buffered(jobs.max(1));
-    while let Some(r) = stream.next().await {
-        if let Some(r) = r {
-            each(&r)?;
-            out.push(r);
-        }
+    while let Some((t, r)) = stream.next().await {
+        let r = match r {
+            Ok(run) => result_of(t, run),
+            Err(e @ (e2e::E2eError::Malformed { .. } | e2e::E2eError::Unsupported { .. })) => {
+                return Err(fail(Class::Usage, e.to_string()));
+            }
+            Err(e) => error_result(t, e),
+        };
+        each(&r)?;
+        out.push(r);
     }
     Ok(out)
 }
