@@ -682,6 +682,8 @@ impl<'a> Ctx<'a> {
                     Some(v) => args.push(format!("--for=condition={name}={v}")),
                     None => args.push(format!("--for=condition={name}")),
                 }
+            } else if f.get("creation").is_some() {
+                args.push("--for=create".into());
             } else if f.get("deletion").is_some() {
                 args.push("--for=delete".into());
             } else if let Some(j) = f.get("jsonPath") {
@@ -691,7 +693,7 @@ impl<'a> Ctx<'a> {
                     j["value"].as_str().unwrap_or("")
                 ));
             } else {
-                return Err(self.bad("wait: for needs condition, deletion or jsonPath".into()));
+                return Err(self.bad("wait: for needs condition, creation, deletion or jsonPath".into()));
             }
             let t = body["timeout"].as_str().unwrap_or("30s");
             args.push(format!("--timeout={t}"));
