@@ -693,7 +693,9 @@ impl<'a> Ctx<'a> {
                     j["value"].as_str().unwrap_or("")
                 ));
             } else {
-                return Err(self.bad("wait: for needs condition, creation, deletion or jsonPath".into()));
+                return Err(
+                    self.bad("wait: for needs condition, creation, deletion or jsonPath".into())
+                );
             }
             let t = body["timeout"].as_str().unwrap_or("30s");
             args.push(format!("--timeout={t}"));

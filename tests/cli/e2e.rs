@@ -255,12 +255,20 @@ fn chainsaw_examples() {
     for must in [
         "basic",
         "catch",
+        "command-output",
         "delete",
+        "deployment",
         "finally",
         "inline",
+        "jmespath-label-condition",
+        "orphan",
         "quick-start",
+        "sleep",
         "template",
         "update",
+        "update-crd",
+        "wait",
+        "yaml-anchors",
     ] {
         assert!(passed.iter().any(|p| p == must), "{must} no longer passes");
     }
