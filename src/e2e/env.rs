@@ -158,8 +158,14 @@ impl Env {
                 loop {
                     notify.notified().await;
                     let mut guard = slot.lock().await;
-                    // Dropped, not shut down: its tasks end without finishing the sync in flight.
-                    drop(guard.take());
+                    // Its stop token cancelled at once and not waited for. The engine has no
+                    // abort yet: a sync already calling its hook or writing may still finish
+                    // (a true kill -9 needs an Engine::abort that aborts its tasks).
+                    if let Some(old) = guard.take() {
+                        let ctx = Arc::clone(old.context());
+                        let _ = tokio::time::timeout(Duration::ZERO, old.shutdown()).await;
+                        ctx.informers.shutdown();
+                    }
                     match start_engine(&setup, &conn, &extras) {
                         Ok(e) => *guard = Some(e),
                         Err(e) => tracing::warn!("e2e: the engine did not restart: {e}"),
