@@ -1,5 +1,253 @@
-//! End-to-end tests of whole controllers (issue 38). The chainsaw runner (`run_test`,
-//! `EnvExtras`, `TestRun`) lives beside this at merge; [`perturb`] drives any run under the
-//! perturbation classes.
+//! End-to-end tests in chainsaw's format (`chainsaw.kyverno.io/v1alpha1` `Test`), run by
+//! `kubectl meta test` against a fresh in-process sandbox per test with the controllers running
+//! in this process.
+//!
+//! - [`model`]: the Test model and its loading (which files, which fields are refused).
+//! - [`matching`]: assertion trees (partial match, arrays, JMESPath, `~`), bindings, templating.
+//! - [`env`]: the environment (sandbox, CRDs, engine) and [`EnvExtras`].
+//! - [`ops`]: the operations.
+//! - [`perturb`]: `test --perturb`: every e2e test run plain, then under each perturbation
+//!   class from a seed, compared.
 
+pub mod env;
+pub mod matching;
+pub mod model;
+pub mod ops;
 pub mod perturb;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub use env::{Env, EnvExtras};
+pub use model::LoadedTest;
+
+use crate::spec::ControllerDef;
+use matching::Bindings;
+
+/// Why a test could not run (as opposed to failing its assertions).
+#[derive(Debug, thiserror::Error)]
+pub enum E2eError {
+    /// The test file is not a valid Test.
+    #[error("{file}: {message}")]
+    Malformed {
+        /// The file.
+        file: String,
+        /// What is wrong, where.
+        message: String,
+    },
+    /// A field or operation this runner does not implement.
+    #[error("{at}: {what}: {why} (supported operations: {})", model::SUPPORTED_OPS.join(", "))]
+    Unsupported {
+        /// `file:line`.
+        at: String,
+        /// The field or operation.
+        what: String,
+        /// Why.
+        why: String,
+    },
+    /// The environment could not be set up.
+    #[error("{0}")]
+    Environment(String),
+}
+
+/// What every test's environment is built from.
+#[derive(Clone, Default)]
+pub struct Setup {
+    /// The controllers the engine runs.
+    pub controllers: Vec<ControllerDef>,
+    /// Documents applied before the engine starts (the definition files' CRDs and Namespaces),
+    /// with where each came from.
+    pub manifests: Vec<(String, Value)>,
+    /// `--hook-base-url`.
+    pub hook_base_url: Option<String>,
+    /// Print what `get`, `describe`, `events`, `command` and `script` print (stderr).
+    pub verbose: bool,
+}
+
+/// One failed operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFailure {
+    /// The step's name.
+    pub step: String,
+    /// The operation (`assert`, `apply`, ...), with its block when not `try` (`catch/script`).
+    pub operation: String,
+    /// The object (`Kind namespace/name`), when one.
+    pub object: Option<String>,
+    /// The field that differed, when one.
+    pub path: Option<String>,
+    /// Expected value.
+    pub expected: Option<Value>,
+    /// Actual value.
+    pub actual: Option<Value>,
+    /// What happened.
+    pub message: String,
+}
+
+impl StepFailure {
+    /// One line for people.
+    pub fn line(&self) -> String {
+        let mut s = format!("step {:?}: {}", self.step, self.operation);
+        if let Some(o) = &self.object {
+            s.push_str(&format!(" {o}"));
+        }
+        if let Some(p) = &self.path {
+            s.push_str(&format!(": {p}"));
+        }
+        s.push_str(&format!(": {}", self.message));
+        if let (Some(e), Some(a)) = (&self.expected, &self.actual) {
+            s.push_str(&format!(" (expected {e}, got {a})"));
+        }
+        s
+    }
+}
+
+/// The result of one chainsaw test run.
+pub struct TestRun {
+    /// The test's name.
+    pub name: String,
+    /// Whether every operation succeeded.
+    pub passed: bool,
+    /// Per failed step/operation: step name, operation, object, field path, expected, actual.
+    pub failures: Vec<StepFailure>,
+    /// After each step's `try` (before that step's cleanup): every object in the test's
+    /// namespace of the types the test touched and the controllers' child types, as the
+    /// server returned them (JSON), sorted by (apiVersion, kind, namespace, name).
+    pub snapshots: Vec<Vec<Value>>,
+    /// How long the test took (environment included).
+    pub duration: Duration,
+}
+
+/// Run one loaded test in a fresh environment built from `setup`, with `extras`.
+pub async fn run_test(
+    setup: &Setup,
+    test: &LoadedTest,
+    extras: EnvExtras,
+) -> Result<TestRun, E2eError> {
+    let started = Instant::now();
+    let env = Env::start(setup, &extras).await?;
+    let ready = started.elapsed();
+    let result = run_in(setup, test, &env).await;
+    let stopping = Instant::now();
+    env.stop().await;
+    if setup.verbose {
+        eprintln!(
+            "e2e {}: environment up in {ready:?}, down in {:?}",
+            test.name,
+            stopping.elapsed()
+        );
+    }
+    let (failures, snapshots) = result?;
+    Ok(TestRun {
+        name: test.name.clone(),
+        passed: failures.is_empty(),
+        failures,
+        snapshots,
+        duration: started.elapsed(),
+    })
+}
+
+/// A test namespace name: `chainsaw-<test name>` cut to a DNS label.
+fn namespace_for(test: &LoadedTest) -> String {
+    let mut s: String = test
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    s.truncate(50);
+    format!("chainsaw-{}", s.trim_matches('-'))
+}
+
+async fn run_in(
+    setup: &Setup,
+    test: &LoadedTest,
+    env: &Env,
+) -> Result<(Vec<StepFailure>, Vec<Vec<Value>>), E2eError> {
+    let namespace = test
+        .namespace
+        .clone()
+        .unwrap_or_else(|| namespace_for(test));
+    let mut bindings = Bindings::new();
+    bindings.insert("namespace".into(), json!(namespace));
+    bindings.insert("test".into(), json!({"metadata": {"name": test.name}}));
+    for (k, v) in &test.bindings {
+        let v = matching::template(v, &bindings).map_err(|m| E2eError::Malformed {
+            file: test.file.display().to_string(),
+            message: format!("binding {k}: {m}"),
+        })?;
+        bindings.insert(k.clone(), v);
+    }
+    let mut ctx = ops::Ctx::new(env, setup, test, namespace.clone());
+    ctx.ensure_namespace().await?;
+    let mut failures = Vec::new();
+    let mut snapshots = Vec::new();
+    let mut cleanups: Vec<(String, Vec<model::Operation>, Bindings)> = Vec::new();
+    for step in &test.steps {
+        let mut b = bindings.clone();
+        b.insert("step".into(), json!({"name": step.name}));
+        for (k, v) in &step.bindings {
+            let v = matching::template(v, &b).map_err(|m| E2eError::Malformed {
+                file: test.file.display().to_string(),
+                message: format!("step {:?} binding {k}: {m}", step.name),
+            })?;
+            b.insert(k.clone(), v);
+        }
+        let mut step_failures = Vec::new();
+        let step_started = Instant::now();
+        for op in &step.try_ops {
+            match ctx.run(op, &b).await? {
+                Ok(()) => {}
+                Err(f) => {
+                    let f = ops::tag(f, &step.name, "");
+                    step_failures.push(f);
+                    if !op.continue_on_error {
+                        break;
+                    }
+                }
+            }
+        }
+        if setup.verbose {
+            eprintln!(
+                "e2e {}: step {:?} took {:?}",
+                test.name,
+                step.name,
+                step_started.elapsed()
+            );
+        }
+        snapshots.push(ctx.snapshot().await);
+        let failed = !step_failures.is_empty();
+        if failed {
+            for op in &step.catch {
+                if let Err(f) = ctx.run(op, &b).await? {
+                    step_failures.push(ops::tag(f, &step.name, "catch/"));
+                }
+            }
+        }
+        for op in &step.finally {
+            if let Err(f) = ctx.run(op, &b).await? {
+                step_failures.push(ops::tag(f, &step.name, "finally/"));
+            }
+        }
+        if !step.cleanup.is_empty() {
+            cleanups.push((step.name.clone(), step.cleanup.clone(), b.clone()));
+        }
+        failures.extend(step_failures);
+        if failed {
+            break;
+        }
+    }
+    for (name, ops_, b) in cleanups.iter().rev() {
+        for op in ops_ {
+            if let Err(f) = ctx.run(op, b).await? {
+                failures.push(ops::tag(f, name, "cleanup/"));
+            }
+        }
+    }
+    Ok((failures, snapshots))
+}

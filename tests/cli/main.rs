@@ -12,6 +12,7 @@ mod dev;
 mod devloop;
 mod docs_run;
 mod dryrun;
+mod e2e;
 mod events_schema;
 mod hooktest;
 mod init;

@@ -11,6 +11,7 @@
 //! 1 (failures), 4 (a hook could not be called).
 
 mod cases;
+mod e2e;
 mod report;
 mod validate;
 
@@ -71,9 +72,22 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     } else {
         args.dirs.clone()
     };
-    let files = cases::case_files(&dirs).class(Class::Usage)?;
+    // Chainsaw e2e tests: a directory holding one belongs to its tests (its other YAML files
+    // are their resources, not recorded cases).
+    let e2e_files = crate::e2e::model::test_files(&dirs);
+    let e2e_dirs: Vec<PathBuf> = e2e_files
+        .iter()
+        .filter_map(|f| f.parent().map(PathBuf::from))
+        .collect();
+    let files: Vec<_> = cases::case_files(&dirs)
+        .class(Class::Usage)?
+        .into_iter()
+        .filter(|(p, _)| !e2e_dirs.iter().any(|d| p.starts_with(d)))
+        .collect();
     let found = cases::read_cases(files, args.filter.as_deref()).class(Class::Usage)?;
-    if found.is_empty() {
+    let tests = e2e::load(&e2e_files, args.filter.as_deref())
+        .map_err(|e| fail(Class::Usage, e.to_string()))?;
+    if found.is_empty() && tests.is_empty() {
         return Err(fail(
             Class::Usage,
             format!(
@@ -92,11 +106,25 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
     // The project's hooks are built before the first case.
     super::project::build_hooks(args.project.as_ref()).await?;
+    let color = color_on(&args);
+    let e2e_results = if tests.is_empty() {
+        Vec::new()
+    } else {
+        let setup = e2e::setup(&loaded, args.hook_base_url.clone(), verbose > 0);
+        e2e::run_all(&setup, &tests, args.jobs, |r| {
+            print_one(&args, r, color, verbose)
+        })
+        .await?
+    };
+    if found.is_empty() {
+        return finish(&args, e2e_results, color);
+    }
     let cluster = Cluster::connect(&args).await?;
     let inputs = Inputs {
         selector,
         hook_server,
         found,
+        prior: e2e_results,
     };
     let result = run_connected(verbose, &args, inputs, &mut loaded, &cluster).await;
     cluster.stop().await;
@@ -111,6 +139,8 @@ struct Inputs {
     hook_server: Option<(ServerConfig, String)>,
     /// The cases.
     found: Vec<Found>,
+    /// The results of the e2e tests (run before the cases).
+    prior: Vec<CaseResult>,
 }
 
 /// Everything after the connection (so the sandbox is stopped whatever happens).
@@ -125,6 +155,7 @@ async fn run_connected(
         selector,
         hook_server,
         found,
+        prior,
     } = inputs;
     let conn = &cluster.conn;
     let discovery = crate::k8s::discovery::Discovery::new(conn.client.clone());
@@ -143,26 +174,41 @@ async fn run_connected(
         update: args.update,
         validate: args.validate,
     };
-    let color =
-        args.color.resolve(std::io::stdout().is_terminal()) && args.output == TestOutput::Human;
-    let mut results = Vec::with_capacity(bound.len());
+    let color = color_on(args);
+    let mut results = prior;
+    results.reserve(bound.len());
     let mut stream = futures::stream::iter(bound.iter().map(|b| runner.run(b))).buffered(args.jobs);
     while let Some(r) = stream.next().await {
-        let text = match args.output {
-            // Failures come at the end, the identical ones in one block.
-            TestOutput::Human if report::deferred(&r) => String::new(),
-            TestOutput::Human => report::human(&r, color, verbose > 0),
-            TestOutput::Json => format!("{}\n", report::json_line(&r)),
-        };
-        super::write_stdout(text.as_bytes())?;
+        print_one(args, &r, color, verbose)?;
         results.push(r);
     }
     drop(stream);
-    if args.output == TestOutput::Human {
-        super::write_stdout(report::human_grouped(&results, color).as_bytes())?;
-    }
     if let Some(s) = server {
         s.stop().await;
+    }
+    finish(args, results, color)
+}
+
+/// Colors on stdout (human output only).
+fn color_on(args: &TestArgs) -> bool {
+    args.color.resolve(std::io::stdout().is_terminal()) && args.output == TestOutput::Human
+}
+
+/// Print one result as it ends (human failures wait for the end).
+fn print_one(args: &TestArgs, r: &CaseResult, color: bool, verbose: u8) -> Result<()> {
+    let text = match args.output {
+        // Failures come at the end, the identical ones in one block.
+        TestOutput::Human if report::deferred(r) => String::new(),
+        TestOutput::Human => report::human(r, color, verbose > 0),
+        TestOutput::Json => format!("{}\n", report::json_line(r)),
+    };
+    super::write_stdout(text.as_bytes())
+}
+
+/// The deferred failures, the closing line, `--junit`, and the exit code.
+fn finish(args: &TestArgs, results: Vec<CaseResult>, color: bool) -> Result<u8> {
+    if args.output == TestOutput::Human {
+        super::write_stdout(report::human_grouped(&results, color).as_bytes())?;
     }
     let totals = Totals::of(&results);
     match args.output {

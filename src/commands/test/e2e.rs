@@ -1,0 +1,127 @@
+//! The chainsaw e2e tests of `kubectl meta test` ([`crate::e2e`]): found beside the recorded
+//! hook cases in the same directories, each run in its own in-process sandbox with the
+//! controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::StreamExt;
+
+use super::super::exit::{Class, fail};
+use super::report::{CaseResult, Verdict};
+use crate::e2e::{self, EnvExtras, LoadedTest, Setup};
+use crate::engine::plan::apply::FieldChange;
+use crate::spec;
+
+/// The e2e tests of `files` (those whose name contains `filter`); a malformed test or an
+/// unsupported operation is an error naming the file and line.
+pub fn load(files: &[PathBuf], filter: Option<&str>) -> Result<Vec<LoadedTest>, e2e::E2eError> {
+    let mut out = Vec::new();
+    for f in files {
+        for t in e2e::model::load_file(f)? {
+            if filter.is_none_or(|k| t.name.contains(k) || f.display().to_string().contains(k)) {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the environments are built from: the controllers and the CRDs/Namespaces of `-f`.
+pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool) -> Setup {
+    let docs: Vec<(String, serde_json::Value)> = loaded
+        .others
+        .iter()
+        .map(|d| (d.source.to_string(), d.value.clone()))
+        .collect();
+    Setup {
+        controllers: loaded.controllers.clone(),
+        manifests: e2e::env::environment_manifests(&docs),
+        hook_base_url,
+        verbose,
+    }
+}
+
+/// The result of one test as `test` reports a case.
+fn result_of(test: &LoadedTest, r: e2e::TestRun) -> CaseResult {
+    let name = format!("e2e/{}", test.name);
+    let file = test.file.display().to_string();
+    {
+        {
+            CaseResult {
+                name,
+                file,
+                title: format!("chainsaw test {}", test.name),
+                verdict: if r.passed {
+                    Verdict::Pass
+                } else {
+                    Verdict::Fail {
+                        message: Some(
+                            r.failures
+                                .iter()
+                                .map(e2e::StepFailure::line)
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                        ),
+                        changes: r
+                            .failures
+                            .iter()
+                            .filter_map(|f| {
+                                Some(FieldChange {
+                                    path: format!("{}.{}", f.object.clone()?, f.path.clone()?),
+                                    old: f.expected.clone(),
+                                    new: f.actual.clone(),
+                                })
+                            })
+                            .collect(),
+                    }
+                },
+                duration: r.duration,
+            }
+        }
+    }
+}
+
+/// A test whose environment could not be set up.
+fn error_result(test: &LoadedTest, e: e2e::E2eError) -> CaseResult {
+    CaseResult {
+        name: format!("e2e/{}", test.name),
+        file: test.file.display().to_string(),
+        title: format!("chainsaw test {}", test.name),
+        verdict: Verdict::Error {
+            message: e.to_string(),
+        },
+        duration: Duration::ZERO,
+    }
+}
+
+/// Run `tests` (`jobs` at once), calling `each` as each ends, in order. A test that turns out
+/// not to be runnable (a binding or template that does not evaluate) is a usage error.
+pub async fn run_all(
+    setup: &Setup,
+    tests: &[LoadedTest],
+    jobs: usize,
+    mut each: impl FnMut(&CaseResult) -> Result<()>,
+) -> Result<Vec<CaseResult>> {
+    let mut out = Vec::with_capacity(tests.len());
+    let mut stream = futures::stream::iter(
+        tests
+            .iter()
+            .filter(|t| !t.skip)
+            .map(|t| async move { (t, e2e::run_test(setup, t, EnvExtras::default()).await) }),
+    )
+    .buffered(jobs.max(1));
+    while let Some((t, r)) = stream.next().await {
+        let r = match r {
+            Ok(run) => result_of(t, run),
+            Err(e @ (e2e::E2eError::Malformed { .. } | e2e::E2eError::Unsupported { .. })) => {
+                return Err(fail(Class::Usage, e.to_string()));
+            }
+            Err(e) => error_result(t, e),
+        };
+        each(&r)?;
+        out.push(r);
+    }
+    Ok(out)
+}

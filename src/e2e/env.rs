@@ -1,0 +1,214 @@
+//! The environment one e2e test runs in: a fresh in-process sandbox (its kubeconfig written to
+//! a file so that `command` and `script` operations, kubectl included, reach it) with the
+//! controllers' CRDs applied and the engine running the controllers in this process. What a
+//! caller may add (engine options, sandbox faults, restarts) is [`EnvExtras`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use super::{E2eError, Setup};
+use crate::engine::events::EventBus;
+use crate::engine::{Engine, EngineContext, EngineOptions};
+use crate::k8s::client::{self, Connection};
+use crate::k8s::discovery::Discovery;
+use crate::k8s::manifests;
+
+/// A change to the engine's options ([`EnvExtras::engine_options`]).
+pub type EngineOptionsHook = Arc<dyn Fn(&mut EngineOptions) + Send + Sync>;
+
+/// A call with the started sandbox ([`EnvExtras::on_sandbox`]).
+pub type SandboxHook = Arc<dyn Fn(&kube_sandbox::Sandbox) + Send + Sync>;
+
+/// What a perturbation (or any caller) may add to an e2e environment.
+#[derive(Default, Clone)]
+pub struct EnvExtras {
+    /// Applied to the engine's options before every engine start (first start and restarts):
+    /// the perturb driver sets `options.perturb` here.
+    pub engine_options: Option<EngineOptionsHook>,
+    /// Called once with the in-process sandbox after it started, before the engine starts
+    /// (arm `sandbox.faults()` rules: conflict, throttle). Not called against `--context`.
+    pub on_sandbox: Option<SandboxHook>,
+    /// When notified, the environment stops the running engine at once (its tasks aborted, as a
+    /// kill -9 would: no graceful finish of the sync in flight) and starts a fresh engine on
+    /// fresh caches with the same definitions and options (class `restart`).
+    pub restart: Option<Arc<tokio::sync::Notify>>,
+    /// When notified, the environment restarts the managed hook server (class `hook-restart`).
+    /// The e2e runner runs no managed hook server yet (exec hooks and servers started by the
+    /// caller): a notification is ignored.
+    pub restart_hook_server: Option<Arc<tokio::sync::Notify>>,
+}
+
+/// A running environment.
+pub struct Env {
+    /// The connection to the sandbox.
+    pub conn: Connection,
+    /// Discovery on it.
+    pub discovery: Discovery,
+    /// The kubeconfig file `command` and `script` get as `KUBECONFIG`.
+    pub kubeconfig: PathBuf,
+    /// The engine running the controllers (replaced on restart).
+    engine: Arc<Mutex<Option<Engine>>>,
+    sandbox: Option<kube_sandbox::Sandbox>,
+    restarter: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// How long a test's engine may take to stop before its environment is torn down anyway.
+const ENGINE_STOP_GRACE: Duration = Duration::from_millis(300);
+
+/// How long the sandbox's simulated kubelet takes to start or stop a pod in e2e tests.
+pub const POD_DELAY: Duration = Duration::from_millis(100);
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Start the engine on `conn` with the definitions of `setup`.
+fn start_engine(setup: &Setup, conn: &Connection, extras: &EnvExtras) -> Result<Engine, E2eError> {
+    let mut options = EngineOptions {
+        hook_base_url: setup.hook_base_url.clone(),
+        ..EngineOptions::default()
+    };
+    if let Some(f) = &extras.engine_options {
+        f(&mut options);
+    }
+    let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
+        .map_err(|e| E2eError::Environment(format!("cannot set up the hook client: {e}")))?;
+    let mut engine = Engine::new(Arc::new(ctx));
+    for def in &setup.controllers {
+        engine.start(def.clone());
+    }
+    Ok(engine)
+}
+
+impl Env {
+    /// A fresh sandbox with the setup's manifests (CRDs, namespaces) and the engine running.
+    pub async fn start(setup: &Setup, extras: &EnvExtras) -> Result<Env, E2eError> {
+        let kubeconfig = std::env::temp_dir().join(format!(
+            "kubectl-meta-e2e-{}-{}.kubeconfig",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut cfg = kube_sandbox::SandboxConfig {
+            kubeconfig: Some(kubeconfig.clone()),
+            ..kube_sandbox::SandboxConfig::ephemeral()
+        };
+        // Pods start and stop after POD_DELAY instead of the sandbox's 0.5 s: a rollout test
+        // waits on every pod, several times.
+        cfg.tunables.kubelet_delay = Some(POD_DELAY);
+        let sandbox = kube_sandbox::Sandbox::start(cfg)
+            .await
+            .map_err(|e| E2eError::Environment(format!("starting the sandbox: {e}")))?;
+        if let Some(f) = &extras.on_sandbox {
+            f(&sandbox);
+        }
+        let conn = match client::connect(Some(&kubeconfig), Some("sandbox"), None).await {
+            Ok(c) => c,
+            Err(e) => {
+                sandbox.shutdown().await;
+                let _ = std::fs::remove_file(&kubeconfig);
+                return Err(E2eError::Environment(format!(
+                    "connecting to the sandbox: {e}"
+                )));
+            }
+        };
+        let discovery = Discovery::new(conn.client.clone());
+        let mut env = Env {
+            conn,
+            discovery,
+            kubeconfig,
+            engine: Arc::new(Mutex::new(None)),
+            sandbox: Some(sandbox),
+            restarter: None,
+        };
+        if let Err(e) = env.prepare(setup, extras).await {
+            env.stop().await;
+            return Err(e);
+        }
+        Ok(env)
+    }
+
+    async fn prepare(&mut self, setup: &Setup, extras: &EnvExtras) -> Result<(), E2eError> {
+        if !setup.manifests.is_empty() {
+            manifests::apply_documents(
+                &self.conn.client,
+                &self.discovery,
+                "default",
+                &setup.manifests,
+                Duration::from_secs(30),
+                &manifests::ApplyMode {
+                    overwrite: true,
+                    field_manager: crate::k8s::FIELD_MANAGER,
+                    dry_run: false,
+                },
+            )
+            .await
+            .map_err(|e| {
+                E2eError::Environment(format!("applying the definitions' manifests: {e}"))
+            })?;
+        }
+        let engine = start_engine(setup, &self.conn, extras)?;
+        *self.engine.lock().await = Some(engine);
+        if let Some(notify) = extras.restart.clone() {
+            let slot = Arc::clone(&self.engine);
+            let (setup, conn, extras) = (setup.clone(), self.conn.clone(), extras.clone());
+            self.restarter = Some(tokio::spawn(async move {
+                loop {
+                    notify.notified().await;
+                    let mut guard = slot.lock().await;
+                    // Its stop token cancelled at once and not waited for. The engine has no
+                    // abort yet: a sync already calling its hook or writing may still finish
+                    // (a true kill -9 needs an Engine::abort that aborts its tasks).
+                    if let Some(old) = guard.take() {
+                        let ctx = Arc::clone(old.context());
+                        let _ = tokio::time::timeout(Duration::ZERO, old.shutdown()).await;
+                        ctx.informers.shutdown();
+                    }
+                    match start_engine(&setup, &conn, &extras) {
+                        Ok(e) => *guard = Some(e),
+                        Err(e) => tracing::warn!("e2e: the engine did not restart: {e}"),
+                    }
+                }
+            }));
+        }
+        Ok(())
+    }
+
+    /// Stop the engine and the sandbox, remove the kubeconfig.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.restarter.take() {
+            r.abort();
+        }
+        if let Some(e) = self.engine.lock().await.take() {
+            // The environment is thrown away: the syncs in flight get a moment to end, not the
+            // engine's full grace (which can wait ~10 s on a sync that has nothing left to do).
+            let ctx = Arc::clone(e.context());
+            if tokio::time::timeout(ENGINE_STOP_GRACE, e.shutdown())
+                .await
+                .is_err()
+            {
+                ctx.informers.shutdown();
+            }
+        }
+        if let Some(sb) = self.sandbox.take() {
+            sb.shutdown().await;
+        }
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+/// The documents of the definition files the environment applies before the engine starts:
+/// CRDs and Namespaces (sample objects are the tests' to create).
+pub fn environment_manifests(docs: &[(String, Value)]) -> Vec<(String, Value)> {
+    docs.iter()
+        .filter(|(_, d)| {
+            matches!(
+                d["kind"].as_str(),
+                Some("CustomResourceDefinition" | "Namespace")
+            )
+        })
+        .cloned()
+        .collect()
+}
