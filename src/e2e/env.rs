@@ -158,13 +158,10 @@ impl Env {
                 loop {
                     notify.notified().await;
                     let mut guard = slot.lock().await;
-                    // Its stop token cancelled at once and not waited for. The engine has no
-                    // abort yet: a sync already calling its hook or writing may still finish
-                    // (a true kill -9 needs an Engine::abort that aborts its tasks).
+                    // As kill -9: its tasks aborted, nothing awaited, so a sync stopped at a
+                    // perturbation's write point never writes.
                     if let Some(old) = guard.take() {
-                        let ctx = Arc::clone(old.context());
-                        let _ = tokio::time::timeout(Duration::ZERO, old.shutdown()).await;
-                        ctx.informers.shutdown();
+                        old.kill();
                     }
                     match start_engine(&setup, &conn, &extras) {
                         Ok(e) => *guard = Some(e),

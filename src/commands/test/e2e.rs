@@ -3,6 +3,7 @@
 //! controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -10,6 +11,7 @@ use futures::StreamExt;
 
 use super::super::exit::{Class, fail};
 use super::report::{CaseResult, Verdict};
+use crate::e2e::perturb::{self, env::Perturbed};
 use crate::e2e::{self, EnvExtras, LoadedTest, Setup};
 use crate::engine::plan::apply::FieldChange;
 use crate::spec;
@@ -124,4 +126,70 @@ pub async fn run_all(
         out.push(r);
     }
     Ok(out)
+}
+
+/// `test --perturb`: each e2e test through the perturbation driver
+/// ([`crate::e2e::perturb::cli::run_tests`]): run plain twice, then under each class of
+/// `classes` from `seed`, each run a fresh environment whose [`EnvExtras`] carry the schedule
+/// (the engine's perturbation, the sandbox's fault rules, the restart signals). Returns the exit
+/// code: 0 nothing found, 1 a finding or a test failing plain.
+pub async fn perturb(
+    setup: Setup,
+    tests: Vec<LoadedTest>,
+    classes: &[perturb::Class],
+    seed: u64,
+    json_output: bool,
+) -> u8 {
+    let setup = Arc::new(setup);
+    let runs: Vec<(String, Box<perturb::RunFn<'static>>)> = tests
+        .into_iter()
+        .filter(|t| !t.skip)
+        .map(|t| {
+            let name = t.name.clone();
+            let test = Arc::new(t);
+            let setup = Arc::clone(&setup);
+            let run: Box<perturb::RunFn<'static>> =
+                Box::new(move |schedule: Option<&perturb::Schedule>| {
+                    let (test, setup) = (Arc::clone(&test), Arc::clone(&setup));
+                    let extras = schedule.cloned().map(extras_of).unwrap_or_default();
+                    Box::pin(async move { outcome_of(e2e::run_test(&setup, &test, extras).await) })
+                });
+            (name, run)
+        })
+        .collect();
+    let reproduce = perturb::cli::reproduce_prefix(std::env::args());
+    perturb::cli::run_tests(&runs, classes, seed, &reproduce, json_output).await
+}
+
+/// The environment's side of one schedule.
+fn extras_of(schedule: perturb::Schedule) -> EnvExtras {
+    let p = Perturbed::new(schedule);
+    let perturbation = Arc::clone(&p.perturbation);
+    let on_sandbox = p.clone();
+    EnvExtras {
+        engine_options: Some(Arc::new(move |o: &mut crate::engine::EngineOptions| {
+            o.perturb = Some(Arc::clone(&perturbation));
+        })),
+        on_sandbox: Some(Arc::new(move |sb: &kube_sandbox::Sandbox| {
+            on_sandbox.on_sandbox(sb.faults())
+        })),
+        restart: Some(Arc::clone(&p.restart)),
+        restart_hook_server: Some(Arc::clone(&p.restart_hook_server)),
+    }
+}
+
+/// A run as the driver compares it; an environment that could not start is a failed run.
+fn outcome_of(run: Result<e2e::TestRun, e2e::E2eError>) -> perturb::Outcome {
+    match run {
+        Ok(r) => perturb::Outcome {
+            passed: r.passed,
+            failures: r.failures.iter().map(e2e::StepFailure::line).collect(),
+            snapshots: r.snapshots,
+        },
+        Err(e) => perturb::Outcome {
+            passed: false,
+            failures: vec![e.to_string()],
+            snapshots: Vec::new(),
+        },
+    }
 }

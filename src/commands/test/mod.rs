@@ -53,9 +53,6 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     // A project file fills the flags not given (flags win).
     super::project::for_test(&mut args)?;
     validate_flags(&args).class(Class::Usage)?;
-    if args.perturb.is_some() {
-        return perturb(&args);
-    }
     let selector = definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
     let mut hook_server = definitions::hook_server_config(
         args.hook_server.as_deref(),
@@ -106,6 +103,9 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
     // The project's hooks are built before the first case.
     super::project::build_hooks(args.project.as_ref()).await?;
+    if let Some(classes) = &args.perturb {
+        return perturb(&args, classes, &loaded, tests, verbose).await;
+    }
     let color = color_on(&args);
     let e2e_results = if tests.is_empty() {
         Vec::new()
@@ -236,24 +236,41 @@ fn finish(args: &TestArgs, results: Vec<CaseResult>, color: bool) -> Result<u8> 
 }
 
 /// Check the flags that can be checked before reading anything.
-/// `--perturb`: the e2e tests (chainsaw `Test` files) run through the perturbation driver
-/// (`crate::e2e::perturb::cli::run_tests`), one run per test and schedule. The e2e runner
-/// connects here (issue 38: `e2e::run_test` with `EnvExtras` from the schedule); until it is
-/// there, no e2e test can be found and `--perturb` says so.
-fn perturb(args: &TestArgs) -> Result<u8> {
-    let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
-    Err(fail(
-        Class::Usage,
-        format!(
-            "--perturb runs the e2e tests (chainsaw files of kind Test) and none were found in {}; \
-             write one (chainsaw-test.yaml) or run without --perturb for the hook test cases",
-            if dirs.is_empty() {
-                DEFAULT_DIR.to_string()
-            } else {
-                dirs.join(", ")
-            }
-        ),
-    ))
+/// `--perturb`: the e2e tests (chainsaw `Test` files) through the perturbation driver; the
+/// recorded hook cases are not run (they have no environment to perturb). None found is a usage
+/// error.
+async fn perturb(
+    args: &TestArgs,
+    classes: &[String],
+    loaded: &spec::Loaded,
+    tests: Vec<crate::e2e::LoadedTest>,
+    verbose: u8,
+) -> Result<u8> {
+    if tests.is_empty() {
+        let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
+        return Err(fail(
+            Class::Usage,
+            format!(
+                "--perturb runs the e2e tests (chainsaw files of kind Test) and none were found in {}; \
+                 write one (chainsaw-test.yaml) or run without --perturb for the hook test cases",
+                if dirs.is_empty() {
+                    DEFAULT_DIR.to_string()
+                } else {
+                    dirs.join(", ")
+                }
+            ),
+        ));
+    }
+    let classes = crate::e2e::perturb::parse_classes(classes).map_err(anyhow::Error::msg)?;
+    let setup = e2e::setup(loaded, args.hook_base_url.clone(), verbose > 0);
+    Ok(e2e::perturb(
+        setup,
+        tests,
+        &classes,
+        args.seed,
+        args.output == TestOutput::Json,
+    )
+    .await)
 }
 
 fn validate_flags(args: &TestArgs) -> Result<()> {
