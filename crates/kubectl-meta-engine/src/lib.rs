@@ -14,6 +14,7 @@
 //! What every layer speaks:
 //! - [`error`]: why a sync failed, typed per layer ([`error::SyncError`]), and how it is retried.
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
+//! - [`trace`]: the `tracing` spans of syncs, hook calls and writes (exported by the plugin).
 //!
 //! And below the engine:
 //! - [`spec`]: controller definitions: types, loading from files, validation.
@@ -36,6 +37,7 @@ pub mod plan_once;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub mod spec;
+pub mod trace;
 
 // Start an engine on a client, drive it, read its queue.
 pub use run::{Engine, OnceReport, QUIET, WaitFor};
@@ -43,7 +45,9 @@ pub use runtime::context::{
     DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording, call_hook,
 };
 pub use runtime::execute::ApplyStrategy;
-pub use runtime::queue::{QueueStats, depth as queue_depth};
+pub use runtime::queue::{
+    DurationHistogram, QueueMetrics, QueueStats, WORKQUEUE_BUCKETS, depth as queue_depth,
+};
 // A started controller, as the dev loop drives it (resync, reload, replay).
 pub use runtime::controller::{ControllerHandle, Exchange};
 // Why a controller cannot start.
