@@ -32,7 +32,7 @@ mod commands;
 mod deploy;
 mod dryrun;
 mod incluster;
-mod telemetry;
+pub mod telemetry;
 
 // The library surface integration tests and benches use (the engine and what drives it).
 pub mod devloop;

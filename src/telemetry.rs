@@ -58,6 +58,8 @@ pub struct TraceConfig {
     pub protocol: OtlpProtocol,
     /// The service name to set (None: the environment names it).
     pub service_name: Option<String>,
+    /// The traces endpoint to send to (None: the exporter reads the environment's).
+    pub endpoint: Option<String>,
 }
 
 /// The OTLP transports.
@@ -116,6 +118,7 @@ impl TraceConfig {
         Ok(Some(TraceConfig {
             protocol,
             service_name: (!named).then(|| DEFAULT_SERVICE_NAME.to_string()),
+            endpoint: None,
         }))
     }
 }
@@ -146,16 +149,26 @@ impl Drop for Telemetry {
 /// Build the tracer provider for `cfg` (inside a tokio runtime: the gRPC transport needs one).
 fn provider(cfg: &TraceConfig) -> Result<SdkTracerProvider, TelemetryError> {
     let builder = opentelemetry_otlp::SpanExporter::builder();
-    let exporter = match cfg.protocol {
-        OtlpProtocol::HttpProtobuf => builder
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .build(),
-        OtlpProtocol::HttpJson => builder
-            .with_http()
-            .with_protocol(Protocol::HttpJson)
-            .build(),
-        OtlpProtocol::Grpc => builder.with_tonic().with_protocol(Protocol::Grpc).build(),
+    let exporter = match (cfg.protocol, &cfg.endpoint) {
+        (OtlpProtocol::Grpc, endpoint) => {
+            let b = builder.with_tonic().with_protocol(Protocol::Grpc);
+            match endpoint {
+                Some(e) => b.with_endpoint(e.clone()).build(),
+                None => b.build(),
+            }
+        }
+        (http, endpoint) => {
+            let protocol = if http == OtlpProtocol::HttpJson {
+                Protocol::HttpJson
+            } else {
+                Protocol::HttpBinary
+            };
+            let b = builder.with_http().with_protocol(protocol);
+            match endpoint {
+                Some(e) => b.with_endpoint(e.clone()).build(),
+                None => b.build(),
+            }
+        }
     }
     .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let mut resource = Resource::builder();
