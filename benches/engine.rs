@@ -1,5 +1,11 @@
 //! Engine benchmark: `cargo bench --bench engine [-- --parents N --children C --mix 0|1 --timeout S
-//! --workers W --api-qps Q --status-echo sync|skip --kubeconfig PATH --namespace-prefix P]`.
+//! --workers W --api-qps Q --status-echo sync|skip --traces 0|1 --kubeconfig PATH
+//! --namespace-prefix P]`.
+//!
+//! Logging is set up as `run` sets it up; `--traces 1` also exports the engine's spans (a span
+//! per sync, hook call and write) over OTLP/HTTP to a receiver in the process that decodes
+//! and counts them, as `run` does when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (default 0: traces
+//! off, as without that variable).
 //!
 //! Runs the CompositeController engine in-process against an in-process sandbox (no kubelet), or
 //! with `--kubeconfig` against a real API server (namespaces `<P>bench`, `<P>floor` and a CRD
@@ -286,6 +292,58 @@ fn converged_note(c: bool) -> &'static str {
     if c { "" } else { " (NOT converged)" }
 }
 
+/// Spans an OTLP receiver decoded, and the export requests it answered.
+#[derive(Default)]
+struct Exported {
+    spans: AtomicUsize,
+    requests: AtomicUsize,
+}
+
+/// Logging as `run` sets it up; with `traces`, the OTLP exporter too, to a receiver on
+/// 127.0.0.1 counting what it gets.
+async fn start_telemetry(traces: bool) -> (kubectl_meta::telemetry::Telemetry, Arc<Exported>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message as _;
+    let exported = Arc::new(Exported::default());
+    let cfg = if traces {
+        let counts = Arc::clone(&exported);
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            post(move |body: axum::body::Bytes| {
+                let counts = Arc::clone(&counts);
+                async move {
+                    let req = ExportTraceServiceRequest::decode(body).expect("OTLP request");
+                    let n: usize = req
+                        .resource_spans
+                        .iter()
+                        .flat_map(|r| &r.scope_spans)
+                        .map(|s| s.spans.len())
+                        .sum();
+                    counts.spans.fetch_add(n, Ordering::Relaxed);
+                    counts.requests.fetch_add(1, Ordering::Relaxed);
+                    ""
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Some(kubectl_meta::telemetry::TraceConfig {
+            protocol: kubectl_meta::telemetry::OtlpProtocol::HttpProtobuf,
+            service_name: Some("engine-bench".to_string()),
+            endpoint: Some(format!("http://127.0.0.1:{port}/v1/traces")),
+        })
+    } else {
+        None
+    };
+    // Inside the runtime, as `run` builds it.
+    let telemetry = kubectl_meta::telemetry::init("warn,kube_client=off", false, cfg.as_ref())
+        .expect("telemetry");
+    (telemetry, exported)
+}
+
 #[tokio::main]
 async fn main() {
     let parents = arg("--parents", 1000);
@@ -297,6 +355,8 @@ async fn main() {
     cfg.tunables.kubelet_delay = None;
     let workers = arg("--workers", kubectl_meta::engine::DEFAULT_WORKERS);
     let qps = arg("--api-qps", 0) as f64;
+    let traces = arg("--traces", 0) != 0;
+    let (mut telemetry, exported) = start_telemetry(traces).await;
     let server = Server::from_args(cfg).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let client = server.dev_client(qps, dir.path()).await;
@@ -306,14 +366,15 @@ async fn main() {
     };
     let floor_ns = server.namespace("floor").await;
     println!(
-        "server: {}; {parents} parents x {children} ConfigMaps{}; workers {workers}, api-qps {qps}, status-echo {}",
+        "server: {}; {parents} parents x {children} ConfigMaps{}; workers {workers}, api-qps {qps}, status-echo {}, traces {}",
         server.label(),
         if mix {
             " + a Secret (stringData) + a Deployment (cpu 0.5)"
         } else {
             ""
         },
-        common::arg_str("--status-echo").unwrap_or_else(|| "sync".to_string())
+        common::arg_str("--status-echo").unwrap_or_else(|| "sync".to_string()),
+        if traces { "on (OTLP/HTTP)" } else { "off" }
     );
     // The API floor first, before the engine watches anything.
     let floor_creates = parents + parents * children;
@@ -499,6 +560,14 @@ async fn main() {
         converged.as_secs_f64() / all_writes_floor,
         start_writes as f64 / parents as f64,
     );
+    if traces {
+        telemetry.shutdown();
+        println!(
+            "traces: {} spans received in {} OTLP export requests",
+            exported.spans.load(Ordering::Relaxed),
+            exported.requests.load(Ordering::Relaxed)
+        );
+    }
     let rv_moved = matches!((rv_before, rv_after), (Some(a), Some(b)) if a != b);
     server.cleanup(&[plural.as_str()], &[&ns, &floor_ns]).await;
     if resync_writes != 0 || resync_noops != 0 || rv_moved || rw != 0 {

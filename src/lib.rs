@@ -32,6 +32,7 @@ mod commands;
 mod deploy;
 mod dryrun;
 mod incluster;
+pub mod telemetry;
 
 // The library surface integration tests and benches use (the engine and what drives it).
 pub mod devloop;
@@ -70,22 +71,16 @@ fn log_color(cli: &Cli) -> bool {
     arg.resolve(std::io::stderr().is_terminal())
 }
 
-fn init_logging(verbose: u8, color: bool) {
-    let default = match verbose {
+/// The log lines' filter for `-v` counts (`KUBECTL_META_LOG` replaces it).
+fn log_filter(verbose: u8) -> &'static str {
+    match verbose {
         // kube's client logs every failed request at ERROR; the engine reports outages itself
         // (once, as an event), so those lines only show from -v on.
         0 => "warn,kube_client=off",
         1 => "info,kubectl_meta=info,kubectl_meta_engine=info",
         2 => "info,kubectl_meta=debug,kubectl_meta_engine=debug",
         _ => "debug,kubectl_meta=trace,kubectl_meta_engine=trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("KUBECTL_META_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(color)
-        .init();
+    }
 }
 
 /// The whole `kubectl-meta` program: parse arguments, set up logging, dispatch, map errors to
@@ -110,12 +105,39 @@ pub fn main() -> ExitCode {
     if let Some(result) = offline {
         return report(result);
     }
-    init_logging(cli.global.verbose, log_color(&cli));
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(Class::Internal.code());
+        }
+    };
+    // Traces of the engine (run, dev) when the OTEL_* environment asks for them.
+    let traces = match &cli.command {
+        Command::Run(_) | Command::Dev(_) => {
+            match telemetry::TraceConfig::from_env(|name| std::env::var(name).ok()) {
+                Ok(cfg) => cfg,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(Class::Usage.code());
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut telemetry = {
+        // The gRPC exporter is built inside the runtime (it spawns its connection there).
+        let _in_runtime = rt.enter();
+        match telemetry::init(
+            log_filter(cli.global.verbose),
+            log_color(&cli),
+            traces.as_ref(),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(Class::Usage.code());
+            }
         }
     };
     let cluster = cli.cluster;
@@ -167,6 +189,11 @@ pub fn main() -> ExitCode {
             | Command::Init(_) => Ok(0),
         }
     });
+    // Export the spans still buffered (the runtime is still there for gRPC).
+    {
+        let _in_runtime = rt.enter();
+        telemetry.shutdown();
+    }
     report_code(result)
 }
 

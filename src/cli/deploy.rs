@@ -35,7 +35,8 @@ pub enum DryRun {
 Renders the Namespace (-n, default kubectl-meta), a ServiceAccount, one least-privilege\n\
 ClusterRole per controller (each rule's reason in the annotation kubectl-meta.dev/rules), the\n\
 Lease Role, the Deployment running `kubectl meta run`, a PodDisruptionBudget and a metrics\n\
-Service; with -f, the definitions as a ConfigMap. A customize hook's related resources are\n\
+Service; with -f, the definitions as a ConfigMap; with --grafana-dashboard and\n\
+--prometheus-rule, a dashboard ConfigMap and alerts. A customize hook's related resources are\n\
 chosen at run time: name them with --related CONTROLLER=RESOURCE[.GROUP].")]
 pub struct DeployArgs {
     /// The cluster (for --from-cluster, --apply and --dry-run); -n is the namespace to deploy to.
@@ -65,4 +66,12 @@ pub struct DeployArgs {
     /// my-controller=configmaps --related my-controller=widgets.example.com`.
     #[arg(long = "related", value_name = "CONTROLLER=RESOURCE[.GROUP]")]
     pub related: Vec<String>,
+    /// Also render a Grafana dashboard of the controllers' metrics: a ConfigMap labelled
+    /// grafana_dashboard: "1", as Grafana's dashboard sidecar discovers them.
+    #[arg(long)]
+    pub grafana_dashboard: bool,
+    /// Also render a PrometheusRule (Prometheus Operator) alerting on sync errors, p99 queue
+    /// wait, hot loops, stuck syncs and controllers no replica holds.
+    #[arg(long)]
+    pub prometheus_rule: bool,
 }

@@ -121,6 +121,8 @@ pub async fn run(mut args: DeployArgs) -> Result<()> {
         from_files: args.defs.from_cluster.is_empty(),
         selector: args.defs.selector.clone(),
         related,
+        grafana_dashboard: args.grafana_dashboard,
+        prometheus_rule: args.prometheus_rule,
     };
     let objects = deploy::render(&loaded.controllers, &cfg);
     match conn {

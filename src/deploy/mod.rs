@@ -6,8 +6,10 @@
 //! needs no right to create CRDs), the ServiceAccount, the least-privilege roles of [`rbac`]
 //! and their bindings, the definitions as a ConfigMap (for `-f`; with `--from-cluster` they are
 //! the cluster's objects already), the Deployment (replicas, probes, resources, non-root,
-//! read-only root filesystem), a PodDisruptionBudget and the metrics Service.
+//! read-only root filesystem), a PodDisruptionBudget and the metrics Service; on request
+//! ([`monitoring`]) a Grafana dashboard ConfigMap and a PrometheusRule of alerts.
 
+pub mod monitoring;
 pub mod rbac;
 
 use std::collections::BTreeMap;
@@ -42,6 +44,10 @@ pub struct DeployConfig {
     /// Per controller: the (group, resource) its customize hook reads as related objects
     /// (`--related`).
     pub related: BTreeMap<String, Vec<(String, String)>>,
+    /// Render the Grafana dashboard ConfigMap (`--grafana-dashboard`).
+    pub grafana_dashboard: bool,
+    /// Render the PrometheusRule of alerts (`--prometheus-rule`).
+    pub prometheus_rule: bool,
 }
 
 /// A `--related` value that is not `CONTROLLER=RESOURCE[.GROUP]`.
@@ -159,6 +165,12 @@ pub fn render(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
             "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}],
         },
     }));
+    if cfg.grafana_dashboard {
+        out.push(monitoring::dashboard_configmap(ns));
+    }
+    if cfg.prometheus_rule {
+        out.push(monitoring::prometheus_rule(ns));
+    }
     out
 }
 
@@ -304,7 +316,32 @@ mod tests {
             from_files,
             selector: None,
             related: BTreeMap::new(),
+            grafana_dashboard: false,
+            prometheus_rule: false,
         }
+    }
+
+    #[test]
+    fn monitoring_objects_only_on_request_and_last() {
+        let defs = vec![];
+        let plain = render(&defs, &cfg(true));
+        assert!(plain.iter().all(
+            |o| o["kind"] != "PrometheusRule" && o["metadata"]["name"] != monitoring::DASHBOARD
+        ));
+        let both = render(
+            &defs,
+            &DeployConfig {
+                grafana_dashboard: true,
+                prometheus_rule: true,
+                ..cfg(true)
+            },
+        );
+        let kinds: Vec<&str> = both[both.len() - 2..]
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["ConfigMap", "PrometheusRule"]);
+        assert_eq!(both.len(), plain.len() + 2);
     }
 
     #[test]

@@ -30,6 +30,7 @@ use super::Status;
 use crate::engine::HookSpec;
 use crate::engine::error::Layer;
 use crate::engine::events::{ActionVerb, EngineEvent, EventBus};
+use crate::engine::{DurationHistogram, QueueMetrics, WORKQUEUE_BUCKETS};
 use crate::hooks::HookTarget;
 use crate::k8s::election::Role;
 use crate::spec::ControllerDef;
@@ -39,23 +40,45 @@ const BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets.
+const RECONCILE_BUCKETS: [f64; 40] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// controller-runtime's reconcile results (`controller_runtime_reconcile_total{result}`), all
+/// shown from the start at 0 as controller-runtime does. A sync that failed is `error`; one
+/// that succeeded is `success` (the hook's `resyncAfterSeconds` is not told apart).
+const RECONCILE_RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Label pairs, in order.
 type Labels = Vec<(&'static str, String)>;
 
-/// A histogram's buckets (cumulative when rendered), sum and count.
-#[derive(Debug, Clone, Default)]
+/// A histogram's buckets (per bucket; cumulative when rendered), sum and count.
+#[derive(Debug, Clone)]
 struct Histogram {
-    counts: [u64; BUCKETS.len()],
+    bounds: &'static [f64],
+    counts: Vec<u64>,
     sum: f64,
     count: u64,
 }
 
 impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
     fn observe(&mut self, v: f64) {
-        if let Some(i) = BUCKETS.iter().position(|b| v <= *b) {
+        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
             self.counts[i] += 1;
         }
         self.sum += v;
@@ -71,6 +94,16 @@ struct Family {
     counters: BTreeMap<Labels, f64>,
     histograms: BTreeMap<Labels, Histogram>,
 }
+
+/// controller-runtime's reconcile counters: (name, help).
+const RECONCILE_TOTAL: (&str, &str) = (
+    "controller_runtime_reconcile_total",
+    "Total number of reconciliations per controller",
+);
+const RECONCILE_ERRORS: (&str, &str) = (
+    "controller_runtime_reconcile_errors_total",
+    "Total number of reconciliation errors per controller",
+);
 
 /// What a hook metric is labelled with: the controller's kind and the hook's address.
 #[derive(Debug, Clone)]
@@ -107,11 +140,30 @@ impl Inner {
             .or_insert(0.0) += 1.0;
     }
 
+    /// Show a counter at 0 until it first counts.
+    fn zero(&mut self, name: &str, help: &str, labels: Labels) {
+        self.family(name, help, false)
+            .counters
+            .entry(labels)
+            .or_insert(0.0);
+    }
+
     fn observe(&mut self, name: &str, help: &str, labels: Labels, v: f64) {
+        self.observe_in(name, help, labels, v, &BUCKETS);
+    }
+
+    fn observe_in(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: Labels,
+        v: f64,
+        bounds: &'static [f64],
+    ) {
         self.family(name, help, true)
             .histograms
             .entry(labels)
-            .or_default()
+            .or_insert_with(|| Histogram::new(bounds))
             .observe(v);
     }
 
@@ -162,6 +214,12 @@ impl Inner {
                     with_method,
                     latency.as_secs_f64(),
                 );
+                self.observe(
+                    "kubectl_meta_hook_latency_seconds",
+                    "Hook call latency (webhook or exec), by controller and hook.",
+                    vec![("controller", controller.clone()), ("hook", hook.clone())],
+                    latency.as_secs_f64(),
+                );
             }
             EngineEvent::SyncFinished {
                 controller,
@@ -190,6 +248,23 @@ impl Inner {
                     "Wall time of a sync.",
                     vec![("controller", controller.clone())],
                     duration.as_secs_f64(),
+                );
+                let c = || vec![("controller", controller.clone())];
+                let mut with_result = c();
+                with_result.push((
+                    "result",
+                    if error.is_some() { "error" } else { "success" }.to_string(),
+                ));
+                self.count(RECONCILE_TOTAL.0, RECONCILE_TOTAL.1, with_result);
+                if error.is_some() {
+                    self.count(RECONCILE_ERRORS.0, RECONCILE_ERRORS.1, c());
+                }
+                self.observe_in(
+                    "controller_runtime_reconcile_time_seconds",
+                    "Length of time per reconciliation per controller",
+                    c(),
+                    duration.as_secs_f64(),
+                    &RECONCILE_BUCKETS,
                 );
             }
             EngineEvent::Action {
@@ -266,6 +341,13 @@ impl Metrics {
         let Ok(mut i) = self.inner.lock() else {
             return;
         };
+        let c = || vec![("controller", def.name().to_string())];
+        for result in RECONCILE_RESULTS {
+            let mut l = c();
+            l.push(("result", result.to_string()));
+            i.zero(RECONCILE_TOTAL.0, RECONCILE_TOTAL.1, l);
+        }
+        i.zero(RECONCILE_ERRORS.0, RECONCILE_ERRORS.1, c());
         for (hook, spec) in def.hooks() {
             let Ok(h) = HookSpec::from_spec(hook, spec, None, def.base_dir(), true) else {
                 continue;
@@ -296,23 +378,7 @@ impl Metrics {
             if f.histogram {
                 let _ = writeln!(out, "# TYPE {name} histogram");
                 for (labels, h) in &f.histograms {
-                    let mut cumulative = 0;
-                    for (b, n) in BUCKETS.iter().zip(h.counts) {
-                        cumulative += n;
-                        let mut l = labels.clone();
-                        l.push(("le", format_float(*b)));
-                        let _ = writeln!(out, "{name}_bucket{} {cumulative}", render_labels(&l));
-                    }
-                    let mut l = labels.clone();
-                    l.push(("le", "+Inf".into()));
-                    let _ = writeln!(out, "{name}_bucket{} {}", render_labels(&l), h.count);
-                    let _ = writeln!(
-                        out,
-                        "{name}_sum{} {}",
-                        render_labels(labels),
-                        format_float(h.sum)
-                    );
-                    let _ = writeln!(out, "{name}_count{} {}", render_labels(labels), h.count);
+                    render_histogram(&mut out, name, labels, h.bounds, &h.counts, h.sum, h.count);
                 }
             } else {
                 let _ = writeln!(out, "# TYPE {name} counter");
@@ -332,8 +398,172 @@ impl Metrics {
     }
 }
 
+/// A queue metric: its name, help, and how to read it from a queue's figures.
+type Series<T> = (&'static str, &'static str, fn(&QueueMetrics) -> T);
+
+/// One histogram's series: cumulative buckets, `+Inf`, sum and count.
+fn render_histogram(
+    out: &mut String,
+    name: &str,
+    labels: &Labels,
+    bounds: &[f64],
+    counts: &[u64],
+    sum: f64,
+    count: u64,
+) {
+    let mut cumulative = 0;
+    for (b, n) in bounds.iter().zip(counts) {
+        cumulative += n;
+        let mut l = labels.clone();
+        l.push(("le", format_float(*b)));
+        let _ = writeln!(out, "{name}_bucket{} {cumulative}", render_labels(&l));
+    }
+    let mut l = labels.clone();
+    l.push(("le", "+Inf".into()));
+    let _ = writeln!(out, "{name}_bucket{} {count}", render_labels(&l));
+    let _ = writeln!(
+        out,
+        "{name}_sum{} {}",
+        render_labels(labels),
+        format_float(sum)
+    );
+    let _ = writeln!(out, "{name}_count{} {count}", render_labels(labels));
+}
+
+/// controller-runtime's worker gauges and client-go's workqueue metrics (under
+/// controller-runtime's names and labels: `name` and `controller` both the controller's
+/// name), read from each controller's queue. They are the queue's figures since its
+/// controller last started here: they restart from zero when the controller restarts (a
+/// changed definition, a Lease taken again), which Prometheus' `rate()` treats as a counter
+/// reset.
+fn render_controller_runtime(out: &mut String, status: &Status) {
+    let gauge = |out: &mut String, name: &str, help: &str, kind: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    let by_controller = |name: &String| vec![("controller", name.clone())];
+    let by_queue = |name: &String| vec![("name", name.clone()), ("controller", name.clone())];
+    gauge(
+        out,
+        "controller_runtime_max_concurrent_reconciles",
+        "Maximum number of concurrent reconciles per controller",
+        "gauge",
+    );
+    for (name, c) in &status.controllers {
+        let _ = writeln!(
+            out,
+            "controller_runtime_max_concurrent_reconciles{} {}",
+            render_labels(&by_controller(name)),
+            c.workers
+        );
+    }
+    gauge(
+        out,
+        "controller_runtime_active_workers",
+        "Number of currently used workers per controller",
+        "gauge",
+    );
+    for (name, c) in &status.controllers {
+        let _ = writeln!(
+            out,
+            "controller_runtime_active_workers{} {}",
+            render_labels(&by_controller(name)),
+            c.metrics.in_flight
+        );
+    }
+    gauge(
+        out,
+        "workqueue_depth",
+        "Current depth of workqueue by workqueue and priority",
+        "gauge",
+    );
+    for (name, c) in &status.controllers {
+        let mut l = by_queue(name);
+        l.push(("priority", String::new()));
+        let _ = writeln!(
+            out,
+            "workqueue_depth{} {}",
+            render_labels(&l),
+            c.metrics.depth
+        );
+    }
+    let counters: [Series<u64>; 2] = [
+        (
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            |m| m.adds,
+        ),
+        (
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            |m| m.retries,
+        ),
+    ];
+    for (metric, help, value) in counters {
+        gauge(out, metric, help, "counter");
+        for (name, c) in &status.controllers {
+            let _ = writeln!(
+                out,
+                "{metric}{} {}",
+                render_labels(&by_queue(name)),
+                value(&c.metrics)
+            );
+        }
+    }
+    let histograms: [Series<DurationHistogram>; 2] = [
+        (
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            |m| m.queue_duration,
+        ),
+        (
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            |m| m.work_duration,
+        ),
+    ];
+    for (metric, help, value) in histograms {
+        gauge(out, metric, help, "histogram");
+        for (name, c) in &status.controllers {
+            let h = value(&c.metrics);
+            render_histogram(
+                out,
+                metric,
+                &by_queue(name),
+                &WORKQUEUE_BUCKETS,
+                &h.counts,
+                h.sum,
+                h.count,
+            );
+        }
+    }
+    let seconds: [Series<f64>; 2] = [
+        (
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+            |m| m.unfinished_work.as_secs_f64(),
+        ),
+        (
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            |m| m.longest_running.as_secs_f64(),
+        ),
+    ];
+    for (metric, help, value) in seconds {
+        gauge(out, metric, help, "gauge");
+        for (name, c) in &status.controllers {
+            let _ = writeln!(
+                out,
+                "{metric}{} {}",
+                render_labels(&by_queue(name)),
+                format_float(value(&c.metrics))
+            );
+        }
+    }
+}
+
 /// The gauges read from the runner's state.
 fn render_gauges(out: &mut String, status: &Status) {
+    render_controller_runtime(out, status);
     let _ = writeln!(
         out,
         "# HELP kubectl_meta_queue_depth Keys in the controller's work queue, by state.\n# TYPE kubectl_meta_queue_depth gauge"

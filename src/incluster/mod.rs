@@ -25,8 +25,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
-use crate::engine::QueueStats;
 use crate::engine::events::{EngineEvent, EventBus};
+use crate::engine::{QueueMetrics, QueueStats};
 use crate::hooks::endpoint;
 use crate::k8s::election::{ElectionConfig, Elector, Role};
 use crate::k8s::lease::lease_name;
@@ -69,6 +69,10 @@ pub struct ControllerStatus {
     pub started: bool,
     /// Its work queue (zero when not started).
     pub queue: QueueStats,
+    /// Its work queue's metrics (zero when not started).
+    pub metrics: QueueMetrics,
+    /// Concurrent syncs (`--workers`).
+    pub workers: usize,
 }
 
 /// What the runner shows: each controller's state, and whether the definitions were read.
@@ -437,7 +441,9 @@ impl Runner {
                 ControllerStatus {
                     role,
                     started: handle.is_some(),
-                    queue: handle.map(|h| h.queue_stats()).unwrap_or_default(),
+                    queue: handle.as_ref().map(|h| h.queue_stats()).unwrap_or_default(),
+                    metrics: handle.map(|h| h.queue_metrics()).unwrap_or_default(),
+                    workers: self.engine.context().options.workers.max(1),
                 },
             );
         }

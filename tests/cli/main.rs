@@ -19,6 +19,7 @@ mod init;
 mod inspect;
 mod issue37;
 mod map;
+mod observability;
 mod project;
 mod run;
 mod sandbox;

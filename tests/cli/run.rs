@@ -67,6 +67,26 @@ async fn hello_world_on_cluster(sb: &TestSandbox) -> Api<DynamicObject> {
     example_on_cluster(sb, "hello-world", "helloworlds").await
 }
 
+/// The hello-world CRD, once served.
+async fn hello_world_crd(sb: &TestSandbox) {
+    let crd = format!("{}/00-crd.yaml", example("hello-world"));
+    ok_kubectl(sb, &["apply", "-f", &crd]);
+    wait_for("helloworlds to be served", TIMEOUT, || async {
+        sb.kubectl(&["get", "helloworlds"])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+}
+
+/// The hello-world CRD (served) and its sample parent `default/hello`, no definition.
+pub(crate) async fn hello_world_crd_and_sample(sb: &TestSandbox) {
+    hello_world_crd(sb).await;
+    let sample = format!("{}/20-sample.yaml", example("hello-world"));
+    ok_kubectl(sb, &["apply", "-f", &sample]);
+}
+
 /// An example's CRD (serving `plural`) and sample, Metacontroller's CRD, and the example's
 /// CompositeController as an object on the cluster.
 async fn example_on_cluster(sb: &TestSandbox, name: &str, plural: &str) -> Api<DynamicObject> {
@@ -84,7 +104,7 @@ async fn example_on_cluster(sb: &TestSandbox, name: &str, plural: &str) -> Api<D
     cc
 }
 
-fn ok_kubectl(sb: &TestSandbox, args: &[&str]) {
+pub(crate) fn ok_kubectl(sb: &TestSandbox, args: &[&str]) {
     let out = sb.kubectl(args);
     assert!(
         out.status.success(),
@@ -94,7 +114,7 @@ fn ok_kubectl(sb: &TestSandbox, args: &[&str]) {
 }
 
 /// GET `http://127.0.0.1:port/path`: (status, body); None while nothing answers.
-async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
         .await
         .ok()?;
@@ -174,12 +194,12 @@ async fn wait_pod(sb: &TestSandbox) -> Vec<(String, String)> {
 }
 
 /// One sample: metric name, labels, value.
-type Sample = (String, Vec<(String, String)>, f64);
+pub(crate) type Sample = (String, Vec<(String, String)>, f64);
 
 /// Parse Prometheus' text format strictly: every sample line is `name{labels} value` with a
 /// `# TYPE` seen for its family, label values quoted with valid escapes, the value a float;
 /// returns (name, labels, value) per sample.
-fn parse_prometheus(text: &str) -> Vec<Sample> {
+pub(crate) fn parse_prometheus(text: &str) -> Vec<Sample> {
     let mut types: std::collections::BTreeMap<String, String> = Default::default();
     let mut samples = Vec::new();
     for line in text.lines() {
@@ -272,7 +292,7 @@ fn parse_prometheus(text: &str) -> Vec<Sample> {
     samples
 }
 
-fn sample(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn sample(samples: &[Sample], name: &str, want: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
         .filter(|(n, labels, _)| {
@@ -477,7 +497,7 @@ async fn bad_election_durations_and_addresses_are_usage_errors() {
 }
 
 /// Kills the process when the test ends, passed or not (no `run` is left behind).
-struct KillOnDrop(i32);
+pub(crate) struct KillOnDrop(i32);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -487,7 +507,7 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn guard(b: &Background) -> KillOnDrop {
+pub(crate) fn guard(b: &Background) -> KillOnDrop {
     KillOnDrop(b.child.id() as i32)
 }
 
@@ -1509,14 +1529,7 @@ async fn each_rule_of_the_rendered_role_is_needed() {
     let home = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let hello = example("hello-world");
-    ok_kubectl(&sb, &["apply", "-f", &format!("{hello}/00-crd.yaml")]);
-    wait_for("helloworlds to be served", TIMEOUT, || async {
-        sb.kubectl(&["get", "helloworlds"])
-            .status
-            .success()
-            .then_some(())
-    })
-    .await;
+    hello_world_crd(&sb).await;
     let rbac = rendered_rbac(home.path(), &[&hello], "ctl").await;
     kubectl_apply_json(&sb, &rbac);
     let kc = service_account_kubeconfig(&sb, dir.path(), "ctl", "kubectl-meta");
@@ -1757,17 +1770,7 @@ async fn run_resolves_exec_hooks_in_the_hook_dir_not_next_to_mounted_definitions
     let sb = common::start().await;
     let home = tempfile::tempdir().unwrap();
     // The CRD and the sample only: the definition comes from the "mounted" file below.
-    let crd = format!("{}/00-crd.yaml", example("hello-world"));
-    ok_kubectl(&sb, &["apply", "-f", &crd]);
-    wait_for("helloworlds to be served", TIMEOUT, || async {
-        sb.kubectl(&["get", "helloworlds"])
-            .status
-            .success()
-            .then_some(())
-    })
-    .await;
-    let sample = format!("{}/20-sample.yaml", example("hello-world"));
-    ok_kubectl(&sb, &["apply", "-f", &sample]);
+    hello_world_crd_and_sample(&sb).await;
     let mounted = tempfile::tempdir().unwrap();
     std::fs::copy(
         format!("{}/10-controller.yaml", example("hello-world")),

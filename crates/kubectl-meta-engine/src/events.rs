@@ -514,7 +514,7 @@ pub fn published_body(body: &serde_json::Value) -> serde_json::Value {
 
 /// Bytes of `v` as JSON, counted as they are written (no buffer: every hook call's request and
 /// answer are measured).
-fn json_size(v: &impl Serialize) -> usize {
+pub(crate) fn json_size(v: &impl Serialize) -> usize {
     /// A writer that only counts.
     struct Count(usize);
     impl std::io::Write for Count {

@@ -18,6 +18,7 @@
 //! - [`events`]: the event stream the printer, the TUI and tests consume.
 //! - [`perturb`]: deterministic faults injected into the engine's view and actions
 //!   (`kubectl meta test --perturb`), set through [`EngineOptions::perturb`].
+//! - [`trace`]: the `tracing` spans of syncs, hook calls and writes (exported by the plugin).
 //!
 //! And below the engine:
 //! - [`spec`]: controller definitions: types, loading from files, validation.
@@ -42,6 +43,7 @@ pub mod plan_once;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub mod spec;
+pub mod trace;
 
 // Start an engine on a client, drive it, read its queue.
 pub use run::{Engine, OnceReport, QUIET, ReplayJob, WaitFor};
@@ -49,7 +51,9 @@ pub use runtime::context::{
     DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording,
 };
 pub use runtime::execute::ApplyStrategy;
-pub use runtime::queue::{QueueStats, depth as queue_depth};
+pub use runtime::queue::{
+    DurationHistogram, QueueMetrics, QueueStats, WORKQUEUE_BUCKETS, depth as queue_depth,
+};
 // A started controller, as the dev loop drives it (resync, reload, replay).
 pub use runtime::controller::{ControllerHandle, LastExchange};
 // Why a controller cannot start.

@@ -2,7 +2,9 @@
 //!
 //! The program inherits the environment plus `KUBECTL_META_HOOK`, `KUBECTL_META_CONTROLLER`,
 //! `KUBECTL_META_CONTROLLER_KIND`, `KUBECTL_META_PARENT`, `KUBECTL_META_MAP_KEY` (map and
-//! tombstone calls; empty otherwise) and the hook's own `env`. It runs in its
+//! tombstone calls; empty otherwise), when traces are exported the hook span's context as
+//! `TRACEPARENT` (and `TRACESTATE`; the environment-variable form of the W3C headers) and the
+//! hook's own `env`. It runs in its
 //! own process group. Stdin is written while stdout and stderr are read, all concurrently, so a
 //! large request and a chatty program cannot deadlock; a program that exits without reading
 //! stdin is fine (the broken pipe is ignored). Stderr is kept (last 64 KiB) in the call record.
@@ -130,6 +132,11 @@ async fn execute(
         .env(
             "KUBECTL_META_MAP_KEY",
             run.info.map_key.as_deref().unwrap_or_default(),
+        )
+        .envs(
+            crate::trace::headers()
+                .into_iter()
+                .map(|(k, v)| (k.to_ascii_uppercase(), v)),
         )
         .envs(run.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
@@ -395,6 +402,33 @@ mod tests {
             assert!(Instant::now() < deadline, "no pids in {}", path.display());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn the_trace_context_reaches_the_program_as_traceparent() {
+        // The process-wide propagator (the plugin installs the OpenTelemetry one): any other
+        // test's webhook calls only gain this header.
+        fn fixed() -> Vec<(String, String)> {
+            vec![(
+                "traceparent".to_string(),
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string(),
+            )]
+        }
+        crate::trace::set_propagator(fixed);
+        let dir = tempfile::tempdir().unwrap();
+        script(
+            dir.path(),
+            "tp.py",
+            r#"import json, os, sys
+json.dump({"tp": os.environ.get("TRACEPARENT")}, sys.stdout)
+"#,
+        );
+        let t = target(&["python3", "tp.py"], LONG, Some(dir.path()));
+        let v = run(&t, &json!({})).await.result.unwrap();
+        assert_eq!(
+            v["tp"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        );
     }
 
     #[tokio::test]

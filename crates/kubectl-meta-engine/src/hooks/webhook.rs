@@ -61,6 +61,10 @@ async fn exchange(
     if let Some(value) = authorization {
         post = post.header(AUTHORIZATION, value.clone());
     }
+    // The hook span's trace context (`traceparent`), when traces are exported.
+    for (name, value) in crate::trace::headers() {
+        post = post.header(name, value);
+    }
     let mut response = post.body(body).send().await.map_err(|e| {
         let message = error_chain(&e);
         if let Some(hint) = tls_hint(&message) {

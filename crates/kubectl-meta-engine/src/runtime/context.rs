@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::error::WritesHeld;
 use crate::events::{self, EngineEvent, EventBus};
@@ -441,16 +442,21 @@ pub async fn call_hook(
         perturbed = Some(b);
     }
     let body = perturbed.as_ref().unwrap_or(body);
-    let mut call = match ctx.gate_for(&hook.target) {
-        Some(gate) => match gate
-            .wait_ready_for(&hook.target, GATE_WAIT.max(hook.target.timeout()))
-            .await
-        {
-            Ok(()) => ctx.hooks.call(&hook.target, &info, body).await,
-            Err(why) => HookCall::not_ready(&hook.target, why),
-        },
-        None => ctx.hooks.call(&hook.target, &info, body).await,
-    };
+    let span = hook_span(&info);
+    let mut call = async {
+        match ctx.gate_for(&hook.target) {
+            Some(gate) => match gate
+                .wait_ready_for(&hook.target, GATE_WAIT.max(hook.target.timeout()))
+                .await
+            {
+                Ok(()) => ctx.hooks.call(&hook.target, &info, body).await,
+                Err(why) => HookCall::not_ready(&hook.target, why),
+            },
+            None => ctx.hooks.call(&hook.target, &info, body).await,
+        }
+    }
+    .instrument(span.clone())
+    .await;
     if lose_answer {
         call.result = Err(crate::hooks::HookError::Timeout {
             target: hook.target.describe(),
@@ -459,6 +465,7 @@ pub async fn call_hook(
         });
         call.status = None;
     }
+    record_hook_call(&span, &call);
     ctx.bus.publish(EngineEvent::HookCalled {
         controller: info.controller.clone(),
         parent: info.parent.clone(),
@@ -509,4 +516,50 @@ pub async fn call_hook(
         });
     }
     call
+}
+
+/// The span of one hook call ([`crate::trace`]), a child of the sync's.
+fn hook_span(info: &CallInfo) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "hook",
+        otel.name = tracing::field::Empty,
+        otel.kind = "client",
+        controller = info.controller.as_str(),
+        hook = info.hook.as_str(),
+        parent = info.parent.as_str(),
+        map_key = tracing::field::Empty,
+        status = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+        answer_bytes = tracing::field::Empty,
+        error = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("hook {}", info.hook).as_str());
+        if let Some(k) = &info.map_key {
+            span.record("map_key", k.as_str());
+        }
+    }
+    span
+}
+
+/// Fill the hook span with how the call went.
+fn record_hook_call(span: &tracing::Span, call: &HookCall) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(s) = call.status {
+        span.record("status", u64::from(s));
+    }
+    span.record("latency_ms", call.latency.as_secs_f64() * 1000.0);
+    match &call.result {
+        Ok(answer) => {
+            span.record("answer_bytes", events::json_size(answer) as u64);
+        }
+        Err(e) => {
+            span.record("error", e.to_string().as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
 }

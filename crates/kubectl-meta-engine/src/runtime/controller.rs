@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use crate::error::SyncError;
 use crate::events::{EngineEvent, EventBus, EventKey, EventSubject, Trigger};
@@ -111,6 +112,8 @@ pub trait ControllerHandle: Send + Sync {
     fn name(&self) -> &str;
     /// The work queue's counters.
     fn queue_stats(&self) -> crate::runtime::queue::QueueStats;
+    /// The work queue's metrics (client-go's workqueue figures).
+    fn queue_metrics(&self) -> crate::runtime::queue::QueueMetrics;
     /// Number of parents (targets) in scope.
     fn parent_count(&self) -> usize;
     /// Queue every parent.
@@ -251,8 +254,9 @@ async fn sync_one<R: Reconciler>(
         status_only: subject.status_only,
         triggers: triggers.clone(),
     });
+    let span = sync_span(&name, &subject, &triggers);
     let start = Instant::now();
-    let out = r.sync(&key, &triggers).await;
+    let out = r.sync(&key, &triggers).instrument(span.clone()).await;
     let q = r.queue();
     let mut retry_in = None;
     match &out.error {
@@ -296,6 +300,7 @@ async fn sync_one<R: Reconciler>(
             }
         }
     }
+    record_outcome(&span, &out, retry_in);
     let EventSubject {
         parent,
         map_key,
@@ -313,6 +318,70 @@ async fn sync_one<R: Reconciler>(
         retry_in,
     });
     q.done(key);
+}
+
+/// The span of one sync ([`crate::trace`]): disabled (and free) unless the program exports
+/// the engine's spans.
+fn sync_span(controller: &str, subject: &EventSubject, triggers: &[Trigger]) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "sync",
+        otel.name = tracing::field::Empty,
+        controller = controller,
+        parent = subject.parent.as_str(),
+        map_key = tracing::field::Empty,
+        status_only = subject.status_only,
+        triggers = tracing::field::Empty,
+        plan.objects = tracing::field::Empty,
+        plan.create = tracing::field::Empty,
+        plan.update = tracing::field::Empty,
+        plan.delete = tracing::field::Empty,
+        plan.writes = tracing::field::Empty,
+        writes = tracing::field::Empty,
+        noops = tracing::field::Empty,
+        hot_loops = tracing::field::Empty,
+        result = tracing::field::Empty,
+        error = tracing::field::Empty,
+        error.layer = tracing::field::Empty,
+        retry_in_seconds = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record(
+            "otel.name",
+            format!("sync {controller} {}", subject.parent).as_str(),
+        );
+        if let Some(k) = &subject.map_key {
+            span.record("map_key", k.as_str());
+        }
+        let all: Vec<String> = triggers.iter().map(ToString::to_string).collect();
+        span.record("triggers", all.join("; ").as_str());
+    }
+    span
+}
+
+/// Fill the sync span with how the sync ended.
+fn record_outcome(span: &tracing::Span, out: &SyncOutcome, retry_in: Option<f64>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("writes", out.writes as u64);
+    span.record("noops", out.noops as u64);
+    span.record("hot_loops", out.hot_loops.len() as u64);
+    match &out.error {
+        None => {
+            span.record("result", "ok");
+        }
+        Some(e) => {
+            span.record("result", "error");
+            span.record("error", e.to_string().as_str());
+            span.record("error.layer", format!("{:?}", e.layer()).as_str());
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+    if let Some(r) = retry_in {
+        span.record("retry_in_seconds", r);
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ use crate::plan::rollout::RevisionWrite;
 use crate::plan::writes::{ChildId, Create, Delete, FinalizerChange, Update, Writes};
 
 use crate::k8s::FIELD_MANAGER;
+use crate::trace;
+use tracing::Instrument;
 
 /// How children are created and updated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -338,6 +340,7 @@ impl Executor {
         detail: Option<String>,
         error: Option<String>,
     ) {
+        trace::record_write(&verb, resource, &object, error.as_deref());
         self.sink.publish(EngineEvent::Action {
             controller: t.controller.to_string(),
             parent: t.subject.parent.clone(),
@@ -402,7 +405,9 @@ impl Executor {
         let mut report = ExecReport::default();
         let mut parent = ParentWrites::new(self, t);
         if let Some(meta) = &plan.metadata {
-            self.write_metadata(t, &mut report, &mut parent, meta).await;
+            self.write_metadata(t, &mut report, &mut parent, meta)
+                .instrument(trace::write_span())
+                .await;
         }
         if plan.finalizer == Some(FinalizerChange::Add) {
             let mut finalizers: Vec<String> = object::finalizers(t.parent)
@@ -417,36 +422,49 @@ impl Executor {
                 ActionVerb::AddFinalizer,
                 finalizers,
             )
+            .instrument(trace::write_span())
             .await;
         }
         let adopted_rv = self.adopt(t, &mut report, &parent, plan).await;
         for edit in &plan.release {
             let _ = self
                 .owner_edit(t, &mut report, ActionVerb::Release, edit)
+                .instrument(trace::write_span())
                 .await;
         }
         for d in &plan.delete {
-            self.delete_child(t, &mut report, d).await;
+            self.delete_child(t, &mut report, d)
+                .instrument(trace::write_span())
+                .await;
         }
         // Creates, then updates: each of different objects, so sent concurrently (at most
         // CHILD_WRITES at once); reported and published in plan order.
         let mut creates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for c in &plan.create {
-            creates.push(Box::pin(self.create_alone(t, c)));
+            creates.push(Box::pin(
+                self.create_alone(t, c).instrument(trace::write_span()),
+            ));
         }
         self.merge_child_writes(&mut report, creates).await;
         let mut updates: Vec<BoxFuture<'_, ChildWrite>> = Vec::new();
         for u in &plan.update {
-            updates.push(Box::pin(self.update_alone(t, u, adopted_rv.get(&u.id))));
+            updates.push(Box::pin(
+                self.update_alone(t, u, adopted_rv.get(&u.id))
+                    .instrument(trace::write_span()),
+            ));
         }
         self.merge_child_writes(&mut report, updates).await;
         if let Some(info) = t.revisions {
             for w in &plan.revisions {
-                self.revision_write(t, &mut report, info, w).await;
+                self.revision_write(t, &mut report, info, w)
+                    .instrument(trace::write_span())
+                    .await;
             }
         }
         if let Some(status) = &plan.status {
-            self.write_status(t, &mut report, &mut parent, status).await;
+            self.write_status(t, &mut report, &mut parent, status)
+                .instrument(trace::write_span())
+                .await;
         }
         if plan.finalizer == Some(FinalizerChange::Remove) {
             let finalizers: Vec<String> = object::finalizers(t.parent)
@@ -461,6 +479,7 @@ impl Executor {
                 ActionVerb::RemoveFinalizer,
                 finalizers,
             )
+            .instrument(trace::write_span())
             .await;
         }
         report

@@ -83,6 +83,61 @@ pub struct QueueStats {
     pub next_due: Option<Duration>,
 }
 
+/// The upper bounds (seconds) of the workqueue duration histograms, as client-go's and
+/// controller-runtime's workqueue metrics have them: 10 ns times powers of ten, up to 1,000 s
+/// (Prometheus' `ExponentialBuckets(10e-9, 10, 12)`).
+pub const WORKQUEUE_BUCKETS: [f64; 12] = [
+    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
+];
+
+/// Durations counted into [`WORKQUEUE_BUCKETS`] (per bucket, not cumulative), their sum and
+/// count.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct DurationHistogram {
+    /// Observations at or below each bound of [`WORKQUEUE_BUCKETS`] and above the previous.
+    pub counts: [u64; WORKQUEUE_BUCKETS.len()],
+    /// Sum of the observations, in seconds.
+    pub sum: f64,
+    /// Number of observations (including those above the last bound).
+    pub count: u64,
+}
+
+impl DurationHistogram {
+    /// Count one duration.
+    pub fn observe(&mut self, d: Duration) {
+        let v = d.as_secs_f64();
+        if let Some(i) = WORKQUEUE_BUCKETS.iter().position(|b| v <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// A queue's figures as client-go's workqueue metrics have them (what controller-runtime
+/// exports as `workqueue_*`), since the queue was made.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct QueueMetrics {
+    /// Keys waiting for a worker: ready, or re-added while in flight (`workqueue_depth`).
+    pub depth: usize,
+    /// Keys that entered the queue (a key already waiting is not counted again; a delayed
+    /// key counts when it is due) (`workqueue_adds_total`).
+    pub adds: u64,
+    /// Failed keys scheduled again with backoff (`workqueue_retries_total`).
+    pub retries: u64,
+    /// From entering the queue to being handed to a worker (`workqueue_queue_duration_seconds`).
+    pub queue_duration: DurationHistogram,
+    /// From being handed to a worker to done (`workqueue_work_duration_seconds`).
+    pub work_duration: DurationHistogram,
+    /// The time the keys now in flight have run so far, added up
+    /// (`workqueue_unfinished_work_seconds`).
+    pub unfinished_work: Duration,
+    /// The longest a key now in flight has run (`workqueue_longest_running_processor_seconds`).
+    pub longest_running: Duration,
+    /// Keys in flight now (controller-runtime's `active_workers`).
+    pub in_flight: usize,
+}
+
 /// The figures of every live queue of the process added up: ready, in flight, scheduled.
 static DEPTH: [AtomicUsize; 3] = [
     AtomicUsize::new(0),
@@ -139,6 +194,10 @@ struct Entry<T> {
     triggers: Vec<T>,
     in_flight: bool,
     failures: u32,
+    /// When the key entered the queue (ready or dirty), until a worker takes it.
+    queued_at: Option<Instant>,
+    /// When a worker took it (and a tie-breaker), while in flight.
+    started: Option<(Instant, u64)>,
 }
 
 impl<T> Default for Entry<T> {
@@ -148,6 +207,8 @@ impl<T> Default for Entry<T> {
             triggers: Vec::new(),
             in_flight: false,
             failures: 0,
+            queued_at: None,
+            started: None,
         }
     }
 }
@@ -181,6 +242,12 @@ struct State<K, T> {
     seq: u64,
     in_flight: usize,
     shutdown: bool,
+    /// Keys in flight and re-added (dirty).
+    dirty: usize,
+    /// The in-flight keys' start times, for the unfinished-work figures (as many as workers).
+    running: std::collections::BTreeSet<(Instant, u64)>,
+    /// The workqueue metrics' counters and histograms.
+    metrics: QueueMetrics,
 }
 
 impl<K: Clone + Eq + Hash, T> State<K, T> {
@@ -190,7 +257,9 @@ impl<K: Clone + Eq + Hash, T> State<K, T> {
     }
 
     /// Make `key` (which has an entry) ready now. Returns true if it entered the ready list.
-    fn set_ready(&mut self, key: &K) -> bool {
+    /// `fresh`: the key enters the queue now (counted as an add); false for a dirty key
+    /// moving to the ready list when its worker is done (it was counted when re-added).
+    fn set_ready(&mut self, key: &K, fresh: bool) -> bool {
         let seq = self.next_seq();
         let Some(entry) = self.entries.get_mut(key) else {
             return false;
@@ -202,8 +271,13 @@ impl<K: Clone + Eq + Hash, T> State<K, T> {
             }
             Pending::Idle => {}
         }
+        if fresh {
+            self.metrics.adds += 1;
+            entry.queued_at.get_or_insert_with(Instant::now);
+        }
         if entry.in_flight {
             entry.pending = Pending::Dirty;
+            self.dirty += 1;
             false
         } else {
             entry.pending = Pending::Ready(seq);
@@ -245,18 +319,25 @@ impl<K: Clone + Eq + Hash, T> State<K, T> {
             if let Some(entry) = self.entries.get_mut(&key) {
                 entry.pending = Pending::Idle;
             }
-            self.set_ready(&key);
+            self.set_ready(&key, true);
             moved += 1;
         }
         moved
     }
 
     /// Hand the first ready key to a worker.
-    fn take_next(&mut self) -> Option<(K, Vec<T>)> {
-        let (_, key) = self.ready.pop_first()?;
+    fn take_next(&mut self, now: Instant) -> Option<(K, Vec<T>)> {
+        let (seq, key) = self.ready.pop_first()?;
         let entry = self.entries.get_mut(&key)?;
         entry.pending = Pending::Idle;
         entry.in_flight = true;
+        if let Some(at) = entry.queued_at.take() {
+            self.metrics
+                .queue_duration
+                .observe(now.saturating_duration_since(at));
+        }
+        entry.started = Some((now, seq));
+        self.running.insert((now, seq));
         self.in_flight += 1;
         let triggers = std::mem::take(&mut entry.triggers);
         Some((key, triggers))
@@ -271,6 +352,23 @@ impl<K: Clone + Eq + Hash, T> State<K, T> {
 
     fn next_due(&self) -> Option<Instant> {
         self.scheduled.first_key_value().map(|((at, _), _)| *at)
+    }
+
+    fn metrics(&self, now: Instant) -> QueueMetrics {
+        let mut m = self.metrics;
+        m.depth = self.ready.len() + self.dirty;
+        m.in_flight = self.in_flight;
+        m.unfinished_work = self
+            .running
+            .iter()
+            .map(|(at, _)| now.saturating_duration_since(*at))
+            .sum();
+        m.longest_running = self
+            .running
+            .first()
+            .map(|(at, _)| now.saturating_duration_since(*at))
+            .unwrap_or_default();
+        m
     }
 
     fn stats(&self, now: Instant) -> QueueStats {
@@ -334,6 +432,9 @@ where
                     seq: 0,
                     in_flight: 0,
                     shutdown: false,
+                    dirty: 0,
+                    running: std::collections::BTreeSet::new(),
+                    metrics: QueueMetrics::default(),
                 }),
                 notify: Notify::new(),
                 stats,
@@ -369,7 +470,7 @@ where
         }
         state.entries.entry(key.clone()).or_default().merge(trigger);
         if delay.is_zero() {
-            let became_ready = state.set_ready(&key);
+            let became_ready = state.set_ready(&key, true);
             self.publish(&state);
             drop(state);
             if became_ready {
@@ -410,6 +511,7 @@ where
         let entry = state.entries.entry(key.clone()).or_default();
         entry.failures = entry.failures.saturating_add(1);
         let delay = self.inner.backoff.delay(entry.failures);
+        state.metrics.retries += 1;
         self.enqueue(state, key, trigger, delay);
         delay
     }
@@ -452,8 +554,9 @@ where
                 if state.shutdown {
                     return None;
                 }
-                let promoted = state.promote_due(Instant::now());
-                if let Some(item) = state.take_next() {
+                let now = Instant::now();
+                let promoted = state.promote_due(now);
+                if let Some(item) = state.take_next(now) {
                     let more = !state.ready.is_empty();
                     self.publish(&state);
                     drop(state);
@@ -495,8 +598,19 @@ where
         if dirty {
             entry.pending = Pending::Idle;
         }
+        let started = entry.started.take();
         state.in_flight -= 1;
-        let became_ready = dirty && state.set_ready(&key);
+        if dirty {
+            state.dirty -= 1;
+        }
+        if let Some((at, seq)) = started {
+            state.running.remove(&(at, seq));
+            state
+                .metrics
+                .work_duration
+                .observe(Instant::now().saturating_duration_since(at));
+        }
+        let became_ready = dirty && state.set_ready(&key, false);
         state.cleanup(&key);
         self.publish(&state);
         drop(state);
@@ -515,6 +629,13 @@ where
         let pending = std::mem::replace(&mut entry.pending, Pending::Idle);
         entry.triggers.clear();
         entry.failures = 0;
+        if !entry.in_flight {
+            entry.queued_at = None;
+        }
+        if pending == Pending::Dirty {
+            entry.queued_at = None;
+            state.dirty -= 1;
+        }
         match pending {
             Pending::Ready(seq) => {
                 state.ready.remove(&seq);
@@ -526,6 +647,11 @@ where
         }
         state.cleanup(key);
         self.publish(&state);
+    }
+
+    /// The queue's workqueue metrics now (client-go's figures; see [`QueueMetrics`]).
+    pub fn metrics(&self) -> QueueMetrics {
+        self.lock().metrics(Instant::now())
     }
 
     /// The queue's figures now (scheduled keys that are due count as ready).
@@ -613,6 +739,48 @@ mod tests {
             scheduled,
             next_due: next_due.map(Duration::from_millis),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn workqueue_metrics_count_adds_waits_work_and_retries_as_client_go() {
+        let q = queue();
+        q.add(1, "a");
+        q.add(1, "b"); // already waiting: not another add
+        assert_eq!((q.metrics().adds, q.metrics().depth), (1, 1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let (k, _) = must_next(&q).await;
+        let m = q.metrics();
+        assert_eq!((m.depth, m.in_flight), (0, 1));
+        assert_eq!(m.queue_duration.count, 1);
+        assert!((m.queue_duration.sum - 2.0).abs() < 0.01, "{m:?}");
+        // 2 s falls in the (1, 10] bucket.
+        assert_eq!(m.queue_duration.counts[9], 1);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        // Re-added while in flight: an add, waiting (depth 1) until done.
+        q.add(k, "again");
+        let m = q.metrics();
+        assert_eq!((m.adds, m.depth), (2, 1));
+        assert!(
+            (m.unfinished_work.as_secs_f64() - 3.0).abs() < 0.01,
+            "{m:?}"
+        );
+        assert_eq!(m.longest_running, m.unfinished_work);
+        q.done(k);
+        let m = q.metrics();
+        assert_eq!((m.adds, m.depth, m.in_flight), (2, 1, 0));
+        assert_eq!(m.work_duration.count, 1);
+        assert!((m.work_duration.sum - 3.0).abs() < 0.01, "{m:?}");
+        assert_eq!(m.unfinished_work, Duration::ZERO);
+        let (k, _) = must_next(&q).await;
+        q.done(k);
+        // A failure: a retry, counted as an add only once it is due.
+        q.add_rate_limited(k, "retry");
+        let m = q.metrics();
+        assert_eq!((m.retries, m.adds, m.depth), (1, 2, 0));
+        let (k, _) = must_next(&q).await;
+        let m = q.metrics();
+        assert_eq!((m.adds, m.queue_duration.count), (3, 3));
+        q.done(k);
     }
 
     #[tokio::test(start_paused = true)]

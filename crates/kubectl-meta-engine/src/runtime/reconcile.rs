@@ -214,6 +214,14 @@ async fn steps<S: SyncKind>(
     let parent_shown = kind.event_parent(key);
     ctx.bus
         .publish(plan.event(kind.parts().name, &parent_shown));
+    let span = tracing::Span::current();
+    if !span.is_disabled() {
+        span.record("plan.objects", plan.objects.len() as u64);
+        span.record("plan.create", plan.writes.create.len() as u64);
+        span.record("plan.update", plan.writes.update.len() as u64);
+        span.record("plan.delete", plan.writes.delete.len() as u64);
+        span.record("plan.writes", plan.write_count() as u64);
+    }
     // MapController tombstones: one event per detached output (nothing for other plans).
     carry::publish_detached(ctx, kind.parts().name, &parent_shown, &plan);
     let (children_moving, children_failed) = if plan.writes.is_empty() {
@@ -484,6 +492,9 @@ impl<S: KindController> ControllerHandle for Running<S> {
     }
     fn queue_stats(&self) -> QueueStats {
         self.ctl.core().queue.stats()
+    }
+    fn queue_metrics(&self) -> crate::runtime::queue::QueueMetrics {
+        self.ctl.core().queue.metrics()
     }
     fn parent_count(&self) -> usize {
         self.ctl.parent_count()
