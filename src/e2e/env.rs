@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 
 use super::{E2eError, Setup};
 use crate::engine::events::EventBus;
-use crate::engine::{Engine, EngineContext, EngineOptions};
+use crate::engine::{Engine, EngineContext, EngineOptions, WaitFor};
 use crate::k8s::client::{self, Connection};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::manifests;
@@ -57,6 +57,12 @@ pub struct Env {
     restarter: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// One look of [`Env::settle`]: long enough for the engine's quiet period to pass once.
+const SETTLE_SLICE: Duration = Duration::from_millis(1000);
+
+/// How long a step's snapshot waits at most for the engine to come to rest ([`Env::settle`]).
+pub const SETTLE_MAX: Duration = Duration::from_secs(5);
+
 /// How long a test's engine may take to stop before its environment is torn down anyway.
 const ENGINE_STOP_GRACE: Duration = Duration::from_millis(300);
 
@@ -77,6 +83,9 @@ fn start_engine(setup: &Setup, conn: &Connection, extras: &EnvExtras) -> Result<
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map_err(|e| E2eError::Environment(format!("cannot set up the hook client: {e}")))?;
     let mut engine = Engine::new(Arc::new(ctx));
+    // At rest means the engine's work done ([`Env::settle`]); whether children become ready
+    // is for the test's assertions to say.
+    engine.set_wait_for(WaitFor::None);
     for def in &setup.controllers {
         engine.start(def.clone());
     }
@@ -171,6 +180,32 @@ impl Env {
             }));
         }
         Ok(())
+    }
+
+    /// Wait until the engine has nothing left to do (no sync queued or running, quiet for
+    /// [`crate::engine::QUIET`]), at most `timeout`. Snapshots are taken at rest, so a run
+    /// that gets there later (a perturbation's retries and back-off) is compared by where it
+    /// ends, not by how far it got when the step's assertions passed. The engine is looked at in
+    /// short slices, so a restart (which replaces it) is never kept waiting.
+    pub async fn settle(&self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            let done = {
+                let guard = self.engine.lock().await;
+                match guard.as_ref() {
+                    Some(e) => {
+                        let r = e.wait_converged(SETTLE_SLICE).await;
+                        // A failed sync is retried after its back-off: not at rest yet.
+                        r.converged && r.failed.is_empty()
+                    }
+                    None => false,
+                }
+            };
+            if done {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// Stop the engine and the sandbox, remove the kubeconfig.

@@ -63,6 +63,9 @@ pub struct Setup {
     pub hook_base_url: Option<String>,
     /// Print what `get`, `describe`, `events`, `command` and `script` print (stderr).
     pub verbose: bool,
+    /// Let the engine come to rest before each step's snapshot ([`Env::settle`]): what
+    /// `test --perturb` compares; a plain `test` only asserts, and does not wait.
+    pub settle: bool,
 }
 
 /// One failed operation.
@@ -219,6 +222,9 @@ async fn run_in(
                 step.name,
                 step_started.elapsed()
             );
+        }
+        if setup.settle {
+            env.settle(env::SETTLE_MAX).await;
         }
         snapshots.push(ctx.snapshot().await);
         let failed = !step_failures.is_empty();

@@ -714,7 +714,8 @@ async fn dryrun_records_cases_too() {
 }
 
 /// `--perturb` names are checked before anything runs: an unknown class is exit 2 listing the
-/// classes; `--seed` needs `--perturb`; without e2e tests to perturb, exit 2 saying so.
+/// classes; `--seed` needs `--perturb`; without e2e tests to perturb (a directory of recorded
+/// hook cases only), exit 2 saying so.
 #[test]
 fn perturb_flags_are_checked_before_anything_runs() {
     let home = tempfile::tempdir().unwrap();
@@ -732,9 +733,11 @@ fn perturb_flags_are_checked_before_anything_runs() {
     let out = km(home.path(), &["test", "-f", &dir, "--seed", "3"]);
     assert_eq!(code(&out), 2, "{}", show(&out));
     assert!(show(&out).contains("--perturb"), "{}", show(&out));
+    // A directory with recorded hook cases only: nothing for --perturb to run.
+    let cases = format!("{dir}/hook-tests");
     let out = km(
         home.path(),
-        &["test", "-f", &dir, "--perturb", "--seed", "3"],
+        &["test", &cases, "-f", &dir, "--perturb", "--seed", "3"],
     );
     assert_eq!(code(&out), 2, "{}", show(&out));
     assert!(

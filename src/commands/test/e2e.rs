@@ -42,6 +42,7 @@ pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool
         manifests: e2e::env::environment_manifests(&docs),
         hook_base_url,
         verbose,
+        settle: false,
     }
 }
 
@@ -140,7 +141,10 @@ pub async fn perturb(
     seed: u64,
     json_output: bool,
 ) -> u8 {
-    let setup = Arc::new(setup);
+    let setup = Arc::new(Setup {
+        settle: true,
+        ..setup
+    });
     let runs: Vec<(String, Box<perturb::RunFn<'static>>)> = tests
         .into_iter()
         .filter(|t| !t.skip)

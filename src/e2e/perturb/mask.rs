@@ -21,9 +21,19 @@ pub type Indexed = Vec<BTreeMap<String, Value>>;
 /// Pod hashes).
 const SUFFIX_ALPHABET: &str = "bcdfghjklmnpqrstvwxz2456789";
 
-/// `name` with a random-looking suffix (`-` and 5 letters of [`SUFFIX_ALPHABET`], which has no
-/// vowel: words do not match) replaced by `*`: `w-5zbtd` -> `w-*`.
+/// `name` with what varies by itself replaced by `*`: a random-looking suffix (`-` and 5
+/// letters of [`SUFFIX_ALPHABET`], which has no vowel: words do not match), `w-5zbtd` ->
+/// `w-*`; and a wall-clock time (a segment of 8 or more digits, as a schedule names what it
+/// creates, `snap-20261128070000-08b903` -> `snap-*`) with everything after it (a hash of it).
 fn generic_name(name: &str) -> String {
+    let mut stem = String::new();
+    for seg in name.split('-') {
+        if seg.len() >= 8 && seg.chars().all(|c| c.is_ascii_digit()) {
+            return format!("{stem}*");
+        }
+        stem.push_str(seg);
+        stem.push('-');
+    }
     if let Some((stem, suffix)) = name.rsplit_once('-')
         && suffix.len() == 5
         && suffix.chars().all(|c| SUFFIX_ALPHABET.contains(c))
@@ -234,6 +244,12 @@ mod tests {
             "my-cache",
             "a word is not a suffix"
         );
+        assert_eq!(
+            generic_name("snap-data-0-20261128070000-08b903"),
+            "snap-data-0-*",
+            "a wall-clock time and what follows it vary by themselves"
+        );
+        assert_eq!(generic_name("web-0"), "web-0", "an ordinal is not a time");
     }
 
     #[test]
