@@ -34,6 +34,11 @@
 //!   written twice under Metacontroller's semantics: after its children are created, and once
 //!   the hook sees them), and the engine's time as a multiple of that.
 //!
+//! `--flight-recorder BYTES` runs each engine with a flight recorder of that bound on its event
+//! bus (as `run` does by default; 0, the default here: off), for its cost: compare the figures
+//! with it on and off. The start-up line then says what the recorder kept, and the run fails if
+//! its byte count ever exceeded the bound (sampled on every event it sees).
+//!
 //! The engine's client is `dev`'s: built by `k8s::client::connect` with the default limits
 //! (no fixed rate, the adaptive window); `--workers` (default `dev`'s, 16) and
 //! `--api-qps` (default 0) as `dev`'s flags.
@@ -48,6 +53,7 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube_sandbox::SandboxConfig;
 use kubectl_meta::engine::events::{EngineEvent, EventBus};
+use kubectl_meta::engine::flight::FlightRecorder;
 use kubectl_meta::engine::{Engine, WaitFor};
 use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
@@ -218,6 +224,9 @@ struct Counts {
     noops: AtomicUsize,
     /// ConfigMap creates (the children the start-up phase waits for).
     configmap_creates: AtomicUsize,
+    /// The flight recorder's largest byte count seen, and its events kept (last seen).
+    flight_max_bytes: Arc<AtomicUsize>,
+    flight_events: Arc<AtomicUsize>,
 }
 
 impl Counts {
@@ -239,6 +248,24 @@ fn start_engine(
     counts: &Arc<Counts>,
 ) -> Engine {
     let bus = EventBus::new();
+    let flight_size = arg("--flight-recorder", 0);
+    if flight_size > 0 {
+        let rec = Arc::new(FlightRecorder::new(flight_size));
+        rec.spawn(&bus);
+        // A second subscriber samples the recorder's byte count as events go by.
+        let mut rx = bus.subscribe();
+        let max = Arc::clone(&counts.flight_max_bytes);
+        let kept = Arc::clone(&counts.flight_events);
+        tokio::spawn(async move {
+            while !matches!(
+                rx.recv().await,
+                Err(tokio::sync::broadcast::error::RecvError::Closed)
+            ) {
+                max.fetch_max(rec.bytes(), Ordering::Relaxed);
+                kept.store(rec.len(), Ordering::Relaxed);
+            }
+        });
+    }
     let mut rx = bus.subscribe();
     let counts = Arc::clone(counts);
     tokio::spawn(async move {
@@ -474,6 +501,18 @@ async fn main() {
         converged.as_secs_f64(),
         converged_note(conv.converged)
     );
+    let flight_size = arg("--flight-recorder", 0);
+    if flight_size > 0 {
+        let max = counts.flight_max_bytes.load(Ordering::Relaxed);
+        println!(
+            "flight recorder: bound {flight_size} bytes, at most {max} bytes used, {} events kept",
+            counts.flight_events.load(Ordering::Relaxed)
+        );
+        if max > flight_size {
+            eprintln!("FAIL: the flight recorder held {max} bytes, above its bound {flight_size}");
+            std::process::exit(1);
+        }
+    }
 
     // 2. No-op resync.
     let rv_before = server.global_rv().await;

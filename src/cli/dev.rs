@@ -169,6 +169,10 @@ pub struct DevArgs {
     /// Ask the running dev loop(s) to write again (and resync every parent); then exit.
     #[arg(long)]
     pub resume: bool,
+    /// Ask the running dev loop(s) to write their flight recording (the last engine events,
+    /// docs/flight-recorder.md) to FILE; then exit.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["resync", "pause", "resume"])]
+    pub dump_flight: Option<PathBuf>,
     /// The project file found (kubectl-meta.yaml), once its values filled the flags not given.
     #[arg(skip)]
     pub project: Option<crate::project::Project>,

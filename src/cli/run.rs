@@ -44,9 +44,14 @@ pub struct RunArgs {
     /// suffix).
     #[arg(long, value_name = "NAME")]
     pub identity: Option<String>,
-    /// Serve /healthz, /readyz and /metrics on this address.
+    /// Serve /healthz, /readyz, /metrics and /debug/flight on this address.
     #[arg(long, value_name = "HOST:PORT", default_value = "0.0.0.0:9090")]
     pub http_addr: String,
+    /// Bound, in bytes, of the flight recorder (the last engine events: triggers, hook
+    /// requests and answers, writes, hot loops; Secret values masked) that GET /debug/flight
+    /// on --http-addr returns; 0 turns it off.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::engine::flight::DEFAULT_SIZE)]
+    pub flight_recorder_size: usize,
     /// Log format on stdout: one JSON object per event (the events of `dev -o json`), or lines
     /// for people.
     #[arg(short = 'o', long = "output", value_enum, default_value = "json")]

@@ -23,6 +23,7 @@ use crate::cli::run::RunArgs;
 use crate::engine::Engine;
 use crate::engine::EngineOptions;
 use crate::engine::events::EventBus;
+use crate::engine::flight::FlightRecorder;
 use crate::incluster::metrics::Metrics;
 use crate::incluster::sources::{self, ClusterFilter};
 use crate::incluster::{Runner, RunnerConfig, http};
@@ -123,6 +124,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
         verbose: false,
     };
     let log = EventLog::spawn(style, &bus, false);
+    let flight = (cfg.args.flight_recorder_size > 0).then(|| {
+        let f = std::sync::Arc::new(FlightRecorder::new(cfg.args.flight_recorder_size));
+        f.spawn(&bus);
+        f
+    });
     let options = EngineOptions {
         service_dns: true,
         exec_dir: cfg.args.hook_dir.clone(),
@@ -146,12 +152,13 @@ pub async fn run(args: RunArgs) -> Result<()> {
         &cfg.args.http_addr,
         runner.status(),
         metrics,
+        flight,
         http_stop.clone(),
     )
     .await
     .class(Class::Usage)?;
     eprintln!(
-        "serving /healthz, /readyz and /metrics on http://{bound}; replica {identity}, Leases in namespace {lease_namespace}"
+        "serving /healthz, /readyz, /metrics and /debug/flight on http://{bound}; replica {identity}, Leases in namespace {lease_namespace}"
     );
 
     let (tx, rx) = tokio::sync::mpsc::channel(16);

@@ -32,6 +32,12 @@ pub enum Command {
     TogglePause,
     /// Send every parent's last request to its hook again and show how the answer changed.
     Replay,
+    /// Write the flight recorder's dump (docs/flight-recorder.md) to `path` (absolute, or
+    /// relative to the dev loop's directory).
+    DumpFlight {
+        /// The file to write.
+        path: String,
+    },
 }
 
 /// A command with the channel its answer goes back on.
@@ -229,12 +235,19 @@ pub fn parse_key_line(line: &str) -> Option<Command> {
         }),
         "p" | "pause" => Some(Command::TogglePause),
         "R" | "replay" => Some(Command::Replay),
+        "f" | "flight" => Some(Command::DumpFlight {
+            path: if rest.is_empty() {
+                format!("flight-{}.json", std::process::id())
+            } else {
+                rest.to_string()
+            },
+        }),
         _ => None,
     }
 }
 
 /// The keyboard help line.
-pub const KEY_HELP: &str = "keys (then Enter): r = resync all, r NAME = resync one parent, p = pause/resume writes, R = replay last requests; Ctrl-C quits";
+pub const KEY_HELP: &str = "keys (then Enter): r = resync all, r NAME = resync one parent, p = pause/resume writes, R = replay last requests, f [FILE] = write the flight recording; Ctrl-C quits";
 
 /// Forward keyboard lines from stdin as commands (answers are published by the caller).
 pub fn spawn_keyboard(tx: mpsc::Sender<Request>, answers: mpsc::UnboundedSender<String>) {

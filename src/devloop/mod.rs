@@ -251,6 +251,8 @@ pub struct DevLoop {
     roots: Roots,
     /// With a project's build steps: the gate every hook call passes (see [`project`]).
     build_gate: Option<Arc<project::BuildGate>>,
+    /// The flight recorder (the last events, within its bound), dumped on request.
+    flight: Arc<crate::engine::flight::FlightRecorder>,
 }
 
 /// With build steps: wrap the context's gate (the managed server's, if any) in a
@@ -280,6 +282,10 @@ impl DevLoop {
     ) -> Result<DevLoop, DevLoopError> {
         let ctx = Arc::clone(engine.context());
         let bus = ctx.bus.clone();
+        let flight = Arc::new(crate::engine::flight::FlightRecorder::new(
+            crate::engine::flight::DEFAULT_SIZE,
+        ));
+        flight.spawn(&bus);
         let mut slot = None;
         let mut server_lines = None;
         if let Some(server_cfg) = &cfg.server {
@@ -314,6 +320,7 @@ impl DevLoop {
             replay_baseline: None,
             roots: Roots::default(),
             build_gate,
+            flight,
         };
         if me.cfg.watch_files {
             me.start_watching()?;
@@ -475,6 +482,16 @@ impl DevLoop {
                 let names: Vec<String> = self.defs.keys().cloned().collect();
                 let n = self.engine.replay(&names).await.len();
                 format!("replayed the last request of {n} parent(s)")
+            }
+            Command::DumpFlight { path } => {
+                let dump = self.flight.dump_json();
+                std::fs::write(&path, &dump)
+                    .map_err(|e| format!("cannot write the flight recording to {path}: {e}"))?;
+                format!(
+                    "flight recording ({} events, {} bytes) written to {path}",
+                    self.flight.len(),
+                    dump.len()
+                )
             }
         })
     }

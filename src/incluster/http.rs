@@ -5,6 +5,8 @@
 //!   replica holds it, or knows who does) and every controller held here has synced its caches;
 //!   else 503 listing what is missing, one line each (the readiness probe).
 //! - `/metrics`: Prometheus' text format ([`super::metrics`]).
+//! - `/debug/flight`: the flight recorder's dump (docs/flight-recorder.md); 404 when
+//!   `--flight-recorder-size 0` turned it off.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::SharedStatus;
 use super::metrics::{CONTENT_TYPE, Metrics};
+use crate::engine::flight::FlightRecorder;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +37,7 @@ pub struct HttpError {
 struct AppState {
     status: SharedStatus,
     metrics: Arc<Metrics>,
+    flight: Option<Arc<FlightRecorder>>,
 }
 
 /// Listen on `addr` and serve until `stop`; returns the address bound (port 0 picks one).
@@ -41,6 +45,7 @@ pub async fn serve(
     addr: &str,
     status: SharedStatus,
     metrics: Arc<Metrics>,
+    flight: Option<Arc<FlightRecorder>>,
     stop: CancellationToken,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), HttpError> {
     let err = |source| HttpError {
@@ -53,7 +58,12 @@ pub async fn serve(
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(AppState { status, metrics });
+        .route("/debug/flight", get(flight_dump))
+        .with_state(AppState {
+            status,
+            metrics,
+            flight,
+        });
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -84,4 +94,15 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
         Err(_) => String::new(),
     };
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
+}
+
+async fn flight_dump(State(s): State<AppState>) -> axum::response::Response {
+    match &s.flight {
+        Some(f) => ([(header::CONTENT_TYPE, "application/json")], f.dump_json()).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "the flight recorder is off (--flight-recorder-size 0)\n",
+        )
+            .into_response(),
+    }
 }

@@ -1799,3 +1799,73 @@ async fn run_resolves_exec_hooks_in_the_hook_dir_not_next_to_mounted_definitions
         "{stderr}"
     );
 }
+
+/// `run` records what its controllers did: GET /debug/flight returns the versioned recording,
+/// within its bound, with the hello-world sync's trigger, hook call (request and answer) and
+/// write; `--flight-recorder-size 0` turns it off (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_its_flight_recording_on_debug_flight() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_on_cluster(&sb).await;
+    let port = free_port();
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-a",
+        port,
+        &["--flight-recorder-size", "200000"],
+    ));
+    let _g = guard(&run);
+    wait_pod(&sb).await;
+    let rec: Value = wait_for("a recorded create", TIMEOUT, || async {
+        let (code, body) = http_get(port, "/debug/flight").await?;
+        assert_eq!(code, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).expect("/debug/flight is JSON");
+        v["events"]
+            .as_array()?
+            .iter()
+            .any(|e| e["event"]["event"] == "action" && e["event"]["verb"] == "create")
+            .then_some(v)
+    })
+    .await;
+    assert_eq!(rec["apiVersion"], "flight.kubectl-meta.io/v1");
+    assert_eq!(rec["kind"], "FlightRecording");
+    assert_eq!(rec["limitBytes"], 200_000);
+    assert!(
+        rec["bytes"].as_u64().unwrap() <= 200_000,
+        "{}",
+        rec["bytes"]
+    );
+    let events: Vec<&Value> = rec["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .collect();
+    let hook = events
+        .iter()
+        .find(|e| e["event"] == "hookCalled" && e["controller"] == "hello-world-controller")
+        .expect("a recorded hook call");
+    assert_eq!(hook["request"]["parent"]["metadata"]["name"], "hello");
+    assert_eq!(hook["response"]["children"][0]["kind"], "Pod");
+    assert!(
+        events.iter().any(|e| e["event"] == "syncStarted"
+            && e["triggers"].as_array().is_some_and(|t| !t.is_empty())),
+        "{events:?}"
+    );
+    drop(_g);
+
+    let port = free_port();
+    let run = Background::start(run_cmd(
+        &sb,
+        home.path(),
+        "replica-b",
+        port,
+        &["--flight-recorder-size", "0"],
+    ));
+    let _g = guard(&run);
+    let (code, body) = wait_for("/debug/flight", TIMEOUT, || http_get(port, "/debug/flight")).await;
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("--flight-recorder-size 0"), "{body}");
+}

@@ -332,3 +332,89 @@ async fn dev_once_exits_non_zero_naming_the_hot_loop() {
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
 }
+
+/// A ConfigMap child whose `data.value` the hook sets to "ours".
+fn fought_hook(req: &Value) -> Value {
+    let name = req["parent"]["metadata"]["name"].as_str().unwrap();
+    json!({"children": [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": format!("{name}-c"), "labels": {"app": name}},
+         "data": {"value": "ours"}},
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fight_with_another_writer_is_a_hot_loop_naming_its_field_manager() {
+    use kube::api::{Api, Patch, PatchParams};
+    let w = World::new("Parent", sync_fn(fought_hook)).await;
+    let def = def(composite(
+        "fought",
+        "Parent",
+        json!([{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}]),
+        json!({"sync": {"webhook": {"url": w.hook.url("sync")}}}),
+    ));
+    let engine = Running::start(w.client(), vec![def]).await;
+    w.create(
+        &parent_ar("Parent"),
+        json!({"metadata": {"name": "p"}, "spec": {"selector": {"matchLabels": {"app": "p"}}}}),
+    )
+    .await;
+    // Another client (field manager "fighter") sets the field back whenever it differs.
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(w.client().clone(), "default");
+    let fighter = tokio::spawn(async move {
+        let pp = PatchParams {
+            field_manager: Some("fighter".into()),
+            ..PatchParams::default()
+        };
+        loop {
+            if let Ok(cm) = api.get("p-c").await
+                && cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("value"))
+                    .map(String::as_str)
+                    != Some("theirs")
+            {
+                let _ = api
+                    .patch(
+                        "p-c",
+                        &pp,
+                        &Patch::Merge(json!({"data": {"value": "theirs"}})),
+                    )
+                    .await;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let event = wait_for("a hotLoop event", TIMEOUT, || {
+        let e = engine.events().into_iter().find_map(|e| match e {
+            EngineEvent::HotLoop { path, cause, .. } => Some((path, cause)),
+            _ => None,
+        });
+        async move { e }
+    })
+    .await;
+    assert_eq!(event.0, "data.value");
+    assert!(
+        event.1.contains("field manager \"fighter\"") && event.1.contains("data.value"),
+        "{}",
+        event.1
+    );
+    // Held: the engine stops rewriting it, the other writer's value stays.
+    let object = hot_loops(&engine)[0].0.clone();
+    let n = rewrites(&engine, &object);
+    assert!(n >= hotloop::SYNCS, "{n}");
+    let rep = engine.converge().await;
+    assert!(
+        rep.failed.iter().any(|f| f.2.contains("fighter")),
+        "{rep:?}"
+    );
+    assert_eq!(
+        rewrites(&engine, &object),
+        n,
+        "rewritten after the guard held"
+    );
+    fighter.abort();
+    engine.stop().await;
+}

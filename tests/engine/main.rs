@@ -9,6 +9,7 @@ mod common;
 mod children;
 mod convergence;
 mod decorator;
+mod flight;
 mod hooks;
 mod lifecycle;
 mod map;

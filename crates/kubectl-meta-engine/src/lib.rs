@@ -22,6 +22,8 @@
 //!
 //! And below the engine:
 //! - [`spec`]: controller definitions: types, loading from files, validation.
+//! - [`flight`]: the flight recorder: the last engine events within a byte bound, dumped as a
+//!   versioned JSON document.
 //! - [`hooks`]: calling hooks: webhooks and local programs (exec), call records.
 //! - [`k8s`]: the Kubernetes client side: connection and context safety, discovery, shared
 //!   informers with indexes, leases, object accessors, API pacing.
@@ -32,6 +34,7 @@
 
 pub mod error;
 pub mod events;
+pub mod flight;
 pub(crate) mod hook_bench;
 pub mod hooks;
 pub mod k8s;

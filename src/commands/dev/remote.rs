@@ -1,4 +1,4 @@
-//! `dev --resync/--pause/--resume`: commands sent to the dev loops already running, through
+//! `dev --resync/--pause/--resume/--dump-flight`: commands sent to the dev loops already running, through
 //! their control sockets.
 
 use anyhow::Result;
@@ -17,6 +17,13 @@ pub(super) fn control_command(args: &DevArgs) -> Option<Command> {
     }
     if args.pause {
         return Some(Command::Pause);
+    }
+    if let Some(f) = &args.dump_flight {
+        // The dev loop runs elsewhere: give it an absolute path.
+        let path = std::env::current_dir().map_or_else(|_| f.clone(), |d| d.join(f));
+        return Some(Command::DumpFlight {
+            path: path.to_string_lossy().into_owned(),
+        });
     }
     args.resume.then_some(Command::Resume)
 }

@@ -850,6 +850,44 @@ fn parse_path(path: &str) -> Option<Vec<Step>> {
     Some(steps)
 }
 
+/// True when a managedFields entry's `fieldsV1` owns the field at `path` (a
+/// [`FieldChange::path`]), or an atomic value (a leaf `{}`) above it.
+pub fn fields_v1_owns(fields: &Value, path: &str) -> bool {
+    let Some(steps) = parse_path(path) else {
+        return false;
+    };
+    let mut cur = fields;
+    for (n, step) in steps.iter().enumerate() {
+        let Some(m) = cur.as_object() else {
+            return false;
+        };
+        if n > 0 && m.is_empty() {
+            return true;
+        }
+        let next = match step {
+            Step::Key(k) => m.get(&format!("f:{k}")),
+            Step::Index(i) => m.get(&format!("i:{i}")),
+            Step::Item(k, shown) => m
+                .iter()
+                .find(|(mk, _)| {
+                    mk.strip_prefix("k:")
+                        .and_then(|j| serde_json::from_str::<Value>(j).ok())
+                        .is_some_and(|o| match o.get(k.as_str()) {
+                            Some(Value::String(s)) => s == shown,
+                            Some(v) => serde_json::from_str::<Value>(shown).is_ok_and(|p| p == *v),
+                            None => false,
+                        })
+                })
+                .map(|(_, v)| v),
+        };
+        match next {
+            Some(v) => cur = v,
+            None => return false,
+        }
+    }
+    true
+}
+
 /// The list item whose merge key `key` shows as `shown` (as the diff writes it).
 fn item_position(list: &[Value], key: &str, shown: &str) -> Option<usize> {
     list.iter().position(|item| match item.get(key) {

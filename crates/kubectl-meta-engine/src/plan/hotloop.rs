@@ -39,6 +39,10 @@ pub struct HotLoop {
     pub server: Option<Value>,
     /// The likely cause and what to do.
     pub cause: String,
+    /// Another client that sets the field back (its field manager, from the child's
+    /// managedFields), when the guard found one: a fight between two writers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
 }
 
 impl HotLoop {
@@ -95,6 +99,46 @@ pub fn likely_cause(path: &str, desired: Option<&Value>, server: Option<&Value>)
     }
 }
 
+/// True when the server's value may come from another writer rather than a server rule the
+/// guard recognises (quantity normalization, stringData, a pruned field): worth asking the
+/// child's managedFields who owns the field.
+pub fn may_be_another_writer(path: &str, desired: Option<&Value>, server: Option<&Value>) -> bool {
+    if path.starts_with("stringData") || server.is_none() {
+        return false;
+    }
+    !matches!((desired, server), (Some(d), Some(s))
+        if quantity::parse_value(d).zip(quantity::parse_value(s)).is_some_and(|(a, b)| a == b))
+}
+
+/// The field manager other than `own` whose entry in `managed_fields` (a child's
+/// `metadata.managedFields`) owns `path`: the other writer in a fight over that field.
+pub fn other_writer(managed_fields: &Value, path: &str, own: &str) -> Option<String> {
+    managed_fields.as_array()?.iter().find_map(|e| {
+        let manager = e.get("manager")?.as_str()?;
+        let fields = e.get("fieldsV1")?;
+        (manager != own && e.get("subresource").is_none() && apply::fields_v1_owns(fields, path))
+            .then(|| manager.to_string())
+    })
+}
+
+/// The cause of a hot loop where `writer` sets `path` back to `server`.
+pub fn fight_cause(writer: &str, path: &str, server: Option<&Value>) -> String {
+    let s = server.map_or_else(|| "nothing".to_string(), Value::to_string);
+    format!(
+        "another writer, field manager {writer:?}, sets {path} back to {s} after every write \
+         (a fight between two controllers): stop one of them writing {path}, or write {s} in \
+         the hook's answer"
+    )
+}
+
+impl HotLoop {
+    /// Name `writer` as the client that sets the field back (see [`fight_cause`]).
+    pub fn fought_by(&mut self, writer: String) {
+        self.cause = fight_cause(&writer, &self.path, self.server.as_ref());
+        self.writer = Some(writer);
+    }
+}
+
 /// The guard's state for one parent.
 #[derive(Debug, Default)]
 pub struct Guard {
@@ -123,6 +167,17 @@ impl Guard {
             });
         }
         out
+    }
+
+    /// Replace the held field `h` names (same child and path) with `h` (a cause found later).
+    pub fn update_held(&mut self, h: &HotLoop) {
+        if let Some(x) = self
+            .held
+            .iter_mut()
+            .find(|x| x.child == h.child && x.path == h.path)
+        {
+            *x = h.clone();
+        }
     }
 
     /// The fields held now.
@@ -163,6 +218,7 @@ impl Guard {
                         desired: c.new.clone(),
                         server: c.old.clone(),
                         cause: likely_cause(&c.path, c.new.as_ref(), c.old.as_ref()),
+                        writer: None,
                     };
                     self.held.push(h.clone());
                     tripped.push(h);
@@ -277,6 +333,58 @@ mod tests {
         g.record(&p, &ok);
         assert!(g.record(&p, &ok).is_empty());
         assert_eq!(g.record(&p, &ok).len(), 1);
+    }
+
+    #[test]
+    fn the_other_writer_is_the_manager_owning_the_field() {
+        let mf = json!([
+            {"manager": "kubectl-meta", "operation": "Update",
+             "fieldsV1": {"f:data": {"f:mine": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+             "fieldsV1": {"f:data": {"f:k": {}}}},
+            {"manager": "fighter", "operation": "Update",
+             "fieldsV1": {"f:data": {"f:k": {}}, "f:spec": {"f:containers": {
+                 "k:{\"name\":\"web\"}": {"f:image": {}}}}}}
+        ]);
+        assert_eq!(
+            other_writer(&mf, "data.k", "kubectl-meta").as_deref(),
+            Some("fighter")
+        );
+        assert_eq!(
+            other_writer(&mf, "spec.containers[name=web].image", "kubectl-meta").as_deref(),
+            Some("fighter")
+        );
+        assert_eq!(other_writer(&mf, "data.mine", "kubectl-meta"), None);
+        assert_eq!(
+            other_writer(&mf, "spec.containers[name=db].image", "kubectl-meta"),
+            None
+        );
+        let mut h = HotLoop {
+            child: id("a"),
+            path: "data.k".into(),
+            desired: Some(json!("ours")),
+            server: Some(json!("theirs")),
+            cause: String::new(),
+            writer: None,
+        };
+        h.fought_by("fighter".into());
+        assert!(
+            h.message()
+                .contains("field manager \"fighter\", sets data.k back to \"theirs\""),
+            "{}",
+            h.message()
+        );
+        assert!(may_be_another_writer(
+            "data.k",
+            Some(&json!("a")),
+            Some(&json!("b"))
+        ));
+        assert!(!may_be_another_writer(
+            "spec.cpu",
+            Some(&json!("0.5")),
+            Some(&json!("500m"))
+        ));
+        assert!(!may_be_another_writer("spec.x", Some(&json!("a")), None));
     }
 
     #[test]

@@ -56,8 +56,23 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
     if let Some(st) = report.status_written {
         memory.record_status(key, st);
     }
-    let (tripped, hot_loops) = memory.record_rewrites(key, plan, &report.updated);
-    for h in &tripped {
+    let (mut tripped, mut hot_loops) = memory.record_rewrites(key, plan, &report.updated);
+    for h in &mut tripped {
+        if crate::plan::hotloop::may_be_another_writer(
+            &h.path,
+            h.desired.as_ref(),
+            h.server.as_ref(),
+        ) && let Some(w) = ctx.executor.field_writer(target, &h.child, &h.path).await
+        {
+            let before = h.message();
+            h.fought_by(w);
+            memory.update_hot_loop(key, h);
+            let after = h.message();
+            hot_loops
+                .iter_mut()
+                .filter(|m| **m == before)
+                .for_each(|m| *m = after.clone());
+        }
         let message = h.message();
         ctx.bus.publish(EngineEvent::HotLoop {
             controller: target.controller.to_string(),

@@ -723,6 +723,25 @@ impl Executor {
         self.child_written(t, report, sent, result);
     }
 
+    /// The field manager other than this engine's that owns `path` of child `id` on the
+    /// server (its managedFields), if any. A writer fighting the engine sets the field back
+    /// right after the engine's write: asked a few times over about a second before giving up.
+    pub async fn field_writer(&self, t: &Target<'_>, id: &ChildId, path: &str) -> Option<String> {
+        let info = t.types.get(&id.type_key)?;
+        let api = api_for(&self.client, info, id.key.namespace.as_deref());
+        for attempt in 0..8u64 {
+            if attempt > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+            }
+            let obj = api.get(&id.key.name).await.ok()?;
+            let mf = serde_json::to_value(obj.metadata.managed_fields.unwrap_or_default()).ok()?;
+            if let Some(w) = crate::plan::hotloop::other_writer(&mf, path, FIELD_MANAGER) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
     /// Update a child (PUT with the merged object, or a server-side apply); `adopted_rv` is
     /// its resourceVersion when it was adopted in this plan.
     async fn update_child(

@@ -284,6 +284,15 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             .unwrap_or_default()
     }
 
+    /// Replace a held field's record in the hot-loop guard of `key` (its cause found later).
+    pub(crate) fn update_hot_loop(&self, key: &K, h: &hotloop::HotLoop) {
+        if let Ok(mut m) = self.inner.lock()
+            && let Some(g) = m.hot_loops.get_mut(key)
+        {
+            g.update_held(h);
+        }
+    }
+
     /// Account for an executed plan in the hot-loop guard of `key`: returns the fields held
     /// from now on and every field held (newly or not), as messages.
     pub(crate) fn record_rewrites(
