@@ -525,18 +525,26 @@ async fn run(shared: Arc<Shared>, api: Api<DynamicObject>, ar: ApiResource) {
                 continue;
             }
         };
-        let converted = match ev {
-            watcher::Event::Init => Ok(watcher::Event::Init),
-            watcher::Event::InitDone => Ok(watcher::Event::InitDone),
-            watcher::Event::InitApply(o) => to_json(o, &ar).map(watcher::Event::InitApply),
-            watcher::Event::Apply(o) => to_json(o, &ar).map(watcher::Event::Apply),
-            watcher::Event::Delete(o) => to_json(o, &ar).map(watcher::Event::Delete),
-        };
+        let converted = convert(ev, &ar);
         match converted {
             Ok(ev) => shared.apply(ev),
             Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
         }
     }
+}
+
+/// A watch event with its object as JSON (what the cache stores).
+fn convert(
+    ev: watcher::Event<DynamicObject>,
+    ar: &ApiResource,
+) -> Result<watcher::Event<Value>, serde_json::Error> {
+    Ok(match ev {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(to_json(o, ar)?),
+        watcher::Event::Apply(o) => watcher::Event::Apply(to_json(o, ar)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(to_json(o, ar)?),
+    })
 }
 
 /// As [`run`], each event after the initial list passed through a perturbation first.
@@ -566,13 +574,7 @@ async fn run_perturbed(
                 continue;
             }
         };
-        let converted = match ev {
-            watcher::Event::Init => Ok(watcher::Event::Init),
-            watcher::Event::InitDone => Ok(watcher::Event::InitDone),
-            watcher::Event::InitApply(o) => to_json(o, &ar).map(watcher::Event::InitApply),
-            watcher::Event::Apply(o) => to_json(o, &ar).map(watcher::Event::Apply),
-            watcher::Event::Delete(o) => to_json(o, &ar).map(watcher::Event::Delete),
-        };
+        let converted = convert(ev, &ar);
         match converted {
             Ok(ev @ (watcher::Event::Apply(_) | watcher::Event::Delete(_)))
                 if shared.read().synced =>
