@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::engine::QueueStats;
 use crate::engine::error::{Layer, WritesHeld};
-use crate::engine::events::{ActionVerb, EngineEvent, HeldAction};
+use crate::engine::events::{ActionVerb, EngineEvent, EventParent, EventSubject, HeldAction};
 use crate::engine::plan::apply::FieldChange;
 use crate::engine::plan::hookapi;
 use crate::k8s::object;
@@ -646,8 +646,9 @@ impl App {
             }
             EngineEvent::SyncStarted {
                 controller,
-                parent,
-                map_key,
+                subject: EventSubject {
+                    parent, map_key, ..
+                },
                 ..
             } => self.on_sync_started(controller, parent, map_key.as_deref()),
             EngineEvent::HookCalled { .. } => self.on_hook_called(event),
@@ -741,7 +742,7 @@ impl App {
     fn on_hook_called(&mut self, event: &EngineEvent) {
         let EngineEvent::HookCalled {
             controller,
-            parent,
+            subject: EventParent { parent, map_key },
             hook,
             status,
             latency,
@@ -749,7 +750,6 @@ impl App {
             request,
             response,
             stderr,
-            map_key,
         } = event
         else {
             return;
@@ -785,8 +785,7 @@ impl App {
     fn on_action(&mut self, event: &EngineEvent, now: Instant) {
         let EngineEvent::Action {
             controller,
-            parent,
-            map_key,
+            subject: EventParent { parent, map_key },
             verb,
             resource,
             object,
@@ -836,8 +835,7 @@ impl App {
     fn on_planned(&mut self, event: &EngineEvent) {
         let EngineEvent::Planned {
             controller,
-            parent,
-            map_key,
+            subject: EventParent { parent, map_key },
             objects,
             detached,
             ..
@@ -870,8 +868,9 @@ impl App {
     fn on_plan_held(&mut self, event: &EngineEvent) {
         let EngineEvent::PlanHeld {
             controller,
-            parent,
-            map_key,
+            subject: EventSubject {
+                parent, map_key, ..
+            },
             actions,
             ..
         } = event
@@ -888,8 +887,9 @@ impl App {
     fn on_sync_finished(&mut self, event: &EngineEvent, now: Instant) {
         let EngineEvent::SyncFinished {
             controller,
-            parent,
-            map_key,
+            subject: EventSubject {
+                parent, map_key, ..
+            },
             duration,
             writes,
             error,
@@ -984,7 +984,7 @@ impl App {
     fn on_replay(&mut self, event: &EngineEvent) {
         let EngineEvent::Replay {
             controller,
-            parent,
+            subject: EventParent { parent, .. },
             hook,
             changes,
             error,
@@ -1010,7 +1010,9 @@ impl App {
     /// parent's log.
     fn on_parent_notice(&mut self, event: &EngineEvent) {
         let (EngineEvent::HotLoop {
-            controller, parent, ..
+            controller,
+            subject: EventParent { parent, .. },
+            ..
         }
         | EngineEvent::Detached {
             controller, parent, ..
@@ -1623,9 +1625,11 @@ mod tests {
             app.apply(
                 &EngineEvent::SyncStarted {
                     controller: "c".into(),
-                    parent: "ns/p".into(),
-                    map_key: k.map(str::to_string),
-                    status_only,
+                    subject: EventSubject {
+                        parent: "ns/p".into(),
+                        map_key: k.map(str::to_string),
+                        status_only,
+                    },
                     triggers: vec![],
                 },
                 now,
@@ -1638,9 +1642,11 @@ mod tests {
         app.apply(
             &EngineEvent::SyncFinished {
                 controller: "c".into(),
-                parent: "ns/p".into(),
-                map_key: Some("key-a".into()),
-                status_only: false,
+                subject: EventSubject {
+                    parent: "ns/p".into(),
+                    map_key: Some("key-a".into()),
+                    status_only: false,
+                },
                 duration: Duration::ZERO,
                 writes: 0,
                 error: Some("boom".into()),
@@ -1691,9 +1697,7 @@ mod tests {
         app.apply(&started(), now);
         let held = EngineEvent::PlanHeld {
             controller: "c".into(),
-            parent: "ns/p".into(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent("ns/p"),
             actions: vec![HeldAction {
                 verb: ActionVerb::Update,
                 resource: "Pod.v1".into(),
@@ -1703,8 +1707,7 @@ mod tests {
         };
         let failed = EngineEvent::Action {
             controller: "c".into(),
-            parent: "ns/p".into(),
-            map_key: None,
+            subject: EventParent::parent("ns/p"),
             verb: ActionVerb::Delete,
             resource: "ConfigMap.v1".into(),
             object: "ns/y".into(),
