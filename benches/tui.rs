@@ -17,7 +17,7 @@ use futures::StreamExt;
 use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus, EventParent, EventSubject};
 use kubectl_meta::engine::plan::planner::{ObjectAction, ObjectPlan};
 use kubectl_meta::engine::plan::writes::{ChildId, ObjectKeyView};
-use kubectl_meta::view::tui::app::App;
+use kubectl_meta::view::tui::model::App;
 use kubectl_meta::view::tui::{event_loop, input, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

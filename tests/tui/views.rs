@@ -21,7 +21,7 @@ use kubectl_meta::devloop::control::Command;
 use kubectl_meta::engine::QueueStats;
 use kubectl_meta::engine::error::WritesHeld;
 use kubectl_meta::engine::events::{EngineEvent, EventBus, EventParent, EventSubject};
-use kubectl_meta::view::tui::app::{App, Focus, Overlay, Tab};
+use kubectl_meta::view::tui::model::{App, Focus, Overlay, Tab};
 use kubectl_meta::view::tui::{event_loop, input, kube_events, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -59,6 +59,15 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
     events
         .into_iter()
         .map(|mut e| {
+            // The objects of a plan, as the tree shows them (YAML of what the sync observed).
+            if let EngineEvent::Planned { objects, .. } = &mut e {
+                for o in objects {
+                    o.before
+                        .iter_mut()
+                        .for_each(|b| scrub(std::sync::Arc::make_mut(b)));
+                    o.after.iter_mut().for_each(scrub);
+                }
+            }
             match &mut e {
                 EngineEvent::HookCalled {
                     request,
