@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus};
+use kubectl_meta::engine::events::{ActionVerb, EngineEvent, EventBus, EventParent, EventSubject};
 use kubectl_meta::engine::plan::planner::{ObjectAction, ObjectPlan};
 use kubectl_meta::engine::plan::writes::{ChildId, ObjectKeyView};
-use kubectl_meta::view::tui::app::App;
+use kubectl_meta::view::tui::model::App;
 use kubectl_meta::view::tui::{event_loop, input, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -42,19 +42,16 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
     let mut out = vec![
         EngineEvent::SyncStarted {
             controller: "bench".into(),
-            parent: parent.clone(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent(parent.clone()),
             triggers: vec![],
         },
         EngineEvent::HookCalled {
             controller: "bench".into(),
-            parent: parent.clone(),
+            subject: EventParent::parent(parent.clone()),
             hook: "sync".into(),
             status: Some(200),
             latency: Duration::from_millis(3),
             error: None,
-            map_key: None,
             request: Some(Arc::new(
                 json!({"parent": {"apiVersion": "example.com/v1", "kind": "Thing",
                 "metadata": {"name": name, "namespace": "default"}},
@@ -67,8 +64,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
     // The per-object plan, as the engine publishes it before carrying it out.
     out.push(EngineEvent::Planned {
         controller: "bench".into(),
-        parent: parent.clone(),
-        map_key: None,
+        subject: EventParent::parent(parent.clone()),
         objects: (0..3)
             .map(|i| ObjectPlan {
                 id: ChildId {
@@ -98,8 +94,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
     for i in 0..3 {
         out.push(EngineEvent::Action {
             controller: "bench".into(),
-            parent: parent.clone(),
-            map_key: None,
+            subject: EventParent::parent(parent.clone()),
             verb: ActionVerb::Create,
             resource: "Pod.v1".into(),
             object: format!("default/{name}-{i}"),
@@ -109,9 +104,7 @@ fn sync_events(n: usize) -> Vec<EngineEvent> {
     }
     out.push(EngineEvent::SyncFinished {
         controller: "bench".into(),
-        parent,
-        map_key: None,
-        status_only: false,
+        subject: EventSubject::parent(parent),
         duration: Duration::from_millis(9),
         writes: 3,
         error: None,

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::dryrun::render::{Action, Entry, RenderOptions, Summary, diff, shown_pair};
 use crate::engine::LiveReader;
-use crate::engine::events::{EngineEvent, EventBus};
+use crate::engine::events::{EngineEvent, EventBus, EventParent, EventSubject};
 use crate::engine::plan::planner::ObjectAction;
 use crate::engine::{Engine, OnceReport, WaitFor};
 use crate::engine::{EngineContext, EngineOptions};
@@ -998,7 +998,7 @@ fn on_event(
         }
         EngineEvent::Planned {
             controller,
-            parent,
+            subject: EventParent { parent, .. },
             objects,
             status_change,
             ..
@@ -1020,7 +1020,7 @@ fn on_event(
         }
         EngineEvent::SyncFinished {
             controller,
-            parent,
+            subject: EventSubject { parent, .. },
             writes,
             error,
             duration,
@@ -1478,9 +1478,7 @@ mod tests {
     fn sync_finished(parent: &str, writes: usize) -> EngineEvent {
         EngineEvent::SyncFinished {
             controller: "c".into(),
-            parent: parent.into(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent(parent),
             duration: Duration::from_millis(1),
             writes,
             error: None,

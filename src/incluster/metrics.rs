@@ -632,6 +632,7 @@ fn format_float(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::events::{EventParent, EventSubject};
     use std::time::Duration;
 
     #[test]
@@ -639,21 +640,18 @@ mod tests {
         let m = Metrics::default();
         m.on_event(&EngineEvent::HookCalled {
             controller: "c\"1".into(),
-            parent: "default/p".into(),
+            subject: EventParent::parent("default/p"),
             hook: "sync".into(),
             status: Some(200),
             latency: Duration::from_millis(30),
             error: None,
-            map_key: None,
             request: None,
             response: None,
             stderr: None,
         });
         m.on_event(&EngineEvent::SyncFinished {
             controller: "c".into(),
-            parent: "default/p".into(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent("default/p"),
             duration: Duration::from_millis(2),
             writes: 1,
             error: Some("boom".into()),

@@ -27,9 +27,9 @@ use tokio::sync::broadcast::{
     error::{RecvError, TryRecvError},
 };
 
-use crate::engine::events::EngineEvent;
+use crate::engine::events::{EngineEvent, EventSubject};
 use crate::view::notice::{
-    self, Notice, Repeat, Tone, clean, fmt_duration, hook_ok, label, non_empty, trigger_list,
+    self, Notice, Repeat, Tone, clean, fmt_duration, hook_ok, non_empty, trigger_list,
 };
 
 /// How the event log is printed.
@@ -367,15 +367,14 @@ impl<W: Write> Printer<W> {
     fn hook_called(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
         let EngineEvent::HookCalled {
             controller,
-            parent,
-            map_key,
+            subject,
             error,
             ..
         } = event
         else {
             return Ok(());
         };
-        let key = (controller.clone(), label(parent, map_key, false));
+        let key = (controller.clone(), subject.to_string());
         if let Some(e) = non_empty(error) {
             // The same failure as last time: the sync's line says so, briefly.
             let repeated = self
@@ -398,16 +397,14 @@ impl<W: Write> Printer<W> {
     fn sync_finished(&mut self, now: Timestamp, event: &EngineEvent) -> io::Result<()> {
         let EngineEvent::SyncFinished {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             error,
             ..
         } = event
         else {
             return Ok(());
         };
-        let key = (controller.clone(), label(parent, map_key, *status_only));
+        let key = (controller.clone(), subject.to_string());
         let hook_error = self.hook_errors.remove(&key);
         let repeat = match non_empty(error) {
             None => {
@@ -564,37 +561,29 @@ fn sync_key(event: &EngineEvent) -> Option<(&str, String)> {
     match event {
         EngineEvent::SyncStarted {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             ..
         }
         | EngineEvent::SyncFinished {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             ..
         }
         | EngineEvent::PlanHeld {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             ..
-        } => Some((controller, label(parent, map_key, *status_only))),
+        } => Some((controller, subject.to_string())),
         EngineEvent::HookCalled {
             controller,
-            parent,
-            map_key,
+            subject,
             ..
         }
         | EngineEvent::Action {
             controller,
-            parent,
-            map_key,
+            subject,
             ..
-        } => Some((controller, label(parent, map_key, false))),
+        } => Some((controller, subject.to_string())),
         EngineEvent::Detached {
             controller,
             parent,
@@ -606,7 +595,10 @@ fn sync_key(event: &EngineEvent) -> Option<(&str, String)> {
             parent,
             map_key,
             ..
-        } => Some((controller, label(parent, &Some(map_key.clone()), false))),
+        } => Some((
+            controller,
+            EventSubject::map_key(parent.as_str(), map_key.as_str()).to_string(),
+        )),
         EngineEvent::Rollout {
             controller, parent, ..
         } => Some((controller, parent.clone())),
@@ -644,7 +636,7 @@ fn local_time(tz: &TimeZone, ts: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::events::{ActionVerb, Trigger};
+    use crate::engine::events::{ActionVerb, EventParent, Trigger};
     use crate::engine::plan::child::ChildId;
     use std::sync::{Arc, Mutex};
 
@@ -691,8 +683,7 @@ mod tests {
             "metadata": {"name": name, "namespace": "default"}});
         EngineEvent::Planned {
             controller: "website".into(),
-            parent: parent.into(),
-            map_key: None,
+            subject: EventParent::parent(parent),
             objects: vec![ObjectPlan {
                 id: ChildId::of("Deployment.apps/v1", &obj),
                 kind: "Deployment".into(),
@@ -765,9 +756,7 @@ mod tests {
     fn started(parent: &str, triggers: Vec<Trigger>) -> EngineEvent {
         EngineEvent::SyncStarted {
             controller: "hello-world".into(),
-            parent: parent.into(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent(parent),
             triggers,
         }
     }
@@ -775,12 +764,11 @@ mod tests {
     fn hook(parent: &str, status: Option<u16>, error: Option<&str>) -> EngineEvent {
         EngineEvent::HookCalled {
             controller: "hello-world".into(),
-            parent: parent.into(),
+            subject: EventParent::parent(parent),
             hook: "sync".into(),
             status,
             latency: Duration::from_micros(12_900),
             error: error.map(str::to_string),
-            map_key: None,
             request: None,
             response: None,
             stderr: None,
@@ -790,8 +778,7 @@ mod tests {
     fn action(parent: &str, verb: ActionVerb, detail: Option<&str>) -> EngineEvent {
         EngineEvent::Action {
             controller: "hello-world".into(),
-            parent: parent.into(),
-            map_key: None,
+            subject: EventParent::parent(parent),
             verb,
             resource: "Pod.v1".into(),
             object: "default/world".into(),
@@ -803,9 +790,7 @@ mod tests {
     fn finished(parent: &str, writes: usize, error: Option<&str>) -> EngineEvent {
         EngineEvent::SyncFinished {
             controller: "hello-world".into(),
-            parent: parent.into(),
-            map_key: None,
-            status_only: false,
+            subject: EventSubject::parent(parent),
             duration: Duration::from_millis(42),
             writes,
             error: error.map(str::to_string),
@@ -845,11 +830,11 @@ mod tests {
     #[test]
     fn a_map_keys_events_show_parent_and_key_and_its_detached_outputs() {
         let keyed = |mut e: EngineEvent| {
-            if let EngineEvent::SyncStarted { map_key, .. }
-            | EngineEvent::Action { map_key, .. }
-            | EngineEvent::SyncFinished { map_key, .. } = &mut e
-            {
-                *map_key = Some("k".into());
+            match &mut e {
+                EngineEvent::SyncStarted { subject, .. }
+                | EngineEvent::SyncFinished { subject, .. } => subject.map_key = Some("k".into()),
+                EngineEvent::Action { subject, .. } => subject.map_key = Some("k".into()),
+                _ => {}
             }
             e
         };
@@ -1040,8 +1025,7 @@ mod tests {
         }
         let failed = EngineEvent::Action {
             controller: "hello-world".into(),
-            parent: "p".into(),
-            map_key: None,
+            subject: EventParent::parent("p"),
             verb: ActionVerb::Create,
             resource: "Pod.v1".into(),
             object: "default/world".into(),
@@ -1099,12 +1083,11 @@ mod tests {
     fn an_exec_hooks_stderr_is_shown_with_v_and_in_json() {
         let call = EngineEvent::HookCalled {
             controller: "hello-world".into(),
-            parent: "default/world".into(),
+            subject: EventParent::parent("default/world"),
             hook: "sync".into(),
             status: None,
             latency: Duration::from_millis(5),
             error: None,
-            map_key: None,
             request: None,
             response: None,
             stderr: Some("debug: got 1 child\n".into()),

@@ -143,7 +143,7 @@ pub fn line_text(line: &Line) -> String {
 pub fn held_by_on_delete(event: &EngineEvent) -> Vec<(String, Notice)> {
     let EngineEvent::Planned {
         controller,
-        parent,
+        subject,
         objects,
         ..
     } = event
@@ -180,7 +180,7 @@ pub fn held_by_on_delete(event: &EngineEvent) -> Vec<(String, Notice)> {
         );
         out.push((
             o.id.type_key.clone(),
-            Notice::new(controller, parent.clone(), ("held", Tone::Warn))
+            Notice::new(controller, subject.parent.clone(), ("held", Tone::Warn))
                 .push(&content, Tone::Warn),
         ));
     }
@@ -224,9 +224,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
         }
         EngineEvent::SyncStarted {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             triggers,
         } => {
             let content = if triggers.is_empty() {
@@ -236,15 +234,14 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             };
             Notice::new(
                 controller,
-                label(parent, map_key, *status_only),
+                subject.to_string(),
                 ("sync", Tone::Plain),
             )
             .plain(&content)
         }
         EngineEvent::HookCalled {
             controller,
-            parent,
-            map_key,
+            subject,
             hook,
             status,
             latency,
@@ -255,7 +252,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             let error = non_empty(error);
             let mut n = Notice::new(
                 controller,
-                label(parent, map_key, false),
+                subject.to_string(),
                 ("hook", Tone::Plain),
             )
             .extend(hook_outcome(hook, *status, *latency, error.is_some()));
@@ -278,8 +275,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
         }
         EngineEvent::Action {
             controller,
-            parent,
-            map_key,
+            subject,
             verb,
             resource,
             object,
@@ -287,7 +283,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             error,
         } => {
             let (tag, tone, prefix) = verb_style(*verb);
-            let mut n = Notice::new(controller, label(parent, map_key, false), (tag, tone))
+            let mut n = Notice::new(controller, subject.to_string(), (tag, tone))
                 .plain(&format!("{prefix}{} {}", clean(resource), clean(object)));
             if let Some(d) = non_empty(detail) {
                 n = n.plain(&format!("  {}", clean(d)));
@@ -325,13 +321,12 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
         .push(&clean(message), Tone::Alert),
         EngineEvent::HotLoop {
             controller,
-            parent,
-            map_key,
+            subject,
             message,
             ..
         } => Notice::new(
             controller,
-            label(parent, map_key, false),
+            subject.to_string(),
             ("hot-loop", Tone::Alert),
         )
         .push(&clean(message), Tone::Alert),
@@ -355,9 +350,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
         .plain(&clean(message)),
         EngineEvent::PlanHeld {
             controller,
-            parent,
-            map_key,
-            status_only,
+            subject,
             actions,
         } => {
             let content = if actions.is_empty() {
@@ -368,7 +361,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             };
             Notice::new(
                 controller,
-                label(parent, map_key, *status_only),
+                subject.to_string(),
                 ("held", Tone::Warn),
             )
             .push(&content, Tone::Warn)
@@ -380,7 +373,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             outputs,
         } => Notice::new(
             controller,
-            label(parent, &Some(map_key.clone()), false),
+            EventSubject::map_key(parent.as_str(), map_key.as_str()).to_string(),
             ("detached", Tone::Note),
         )
         .plain(&format!("input gone: {}", id_list(outputs))),
@@ -400,7 +393,7 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
             }
             Notice::new(
                 controller,
-                label(parent, &Some(map_key.clone()), false),
+                EventSubject::map_key(parent.as_str(), map_key.as_str()).to_string(),
                 ("tombstone", Tone::Note),
             )
             .plain(&parts.join("; "))
@@ -462,15 +455,14 @@ pub fn describe(event: &EngineEvent, verbose: bool) -> Option<Notice> {
         }
         EngineEvent::Replay {
             controller,
-            parent,
-            map_key,
+            subject,
             hook,
             changes,
             error,
         } => {
             let n = Notice::new(
                 controller,
-                label(parent, map_key, false),
+                subject.to_string(),
                 ("replay", Tone::Note),
             );
             match (non_empty(error), changes.is_empty()) {
@@ -519,9 +511,7 @@ pub enum Repeat {
 pub fn sync_finished(event: &EngineEvent, repeat: Repeat) -> Option<Notice> {
     let EngineEvent::SyncFinished {
         controller,
-        parent,
-        map_key,
-        status_only,
+        subject,
         duration,
         writes,
         error,
@@ -531,7 +521,7 @@ pub fn sync_finished(event: &EngineEvent, repeat: Repeat) -> Option<Notice> {
     else {
         return None;
     };
-    let parent = label(parent, map_key, *status_only);
+    let parent = subject.to_string();
     let took = fmt_duration(*duration);
     let wrote = match writes {
         0 => "no changes".to_string(),
@@ -657,17 +647,6 @@ pub fn trigger_list(triggers: &[Trigger]) -> String {
         parts.push(format!("+{} more", triggers.len() - MAX_TRIGGERS));
     }
     parts.join(", ")
-}
-
-/// The parent column of an event about a parent: `ns/p`, `ns/p KEY` (a map key),
-/// `ns/p (status)` (a MapController's status-only sync), as [`EventSubject`] shows it.
-pub fn label(parent: &str, map_key: &Option<String>, status_only: bool) -> String {
-    EventSubject {
-        parent: parent.to_string(),
-        map_key: map_key.clone(),
-        status_only,
-    }
-    .to_string()
 }
 
 /// `Some(s)` when `s` has more than blanks.

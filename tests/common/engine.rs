@@ -411,21 +411,12 @@ impl Running {
         self.events()
             .into_iter()
             .filter_map(|e| match e {
+                // Named as the human log names it: `ns/p`, `ns/p KEY`, `ns/p (status)`.
                 EngineEvent::SyncFinished {
-                    parent,
-                    map_key,
-                    status_only,
+                    subject,
                     error: Some(err),
                     ..
-                } => {
-                    // Named as the human log names it: `ns/p`, `ns/p KEY`, `ns/p (status)`.
-                    let subject = kubectl_meta::engine::events::EventSubject {
-                        parent,
-                        map_key,
-                        status_only,
-                    };
-                    Some((subject.to_string(), err))
-                }
+                } => Some((subject.to_string(), err)),
                 _ => None,
             })
             .collect()

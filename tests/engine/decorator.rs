@@ -391,8 +391,8 @@ async fn status_from_hook_and_null_leaves_it_alone() {
     let replayed = engine.engine.replay(&["st".to_string()]).await;
     assert!(
         matches!(replayed.as_slice(), [kubectl_meta::engine::events::EngineEvent::Replay {
-            parent, changes, error: None, ..
-        }] if parent == "default/p" && changes.is_empty()),
+            subject, changes, error: None, ..
+        }] if subject.parent == "default/p" && changes.is_empty()),
         "{replayed:?}"
     );
     assert_eq!(engine.engine.resync(Some("st"), Some("p")), 1);
@@ -739,8 +739,8 @@ async fn paused_mode_holds_the_label_merge_like_every_other_write() {
     let held = common::wait_for("the plan of p held", TIMEOUT, || {
         let held = engine.events().into_iter().find_map(|e| match e {
             EngineEvent::PlanHeld {
-                parent, actions, ..
-            } if parent == target_key("p") => Some(actions),
+                subject, actions, ..
+            } if subject.parent == target_key("p") => Some(actions),
             _ => None,
         });
         async move { held }

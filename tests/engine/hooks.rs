@@ -997,13 +997,13 @@ async fn exec_hooks_run_real_processes_and_clean_up_on_timeout() {
     // wrote to stderr.
     let ok_call = engine.events().into_iter().find_map(|e| match e {
         EngineEvent::HookCalled {
-            parent,
+            subject,
             error: None,
             request,
             response,
             stderr,
             ..
-        } if parent == "default/p-ok" => Some((request, response, stderr)),
+        } if subject.parent == "default/p-ok" => Some((request, response, stderr)),
         _ => None,
     });
     let (request, response, stderr) = ok_call.expect("a successful call of p-ok");

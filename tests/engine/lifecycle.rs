@@ -46,10 +46,8 @@ fn syncs_of(engine: &Running, parent: &str) -> Vec<Vec<Trigger>> {
         .into_iter()
         .filter_map(|e| match e {
             EngineEvent::SyncStarted {
-                parent: p,
-                triggers,
-                ..
-            } if p == parent => Some(triggers),
+                subject, triggers, ..
+            } if subject.parent == parent => Some(triggers),
             _ => None,
         })
         .collect()

@@ -13,7 +13,7 @@ use crate::common::engine::*;
 use crate::common::{TIMEOUT, wait_for};
 
 use kube::discovery::ApiResource;
-use kubectl_meta::engine::events::EngineEvent;
+use kubectl_meta::engine::events::{EngineEvent, EventParent};
 use kubectl_meta::spec::ControllerDef;
 use serde_json::{Value, json};
 
@@ -759,8 +759,7 @@ async fn a_reloaded_hook_re_maps_every_key_and_replay_compares_each_answer() {
     assert_eq!(replays.len(), 2, "{replays:?}");
     for r in &replays {
         let EngineEvent::Replay {
-            parent,
-            map_key,
+            subject: EventParent { parent, map_key },
             hook,
             changes,
             error,

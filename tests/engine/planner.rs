@@ -168,13 +168,13 @@ async fn live_sync_does_exactly_what_the_pure_plan_says() {
     let events = engine.events();
     let start = events
         .iter()
-        .position(|e| matches!(e, EngineEvent::SyncStarted { parent, .. } if parent == "default/p"))
+        .position(|e| matches!(e, EngineEvent::SyncStarted { subject, .. } if subject.parent == "default/p"))
         .expect("a sync of p");
     let end = start
         + events[start..]
             .iter()
             .position(
-                |e| matches!(e, EngineEvent::SyncFinished { parent, .. } if parent == "default/p"),
+                |e| matches!(e, EngineEvent::SyncFinished { subject, .. } if subject.parent == "default/p"),
             )
             .expect("the sync ended");
     let mut done: Vec<(ActionVerb, String)> = events[start..end]

@@ -20,8 +20,8 @@ use futures::StreamExt;
 use kubectl_meta::devloop::control::Command;
 use kubectl_meta::engine::QueueStats;
 use kubectl_meta::engine::error::WritesHeld;
-use kubectl_meta::engine::events::{EngineEvent, EventBus};
-use kubectl_meta::view::tui::app::{App, Focus, Overlay, Tab};
+use kubectl_meta::engine::events::{EngineEvent, EventBus, EventParent, EventSubject};
+use kubectl_meta::view::tui::model::{App, Focus, Overlay, Tab};
 use kubectl_meta::view::tui::{event_loop, input, kube_events, ui};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -59,12 +59,20 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
     events
         .into_iter()
         .map(|mut e| {
+            // The objects of a plan, as the tree shows them (YAML of what the sync observed).
+            if let EngineEvent::Planned { objects, .. } = &mut e {
+                for o in objects {
+                    o.before
+                        .iter_mut()
+                        .for_each(|b| scrub(std::sync::Arc::make_mut(b)));
+                    o.after.iter_mut().for_each(scrub);
+                }
+            }
             match &mut e {
                 EngineEvent::HookCalled {
                     request,
                     response,
-                    parent,
-                    map_key,
+                    subject: EventParent { parent, map_key },
                     ..
                 } => {
                     if let Some(k) = map_key {
@@ -82,19 +90,33 @@ fn scrubbed(events: Vec<EngineEvent>) -> Vec<EngineEvent> {
                     *parent = unhash(parent);
                 }
                 EngineEvent::SyncStarted {
-                    parent, map_key, ..
+                    subject:
+                        EventSubject {
+                            parent, map_key, ..
+                        },
+                    ..
                 }
                 | EngineEvent::SyncFinished {
-                    parent, map_key, ..
+                    subject:
+                        EventSubject {
+                            parent, map_key, ..
+                        },
+                    ..
                 }
                 | EngineEvent::PlanHeld {
-                    parent, map_key, ..
+                    subject:
+                        EventSubject {
+                            parent, map_key, ..
+                        },
+                    ..
                 }
                 | EngineEvent::Action {
-                    parent, map_key, ..
+                    subject: EventParent { parent, map_key },
+                    ..
                 }
                 | EngineEvent::Planned {
-                    parent, map_key, ..
+                    subject: EventParent { parent, map_key },
+                    ..
                 } => {
                     *parent = unhash(parent);
                     if let Some(k) = map_key {
@@ -312,13 +334,13 @@ async fn composite_views_from_a_real_run() {
     wait_event(
         &run,
         "a held plan for p",
-        |e| matches!(e, EngineEvent::PlanHeld { parent, .. } if parent == "default/p"),
+        |e| matches!(e, EngineEvent::PlanHeld { subject, .. } if subject.parent == "default/p"),
     )
     .await;
     wait_event(
         &run,
         "the held sync to finish",
-        |e| matches!(e, EngineEvent::SyncFinished { parent, .. } if parent == "default/p"),
+        |e| matches!(e, EngineEvent::SyncFinished { subject, .. } if subject.parent == "default/p"),
     )
     .await;
     for e in scrubbed(run.events()) {
@@ -495,9 +517,7 @@ async fn run_loop_draws_events_and_sends_commands() {
     });
     bus.publish(EngineEvent::SyncStarted {
         controller: "demo".into(),
-        parent: "default/x".into(),
-        map_key: None,
-        status_only: false,
+        subject: EventSubject::parent("default/x"),
         triggers: vec![],
     });
     tokio::time::timeout(TIMEOUT, frames_rx.wait_for(|n| *n >= 2))
@@ -654,8 +674,8 @@ async fn markers_come_from_the_per_object_plan() {
     run.clear_events();
     w.patch(&par, "p", json!({"spec": {"value": "b"}})).await;
     wait_event(&run, "a plan leaving p-0 alone", |e| {
-        matches!(e, EngineEvent::Planned { parent, objects, .. }
-            if parent == "default/p" && objects.iter().any(|o| o.id.key.name == "p-0" && o.action.marker() == 's'))
+        matches!(e, EngineEvent::Planned { subject, objects, .. }
+            if subject.parent == "default/p" && objects.iter().any(|o| o.id.key.name == "p-0" && o.action.marker() == 's'))
     })
     .await;
     let mut app = model(&scrubbed(run.events()));

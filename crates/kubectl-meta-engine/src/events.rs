@@ -78,17 +78,23 @@ impl std::fmt::Display for Trigger {
     }
 }
 
-/// What an event is about, named the same way by every event about a parent: the parent
+/// What a sync is about, named the same way by every event about a parent: the parent
 /// (`parent`) and, for a MapController's key sync, the map key (`mapKey`), never glued
-/// together.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+/// together; `statusOnly` for a MapController's status-only sync. The sync events
+/// ([`EngineEvent::SyncStarted`], [`EngineEvent::SyncFinished`], [`EngineEvent::PlanHeld`])
+/// carry it flattened (`parent`, `mapKey` when there is one, `statusOnly` when true); the
+/// events within a sync carry its [`EventParent`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EventSubject {
     /// `namespace/name` of the parent (`name` when cluster-scoped); a DecoratorController with
     /// several target resources prefixes the target's `Kind.apiVersion` and a space.
     pub parent: String,
     /// The map key of a MapController's key sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map_key: Option<String>,
     /// A MapController's sync that only recomputes the parent's status.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub status_only: bool,
 }
 
@@ -120,6 +126,58 @@ impl std::fmt::Display for EventSubject {
             write!(f, " {k}")?;
         } else if self.status_only {
             f.write_str(" (status)")?;
+        }
+        Ok(())
+    }
+}
+
+/// The parent and map key an event within a sync names (`parent`, `mapKey` when there is
+/// one): its sync's [`EventSubject`] without `statusOnly`, which those events never carry
+/// (hook calls, writes, plans, replays, hot loops). The events carry it flattened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventParent {
+    /// `namespace/name` of the parent, as [`EventSubject::parent`].
+    pub parent: String,
+    /// The map key of a MapController's key sync (or map or tombstone call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_key: Option<String>,
+}
+
+impl EventParent {
+    /// A parent alone.
+    pub fn parent(parent: impl Into<String>) -> Self {
+        EventParent {
+            parent: parent.into(),
+            map_key: None,
+        }
+    }
+}
+
+impl From<EventSubject> for EventParent {
+    fn from(s: EventSubject) -> Self {
+        EventParent {
+            parent: s.parent,
+            map_key: s.map_key,
+        }
+    }
+}
+
+impl From<&EventSubject> for EventParent {
+    fn from(s: &EventSubject) -> Self {
+        EventParent {
+            parent: s.parent.clone(),
+            map_key: s.map_key.clone(),
+        }
+    }
+}
+
+/// `ns/p` or `ns/p KEY`, as [`EventSubject`] shows it.
+impl std::fmt::Display for EventParent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.parent)?;
+        if let Some(k) = &self.map_key {
+            write!(f, " {k}")?;
         }
         Ok(())
     }
@@ -176,14 +234,10 @@ pub enum EngineEvent {
     SyncStarted {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
-        /// The map key (a MapController's key sync).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
-        /// A MapController's sync that only recomputes the parent's status.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        status_only: bool,
+        /// The parent, the map key and whether the sync is status-only (`parent`, `mapKey`,
+        /// `statusOnly`).
+        #[serde(flatten)]
+        subject: EventSubject,
         /// Why (coalesced).
         triggers: Vec<Trigger>,
     },
@@ -192,8 +246,10 @@ pub enum EngineEvent {
     HookCalled {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
+        /// The parent and, for a MapController's map or tombstone call, the map key (`parent`,
+        /// `mapKey`).
+        #[serde(flatten)]
+        subject: EventParent,
         /// `sync`, `finalize`, `customize`, `map`, `tombstone`.
         hook: String,
         /// HTTP status, when the hook is a webhook that answered.
@@ -203,9 +259,6 @@ pub enum EngineEvent {
         latency: Duration,
         /// The error, when the call failed.
         error: Option<String>,
-        /// The map key of a MapController's map or tombstone call.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
         /// The request body sent (Secret values masked, bounded by [`MAX_BODY_BYTES`]; shared,
         /// so every subscriber's copy of the event is cheap).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,11 +277,10 @@ pub enum EngineEvent {
     Action {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent, named as the sync's other events name it.
-        parent: String,
-        /// The map key (a MapController's key sync).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
+        /// The parent and map key, named as the sync's other events name them (`parent`,
+        /// `mapKey`).
+        #[serde(flatten)]
+        subject: EventParent,
         /// What was done.
         verb: ActionVerb,
         /// `Kind.apiVersion` of the object.
@@ -245,14 +297,10 @@ pub enum EngineEvent {
     SyncFinished {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
-        /// The map key (a MapController's key sync).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
-        /// A MapController's sync that only recomputes the parent's status.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        status_only: bool,
+        /// The parent, the map key and whether the sync is status-only (`parent`, `mapKey`,
+        /// `statusOnly`).
+        #[serde(flatten)]
+        subject: EventSubject,
         /// Wall time of the sync.
         #[serde(serialize_with = "ms", rename = "durationMs")]
         duration: Duration,
@@ -295,14 +343,10 @@ pub enum EngineEvent {
     PlanHeld {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
-        /// The map key (a MapController's key sync).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
-        /// A MapController's sync that only recomputes the parent's status.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        status_only: bool,
+        /// The parent, the map key and whether the sync is status-only (`parent`, `mapKey`,
+        /// `statusOnly`).
+        #[serde(flatten)]
+        subject: EventSubject,
         /// The writes the sync would have made, in the order it would have made them.
         actions: Vec<HeldAction>,
     },
@@ -313,11 +357,10 @@ pub enum EngineEvent {
     Planned {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent (the target, for a DecoratorController).
-        parent: String,
-        /// The map key (MapController).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
+        /// The parent (the target, for a DecoratorController) and the map key (MapController)
+        /// (`parent`, `mapKey`).
+        #[serde(flatten)]
+        subject: EventParent,
         /// Per object, in execution order: `type` (`Kind.apiVersion`), `namespace`, `name`,
         /// `kind`, `action`, `reason`, `strategy`, `changes` (the differing fields with their
         /// before/after values), `rollout` (revision, position). As
@@ -410,11 +453,10 @@ pub enum EngineEvent {
     Replay {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
-        /// The map key (a MapController's map or tombstone call).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
+        /// The parent and, for a MapController's map or tombstone call, the map key (`parent`,
+        /// `mapKey`).
+        #[serde(flatten)]
+        subject: EventParent,
         /// The hook (`sync` or `finalize`).
         hook: String,
         /// Differences between the previous answer and the new one (empty: same answer).
@@ -428,11 +470,9 @@ pub enum EngineEvent {
     HotLoop {
         /// Controller name.
         controller: String,
-        /// `namespace/name` of the parent.
-        parent: String,
-        /// The map key (a MapController's key sync).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        map_key: Option<String>,
+        /// The parent and map key (`parent`, `mapKey`).
+        #[serde(flatten)]
+        subject: EventParent,
         /// `Kind.apiVersion` of the child.
         resource: String,
         /// `namespace/name` of the child.
@@ -537,8 +577,10 @@ impl SyncPlan {
     pub fn event(&self, controller: &str, parent: &str) -> EngineEvent {
         EngineEvent::Planned {
             controller: controller.to_string(),
-            parent: parent.to_string(),
-            map_key: self.map_key.clone(),
+            subject: EventParent {
+                parent: parent.to_string(),
+                map_key: self.map_key.clone(),
+            },
             objects: published_objects(&self.objects),
             detached: self.detached.clone(),
             status_change: self.status.is_some(),
@@ -705,12 +747,11 @@ mod tests {
     fn events_serialize_as_tagged_json() {
         let e = EngineEvent::HookCalled {
             controller: "c".into(),
-            parent: "ns/p".into(),
+            subject: EventParent::parent("ns/p"),
             hook: "sync".into(),
             status: Some(200),
             latency: Duration::from_micros(1500),
             error: None,
-            map_key: None,
             request: None,
             response: None,
             stderr: None,
@@ -879,6 +920,352 @@ mod tests {
         assert_eq!(st.to_string(), "ns/p (status)");
         let p = crate::k8s::object::ObjectKey::new(None, "c").subject();
         assert_eq!(p, EventSubject::parent("c"));
+    }
+
+    /// Every variant, with every optional field set (`full`) or none of them.
+    fn every_variant(full: bool) -> Vec<EngineEvent> {
+        let opt = |s: &str| full.then(|| s.to_string());
+        let map_key = || full.then(|| "k".to_string());
+        let id = crate::plan::child::ChildId::of(
+            "ConfigMap.v1",
+            &serde_json::json!({"metadata": {"name": "c", "namespace": "ns"}}),
+        );
+        let subject = EventSubject {
+            parent: "ns/p".into(),
+            map_key: map_key(),
+            status_only: full,
+        };
+        let parent = EventParent {
+            parent: "ns/p".into(),
+            map_key: map_key(),
+        };
+        let body = || full.then(|| std::sync::Arc::new(serde_json::json!({"a": 1})));
+        vec![
+            EngineEvent::ControllerStarted {
+                controller_kind: "CompositeController".into(),
+                controller: "c".into(),
+                parent_resource: "Thing.example.com/v1".into(),
+                parents: 1,
+            },
+            EngineEvent::ControllerStopped {
+                controller: "c".into(),
+            },
+            EngineEvent::SyncStarted {
+                controller: "c".into(),
+                subject: subject.clone(),
+                triggers: vec![Trigger::ParentAdded],
+            },
+            EngineEvent::HookCalled {
+                controller: "c".into(),
+                subject: parent.clone(),
+                hook: "sync".into(),
+                status: full.then_some(200),
+                latency: Duration::from_millis(1),
+                error: opt("e"),
+                request: body(),
+                response: body(),
+                stderr: opt("err"),
+            },
+            EngineEvent::Action {
+                controller: "c".into(),
+                subject: parent.clone(),
+                verb: ActionVerb::Create,
+                resource: "ConfigMap.v1".into(),
+                object: "ns/c".into(),
+                detail: opt("d"),
+                error: opt("e"),
+            },
+            EngineEvent::SyncFinished {
+                controller: "c".into(),
+                subject: subject.clone(),
+                duration: Duration::from_millis(1),
+                writes: 1,
+                error: opt("e"),
+                error_layer: full.then_some(crate::error::Layer::Hook),
+                retry_in: full.then_some(1.0),
+            },
+            EngineEvent::Rollout {
+                controller: "c".into(),
+                parent: "ns/p".into(),
+                reason: "RolloutWaiting".into(),
+                message: "m".into(),
+            },
+            EngineEvent::Error {
+                controller: opt("c"),
+                object: opt("ns/p"),
+                message: "m".into(),
+            },
+            EngineEvent::PlanHeld {
+                controller: "c".into(),
+                subject: subject.clone(),
+                actions: vec![],
+            },
+            EngineEvent::Planned {
+                controller: "c".into(),
+                subject: parent.clone(),
+                objects: vec![],
+                detached: if full {
+                    vec![DetachedOutput {
+                        id: id.clone(),
+                        kept: true,
+                    }]
+                } else {
+                    vec![]
+                },
+                status_change: true,
+                finalizer: full.then_some(crate::plan::writes::FinalizerChange::Add),
+                resync_after_seconds: full.then_some(1.0),
+                writes: 1,
+            },
+            EngineEvent::Detached {
+                controller: "c".into(),
+                parent: "ns/p".into(),
+                map_key: "k".into(),
+                outputs: vec![id.clone()],
+            },
+            EngineEvent::Tombstone {
+                controller: "c".into(),
+                parent: "ns/p".into(),
+                map_key: "k".into(),
+                kept: vec![id.clone()],
+                deleted: vec![],
+            },
+            EngineEvent::Paused { paused: true },
+            EngineEvent::HookServer {
+                state: "ready".into(),
+                pid: full.then_some(1),
+                message: "m".into(),
+            },
+            EngineEvent::HookServerOutput {
+                stream: "stdout".into(),
+                line: "l".into(),
+            },
+            EngineEvent::Reload {
+                what: "definition".into(),
+                paths: vec!["a.yaml".into()],
+                message: "m".into(),
+                error: opt("e"),
+            },
+            EngineEvent::Replay {
+                controller: "c".into(),
+                subject: parent.clone(),
+                hook: "sync".into(),
+                changes: vec![],
+                error: opt("e"),
+            },
+            EngineEvent::HotLoop {
+                controller: "c".into(),
+                subject: parent,
+                resource: "ConfigMap.v1".into(),
+                object: "ns/c".into(),
+                path: "data.x".into(),
+                desired: full.then(|| "a".into()),
+                server: full.then(|| "b".into()),
+                cause: "c".into(),
+                message: "m".into(),
+            },
+            EngineEvent::TakenOver {
+                controller: "c".into(),
+                lease: "ns/l".into(),
+                from: "r".into(),
+            },
+            EngineEvent::Info {
+                controller: opt("c"),
+                message: "m".into(),
+            },
+            EngineEvent::ApiRate {
+                requests_per_second: 1.0,
+                requests: 1,
+                throttled: 0,
+                window: full.then_some(1),
+                retry_after_seconds: full.then_some(1.0),
+                qps_limit: full.then_some(1.0),
+            },
+        ]
+    }
+
+    /// The `event` tag of every variant: a new variant does not compile until it is listed
+    /// here, and so pinned below.
+    fn tag(e: &EngineEvent) -> &'static str {
+        match e {
+            EngineEvent::ControllerStarted { .. } => "controllerStarted",
+            EngineEvent::ControllerStopped { .. } => "controllerStopped",
+            EngineEvent::SyncStarted { .. } => "syncStarted",
+            EngineEvent::HookCalled { .. } => "hookCalled",
+            EngineEvent::Action { .. } => "action",
+            EngineEvent::SyncFinished { .. } => "syncFinished",
+            EngineEvent::Rollout { .. } => "rollout",
+            EngineEvent::Error { .. } => "error",
+            EngineEvent::PlanHeld { .. } => "planHeld",
+            EngineEvent::Planned { .. } => "planned",
+            EngineEvent::Detached { .. } => "detached",
+            EngineEvent::Tombstone { .. } => "tombstone",
+            EngineEvent::Paused { .. } => "paused",
+            EngineEvent::HookServer { .. } => "hookServer",
+            EngineEvent::HookServerOutput { .. } => "hookServerOutput",
+            EngineEvent::Reload { .. } => "reload",
+            EngineEvent::Replay { .. } => "replay",
+            EngineEvent::HotLoop { .. } => "hotLoop",
+            EngineEvent::TakenOver { .. } => "takenOver",
+            EngineEvent::Info { .. } => "info",
+            EngineEvent::ApiRate { .. } => "apiRate",
+        }
+    }
+
+    /// The wire format is a contract (`-o json`, docs/dev-events.schema.json): every variant's
+    /// JSON field names, with every optional field set and with none, pinned here and checked
+    /// against the schema (its `properties` and `required`, less the printer's `time`). The
+    /// subjects are flattened into the events: `parent`, `mapKey` and (sync events only)
+    /// `statusOnly` sit beside the other fields.
+    #[test]
+    fn every_events_json_field_names_are_pinned() {
+        // (event, names with every optional field set, names with none), sorted.
+        let pinned: &[(&str, &str, &str)] = &[
+            (
+                "controllerStarted",
+                "controller controllerKind event parentResource parents",
+                "controller controllerKind event parentResource parents",
+            ),
+            ("controllerStopped", "controller event", "controller event"),
+            (
+                "syncStarted",
+                "controller event mapKey parent statusOnly triggers",
+                "controller event parent triggers",
+            ),
+            (
+                "hookCalled",
+                "controller error event hook latencyMs mapKey parent request response status stderr",
+                "controller error event hook latencyMs parent status",
+            ),
+            (
+                "action",
+                "controller detail error event mapKey object parent resource verb",
+                "controller detail error event object parent resource verb",
+            ),
+            (
+                "syncFinished",
+                "controller durationMs error errorLayer event mapKey parent retryInSeconds statusOnly writes",
+                "controller durationMs error event parent retryInSeconds writes",
+            ),
+            (
+                "rollout",
+                "controller event message parent reason",
+                "controller event message parent reason",
+            ),
+            (
+                "error",
+                "controller event message object",
+                "controller event message object",
+            ),
+            (
+                "planHeld",
+                "actions controller event mapKey parent statusOnly",
+                "actions controller event parent",
+            ),
+            (
+                "planned",
+                "controller detached event finalizer mapKey objects parent resyncAfterSeconds statusChange writes",
+                "controller event objects parent statusChange writes",
+            ),
+            (
+                "detached",
+                "controller event mapKey outputs parent",
+                "controller event mapKey outputs parent",
+            ),
+            (
+                "tombstone",
+                "controller deleted event kept mapKey parent",
+                "controller deleted event kept mapKey parent",
+            ),
+            ("paused", "event paused", "event paused"),
+            (
+                "hookServer",
+                "event message pid state",
+                "event message pid state",
+            ),
+            ("hookServerOutput", "event line stream", "event line stream"),
+            (
+                "reload",
+                "error event message paths what",
+                "error event message paths what",
+            ),
+            (
+                "replay",
+                "changes controller error event hook mapKey parent",
+                "changes controller error event hook parent",
+            ),
+            (
+                "hotLoop",
+                "cause controller desired event mapKey message object parent path resource server",
+                "cause controller desired event message object parent path resource server",
+            ),
+            (
+                "takenOver",
+                "controller event from lease",
+                "controller event from lease",
+            ),
+            (
+                "info",
+                "controller event message",
+                "controller event message",
+            ),
+            (
+                "apiRate",
+                "event qpsLimit requests requestsPerSecond retryAfterSeconds throttled window",
+                "event requests requestsPerSecond throttled",
+            ),
+        ];
+        let schema: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../docs/dev-events.schema.json"),
+            )
+            .expect("docs/dev-events.schema.json"),
+        )
+        .expect("the schema is JSON");
+        let schema_names = |tag: &str, what: &str| -> Vec<String> {
+            let def = &schema["$defs"][tag][what];
+            let mut names: Vec<String> = match def {
+                serde_json::Value::Object(m) => m.keys().cloned().collect(),
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect(),
+                _ => panic!("no {what} for {tag} in the schema"),
+            };
+            names.retain(|n| n != "time");
+            names.sort();
+            names
+        };
+        for full in [true, false] {
+            let events = every_variant(full);
+            let tags: Vec<&str> = events.iter().map(tag).collect();
+            let listed: Vec<&str> = pinned.iter().map(|p| p.0).collect();
+            assert_eq!(tags, listed, "every variant, once, in this order");
+            for (e, (name, with_all, with_none)) in events.iter().zip(pinned) {
+                let v = serde_json::to_value(e).expect("serializes");
+                assert_eq!(v["event"], *name);
+                let mut names: Vec<&str> = v
+                    .as_object()
+                    .expect("an object")
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                names.sort_unstable();
+                let want = if full { with_all } else { with_none };
+                assert_eq!(names.join(" "), *want, "{name} (full: {full}): {v}");
+                let names: Vec<String> = names.into_iter().map(String::from).collect();
+                if full {
+                    assert_eq!(names, schema_names(name, "properties"), "{name}: {v}");
+                } else {
+                    let required = schema_names(name, "required");
+                    assert!(
+                        required.iter().all(|r| names.contains(r)),
+                        "{name} lacks a required field of {required:?}: {v}"
+                    );
+                }
+            }
+        }
     }
 
     #[tokio::test]

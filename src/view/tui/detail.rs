@@ -11,8 +11,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Tabs, Wrap};
 use serde_json::Value;
 
-use super::app::{App, Focus, HookRecord, Parent, Tab, TreeItem};
+use super::model::{App, Focus, HookRecord, Parent, Tab};
 use super::theme::{self, Theme};
+use super::tree::TreeItem;
 
 /// Pretty JSON as colored lines (keys, strings, numbers, literals).
 pub fn json_lines(v: &Value, t: Theme) -> Vec<Line<'static>> {

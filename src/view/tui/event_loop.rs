@@ -15,9 +15,9 @@ use ratatui::backend::Backend;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::app::App;
 use super::input::{self, Intent};
 use super::kube_events::KubeEvent;
+use super::model::App;
 use super::ui;
 use crate::devloop::control::{Command, Request};
 use crate::engine::QueueStats;

@@ -5,8 +5,8 @@
 
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use super::app::{App, Focus, Overlay, Tab};
 use super::detail::yaml;
+use super::model::{App, Focus, Overlay, Tab};
 use super::parent_tree::selected_tree;
 use crate::devloop::control::Command;
 

@@ -1,25 +1,28 @@
 //! The terminal UI of `kubectl meta dev` (the default when stdout is a terminal; `--no-tui`,
 //! `-o json`, `--once` and a non-terminal stdout print the event log instead).
 //!
-//! Built on the engine's event stream, never by polling: [`app`] is the pure model the events
-//! update; one file per view ([`status_bar`], [`parent_list`], [`parent_tree`], [`detail`],
+//! Built on the engine's event stream, never by polling: [`model`] is the pure model, which
+//! [`reducer`] updates from each engine event and from which [`tree`] derives a parent's tree
+//! (from the engine's per-object plans); one file per view ([`status_bar`], [`parent_list`], [`parent_tree`], [`detail`],
 //! [`help`]) composed by [`ui`]; [`input`] maps keys to UI changes and dev loop commands (the
 //! same [`Command`]s as the log mode's keyboard and the control socket); [`event_loop`] selects
 //! over input, events and a render tick; [`kube_events`] watches the parents' Kubernetes
 //! Events; [`terminal`] restores the terminal on every exit (a panic included: the dev loop
 //! then stops, as after `q`).
 
-pub mod app;
 pub(crate) mod detail;
 pub mod event_loop;
 pub(crate) mod help;
 pub mod input;
 pub mod kube_events;
+pub mod model;
 pub(crate) mod parent_list;
 pub(crate) mod parent_tree;
+pub mod reducer;
 pub(crate) mod status_bar;
 pub(crate) mod terminal;
 pub(crate) mod theme;
+pub mod tree;
 pub mod ui;
 
 use tokio::sync::{broadcast, mpsc, watch};
@@ -64,7 +67,7 @@ impl Tui {
             let _done = Done(done_tx);
             async {
                 let (mut terminal, guard) = terminal::enter()?;
-                let mut app = app::App::new(context, color);
+                let mut app = model::App::new(context, color);
                 let wiring = event_loop::Wiring {
                     input: crossterm::event::EventStream::new(),
                     events,

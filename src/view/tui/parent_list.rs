@@ -12,7 +12,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::app::{App, Focus, Row, SyncState};
+use super::model::{App, Focus, Row, SyncState};
 use super::theme::{self, Theme};
 
 /// The glyph and style of a state, with the retry countdown of a failure.

@@ -9,8 +9,8 @@
 //! - MapController: the parent, then each map key with its input and outputs, and the detached
 //!   outputs under their key with their tombstone state.
 //!
-//! The tree is built from the last hook call's request (what was observed) and response (what
-//! is desired), see [`super::app::tree`].
+//! The tree is built from the last sync's per-object plan (what the sync observed and does,
+//! object by object) and the hook's answer (what is desired), see [`super::tree`].
 
 use std::time::Instant;
 
@@ -19,9 +19,10 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::app::{App, Focus, TreeItem, tree};
+use super::model::{App, Focus, error_heading};
 use super::parent_list::glyph;
 use super::theme::{self, Theme};
+use super::tree::{TreeItem, tree};
 
 /// The tree of the selected parent (empty when none is selected).
 pub fn selected_tree(app: &mut App) -> Vec<TreeItem> {
@@ -82,7 +83,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &mut App, items: &[TreeItem], now: I
     }
     lines.push(Line::from(head));
     if let Some(e) = &p.unit.error {
-        let heading = super::app::error_heading(p.unit.error_layer);
+        let heading = error_heading(p.unit.error_layer);
         lines.push(Line::from(Span::styled(format!("{heading}: {e}"), t.err())));
     }
     if let Some(r) = &p.rollout {

@@ -18,7 +18,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::app::{App, Focus};
+use super::model::{App, Focus};
 use super::theme::{self, Theme};
 use crate::engine::error::WritesHeld;
 

@@ -11,7 +11,7 @@ use ratatui::layout::{Alignment, Constraint, Layout};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::app::{App, Overlay};
+use super::model::{App, Overlay};
 use super::theme::Theme;
 use super::{detail, help, parent_list, parent_tree, status_bar};
 

@@ -110,8 +110,7 @@ impl Caller {
                 };
                 let ev = EngineEvent::Replay {
                     controller: self.controller.clone(),
-                    parent: key.parent,
-                    map_key: key.map_key,
+                    subject: key.into(),
                     hook,
                     changes,
                     error,

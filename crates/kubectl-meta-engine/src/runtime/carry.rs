@@ -45,9 +45,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         let report = ctx.executor.execute(target, plan, ExecMode::Paused).await;
         ctx.bus.publish(EngineEvent::PlanHeld {
             controller: target.controller.to_string(),
-            parent: target.subject.parent.clone(),
-            map_key: target.subject.map_key.clone(),
-            status_only: target.subject.status_only,
+            subject: target.subject.clone(),
             actions: report.planned,
         });
         return Ok(Carried::default());
@@ -76,8 +74,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
         let message = h.message();
         ctx.bus.publish(EngineEvent::HotLoop {
             controller: target.controller.to_string(),
-            parent: target.subject.parent.clone(),
-            map_key: target.subject.map_key.clone(),
+            subject: (&target.subject).into(),
             resource: h.child.type_key.clone(),
             object: h.child.object(),
             path: h.path.clone(),

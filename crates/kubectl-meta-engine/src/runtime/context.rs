@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::error::WritesHeld;
-use crate::events::{self, EngineEvent, EventBus};
+use crate::events::{self, EngineEvent, EventBus, EventParent};
 use crate::hooks::{CallInfo, HookCall, HookClient, HookTarget};
 use crate::k8s::discovery::Discovery;
 use crate::k8s::informer::InformerRegistry;
@@ -468,12 +468,14 @@ pub async fn call_hook(
     record_hook_call(&span, &call);
     ctx.bus.publish(EngineEvent::HookCalled {
         controller: info.controller.clone(),
-        parent: info.parent.clone(),
+        subject: EventParent {
+            parent: info.parent.clone(),
+            map_key: info.map_key.clone(),
+        },
         hook: info.hook.clone(),
         status: call.status,
         latency: call.latency,
         error: call.result.as_ref().err().map(ToString::to_string),
-        map_key: info.map_key.clone(),
         request: Some(Arc::new(events::published_body(body))),
         response: match &call.result {
             Ok(answer) => Some(events::published_body(answer)),

@@ -249,9 +249,7 @@ async fn sync_one<R: Reconciler>(
     let subject = key.subject();
     bus.publish(EngineEvent::SyncStarted {
         controller: name.clone(),
-        parent: subject.parent.clone(),
-        map_key: subject.map_key.clone(),
-        status_only: subject.status_only,
+        subject: subject.clone(),
         triggers: triggers.clone(),
     });
     let span = sync_span(&name, &subject, &triggers);
@@ -301,16 +299,9 @@ async fn sync_one<R: Reconciler>(
         }
     }
     record_outcome(&span, &out, retry_in);
-    let EventSubject {
-        parent,
-        map_key,
-        status_only,
-    } = subject;
     bus.publish(EngineEvent::SyncFinished {
         controller: name,
-        parent,
-        map_key,
-        status_only,
+        subject,
         duration: start.elapsed(),
         writes: out.writes,
         error: out.error.as_ref().map(ToString::to_string),

@@ -343,8 +343,7 @@ impl Executor {
         trace::record_write(&verb, resource, &object, error.as_deref());
         self.sink.publish(EngineEvent::Action {
             controller: t.controller.to_string(),
-            parent: t.subject.parent.clone(),
-            map_key: t.subject.map_key.clone(),
+            subject: (&t.subject).into(),
             verb,
             resource: resource.to_string(),
             object,
