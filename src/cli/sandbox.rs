@@ -37,4 +37,12 @@ pub struct SandboxArgs {
     /// one `token,user,uid,"group1,group2"` per line (groups optional).
     #[arg(long, value_name = "PATH")]
     pub token_auth_file: Option<PathBuf>,
+    /// kube-apiserver feature gates, `NAME=true|false,...`; the sandbox models
+    /// ShardedListAndWatch (KEP-5866 shardSelector on list and watch; off by default, as in 1.36).
+    #[arg(long, value_name = "NAME=BOOL,...", value_parser = parse_feature_gates)]
+    pub feature_gates: Option<kube_sandbox::FeatureGates>,
+}
+
+fn parse_feature_gates(s: &str) -> Result<kube_sandbox::FeatureGates, String> {
+    kube_sandbox::FeatureGates::parse(s).map_err(|e| e.to_string())
 }

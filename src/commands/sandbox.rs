@@ -47,6 +47,7 @@ pub fn config(args: &SandboxArgs) -> Result<SandboxConfig> {
         kubeconfig: Some(kubeconfig),
         tunables,
         token_auth_file: args.token_auth_file.clone(),
+        feature_gates: args.feature_gates.clone().unwrap_or_default(),
         ..SandboxConfig::ephemeral()
     })
 }

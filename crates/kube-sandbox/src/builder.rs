@@ -117,6 +117,14 @@ impl SandboxBuilder {
         self
     }
 
+    /// kube-apiserver feature gates (default: a 1.36 kube-apiserver's). For KEP-5866 sharded
+    /// list and watch: `.feature_gates(FeatureGates { sharded_list_and_watch: true, ..Default::default() })`
+    /// or `FeatureGates::parse("ShardedListAndWatch=true")`.
+    pub fn feature_gates(mut self, gates: crate::FeatureGates) -> Self {
+        self.cfg.feature_gates = gates;
+        self
+    }
+
     /// How many changes are kept for watches that resume from a resourceVersion.
     pub fn history(mut self, changes: usize) -> Self {
         self.cfg.history = changes;

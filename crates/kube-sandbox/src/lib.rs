@@ -49,6 +49,7 @@ pub(crate) mod controllers;
 pub(crate) mod crd;
 pub(crate) mod defaults;
 pub mod faults;
+pub(crate) mod features;
 pub(crate) mod formats;
 pub(crate) mod generation;
 pub(crate) mod json_fields;
@@ -67,6 +68,7 @@ pub(crate) mod resources;
 pub(crate) mod rules;
 pub(crate) mod scale;
 pub(crate) mod server;
+pub(crate) mod shard;
 pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod store;
@@ -88,6 +90,7 @@ use tokio::task::JoinHandle;
 pub use auth::certs::ClientCredentials;
 pub use auth::token_file::TokenFileError;
 pub use builder::SandboxBuilder;
+pub use features::{FeatureGateError, FeatureGates};
 use persist::{Db, Loaded, PersistError};
 use state::State;
 pub use state::Tunables;
@@ -121,6 +124,9 @@ pub struct SandboxConfig {
     /// Requests without credentials are `system:anonymous` (kube-apiserver's default
     /// `--anonymous-auth=true`: RBAC then decides, so most are 403); `false` refuses them with 401.
     pub anonymous_auth: bool,
+    /// kube-apiserver feature gates (default: a 1.36 kube-apiserver's, e.g.
+    /// `ShardedListAndWatch` off).
+    pub feature_gates: FeatureGates,
 }
 
 impl SandboxConfig {
@@ -134,6 +140,7 @@ impl SandboxConfig {
             history: 50_000,
             token_auth_file: None,
             anonymous_auth: true,
+            feature_gates: FeatureGates::default(),
         }
     }
 }
@@ -364,6 +371,7 @@ impl Sandbox {
             store,
             token,
             cfg.tunables.clone(),
+            cfg.feature_gates.clone(),
             tls.ca_pem.clone(),
             addr,
             auth,

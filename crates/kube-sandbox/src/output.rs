@@ -91,25 +91,46 @@ pub fn partial(meta_version: &str, obj: &Value) -> Value {
         "metadata": obj["metadata"].clone()})
 }
 
+/// The `metadata` of a list response.
+#[derive(Debug, Clone, Default)]
+pub struct ListMeta {
+    /// `resourceVersion`.
+    pub rv: u64,
+    /// `continue`.
+    pub cont: Option<String>,
+    /// `remainingItemCount`.
+    pub remaining: Option<usize>,
+    /// `shardInfo.selector` (KEP-5866): the canonical shard selector the list was filtered by.
+    pub shard: Option<String>,
+}
+
 /// Render a list response.
 pub fn list(
     def: &ResourceDef,
     out: &Output,
     include_object: &str,
     items: &[Arc<Stored>],
-    rv: u64,
-    cont: Option<String>,
-    remaining: Option<usize>,
+    lm: ListMeta,
 ) -> ApiResult<Bytes> {
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
+    let mut meta = json!({"resourceVersion": lm.rv.to_string()});
+    if let Some(c) = lm.cont {
         meta["continue"] = json!(c);
+    } else if def.is_custom() && *out == Output::Json {
+        // A custom resource's list is unstructured: kube-apiserver writes an empty continue.
+        meta["continue"] = json!("");
     }
-    if let Some(r) = remaining {
+    if let Some(r) = lm.remaining {
         meta["remainingItemCount"] = json!(r);
     }
     match out {
         Output::Json => {
+            // Only a built-in resource's own list carries shardInfo: kube-apiserver's Table and
+            // PartialObjectMetadataList conversions copy resourceVersion, continue and
+            // remainingItemCount alone, and a custom resource's unstructured list has no
+            // shardInfo to set (filtered all the same).
+            if let Some(sel) = lm.shard.filter(|_| !def.is_custom()) {
+                meta["shardInfo"] = json!({ "selector": sel });
+            }
             let head =
                 json!({"kind": def.list_kind, "apiVersion": def.api_version(), "metadata": meta});
             let head = head.to_string();

@@ -20,6 +20,7 @@ use super::output::{self, Output};
 use super::rbac;
 use super::request::{self, ResourcePath, Route};
 use super::resources::ResourceDef;
+use super::shard::ShardSelector;
 use super::state::State;
 use super::status::{ApiError, ApiResult, Target, success_status};
 use super::store::WatchStart;
@@ -320,7 +321,27 @@ fn filter_from(def: &ResourceDef, p: &Params) -> ApiResult<Filter> {
         }
         None => None,
     };
-    Ok(Filter { labels, fields })
+    Ok(Filter {
+        labels,
+        fields,
+        shard: None,
+    })
+}
+
+/// KEP-5866 `shardSelector` of a list or watch: with the `ShardedListAndWatch` gate off (a 1.36
+/// server's default) or empty it is ignored, as kube-apiserver ignores it; one that does not
+/// parse is kube-apiserver's plain-error 500 (no reason), since its registry returns a bare Go
+/// error.
+fn shard_from(state: &State, p: &Params) -> ApiResult<Option<Arc<ShardSelector>>> {
+    if !state.features.sharded_list_and_watch {
+        return Ok(None);
+    }
+    match p.get("shardSelector").filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(text) => ShardSelector::parse(text)
+            .map(|s| Some(Arc::new(s)))
+            .map_err(|e| ApiError::new(500, "", format!("invalid shard selector: {e}"))),
+    }
 }
 
 fn allowed_fields(def: &ResourceDef) -> Vec<&'static str> {
@@ -573,7 +594,7 @@ fn watch_start(state: &State, p: &Params, send_initial: Option<bool>) -> ApiResu
 fn watch_resource(state: Arc<State>, call: ResourceCall) -> ApiResult<Response> {
     let p = &call.params;
     let out = output::negotiate(call.accept.as_deref())?;
-    let filter = filter_from(&call.def, p)?;
+    let mut filter = filter_from(&call.def, p)?;
     let send_initial = p.get("sendInitialEvents").map(|s| s == "true");
     let start = watch_start(&state, p, send_initial)?;
     let bookmarks = param_bool(p, "allowWatchBookmarks");
@@ -584,6 +605,7 @@ fn watch_resource(state: Arc<State>, call: ResourceCall) -> ApiResult<Response> 
             "sendInitialEvents is only supported with allowWatchBookmarks=true",
         ));
     }
+    filter.shard = shard_from(&state, p)?;
     let params = WatchParams {
         start,
         timeout: parse_timeout(p)?,
@@ -618,12 +640,13 @@ fn list_resource(state: &State, call: &ResourceCall) -> ApiResult<Response> {
     let p = &call.params;
     let def = &call.def;
     let out = output::negotiate(call.accept.as_deref())?;
-    let filter = filter_from(def, p)?;
+    let mut filter = filter_from(def, p)?;
     let limit = list_limit(p)?;
     let after = match p.get("continue").filter(|s| !s.is_empty()) {
         Some(c) => Some(decode_continue(c)?),
         None => None,
     };
+    filter.shard = shard_from(state, p)?;
     let page = state.store.list(
         &def.group_resource(),
         call.ns.as_deref(),
@@ -637,9 +660,14 @@ fn list_resource(state: &State, call: &ResourceCall) -> ApiResult<Response> {
         &out,
         &call.include_object,
         &page.items,
-        page.rv,
-        cont,
-        page.remaining,
+        output::ListMeta {
+            rv: page.rv,
+            cont,
+            remaining: page
+                .remaining
+                .filter(|_| filter.labels.is_none() && filter.fields.is_none()),
+            shard: filter.shard.as_ref().map(|s| s.canonical()),
+        },
     )?;
     Ok(json_resp(StatusCode::OK, body, &[]))
 }
@@ -868,7 +896,9 @@ async fn delete_collection(
             "Namespace",
         ));
     }
-    let filter = filter_from(def, &call.params)?;
+    let mut filter = filter_from(def, &call.params)?;
+    // kube-apiserver's DeleteCollection lists with the request's ListOptions, shardSelector too.
+    filter.shard = shard_from(state, &call.params)?;
     let body = read_body(state, req).await?;
     let opts = delete_opts(&call.params, &body)?;
     let page = state

@@ -50,6 +50,8 @@ pub struct State {
     pub token: String,
     /// Tunables.
     pub tunables: Tunables,
+    /// Feature gates.
+    pub features: super::features::FeatureGates,
     /// Cancelled when the server shuts down (ends watches and controllers).
     pub shutdown: CancellationToken,
     /// The CA certificate (PEM) clients trust; published as `kube-root-ca.crt` in every namespace.
@@ -70,6 +72,7 @@ impl State {
         store: Store,
         token: String,
         tunables: Tunables,
+        features: super::features::FeatureGates,
         ca_pem: String,
         addr: SocketAddr,
         auth: super::auth::Auth,
@@ -81,6 +84,7 @@ impl State {
             registry: RwLock::new(Registry::builtin()),
             token,
             tunables,
+            features,
             requeue: super::controllers::requeue::Requeue::new(shutdown.clone()),
             shutdown,
             ca_pem,

@@ -258,9 +258,12 @@ pub struct ListPage {
     pub items: Vec<Arc<Stored>>,
     /// The store's resourceVersion when listed.
     pub rv: u64,
-    /// Key of the last item, if more items remain.
+    /// Key of the last item, if the limit was reached before the last object in scope (as
+    /// kube-apiserver's watch cache: the next page may then hold nothing that matches).
     pub next_after: Option<(String, String)>,
-    /// Count of the remaining matching items, if more remain.
+    /// With `next_after`: the objects in scope from this page's start, less the limit, whether
+    /// or not they match (kube-apiserver's `remainingItemCount`, which it only publishes for an
+    /// unfiltered list; a shardSelector does not count as a filter there).
     pub remaining: Option<usize>,
 }
 
@@ -443,25 +446,32 @@ impl Store {
                 .collect();
             (c, rv)
         };
+        let scanned = candidates.len();
         let mut items = Vec::new();
-        let mut it = candidates.into_iter().filter(|s| filter(s));
-        for s in it.by_ref() {
+        let mut next_after = None;
+        for (i, s) in candidates.into_iter().enumerate() {
+            if !filter(&s) {
+                continue;
+            }
             items.push(s);
-            if limit.is_some_and(|l| items.len() >= l) {
+            if let Some(l) = limit
+                && items.len() >= l
+            {
+                if i + 1 < scanned {
+                    next_after = items.last().map(|s| (s.key.ns.clone(), s.key.name.clone()));
+                }
                 break;
             }
         }
-        let remaining = it.count();
-        let next_after = if remaining > 0 {
-            items.last().map(|s| (s.key.ns.clone(), s.key.name.clone()))
-        } else {
-            None
+        let remaining = match (&next_after, limit) {
+            (Some(_), Some(l)) => Some(scanned.saturating_sub(l)),
+            _ => None,
         };
         ListPage {
             items,
             rv,
             next_after,
-            remaining: (remaining > 0).then_some(remaining),
+            remaining,
         }
     }
 

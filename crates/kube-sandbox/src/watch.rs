@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::output::{self, Output};
 use super::resources::ResourceDef;
+use super::shard::ShardSelector;
 use super::state::State;
 use super::status::ApiError;
 use super::store::{Event, EventKind, StoreError, Stored, WatchStart};
@@ -31,11 +32,18 @@ pub struct Filter {
     pub labels: Option<LabelSelector>,
     /// `fieldSelector`.
     pub fields: Option<FieldSelector>,
+    /// KEP-5866 `shardSelector` (only with the `ShardedListAndWatch` gate on).
+    pub shard: Option<Arc<ShardSelector>>,
 }
 
 impl Filter {
     /// Does the object match both selectors?
     pub fn matches(&self, s: &Stored) -> bool {
+        if let Some(sh) = &self.shard
+            && !sh.matches(&s.uid, &s.key.ns)
+        {
+            return false;
+        }
         if let Some(l) = &self.labels
             && !l.matches_with(|k| s.label(k))
         {

@@ -21,6 +21,7 @@ mod kubectl;
 mod kubectl_validation;
 mod rbac;
 mod sandbox_workloads;
+mod shard_selector;
 mod smoke;
 mod webhooks;
 mod workloads_lifecycle;
