@@ -28,13 +28,17 @@
 //! ```
 //!
 //! [`Sandbox::builder`] sets seeds, storage ([`Storage`]: memory or a SQLite state directory),
-//! the kubelet and the listen address; [`Sandbox::faults`] injects API failures (429s, 5xx,
+//! the kubelet, the listen address and kube-apiserver feature gates ([`FeatureGates`]: with
+//! `ShardedListAndWatch` on, list and watch serve KEP-5866's
+//! `shardSelector=shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')`
+//! as kube-apiserver 1.36 does, echoing it in `metadata.shardInfo`; off by default, as in 1.36); [`Sandbox::faults`] injects API failures (429s, 5xx,
 //! dropped watches) for tests of retry logic. The crate's README compares it with envtest and
 //! lists what it does not do.
 //!
 //! Inside: `request` parses paths, `server` authenticates and dispatches, `ops` owns the object
 //! lifecycle, `store` holds objects (with [`persist`] underneath), `watch` streams changes,
-//! `controllers` run inside, and `resources` says what is served; `auth` says who a request is
+//! `controllers` run inside, `resources` says what is served, `shard` parses and matches
+//! shard selectors and `features` holds the gates; `auth` says who a request is
 //! (admin token, ServiceAccount tokens, client certificates, impersonation) and `rbac` what they
 //! may do. `kubectl meta sandbox` and
 //! `kubectl meta dev --sandbox` use [`Sandbox::bind`], so they can print where it listens before
