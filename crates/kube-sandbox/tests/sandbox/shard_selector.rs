@@ -753,7 +753,8 @@ async fn shard_selector_watches_match_the_real_server() {
             let name = w["name"].as_str().expect("name");
             let label = format!("{name} (gate {})", if gate { "on" } else { "off" });
             let cm = w["resource"] == "configmaps";
-            let mut extra = vec![("watch", "1"), ("timeoutSeconds", "2")];
+            // The sandbox sends a replay before its timeout starts: one second is plenty.
+            let mut extra = vec![("watch", "1"), ("timeoutSeconds", "1")];
             if w["initialEvents"] == true {
                 extra.extend([
                     ("sendInitialEvents", "true"),
