@@ -340,7 +340,10 @@ impl<'a> Ctx<'a> {
         };
         let (object, error) = match result {
             Ok(o) => (serde_json::to_value(&o).unwrap_or(Value::Null), Value::Null),
-            Err(e) => (Value::Null, json!(crate::k8s::kube_error_message(&e))),
+            Err(e) => (
+                Value::Null,
+                json!(kubectl_meta_engine::k8s::kube_error_message(&e)),
+            ),
         };
         self.expect(op, &t.desc, body, b, &object, &error)
     }
@@ -390,7 +393,7 @@ impl<'a> Ctx<'a> {
             Some(n) => match t.api.get_opt(n).await {
                 Ok(Some(o)) => Ok(vec![serde_json::to_value(&o).unwrap_or(Value::Null)]),
                 Ok(None) => Ok(Vec::new()),
-                Err(e) => Err(crate::k8s::kube_error_message(&e)),
+                Err(e) => Err(kubectl_meta_engine::k8s::kube_error_message(&e)),
             },
             None => {
                 let mut lp = ListParams::default();
@@ -417,7 +420,7 @@ impl<'a> Ctx<'a> {
                             .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
                             .collect()
                     })
-                    .map_err(|e| crate::k8s::kube_error_message(&e))
+                    .map_err(|e| kubectl_meta_engine::k8s::kube_error_message(&e))
             }
         }
     }
@@ -516,7 +519,7 @@ impl<'a> Ctx<'a> {
                     Err(kube::Error::Api(e)) if e.code == 404 && body.get("expect").is_none() => {
                         Value::Null
                     }
-                    Err(e) => json!(crate::k8s::kube_error_message(&e)),
+                    Err(e) => json!(kubectl_meta_engine::k8s::kube_error_message(&e)),
                 };
                 if let Err(f) = self.expect("delete", &t.desc, body, b, &Value::Null, &error)? {
                     return Ok(Err(f));

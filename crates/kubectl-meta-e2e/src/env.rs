@@ -12,11 +12,11 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::{E2eError, Setup};
-use crate::engine::events::EventBus;
-use crate::engine::{Engine, EngineContext, EngineOptions, WaitFor};
-use crate::k8s::client::{self, Connection};
-use crate::k8s::discovery::Discovery;
-use crate::k8s::manifests;
+use kubectl_meta_engine::events::EventBus;
+use kubectl_meta_engine::k8s::client::{self, Connection};
+use kubectl_meta_engine::k8s::discovery::Discovery;
+use kubectl_meta_engine::k8s::manifests;
+use kubectl_meta_engine::{Engine, EngineContext, EngineOptions, WaitFor};
 
 /// A change to the engine's options ([`EnvExtras::engine_options`]).
 pub type EngineOptionsHook = Arc<dyn Fn(&mut EngineOptions) + Send + Sync>;
@@ -149,7 +149,7 @@ impl Env {
                 Duration::from_secs(30),
                 &manifests::ApplyMode {
                     overwrite: true,
-                    field_manager: crate::k8s::FIELD_MANAGER,
+                    field_manager: kubectl_meta_engine::k8s::FIELD_MANAGER,
                     dry_run: false,
                 },
             )
@@ -183,7 +183,7 @@ impl Env {
     }
 
     /// Wait until the engine has nothing left to do (no sync queued or running, quiet for
-    /// [`crate::engine::QUIET`]), at most `timeout`. Snapshots are taken at rest, so a run
+    /// [`kubectl_meta_engine::QUIET`]), at most `timeout`. Snapshots are taken at rest, so a run
     /// that gets there later (a perturbation's retries and back-off) is compared by where it
     /// ends, not by how far it got when the step's assertions passed. The engine is looked at in
     /// short slices, so a restart (which replaces it) is never kept waiting.

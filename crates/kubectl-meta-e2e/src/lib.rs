@@ -1,6 +1,8 @@
-//! End-to-end tests in chainsaw's format (`chainsaw.kyverno.io/v1alpha1` `Test`), run by
-//! `kubectl meta test` against a fresh in-process sandbox per test with the controllers running
-//! in this process.
+//! kubectl-meta-e2e: end-to-end tests in chainsaw's format (`chainsaw.kyverno.io/v1alpha1`
+//! `Test`), run against a fresh in-process sandbox per test (the `kube-sandbox` crate) with
+//! kubectl-meta's engine (the `kubectl-meta-engine` crate) running the controllers in the same
+//! process; and `--perturb`, the same tests under deterministic faults. `kubectl meta test`
+//! (the plugin) wires both to the command line; this crate knows nothing of it.
 //!
 //! - [`model`]: the Test model and its loading (which files, which fields are refused).
 //! - [`matching`]: assertion trees (partial match, arrays, JMESPath, `~`), bindings, templating.
@@ -8,6 +10,9 @@
 //! - [`ops`]: the operations.
 //! - [`perturb`]: `test --perturb`: every e2e test run plain, then under each perturbation
 //!   class from a seed, compared.
+//!
+//! The public surface is this file; the crate's README lists it.
+#![deny(missing_docs)]
 
 pub mod env;
 pub mod matching;
@@ -22,7 +27,7 @@ use serde_json::{Value, json};
 pub use env::{Env, EnvExtras};
 pub use model::LoadedTest;
 
-use crate::spec::ControllerDef;
+use kubectl_meta_engine::spec::ControllerDef;
 use matching::Bindings;
 
 /// Why a test could not run (as opposed to failing its assertions).
