@@ -56,9 +56,22 @@ pub enum E2eError {
     Environment(String),
 }
 
+/// A named cluster the tests run against instead of a fresh sandbox each (`test --context`):
+/// a namespace per test, created before and deleted after, with the controllers running in
+/// this process against that cluster (their parents limited to the test's namespace).
+#[derive(Clone, Debug)]
+pub struct ClusterTarget {
+    /// The kubeconfig file (`None`: `$KUBECONFIG`, then `~/.kube/config`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The context to use.
+    pub context: String,
+}
+
 /// What every test's environment is built from.
 #[derive(Clone, Default)]
 pub struct Setup {
+    /// Run against this cluster instead of a fresh in-process sandbox per test.
+    pub cluster: Option<ClusterTarget>,
     /// The controllers the engine runs.
     pub controllers: Vec<ControllerDef>,
     /// Documents applied before the engine starts (the definition files' CRDs and Namespaces),
@@ -133,9 +146,13 @@ pub async fn run_test(
     extras: EnvExtras,
 ) -> Result<TestRun, E2eError> {
     let started = Instant::now();
-    let env = Env::start(setup, &extras).await?;
+    let namespace = test
+        .namespace
+        .clone()
+        .unwrap_or_else(|| namespace_for(test));
+    let env = Env::start(setup, &extras, &namespace).await?;
     let ready = started.elapsed();
-    let result = run_in(setup, test, &env).await;
+    let result = run_in(setup, test, &env, namespace).await;
     let stopping = Instant::now();
     env.stop().await;
     if setup.verbose {
@@ -176,11 +193,8 @@ async fn run_in(
     setup: &Setup,
     test: &LoadedTest,
     env: &Env,
+    namespace: String,
 ) -> Result<(Vec<StepFailure>, Vec<Vec<Value>>), E2eError> {
-    let namespace = test
-        .namespace
-        .clone()
-        .unwrap_or_else(|| namespace_for(test));
     let mut bindings = Bindings::new();
     bindings.insert("namespace".into(), json!(namespace));
     bindings.insert("test".into(), json!({"metadata": {"name": test.name}}));
@@ -193,6 +207,22 @@ async fn run_in(
     }
     let mut ctx = ops::Ctx::new(env, setup, test, namespace.clone());
     ctx.ensure_namespace().await?;
+    let result = run_steps(setup, test, env, &mut ctx, bindings).await;
+    // On a named cluster, what the test created goes (its namespace, if created here, last);
+    // a sandbox is thrown away whole.
+    if env.is_cluster() {
+        ctx.remove_created().await;
+    }
+    result
+}
+
+async fn run_steps(
+    setup: &Setup,
+    test: &LoadedTest,
+    env: &Env,
+    ctx: &mut ops::Ctx<'_>,
+    bindings: Bindings,
+) -> Result<(Vec<StepFailure>, Vec<Vec<Value>>), E2eError> {
     let mut failures = Vec::new();
     let mut snapshots = Vec::new();
     let mut cleanups: Vec<(String, Vec<model::Operation>, Bindings)> = Vec::new();

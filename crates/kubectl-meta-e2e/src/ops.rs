@@ -19,6 +19,9 @@ use super::{E2eError, Env, Setup, StepFailure};
 /// How often assertions re-read the server.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long the cleanup on a named cluster waits for each deleted object to go.
+pub const CLEANUP_WAIT: Duration = Duration::from_secs(60);
+
 /// Mark a failure with its step and block.
 pub fn tag(mut f: StepFailure, step: &str, block: &str) -> StepFailure {
     f.step = step.to_string();
@@ -50,13 +53,16 @@ pub struct Ctx<'a> {
     /// Types the test touched (for snapshots).
     touched: BTreeSet<(String, String, String)>,
     touched_res: Vec<(ApiResource, bool)>,
+    /// Objects the test created (by `create` or `apply`), in order, with their description:
+    /// what [`Ctx::remove_created`] deletes on a named cluster.
+    created: Vec<(Api<DynamicObject>, String, String)>,
+    /// Whether the test's namespace was created here (then it is deleted after).
+    created_namespace: bool,
 }
 
 /// A resolved object: its API, name, and description.
 struct Target {
     api: Api<DynamicObject>,
-    ar: ApiResource,
-    namespaced: bool,
     name: Option<String>,
     desc: String,
     doc: Value,
@@ -72,6 +78,8 @@ impl<'a> Ctx<'a> {
             namespace,
             touched: BTreeSet::new(),
             touched_res: Vec::new(),
+            created: Vec::new(),
+            created_namespace: false,
         }
     }
 
@@ -89,12 +97,58 @@ impl<'a> Ctx<'a> {
         let ns = serde_json::from_value(json!({"metadata": {"name": self.namespace}}))
             .map_err(|e| E2eError::Environment(e.to_string()))?;
         match api.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.created_namespace = true;
+                Ok(())
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
             Err(e) => Err(E2eError::Environment(format!(
                 "creating namespace {}: {e}",
                 self.namespace
             ))),
+        }
+    }
+
+    /// Delete what the test created, newest first, then its namespace if it was created here,
+    /// and wait (at most [`CLEANUP_WAIT`] each) until they are gone: a test on a named cluster
+    /// leaves nothing behind, as chainsaw's. What cannot be deleted is logged, not failed.
+    pub async fn remove_created(&mut self) {
+        let dp = DeleteParams::background();
+        let mut pending = Vec::new();
+        for (api, name, desc) in self.created.drain(..).rev() {
+            match api.delete(&name, &dp).await {
+                Ok(_) => pending.push((api, name, desc)),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => tracing::warn!("e2e cleanup: deleting {desc}: {e}"),
+            }
+        }
+        if self.created_namespace {
+            let api: Api<DynamicObject> = Api::all_with(
+                self.env.conn.client.clone(),
+                &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            );
+            match api.delete(&self.namespace, &dp).await {
+                Ok(_) => pending.push((
+                    api,
+                    self.namespace.clone(),
+                    format!("Namespace {}", self.namespace),
+                )),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => tracing::warn!("e2e cleanup: deleting namespace {}: {e}", self.namespace),
+            }
+        }
+        for (api, name, desc) in pending {
+            let deadline = Instant::now() + CLEANUP_WAIT;
+            loop {
+                match api.get_opt(&name).await {
+                    Ok(None) => break,
+                    _ if Instant::now() >= deadline => {
+                        tracing::warn!("e2e cleanup: {desc} still there after {CLEANUP_WAIT:?}");
+                        break;
+                    }
+                    _ => tokio::time::sleep(POLL * 2).await,
+                }
+            }
         }
     }
 
@@ -293,8 +347,6 @@ impl<'a> Ctx<'a> {
         }
         Ok(Ok(Target {
             api,
-            ar,
-            namespaced: info.namespaced,
             name,
             desc,
             doc,
@@ -306,15 +358,18 @@ impl<'a> Ctx<'a> {
             Ok(t) => t,
             Err(f) => return Ok(Err(f)),
         };
-        let _ = (&t.ar, t.namespaced);
         let Some(name) = t.name.clone() else {
             return Err(self.bad(format!("{op}: {} needs metadata.name", t.desc)));
         };
         let obj: DynamicObject = serde_json::from_value(t.doc.clone())
             .map_err(|e| self.bad(format!("{op}: {}: {e}", t.desc)))?;
         let pp = PostParams::default();
+        let mut created = false;
         let result = match op {
-            "create" => t.api.create(&pp, &obj).await,
+            "create" => {
+                created = true;
+                t.api.create(&pp, &obj).await
+            }
             "patch" => {
                 t.api
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&t.doc))
@@ -329,7 +384,10 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             },
             _ => match t.api.get_opt(&name).await {
-                Ok(None) => t.api.create(&pp, &obj).await,
+                Ok(None) => {
+                    created = true;
+                    t.api.create(&pp, &obj).await
+                }
                 Ok(Some(_)) => {
                     t.api
                         .patch(&name, &PatchParams::default(), &Patch::Merge(&t.doc))
@@ -338,6 +396,10 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             },
         };
+        if created && result.is_ok() {
+            self.created
+                .push((t.api.clone(), name.clone(), t.desc.clone()));
+        }
         let (object, error) = match result {
             Ok(o) => (serde_json::to_value(&o).unwrap_or(Value::Null), Value::Null),
             Err(e) => (

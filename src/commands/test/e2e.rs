@@ -1,6 +1,6 @@
 //! The chainsaw e2e tests of `kubectl meta test` ([`crate::e2e`]): found beside the recorded
-//! hook cases in the same directories, each run in its own in-process sandbox with the
-//! controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
+//! hook cases in the same directories, each run in its own in-process sandbox (or in a namespace
+//! of its own on the cluster of `--context`) with the controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +38,7 @@ pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool
         .map(|d| (d.source.to_string(), d.value.clone()))
         .collect();
     Setup {
+        cluster: None,
         controllers: loaded.controllers.clone(),
         manifests: e2e::env::environment_manifests(&docs),
         hook_base_url,

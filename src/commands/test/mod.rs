@@ -64,6 +64,9 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     if let (Some((server, _)), Some(dir)) = (&mut hook_server, &args.hook_server_dir) {
         server.working_dir = Some(dir.clone());
     }
+    // `--context NAME`: the e2e tests run on that cluster; checked (the context exists, its
+    // API server answers) before anything is read or started.
+    let e2e_cluster = e2e_cluster(&args).await?;
     let dirs = if args.dirs.is_empty() {
         vec![PathBuf::from(DEFAULT_DIR)]
     } else {
@@ -110,7 +113,8 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     let e2e_results = if tests.is_empty() {
         Vec::new()
     } else {
-        let setup = e2e::setup(&loaded, args.hook_base_url.clone(), verbose > 0);
+        let mut setup = e2e::setup(&loaded, args.hook_base_url.clone(), verbose > 0);
+        setup.cluster = e2e_cluster;
         e2e::run_all(&setup, &tests, args.jobs, |r| {
             print_one(&args, r, color, verbose)
         })
@@ -235,7 +239,32 @@ fn finish(args: &TestArgs, results: Vec<CaseResult>, color: bool) -> Result<u8> 
     Ok(u8::from(totals.failed > 0))
 }
 
-/// Check the flags that can be checked before reading anything.
+/// `--context NAME`: the cluster the e2e tests run on (a namespace per test) instead of a fresh
+/// sandbox each; the context must exist (else a usage error naming it and the ones that do) and
+/// its API server answer (else a cluster error). `--perturb` needs sandboxes of its own.
+async fn e2e_cluster(args: &TestArgs) -> Result<Option<crate::e2e::ClusterTarget>> {
+    let Some(context) = &args.cluster.context else {
+        return Ok(None);
+    };
+    if args.perturb.is_some() {
+        return Err(fail(
+            Class::Usage,
+            format!(
+                "--perturb runs every e2e test in a sandbox of its own (it injects the faults there); \
+                 it does not combine with --context {context}: drop one of them"
+            ),
+        ));
+    }
+    let conn = super::engine_start::connect_kubeconfig(&args.cluster, Default::default())
+        .await
+        .map_err(|e| fail(Class::Usage, format!("--context {context}: {e}")))?;
+    definitions::check_reachable(&conn).await?;
+    Ok(Some(crate::e2e::ClusterTarget {
+        kubeconfig: args.cluster.kubeconfig.clone(),
+        context: context.clone(),
+    }))
+}
+
 /// `--perturb`: the e2e tests (chainsaw `Test` files) through the perturbation driver; the
 /// recorded hook cases are not run (they have no environment to perturb). None found is a usage
 /// error.
@@ -273,6 +302,7 @@ async fn perturb(
     .await)
 }
 
+/// Check the flags that can be checked before reading anything.
 fn validate_flags(args: &TestArgs) -> Result<()> {
     if args.jobs == 0 {
         bail!("-j must be at least 1");
