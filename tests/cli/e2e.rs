@@ -422,3 +422,42 @@ fn context_runs_the_e2e_tests_on_a_named_cluster() {
     );
     drop(sandbox);
 }
+
+/// Without `-f`, each e2e test runs with the definitions of its directory's parent
+/// (`examples/NAME/e2e/` -> `examples/NAME/`): two examples' tests in one run, each with its own
+/// controller; a test whose parent directory holds no definitions is exit 2 naming both.
+#[test]
+fn without_f_each_test_runs_the_controllers_beside_it() {
+    let home = tempfile::tempdir().unwrap();
+    let hello = format!("{}/e2e", example("hello-world"));
+    let pods = format!("{}/e2e", example("service-per-pod"));
+    let out = meta(home.path(), &["test", &hello, &pods])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout.contains("ok     e2e/hello-world\n")
+            && stdout.contains("ok     e2e/service-per-pod\n")
+            && stdout.contains("2 passed, 0 failed"),
+        "{}",
+        show(&out)
+    );
+
+    let dir = home.path().join("lonely/e2e");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("chainsaw-test.yaml"), FAILING).unwrap();
+    let out = meta(home.path(), &["test", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        stderr.contains("wrong-greeting")
+            && stderr.contains(&home.path().join("lonely").display().to_string())
+            && stderr.contains("-f"),
+        "{}",
+        show(&out)
+    );
+    assert!(stdout.is_empty(), "nothing ran: {}", show(&out));
+}
