@@ -206,7 +206,7 @@ async fn run_in(
         bindings.insert(k.clone(), v);
     }
     let mut ctx = ops::Ctx::new(env, setup, test, namespace.clone());
-    ctx.ensure_namespace().await?;
+    ctx.ensure_namespace(&bindings).await?;
     let result = run_steps(setup, test, env, &mut ctx, bindings).await;
     // On a named cluster, what the test created goes (its namespace, if created here, last);
     // a sandbox is thrown away whole.
