@@ -18,8 +18,10 @@
 //!   computed from them).
 //! - [`inspect`]: `kubectl meta inspect`: the ownership graph around one object, controller-aware.
 //! - [`project`]: the project file (`kubectl-meta.yaml`): discovery, schema, checks, hook builds.
-//! - [`scaffold`]: `kubectl meta init`: a new controller project (CRD, controller, sample, hook
-//!   with a typed kit per language, first hook test, project file), generated from a few choices.
+//! - [`e2e`]: the `kubectl-meta-e2e` crate: chainsaw `Test`s against a sandbox or a named
+//!   cluster, and the `--perturb` driver (`kubectl meta test` wires them).
+//! - [`scaffold`]: the `kubectl-meta-scaffold` crate: `kubectl meta init`'s generator (CRD,
+//!   controller, sample, hook with a typed kit per language, first hook test, project file).
 //! - [`notice`]: what a person sees of an engine event, worded once for the log and the TUI.
 //! - [`tui`]: the terminal UI of `kubectl meta dev`, driven by the engine's event stream.
 //!
@@ -36,18 +38,19 @@ pub mod telemetry;
 
 // The library surface integration tests and benches use (the engine and what drives it).
 pub mod devloop;
-pub mod e2e;
 pub mod hooks;
 pub mod inspect;
 pub mod k8s;
 pub mod project;
-pub mod scaffold;
 pub mod view;
 
 // The engine crate, under the names the plugin's modules have always used: `engine` is the
 // crate itself (its curated surface), `spec` its definitions module.
 pub use kubectl_meta_engine as engine;
 pub use kubectl_meta_engine::spec;
+// The chainsaw e2e runner and `init`'s generator, crates of their own, under their old names.
+pub use kubectl_meta_e2e as e2e;
+pub use kubectl_meta_scaffold as scaffold;
 
 use std::process::ExitCode;
 

@@ -32,8 +32,9 @@ pub struct TestArgs {
     /// files [default: the project's `tests`, else hook-tests].
     #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Which cluster to read (only with --from-cluster: otherwise an in-process sandbox serves
-    /// discovery, the secured webhooks' references and --validate).
+    /// Which cluster to read with --from-cluster (otherwise an in-process sandbox serves
+    /// discovery, the secured webhooks' references and --validate); `--context` also runs the
+    /// e2e tests on that cluster, a namespace per test.
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Where the controller definitions come from.

@@ -261,10 +261,14 @@ fn chainsaw_examples() {
         "finally",
         "inline",
         "jmespath-label-condition",
+        "list",
+        "namespace-template",
         "orphan",
         "quick-start",
+        "script-env",
         "sleep",
         "template",
+        "timeout",
         "update",
         "update-crd",
         "wait",
@@ -272,4 +276,192 @@ fn chainsaw_examples() {
     ] {
         assert!(passed.iter().any(|p| p == must), "{must} no longer passes");
     }
+}
+
+/// A `kubectl-meta sandbox` process (killed when dropped).
+struct SandboxProcess(std::process::Child);
+
+impl Drop for SandboxProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A test on the named cluster: `kubectl` in a script reaches the same cluster (its
+/// kubeconfig's current context is the named one), in the test's namespace.
+const ON_CLUSTER: &str = r#"apiVersion: chainsaw.kyverno.io/v1alpha1
+kind: Test
+metadata:
+  name: on-cluster
+spec:
+  steps:
+  - name: kubectl-sees-it
+    try:
+    - apply:
+        resource:
+          apiVersion: v1
+          kind: ConfigMap
+          metadata:
+            name: marker
+          data:
+            k: v
+    - script:
+        content: kubectl get configmap marker -n $NAMESPACE -o jsonpath='{.data.k}'
+        check:
+          ($error == null): true
+          ($stdout): v
+"#;
+
+/// `test --context NAME`: the e2e tests run against a named cluster (here a `kubectl meta
+/// sandbox` started as a separate process, reached through a kubeconfig whose current context
+/// is another, unreachable one), a namespace per test, created and deleted after; the
+/// controllers of `-f` run in the test process against that cluster. A context the kubeconfig
+/// lacks is exit 2, named, before anything starts.
+#[test]
+fn context_runs_the_e2e_tests_on_a_named_cluster() {
+    use std::io::BufRead;
+    let home = tempfile::tempdir().unwrap();
+    let kc = home.path().join("cluster.kubeconfig");
+    let mut child = meta(
+        home.path(),
+        &[
+            "sandbox",
+            "--ephemeral",
+            "--write-kubeconfig",
+            &kc.display().to_string(),
+        ],
+    )
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .expect("the sandbox starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let sandbox = SandboxProcess(child);
+    // Its start-up line says it serves.
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the sandbox's start-up line");
+    assert!(!line.is_empty(), "the sandbox exited before serving");
+    let kubectl = |args: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .output()
+            .expect("kubectl runs");
+        assert!(out.status.success(), "kubectl {args:?}: {}", show(&out));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    // The sandbox's context renamed; the current context an unreachable cluster.
+    kubectl(&["config", "rename-context", "sandbox", "named"]);
+    kubectl(&[
+        "config",
+        "set-cluster",
+        "elsewhere",
+        "--server=https://127.0.0.1:9",
+    ]);
+    kubectl(&[
+        "config",
+        "set-context",
+        "elsewhere",
+        "--cluster=elsewhere",
+        "--user=nobody",
+    ]);
+    kubectl(&["config", "use-context", "elsewhere"]);
+
+    let tests = home.path().join("on-cluster");
+    std::fs::create_dir_all(&tests).unwrap();
+    std::fs::write(tests.join("chainsaw-test.yaml"), ON_CLUSTER).unwrap();
+    let hello_e2e = format!("{}/e2e", example("hello-world"));
+    let kc_arg = kc.display().to_string();
+    let tests_arg = tests.display().to_string();
+    let hello = example("hello-world");
+
+    let run_on = |context: &str, more: &[&str]| {
+        let mut args = vec!["test", &hello_e2e, &tests_arg, "-f", &hello];
+        args.extend(["--kubeconfig", &kc_arg, "--context", context]);
+        args.extend(more);
+        meta(home.path(), &args).output().unwrap()
+    };
+
+    // A context the kubeconfig lacks: exit 2, named with the ones that exist, nothing run.
+    let out = run_on("nope", &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        stderr.contains("\"nope\"") && stderr.contains("named") && stderr.contains("--context"),
+        "{}",
+        show(&out)
+    );
+    assert!(stdout.is_empty(), "nothing ran: {}", show(&out));
+
+    // --perturb needs sandboxes of its own.
+    let out = run_on("named", &["--perturb"]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(text(&out).1.contains("--perturb"), "{}", show(&out));
+
+    let out = run_on("named", &["-j", "2"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout.contains("ok     e2e/hello-world\n")
+            && stdout.contains("ok     e2e/on-cluster\n")
+            && stdout.contains("2 passed, 0 failed"),
+        "{}",
+        show(&out)
+    );
+    // The controller ran against the named cluster (the sample's Pod was its work) and each
+    // test's namespace is gone after it; the CRD of -f stays, as chainsaw leaves the cluster's
+    // set-up.
+    let names = kubectl(&["--context", "named", "get", "namespaces", "-o", "name"]);
+    assert!(
+        !names.contains("chainsaw-"),
+        "the tests' namespaces are deleted: {names}"
+    );
+    let crds = kubectl(&["--context", "named", "get", "crd", "-o", "name"]);
+    assert!(
+        crds.contains("helloworlds.example.kubectl-meta.dev"),
+        "{crds}"
+    );
+    drop(sandbox);
+}
+
+/// Without `-f`, each e2e test runs with the definitions of its directory's parent
+/// (`examples/NAME/e2e/` -> `examples/NAME/`): two examples' tests in one run, each with its own
+/// controller; a test whose parent directory holds no definitions is exit 2 naming both.
+#[test]
+fn without_f_each_test_runs_the_controllers_beside_it() {
+    let home = tempfile::tempdir().unwrap();
+    let hello = format!("{}/e2e", example("hello-world"));
+    let pods = format!("{}/e2e", example("service-per-pod"));
+    let out = meta(home.path(), &["test", &hello, &pods])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        stdout.contains("ok     e2e/hello-world\n")
+            && stdout.contains("ok     e2e/service-per-pod\n")
+            && stdout.contains("2 passed, 0 failed"),
+        "{}",
+        show(&out)
+    );
+
+    let dir = home.path().join("lonely/e2e");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("chainsaw-test.yaml"), FAILING).unwrap();
+    let out = meta(home.path(), &["test", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        stderr.contains("wrong-greeting")
+            && stderr.contains(&home.path().join("lonely").display().to_string())
+            && stderr.contains("-f"),
+        "{}",
+        show(&out)
+    );
+    assert!(stdout.is_empty(), "nothing ran: {}", show(&out));
 }

@@ -1,16 +1,18 @@
 //! The chainsaw e2e tests of `kubectl meta test` ([`crate::e2e`]): found beside the recorded
-//! hook cases in the same directories, each run in its own in-process sandbox with the
-//! controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
+//! hook cases in the same directories, each run in its own in-process sandbox (or in a namespace
+//! of its own on the cluster of `--context`) with the controllers of `-f`, reported as cases are (`ok`/`FAIL` lines, `-o json`, `--junit`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use futures::StreamExt;
 
+use super::super::definitions;
 use super::super::exit::{Class, fail};
 use super::report::{CaseResult, Verdict};
+use crate::cli::DefinitionArgs;
 use crate::e2e::perturb::{self, env::Perturbed};
 use crate::e2e::{self, EnvExtras, LoadedTest, Setup};
 use crate::engine::plan::apply::FieldChange;
@@ -30,6 +32,59 @@ pub fn load(files: &[PathBuf], filter: Option<&str>) -> Result<Vec<LoadedTest>, 
     Ok(out)
 }
 
+/// Without `-f` (nor a project file naming definitions): each e2e test runs with the
+/// controller definitions of its directory's parent (`examples/NAME/e2e/chainsaw-test.yaml` ->
+/// `examples/NAME/`), read as `-f` would read that directory (`-l` applies); the tests grouped
+/// by that directory, in order of first appearance. A directory without definitions is a usage
+/// error naming the test and the directory.
+pub fn beside(
+    args: &DefinitionArgs,
+    selector: Option<&spec::ControllerSelector>,
+    tests: Vec<LoadedTest>,
+) -> Result<Vec<(spec::Loaded, Vec<LoadedTest>)>> {
+    let mut groups: Vec<(PathBuf, Vec<LoadedTest>)> = Vec::new();
+    for t in tests {
+        let dir = t
+            .file
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        match groups.iter_mut().find(|(d, _)| *d == dir) {
+            Some((_, g)) => g.push(t),
+            None => groups.push((dir, vec![t])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(dir, tests)| {
+            let defs = DefinitionArgs {
+                files: vec![dir.clone()],
+                ..args.clone()
+            };
+            let loaded = definitions::load_files(&defs, selector).map_err(|e| {
+                fail(
+                    Class::Usage,
+                    format!(
+                        "e2e test {} ({}): no -f given, so its controllers are read from the test directory's parent {}: {e:#}; pass -f FILE|DIR",
+                        tests[0].name,
+                        tests[0].file.display(),
+                        dir.display()
+                    ),
+                )
+            })?;
+            Ok((loaded, tests))
+        })
+        .collect()
+}
+
 /// What the environments are built from: the controllers and the CRDs/Namespaces of `-f`.
 pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool) -> Setup {
     let docs: Vec<(String, serde_json::Value)> = loaded
@@ -38,6 +93,7 @@ pub fn setup(loaded: &spec::Loaded, hook_base_url: Option<String>, verbose: bool
         .map(|d| (d.source.to_string(), d.value.clone()))
         .collect();
     Setup {
+        cluster: None,
         controllers: loaded.controllers.clone(),
         manifests: e2e::env::environment_manifests(&docs),
         hook_base_url,

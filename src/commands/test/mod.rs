@@ -53,7 +53,19 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     // A project file fills the flags not given (flags win).
     super::project::for_test(&mut args)?;
     validate_flags(&args).class(Class::Usage)?;
-    let selector = definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
+    // Without -f (or the project's), the e2e tests read their controllers beside them (below);
+    // recorded hook cases still need -f.
+    let default_defs = args.defs.is_empty();
+    let selector = if default_defs {
+        args.defs
+            .selector
+            .as_deref()
+            .map(spec::ControllerSelector::parse)
+            .transpose()
+            .class(Class::Usage)?
+    } else {
+        definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?
+    };
     let mut hook_server = definitions::hook_server_config(
         args.hook_server.as_deref(),
         args.hook_base_url.as_deref(),
@@ -64,6 +76,9 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     if let (Some((server, _)), Some(dir)) = (&mut hook_server, &args.hook_server_dir) {
         server.working_dir = Some(dir.clone());
     }
+    // `--context NAME`: the e2e tests run on that cluster; checked (the context exists, its
+    // API server answers) before anything is read or started.
+    let e2e_cluster = e2e_cluster(&args).await?;
     let dirs = if args.dirs.is_empty() {
         vec![PathBuf::from(DEFAULT_DIR)]
     } else {
@@ -72,6 +87,9 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     // Chainsaw e2e tests: a directory holding one belongs to its tests (its other YAML files
     // are their resources, not recorded cases).
     let e2e_files = crate::e2e::model::test_files(&dirs);
+    if default_defs && e2e_files.is_empty() {
+        definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
+    }
     let e2e_dirs: Vec<PathBuf> = e2e_files
         .iter()
         .filter_map(|f| f.parent().map(PathBuf::from))
@@ -100,22 +118,32 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
             ),
         ));
     }
+    if default_defs && !found.is_empty() {
+        definitions::check(&args.defs, "test", TEST_EXAMPLE).class(Class::Usage)?;
+    }
     let mut loaded = definitions::load_files(&args.defs, selector.as_ref())?;
+    let groups = if default_defs {
+        e2e::beside(&args.defs, selector.as_ref(), tests)?
+    } else {
+        vec![(loaded.clone(), tests)]
+    };
     // The project's hooks are built before the first case.
     super::project::build_hooks(args.project.as_ref()).await?;
     if let Some(classes) = &args.perturb {
-        return perturb(&args, classes, &loaded, tests, verbose).await;
+        return perturb(&args, classes, groups, verbose).await;
     }
     let color = color_on(&args);
-    let e2e_results = if tests.is_empty() {
-        Vec::new()
-    } else {
-        let setup = e2e::setup(&loaded, args.hook_base_url.clone(), verbose > 0);
-        e2e::run_all(&setup, &tests, args.jobs, |r| {
-            print_one(&args, r, color, verbose)
-        })
-        .await?
-    };
+    let mut e2e_results = Vec::new();
+    for (defs, tests) in groups.iter().filter(|(_, t)| !t.is_empty()) {
+        let mut setup = e2e::setup(defs, args.hook_base_url.clone(), verbose > 0);
+        setup.cluster = e2e_cluster.clone();
+        e2e_results.extend(
+            e2e::run_all(&setup, tests, args.jobs, |r| {
+                print_one(&args, r, color, verbose)
+            })
+            .await?,
+        );
+    }
     if found.is_empty() {
         return finish(&args, e2e_results, color);
     }
@@ -235,18 +263,42 @@ fn finish(args: &TestArgs, results: Vec<CaseResult>, color: bool) -> Result<u8> 
     Ok(u8::from(totals.failed > 0))
 }
 
-/// Check the flags that can be checked before reading anything.
+/// `--context NAME`: the cluster the e2e tests run on (a namespace per test) instead of a fresh
+/// sandbox each; the context must exist (else a usage error naming it and the ones that do) and
+/// its API server answer (else a cluster error). `--perturb` needs sandboxes of its own.
+async fn e2e_cluster(args: &TestArgs) -> Result<Option<crate::e2e::ClusterTarget>> {
+    let Some(context) = &args.cluster.context else {
+        return Ok(None);
+    };
+    if args.perturb.is_some() {
+        return Err(fail(
+            Class::Usage,
+            format!(
+                "--perturb runs every e2e test in a sandbox of its own (it injects the faults there); \
+                 it does not combine with --context {context}: drop one of them"
+            ),
+        ));
+    }
+    let conn = super::engine_start::connect_kubeconfig(&args.cluster, Default::default())
+        .await
+        .map_err(|e| fail(Class::Usage, format!("--context {context}: {e}")))?;
+    definitions::check_reachable(&conn).await?;
+    Ok(Some(crate::e2e::ClusterTarget {
+        kubeconfig: args.cluster.kubeconfig.clone(),
+        context: context.clone(),
+    }))
+}
+
 /// `--perturb`: the e2e tests (chainsaw `Test` files) through the perturbation driver; the
 /// recorded hook cases are not run (they have no environment to perturb). None found is a usage
 /// error.
 async fn perturb(
     args: &TestArgs,
     classes: &[String],
-    loaded: &spec::Loaded,
-    tests: Vec<crate::e2e::LoadedTest>,
+    groups: Vec<(spec::Loaded, Vec<crate::e2e::LoadedTest>)>,
     verbose: u8,
 ) -> Result<u8> {
-    if tests.is_empty() {
+    if groups.iter().all(|(_, t)| t.is_empty()) {
         let dirs: Vec<String> = args.dirs.iter().map(|d| d.display().to_string()).collect();
         return Err(fail(
             Class::Usage,
@@ -262,17 +314,16 @@ async fn perturb(
         ));
     }
     let classes = crate::e2e::perturb::parse_classes(classes).map_err(anyhow::Error::msg)?;
-    let setup = e2e::setup(loaded, args.hook_base_url.clone(), verbose > 0);
-    Ok(e2e::perturb(
-        setup,
-        tests,
-        &classes,
-        args.seed,
-        args.output == TestOutput::Json,
-    )
-    .await)
+    let mut code = 0;
+    for (defs, tests) in groups.into_iter().filter(|(_, t)| !t.is_empty()) {
+        let setup = e2e::setup(&defs, args.hook_base_url.clone(), verbose > 0);
+        let json = args.output == TestOutput::Json;
+        code = code.max(e2e::perturb(setup, tests, &classes, args.seed, json).await);
+    }
+    Ok(code)
 }
 
+/// Check the flags that can be checked before reading anything.
 fn validate_flags(args: &TestArgs) -> Result<()> {
     if args.jobs == 0 {
         bail!("-j must be at least 1");

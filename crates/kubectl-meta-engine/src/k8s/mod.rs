@@ -5,10 +5,13 @@
 //! - [`discovery`]: resource rules (`apiVersion` + plural) to kinds and scopes.
 //! - [`informer`]: shared list+watch caches with owner, orphan, namespace and label indexes.
 //! - [`lease`]: one dev loop per controller.
+//! - [`manifests`]: applying plain manifests (CRDs, namespaces, objects) with server-side
+//!   apply, CRDs first, waiting for new kinds to be served (`dev --apply`, `deploy --apply`,
+//!   the e2e runner).
 //! - [`object`]: JSON metadata accessors.
 //! - [`pace`]: the pace of API requests (adaptive window, 429 `Retry-After`, `--api-qps` cap).
 //!
-//! Leader election, in-cluster connection and `--apply` manifests are the plugin's
+//! Leader election and the in-cluster connection are the plugin's
 //! (`kubectl-meta`'s `k8s` module).
 //!
 //! Selectors, quantities, name rules and content hashes are in the `kube-apimachinery` crate.
@@ -31,5 +34,6 @@ pub mod discovery;
 pub mod error;
 pub(crate) mod informer;
 pub mod lease;
+pub mod manifests;
 pub mod object;
 pub mod pace;

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use super::error::ScaffoldError;
 use super::naming::TypeRef;
 use super::options::{ControllerKind, HookForm, Lang, Plan, WEBHOOK_PORT, instantiate};
-use crate::hooks::CallInfo;
-use crate::hooks::record::{Case, SecretsMode};
+use kubectl_meta_engine::hooks::CallInfo;
+use kubectl_meta_engine::hooks::record::{Case, SecretsMode};
 
 /// `apiVersion` of controller definitions.
 const METACONTROLLER: &str = "metacontroller.k8s.io/v1alpha1";
@@ -265,7 +265,7 @@ fn request(plan: &Plan) -> (Value, Option<String>) {
             let mut input = plan.sample_input.clone().unwrap_or_default();
             input["metadata"]["namespace"] = parent["metadata"]["namespace"].clone();
             input["metadata"]["uid"] = json!(INPUT_UID);
-            let key = crate::engine::plan::map_plan::map_key(&input);
+            let key = kubectl_meta_engine::plan::map_plan::map_key(&input);
             (
                 json!({"controller": controller, "parent": parent, "mapKey": key,
                        "input": input, "outputs": empty}),

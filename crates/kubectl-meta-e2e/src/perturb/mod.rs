@@ -6,7 +6,7 @@
 //! The driver is generic over the run ([`RunFn`]: a schedule or none -> an [`Outcome`]); the
 //! e2e runner's `TestRun { passed, failures, snapshots }` is an [`Outcome`], and the engine
 //! injection points are set from the schedule through `EngineOptions::perturb`
-//! ([`crate::engine::perturb`]).
+//! ([`kubectl_meta_engine::perturb`]).
 
 pub mod cli;
 pub mod env;
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-pub use crate::engine::perturb::{Class, Schedule};
+pub use kubectl_meta_engine::perturb::{Class, Schedule};
 use mask::{Mask, differences, index};
 
 /// The outcome of one run of a test, as the driver compares it.

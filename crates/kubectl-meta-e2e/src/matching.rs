@@ -28,12 +28,64 @@ pub struct Mismatch {
 /// literals (the `jmespath` crate has no variables).
 pub fn eval(expr: &str, data: &Value, bindings: &Bindings) -> Result<Value, String> {
     let text = substitute(expr, bindings);
-    let compiled = jmespath::compile(&text).map_err(|e| format!("JMESPath {expr:?}: {e}"))?;
+    let compiled = RUNTIME
+        .compile(&text)
+        .map_err(|e| format!("JMESPath {expr:?}: {e}"))?;
     let v = compiled
         .search(data.clone())
         .map_err(|e| format!("JMESPath {expr:?}: {e}"))?;
     serde_json::to_value(&*v).map_err(|e| format!("JMESPath {expr:?}: {e}"))
 }
+
+/// JMESPath's built-in functions and the string functions chainsaw adds that tests use:
+/// `trim_space(s)` (leading and trailing white space removed), `to_upper(s)`, `to_lower(s)`,
+/// `split(s, sep)`.
+static RUNTIME: std::sync::LazyLock<jmespath::Runtime> = std::sync::LazyLock::new(|| {
+    use jmespath::functions::{ArgumentType, CustomFunction, Signature};
+    use jmespath::{Rcvar, Variable};
+    fn string_fn(f: fn(&[&str]) -> Variable, arity: usize) -> Box<CustomFunction> {
+        let sig = Signature::new(vec![ArgumentType::String; arity], None);
+        Box::new(CustomFunction::new(
+            sig,
+            Box::new(move |args: &[Rcvar], _ctx: &mut jmespath::Context<'_>| {
+                let strs: Vec<&str> = args
+                    .iter()
+                    .filter_map(|a| a.as_string())
+                    .map(String::as_str)
+                    .collect();
+                Ok(Rcvar::new(f(&strs)))
+            }),
+        ))
+    }
+    let mut rt = jmespath::Runtime::new();
+    rt.register_builtin_functions();
+    rt.register_function(
+        "trim_space",
+        string_fn(|a| Variable::String(a[0].trim().to_string()), 1),
+    );
+    rt.register_function(
+        "to_upper",
+        string_fn(|a| Variable::String(a[0].to_uppercase()), 1),
+    );
+    rt.register_function(
+        "to_lower",
+        string_fn(|a| Variable::String(a[0].to_lowercase()), 1),
+    );
+    rt.register_function(
+        "split",
+        string_fn(
+            |a| {
+                Variable::Array(
+                    a[0].split(a[1])
+                        .map(|p| Rcvar::new(Variable::String(p.to_string())))
+                        .collect(),
+                )
+            },
+            2,
+        ),
+    );
+    rt
+});
 
 /// Replace `$name` (not inside quotes) by a JSON literal of its value.
 fn substitute(expr: &str, bindings: &Bindings) -> String {
@@ -248,6 +300,20 @@ mod tests {
         let mut b = Bindings::new();
         b.insert("namespace".into(), json!("ns-1"));
         b
+    }
+
+    #[test]
+    fn chainsaw_string_functions() {
+        let mut b = b();
+        b.insert("stdout".into(), json!("  hello chainsaw\n"));
+        let eval_ = |e: &str| eval(e, &Value::Null, &b).unwrap();
+        assert_eq!(eval_("trim_space($stdout)"), json!("hello chainsaw"));
+        assert_eq!(eval_("to_upper('a-b')"), json!("A-B"));
+        assert_eq!(eval_("to_lower('A-B')"), json!("a-b"));
+        assert_eq!(eval_("split('a,b', ',')"), json!(["a", "b"]));
+        // The built-ins are still there; a wrong argument type is an error, not a panic.
+        assert_eq!(eval_("length('abc')"), json!(3));
+        assert!(eval("trim_space(`1`)", &Value::Null, &b).is_err());
     }
 
     #[test]

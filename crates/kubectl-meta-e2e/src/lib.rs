@@ -1,6 +1,8 @@
-//! End-to-end tests in chainsaw's format (`chainsaw.kyverno.io/v1alpha1` `Test`), run by
-//! `kubectl meta test` against a fresh in-process sandbox per test with the controllers running
-//! in this process.
+//! kubectl-meta-e2e: end-to-end tests in chainsaw's format (`chainsaw.kyverno.io/v1alpha1`
+//! `Test`), run against a fresh in-process sandbox per test (the `kube-sandbox` crate) with
+//! kubectl-meta's engine (the `kubectl-meta-engine` crate) running the controllers in the same
+//! process; and `--perturb`, the same tests under deterministic faults. `kubectl meta test`
+//! (the plugin) wires both to the command line; this crate knows nothing of it.
 //!
 //! - [`model`]: the Test model and its loading (which files, which fields are refused).
 //! - [`matching`]: assertion trees (partial match, arrays, JMESPath, `~`), bindings, templating.
@@ -8,6 +10,9 @@
 //! - [`ops`]: the operations.
 //! - [`perturb`]: `test --perturb`: every e2e test run plain, then under each perturbation
 //!   class from a seed, compared.
+//!
+//! The public surface is this file; the crate's README lists it.
+#![deny(missing_docs)]
 
 pub mod env;
 pub mod matching;
@@ -22,7 +27,7 @@ use serde_json::{Value, json};
 pub use env::{Env, EnvExtras};
 pub use model::LoadedTest;
 
-use crate::spec::ControllerDef;
+use kubectl_meta_engine::spec::ControllerDef;
 use matching::Bindings;
 
 /// Why a test could not run (as opposed to failing its assertions).
@@ -51,9 +56,22 @@ pub enum E2eError {
     Environment(String),
 }
 
+/// A named cluster the tests run against instead of a fresh sandbox each (`test --context`):
+/// a namespace per test, created before and deleted after, with the controllers running in
+/// this process against that cluster (their parents limited to the test's namespace).
+#[derive(Clone, Debug)]
+pub struct ClusterTarget {
+    /// The kubeconfig file (`None`: `$KUBECONFIG`, then `~/.kube/config`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The context to use.
+    pub context: String,
+}
+
 /// What every test's environment is built from.
 #[derive(Clone, Default)]
 pub struct Setup {
+    /// Run against this cluster instead of a fresh in-process sandbox per test.
+    pub cluster: Option<ClusterTarget>,
     /// The controllers the engine runs.
     pub controllers: Vec<ControllerDef>,
     /// Documents applied before the engine starts (the definition files' CRDs and Namespaces),
@@ -128,9 +146,13 @@ pub async fn run_test(
     extras: EnvExtras,
 ) -> Result<TestRun, E2eError> {
     let started = Instant::now();
-    let env = Env::start(setup, &extras).await?;
+    let namespace = test
+        .namespace
+        .clone()
+        .unwrap_or_else(|| namespace_for(test));
+    let env = Env::start(setup, &extras, &namespace).await?;
     let ready = started.elapsed();
-    let result = run_in(setup, test, &env).await;
+    let result = run_in(setup, test, &env, namespace).await;
     let stopping = Instant::now();
     env.stop().await;
     if setup.verbose {
@@ -171,11 +193,8 @@ async fn run_in(
     setup: &Setup,
     test: &LoadedTest,
     env: &Env,
+    namespace: String,
 ) -> Result<(Vec<StepFailure>, Vec<Vec<Value>>), E2eError> {
-    let namespace = test
-        .namespace
-        .clone()
-        .unwrap_or_else(|| namespace_for(test));
     let mut bindings = Bindings::new();
     bindings.insert("namespace".into(), json!(namespace));
     bindings.insert("test".into(), json!({"metadata": {"name": test.name}}));
@@ -187,7 +206,23 @@ async fn run_in(
         bindings.insert(k.clone(), v);
     }
     let mut ctx = ops::Ctx::new(env, setup, test, namespace.clone());
-    ctx.ensure_namespace().await?;
+    ctx.ensure_namespace(&bindings).await?;
+    let result = run_steps(setup, test, env, &mut ctx, bindings).await;
+    // On a named cluster, what the test created goes (its namespace, if created here, last);
+    // a sandbox is thrown away whole.
+    if env.is_cluster() {
+        ctx.remove_created().await;
+    }
+    result
+}
+
+async fn run_steps(
+    setup: &Setup,
+    test: &LoadedTest,
+    env: &Env,
+    ctx: &mut ops::Ctx<'_>,
+    bindings: Bindings,
+) -> Result<(Vec<StepFailure>, Vec<Vec<Value>>), E2eError> {
     let mut failures = Vec::new();
     let mut snapshots = Vec::new();
     let mut cleanups: Vec<(String, Vec<model::Operation>, Bindings)> = Vec::new();

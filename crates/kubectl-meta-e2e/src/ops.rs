@@ -19,6 +19,9 @@ use super::{E2eError, Env, Setup, StepFailure};
 /// How often assertions re-read the server.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long the cleanup on a named cluster waits for each deleted object to go.
+pub const CLEANUP_WAIT: Duration = Duration::from_secs(60);
+
 /// Mark a failure with its step and block.
 pub fn tag(mut f: StepFailure, step: &str, block: &str) -> StepFailure {
     f.step = step.to_string();
@@ -50,13 +53,16 @@ pub struct Ctx<'a> {
     /// Types the test touched (for snapshots).
     touched: BTreeSet<(String, String, String)>,
     touched_res: Vec<(ApiResource, bool)>,
+    /// Objects the test created (by `create` or `apply`), in order, with their description:
+    /// what [`Ctx::remove_created`] deletes on a named cluster.
+    created: Vec<(Api<DynamicObject>, String, String)>,
+    /// Whether the test's namespace was created here (then it is deleted after).
+    created_namespace: bool,
 }
 
 /// A resolved object: its API, name, and description.
 struct Target {
     api: Api<DynamicObject>,
-    ar: ApiResource,
-    namespaced: bool,
     name: Option<String>,
     desc: String,
     doc: Value,
@@ -72,6 +78,8 @@ impl<'a> Ctx<'a> {
             namespace,
             touched: BTreeSet::new(),
             touched_res: Vec::new(),
+            created: Vec::new(),
+            created_namespace: false,
         }
     }
 
@@ -82,19 +90,75 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Create the test's namespace.
-    pub async fn ensure_namespace(&mut self) -> Result<(), E2eError> {
+    /// Create the test's namespace (from `spec.namespaceTemplate` when given).
+    pub async fn ensure_namespace(&mut self, b: &Bindings) -> Result<(), E2eError> {
         let api: Api<k8s_openapi::api::core::v1::Namespace> =
             Api::all(self.env.conn.client.clone());
-        let ns = serde_json::from_value(json!({"metadata": {"name": self.namespace}}))
-            .map_err(|e| E2eError::Environment(e.to_string()))?;
+        // `spec.namespaceTemplate` (rendered), its name the test's namespace.
+        let mut doc = match &self.test.namespace_template {
+            Some(t) => matching::template(t, b)
+                .map_err(|m| self.bad(format!("spec.namespaceTemplate: {m}")))?,
+            None => json!({}),
+        };
+        if !doc.is_object() {
+            return Err(self.bad("spec.namespaceTemplate: not an object".into()));
+        }
+        doc["metadata"]["name"] = json!(self.namespace);
+        let ns = serde_json::from_value(doc)
+            .map_err(|e| self.bad(format!("spec.namespaceTemplate: {e}")))?;
         match api.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.created_namespace = true;
+                Ok(())
+            }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
             Err(e) => Err(E2eError::Environment(format!(
                 "creating namespace {}: {e}",
                 self.namespace
             ))),
+        }
+    }
+
+    /// Delete what the test created, newest first, then its namespace if it was created here,
+    /// and wait (at most [`CLEANUP_WAIT`] each) until they are gone: a test on a named cluster
+    /// leaves nothing behind, as chainsaw's. What cannot be deleted is logged, not failed.
+    pub async fn remove_created(&mut self) {
+        let dp = DeleteParams::background();
+        let mut pending = Vec::new();
+        for (api, name, desc) in self.created.drain(..).rev() {
+            match api.delete(&name, &dp).await {
+                Ok(_) => pending.push((api, name, desc)),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => tracing::warn!("e2e cleanup: deleting {desc}: {e}"),
+            }
+        }
+        if self.created_namespace {
+            let api: Api<DynamicObject> = Api::all_with(
+                self.env.conn.client.clone(),
+                &ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            );
+            match api.delete(&self.namespace, &dp).await {
+                Ok(_) => pending.push((
+                    api,
+                    self.namespace.clone(),
+                    format!("Namespace {}", self.namespace),
+                )),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => tracing::warn!("e2e cleanup: deleting namespace {}: {e}", self.namespace),
+            }
+        }
+        for (api, name, desc) in pending {
+            let deadline = Instant::now() + CLEANUP_WAIT;
+            loop {
+                match api.get_opt(&name).await {
+                    Ok(None) => break,
+                    _ if Instant::now() >= deadline => {
+                        tracing::warn!("e2e cleanup: {desc} still there after {CLEANUP_WAIT:?}");
+                        break;
+                    }
+                    _ => tokio::time::sleep(POLL * 2).await,
+                }
+            }
         }
     }
 
@@ -201,6 +265,16 @@ impl<'a> Ctx<'a> {
         if raw.is_empty() {
             return Err(self.bad(format!("{op}: needs a file or a resource")));
         }
+        // A `v1` `List` (kubectl's, chainsaw's) stands for its items.
+        let raw: Vec<Value> = raw
+            .into_iter()
+            .flat_map(
+                |d| match (d["apiVersion"].as_str(), d["kind"].as_str(), &d["items"]) {
+                    (Some("v1"), Some("List"), Value::Array(items)) => items.clone(),
+                    _ => vec![d],
+                },
+            )
+            .collect();
         let mut out = Vec::new();
         for mut d in raw {
             if template {
@@ -293,8 +367,6 @@ impl<'a> Ctx<'a> {
         }
         Ok(Ok(Target {
             api,
-            ar,
-            namespaced: info.namespaced,
             name,
             desc,
             doc,
@@ -306,15 +378,18 @@ impl<'a> Ctx<'a> {
             Ok(t) => t,
             Err(f) => return Ok(Err(f)),
         };
-        let _ = (&t.ar, t.namespaced);
         let Some(name) = t.name.clone() else {
             return Err(self.bad(format!("{op}: {} needs metadata.name", t.desc)));
         };
         let obj: DynamicObject = serde_json::from_value(t.doc.clone())
             .map_err(|e| self.bad(format!("{op}: {}: {e}", t.desc)))?;
         let pp = PostParams::default();
+        let mut created = false;
         let result = match op {
-            "create" => t.api.create(&pp, &obj).await,
+            "create" => {
+                created = true;
+                t.api.create(&pp, &obj).await
+            }
             "patch" => {
                 t.api
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&t.doc))
@@ -329,7 +404,10 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             },
             _ => match t.api.get_opt(&name).await {
-                Ok(None) => t.api.create(&pp, &obj).await,
+                Ok(None) => {
+                    created = true;
+                    t.api.create(&pp, &obj).await
+                }
                 Ok(Some(_)) => {
                     t.api
                         .patch(&name, &PatchParams::default(), &Patch::Merge(&t.doc))
@@ -338,9 +416,16 @@ impl<'a> Ctx<'a> {
                 Err(e) => Err(e),
             },
         };
+        if created && result.is_ok() {
+            self.created
+                .push((t.api.clone(), name.clone(), t.desc.clone()));
+        }
         let (object, error) = match result {
             Ok(o) => (serde_json::to_value(&o).unwrap_or(Value::Null), Value::Null),
-            Err(e) => (Value::Null, json!(crate::k8s::kube_error_message(&e))),
+            Err(e) => (
+                Value::Null,
+                json!(kubectl_meta_engine::k8s::kube_error_message(&e)),
+            ),
         };
         self.expect(op, &t.desc, body, b, &object, &error)
     }
@@ -390,7 +475,7 @@ impl<'a> Ctx<'a> {
             Some(n) => match t.api.get_opt(n).await {
                 Ok(Some(o)) => Ok(vec![serde_json::to_value(&o).unwrap_or(Value::Null)]),
                 Ok(None) => Ok(Vec::new()),
-                Err(e) => Err(crate::k8s::kube_error_message(&e)),
+                Err(e) => Err(kubectl_meta_engine::k8s::kube_error_message(&e)),
             },
             None => {
                 let mut lp = ListParams::default();
@@ -417,7 +502,7 @@ impl<'a> Ctx<'a> {
                             .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
                             .collect()
                     })
-                    .map_err(|e| crate::k8s::kube_error_message(&e))
+                    .map_err(|e| kubectl_meta_engine::k8s::kube_error_message(&e))
             }
         }
     }
@@ -516,7 +601,7 @@ impl<'a> Ctx<'a> {
                     Err(kube::Error::Api(e)) if e.code == 404 && body.get("expect").is_none() => {
                         Value::Null
                     }
-                    Err(e) => json!(crate::k8s::kube_error_message(&e)),
+                    Err(e) => json!(kubectl_meta_engine::k8s::kube_error_message(&e)),
                 };
                 if let Err(f) = self.expect("delete", &t.desc, body, b, &Value::Null, &error)? {
                     return Ok(Err(f));
@@ -543,6 +628,25 @@ impl<'a> Ctx<'a> {
     }
 
     async fn exec(&mut self, op: &str, body: &Value, b: &Bindings, wait: Duration) -> OpResult {
+        // The operation's environment: KUBECONFIG, NAMESPACE, then `env` (templated).
+        let mut env: Vec<(String, String)> = vec![
+            (
+                "KUBECONFIG".into(),
+                self.env.kubeconfig.display().to_string(),
+            ),
+            ("NAMESPACE".into(), self.namespace.clone()),
+        ];
+        for e in body["env"].as_array().into_iter().flatten() {
+            let v = matching::template(&e["value"], b)
+                .map_err(|m| self.bad(format!("{op}: env: {m}")))?;
+            if let Some(n) = e["name"].as_str() {
+                let v = v
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| v.to_string());
+                env.push((n.to_string(), v));
+            }
+        }
         let mut cmd = if op == "script" {
             let content = body["content"]
                 .as_str()
@@ -557,31 +661,20 @@ impl<'a> Ctx<'a> {
             let mut c = tokio::process::Command::new(entry);
             for a in body["args"].as_array().into_iter().flatten() {
                 let a = matching::template(a, b).map_err(|m| self.bad(format!("command: {m}")))?;
-                c.arg(
-                    a.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| a.to_string()),
-                );
+                let a = a
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| a.to_string());
+                // No shell runs a command: its `$NAME` / `${NAME}` of the operation's
+                // environment are expanded here, as chainsaw does.
+                c.arg(expand_env(&a, &env));
             }
             c
         };
         cmd.current_dir(&self.test.dir)
-            .env("KUBECONFIG", &self.env.kubeconfig)
-            .env("NAMESPACE", &self.namespace)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
-        for e in body["env"].as_array().into_iter().flatten() {
-            let v = matching::template(&e["value"], b)
-                .map_err(|m| self.bad(format!("{op}: env: {m}")))?;
-            if let Some(n) = e["name"].as_str() {
-                cmd.env(
-                    n,
-                    v.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| v.to_string()),
-                );
-            }
-        }
         let what = body["content"]
             .as_str()
             .or(body["entrypoint"].as_str())
@@ -590,27 +683,28 @@ impl<'a> Ctx<'a> {
             .next()
             .unwrap_or("")
             .to_string();
-        let out = match tokio::time::timeout(wait, cmd.output()).await {
-            Err(_) => {
-                return Ok(Err(failure(
-                    op,
-                    Some(what),
-                    format!("timed out after {wait:?}"),
-                )));
-            }
+        // A timeout is the operation's error, as a failed exit is: `check` sees it as `$error`
+        // (chainsaw's), and without a check it fails the operation.
+        let (stdout, stderr, error) = match tokio::time::timeout(wait, cmd.output()).await {
+            Err(_) => (
+                String::new(),
+                String::new(),
+                json!(format!("timed out after {wait:?}")),
+            ),
             Ok(Err(e)) => return Ok(Err(failure(op, Some(what), format!("cannot run it: {e}")))),
-            Ok(Ok(o)) => o,
+            Ok(Ok(out)) => (
+                String::from_utf8_lossy(&out.stdout).trim_end().to_string(),
+                String::from_utf8_lossy(&out.stderr).trim_end().to_string(),
+                if out.status.success() {
+                    Value::Null
+                } else {
+                    json!(format!("exit status {}", out.status.code().unwrap_or(-1)))
+                },
+            ),
         };
-        let stdout = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
-        let stderr = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
         if self.setup.verbose {
             eprintln!("{op} {what}:\n{stdout}\n{stderr}");
         }
-        let error = if out.status.success() {
-            Value::Null
-        } else {
-            json!(format!("exit status {}", out.status.code().unwrap_or(-1)))
-        };
         let Some(check) = body.get("check") else {
             return Ok(if error.is_null() {
                 Ok(())
@@ -618,11 +712,10 @@ impl<'a> Ctx<'a> {
                 Err(failure(
                     op,
                     Some(what),
-                    format!(
-                        "{}: {}",
-                        error.as_str().unwrap_or(""),
-                        last_lines(&stderr, &stdout)
-                    ),
+                    match last_lines(&stderr, &stdout) {
+                        tail if tail.is_empty() => error.as_str().unwrap_or("").to_string(),
+                        tail => format!("{}: {tail}", error.as_str().unwrap_or("")),
+                    },
                 ))
             });
         };
@@ -732,8 +825,64 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// `$NAME` and `${NAME}` of `env` replaced by their values (later entries win); other `$`
+/// left as they are.
+fn expand_env(arg: &str, env: &[(String, String)]) -> String {
+    let lookup = |name: &str| env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v);
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, len) = match after.strip_prefix('{') {
+            Some(b) => match b.find('}') {
+                Some(end) => (&b[..end], end + 2),
+                None => ("", 0),
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                (&after[..end], end)
+            }
+        };
+        match lookup(name).filter(|_| !name.is_empty()) {
+            Some(v) => {
+                out.push_str(v);
+                rest = &after[len..];
+            }
+            None => {
+                out.push('$');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn last_lines(stderr: &str, stdout: &str) -> String {
     let text = if stderr.is_empty() { stdout } else { stderr };
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(3)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_arguments_expand_the_operation_environment() {
+        let env = vec![
+            ("NAMESPACE".to_string(), "ns".to_string()),
+            ("GREETINGS".to_string(), "hello chainsaw".to_string()),
+        ];
+        assert_eq!(expand_env("$GREETINGS", &env), "hello chainsaw");
+        assert_eq!(expand_env("-n=${NAMESPACE}x", &env), "-n=nsx");
+        assert_eq!(
+            expand_env("$UNSET and $ and ${", &env),
+            "$UNSET and $ and ${"
+        );
+        assert_eq!(expand_env("cost: 5$", &env), "cost: 5$");
+    }
 }

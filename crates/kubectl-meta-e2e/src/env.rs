@@ -2,6 +2,10 @@
 //! a file so that `command` and `script` operations, kubectl included, reach it) with the
 //! controllers' CRDs applied and the engine running the controllers in this process. What a
 //! caller may add (engine options, sandbox faults, restarts) is [`EnvExtras`].
+//!
+//! Or, with [`Setup::cluster`](crate::Setup::cluster), a named cluster: the same client code
+//! on the kubeconfig's context (a copy of the kubeconfig with that context current is what
+//! `command` and `script` get), the engine's parents limited to the test's namespace.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,12 +15,12 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::{E2eError, Setup};
-use crate::engine::events::EventBus;
-use crate::engine::{Engine, EngineContext, EngineOptions, WaitFor};
-use crate::k8s::client::{self, Connection};
-use crate::k8s::discovery::Discovery;
-use crate::k8s::manifests;
+use super::{ClusterTarget, E2eError, Setup};
+use kubectl_meta_engine::events::EventBus;
+use kubectl_meta_engine::k8s::client::{self, Connection};
+use kubectl_meta_engine::k8s::discovery::Discovery;
+use kubectl_meta_engine::k8s::manifests;
+use kubectl_meta_engine::{Engine, EngineContext, EngineOptions, WaitFor};
 
 /// A change to the engine's options ([`EnvExtras::engine_options`]).
 pub type EngineOptionsHook = Arc<dyn Fn(&mut EngineOptions) + Send + Sync>;
@@ -54,6 +58,8 @@ pub struct Env {
     /// The engine running the controllers (replaced on restart).
     engine: Arc<Mutex<Option<Engine>>>,
     sandbox: Option<kube_sandbox::Sandbox>,
+    /// Against a named cluster: the test's namespace (the engine syncs only parents there).
+    cluster_namespace: Option<String>,
     restarter: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -71,10 +77,17 @@ pub const POD_DELAY: Duration = Duration::from_millis(100);
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Start the engine on `conn` with the definitions of `setup`.
-fn start_engine(setup: &Setup, conn: &Connection, extras: &EnvExtras) -> Result<Engine, E2eError> {
+/// Start the engine on `conn` with the definitions of `setup` (its parents limited to
+/// `namespace` when one is given: a named cluster shared by tests).
+fn start_engine(
+    setup: &Setup,
+    conn: &Connection,
+    extras: &EnvExtras,
+    namespace: Option<&str>,
+) -> Result<Engine, E2eError> {
     let mut options = EngineOptions {
         hook_base_url: setup.hook_base_url.clone(),
+        namespace: namespace.map(String::from),
         ..EngineOptions::default()
     };
     if let Some(f) = &extras.engine_options {
@@ -93,13 +106,22 @@ fn start_engine(setup: &Setup, conn: &Connection, extras: &EnvExtras) -> Result<
 }
 
 impl Env {
-    /// A fresh sandbox with the setup's manifests (CRDs, namespaces) and the engine running.
-    pub async fn start(setup: &Setup, extras: &EnvExtras) -> Result<Env, E2eError> {
+    /// A fresh sandbox (or the named cluster of [`Setup::cluster`](crate::Setup::cluster))
+    /// with the setup's manifests (CRDs, namespaces) and the engine running; `namespace` is the
+    /// test's.
+    pub async fn start(
+        setup: &Setup,
+        extras: &EnvExtras,
+        namespace: &str,
+    ) -> Result<Env, E2eError> {
         let kubeconfig = std::env::temp_dir().join(format!(
             "kubectl-meta-e2e-{}-{}.kubeconfig",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
+        if let Some(target) = &setup.cluster {
+            return Env::start_on(target, setup, extras, namespace, kubeconfig).await;
+        }
         let mut cfg = kube_sandbox::SandboxConfig {
             kubeconfig: Some(kubeconfig.clone()),
             ..kube_sandbox::SandboxConfig::ephemeral()
@@ -123,13 +145,27 @@ impl Env {
                 )));
             }
         };
+        Env::assemble(conn, kubeconfig, Some(sandbox), None, setup, extras).await
+    }
+
+    /// The environment on `conn`: the manifests applied, the engine started (stopped again,
+    /// sandbox and all, if that fails).
+    async fn assemble(
+        conn: Connection,
+        kubeconfig: PathBuf,
+        sandbox: Option<kube_sandbox::Sandbox>,
+        cluster_namespace: Option<String>,
+        setup: &Setup,
+        extras: &EnvExtras,
+    ) -> Result<Env, E2eError> {
         let discovery = Discovery::new(conn.client.clone());
         let mut env = Env {
             conn,
             discovery,
             kubeconfig,
             engine: Arc::new(Mutex::new(None)),
-            sandbox: Some(sandbox),
+            sandbox,
+            cluster_namespace,
             restarter: None,
         };
         if let Err(e) = env.prepare(setup, extras).await {
@@ -137,6 +173,29 @@ impl Env {
             return Err(e);
         }
         Ok(env)
+    }
+
+    /// The environment on a named cluster: connect to `target`'s context, write the kubeconfig
+    /// copy `command` and `script` use (that context current), apply the manifests, start the
+    /// engine on the test's namespace.
+    async fn start_on(
+        target: &ClusterTarget,
+        setup: &Setup,
+        extras: &EnvExtras,
+        namespace: &str,
+        kubeconfig: PathBuf,
+    ) -> Result<Env, E2eError> {
+        let conn = client::connect(target.kubeconfig.as_deref(), Some(&target.context), None)
+            .await
+            .map_err(|e| E2eError::Environment(format!("connecting to {}: {e}", target.context)))?;
+        write_kubeconfig(target, &kubeconfig)?;
+        let ns = Some(namespace.to_string());
+        Env::assemble(conn, kubeconfig, None, ns, setup, extras).await
+    }
+
+    /// Whether the environment is a named cluster (not a sandbox of its own).
+    pub fn is_cluster(&self) -> bool {
+        self.sandbox.is_none()
     }
 
     async fn prepare(&mut self, setup: &Setup, extras: &EnvExtras) -> Result<(), E2eError> {
@@ -149,7 +208,7 @@ impl Env {
                 Duration::from_secs(30),
                 &manifests::ApplyMode {
                     overwrite: true,
-                    field_manager: crate::k8s::FIELD_MANAGER,
+                    field_manager: kubectl_meta_engine::k8s::FIELD_MANAGER,
                     dry_run: false,
                 },
             )
@@ -158,7 +217,8 @@ impl Env {
                 E2eError::Environment(format!("applying the definitions' manifests: {e}"))
             })?;
         }
-        let engine = start_engine(setup, &self.conn, extras)?;
+        let ns = self.cluster_namespace.clone();
+        let engine = start_engine(setup, &self.conn, extras, ns.as_deref())?;
         *self.engine.lock().await = Some(engine);
         if let Some(notify) = extras.restart.clone() {
             let slot = Arc::clone(&self.engine);
@@ -172,7 +232,7 @@ impl Env {
                     if let Some(old) = guard.take() {
                         old.kill();
                     }
-                    match start_engine(&setup, &conn, &extras) {
+                    match start_engine(&setup, &conn, &extras, ns.as_deref()) {
                         Ok(e) => *guard = Some(e),
                         Err(e) => tracing::warn!("e2e: the engine did not restart: {e}"),
                     }
@@ -183,7 +243,7 @@ impl Env {
     }
 
     /// Wait until the engine has nothing left to do (no sync queued or running, quiet for
-    /// [`crate::engine::QUIET`]), at most `timeout`. Snapshots are taken at rest, so a run
+    /// [`kubectl_meta_engine::QUIET`]), at most `timeout`. Snapshots are taken at rest, so a run
     /// that gets there later (a perturbation's retries and back-off) is compared by where it
     /// ends, not by how far it got when the step's assertions passed. The engine is looked at in
     /// short slices, so a restart (which replaces it) is never kept waiting.
@@ -229,6 +289,30 @@ impl Env {
         }
         let _ = std::fs::remove_file(&self.kubeconfig);
     }
+}
+
+/// Write a copy of `target`'s kubeconfig with its context current to `path` (owner-only: it
+/// holds the credentials), for `command` and `script` (kubectl reads `KUBECONFIG`).
+fn write_kubeconfig(target: &ClusterTarget, path: &std::path::Path) -> Result<(), E2eError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let read = match &target.kubeconfig {
+        Some(p) => kube::config::Kubeconfig::read_from(p),
+        None => kube::config::Kubeconfig::read(),
+    };
+    let mut config =
+        read.map_err(|e| E2eError::Environment(format!("reading the kubeconfig: {e}")))?;
+    config.current_context = Some(target.context.clone());
+    let text = serde_json::to_vec_pretty(&config)
+        .map_err(|e| E2eError::Environment(format!("writing the kubeconfig: {e}")))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(&text))
+        .map_err(|e| E2eError::Environment(format!("writing {}: {e}", path.display())))
 }
 
 /// The documents of the definition files the environment applies before the engine starts:

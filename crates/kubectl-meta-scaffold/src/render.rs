@@ -294,7 +294,7 @@ fn readme(plan: &Plan, v: &[(&'static str, String)]) -> Result<String, ScaffoldE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scaffold::Options;
+    use crate::Options;
     use std::path::Path;
 
     /// `{{NAME}}` with NAME in capitals and underscores (JSDoc's `{{...}}` types are not).

@@ -8,7 +8,7 @@ use kube_sandbox::faults::{Fault, FaultInjector};
 use tokio::sync::Notify;
 
 use super::Schedule;
-use crate::engine::perturb::{ArmedFault, Perturbation};
+use kubectl_meta_engine::perturb::{ArmedFault, Perturbation};
 
 /// One run's perturbation and the handles its environment serves.
 #[derive(Clone)]

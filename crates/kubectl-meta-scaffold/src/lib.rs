@@ -1,6 +1,8 @@
-//! `kubectl meta init`'s generator: a new controller project from a few choices (controller
-//! kind, hook language and form, parent, children), as a library so tests and benches call it
-//! directly.
+//! kubectl-meta-scaffold: `kubectl meta init`'s generator: a new Metacontroller-style
+//! controller project from a few choices (controller kind, hook language and form, parent,
+//! children), as a library so the plugin, tests and benches call it directly. It knows nothing
+//! of the command line; it reads the engine crate only for the wire vocabulary a generated hook
+//! test case speaks (`hooks::record::Case`, the MapController key).
 //!
 //! - [`options`]: what was asked ([`Options`]) and what it resolves to ([`Plan`]), checked.
 //! - [`naming`]: `KIND.GROUP`, plurals, the well-known resources a child may be.
@@ -12,6 +14,9 @@
 //!
 //! [`generate`] computes every file before [`write`] touches the disk, so bad input writes
 //! nothing.
+//!
+//! The public surface is this file; the crate's README lists it.
+#![deny(missing_docs)]
 
 pub mod code;
 pub mod error;

@@ -21,8 +21,12 @@ pub struct LoadedTest {
     pub file: PathBuf,
     /// Its directory (relative `file:` references resolve there).
     pub dir: PathBuf,
-    /// `spec.namespace` (else one is made per test).
+    /// `spec.namespace`, else `spec.namespaceTemplate`'s `metadata.name` (else one is made
+    /// per test).
     pub namespace: Option<String>,
+    /// `spec.namespaceTemplate`: the Namespace the test creates (labels, annotations), its
+    /// `(expr)` rendered with the test's bindings.
+    pub namespace_template: Option<Value>,
     /// `spec.bindings`, in order.
     pub bindings: Vec<(String, Value)>,
     /// `spec.timeouts`.
@@ -365,7 +369,13 @@ fn parse_test(path: &Path, text: &str, d: &Value) -> Result<LoadedTest, E2eError
         name,
         dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         file: path.to_path_buf(),
-        namespace: spec["namespace"].as_str().map(String::from),
+        namespace: spec["namespace"]
+            .as_str()
+            .or(spec["namespaceTemplate"]["metadata"]["name"]
+                .as_str()
+                .filter(|n| !n.starts_with('(')))
+            .map(String::from),
+        namespace_template: spec.get("namespaceTemplate").cloned(),
         bindings,
         timeouts,
         skip: spec["skip"].as_bool().unwrap_or(false),
