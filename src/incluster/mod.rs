@@ -120,6 +120,9 @@ struct Slot {
     generation: u64,
     /// Its controller runs in the engine.
     leading: bool,
+    /// `--sharded`: the ring widened (parents may have moved here) and the controller's
+    /// parents are still to be re-queued (it may not have started yet when it widened).
+    requeue: bool,
 }
 
 /// How a controller's replicas share it.
@@ -225,12 +228,15 @@ impl Runner {
                     self.on_role(&name, generation, role).await;
                 }
                 Some(name) = self.widened_rx.recv() => {
-                    for h in self.engine.started(Some(&name)) {
-                        h.enqueue_all(Trigger::ResyncPeriod);
+                    if let Some(slot) = self.slots.get_mut(&name) {
+                        slot.requeue = true;
                     }
+                    self.requeue_widened();
+                }
+                _ = tick.tick() => {
+                    self.requeue_widened();
                     self.refresh_status();
                 }
-                _ = tick.tick() => self.refresh_status(),
             }
         }
     }
@@ -342,6 +348,7 @@ impl Runner {
                     campaign: Campaign::Member(member),
                     generation: self.generation,
                     leading: true,
+                    requeue: false,
                 },
             );
             return;
@@ -386,6 +393,7 @@ impl Runner {
                 campaign: Campaign::Elected(elector),
                 generation,
                 leading: false,
+                requeue: false,
             },
         );
     }
@@ -511,6 +519,24 @@ impl Runner {
             .is_err()
         {
             tracing::warn!(controller = %name, "in-flight syncs still running after {STOP_WAIT:?}; not waiting for them");
+        }
+    }
+
+    /// Re-queue the parents of every sharded controller whose ring widened, once it runs: the
+    /// keys of parents that were not ours were dropped, the new ones must be synced here.
+    fn requeue_widened(&mut self) {
+        for (name, slot) in &mut self.slots {
+            if !slot.requeue {
+                continue;
+            }
+            let started = self.engine.started(Some(name));
+            if started.is_empty() {
+                continue;
+            }
+            for h in started {
+                h.enqueue_all(Trigger::ResyncPeriod);
+            }
+            slot.requeue = false;
         }
     }
 

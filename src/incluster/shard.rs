@@ -208,6 +208,7 @@ impl Loop {
         let now = Instant::now();
         let mut live: BTreeMap<String, String> = BTreeMap::new();
         let mut present = std::collections::BTreeSet::new();
+        let mut own: Option<Lease> = None;
         for l in &listed {
             let Some(name) = l.metadata.name.clone() else {
                 continue;
@@ -223,6 +224,10 @@ impl Loop {
                 .and_then(|a| a.get(DRAINED_ANNOTATION))
                 .cloned()
                 .unwrap_or_default();
+            if name == self.name {
+                own = Some(l.clone());
+                continue;
+            }
             if holder == me {
                 continue;
             }
@@ -274,11 +279,16 @@ impl Loop {
         };
 
         let sent = Instant::now();
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.renew(&drained)).await {
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.renew(own, &drained)).await {
             Ok(Ok(())) => {
                 self.last_renew = Some(sent);
-                self.gate
+                let lapsed = self
+                    .gate
                     .renewed(&ctl, sent.into_std() + self.cfg.election.renew_deadline);
+                if lapsed && self.target.is_none() {
+                    // Keys refused while our membership was not fresh were dropped.
+                    let _ = self.widened.send(ctl.clone());
+                }
             }
             _ => return,
         }
@@ -301,7 +311,7 @@ impl Loop {
     }
 
     /// Create or renew our Lease, saying which ring we drained for.
-    async fn renew(&self, drained: &str) -> Result<(), kube::Error> {
+    async fn renew(&self, listed: Option<Lease>, drained: &str) -> Result<(), kube::Error> {
         let now = MicroTime(Timestamp::now());
         let duration =
             i32::try_from(self.cfg.election.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
@@ -332,7 +342,11 @@ impl Loop {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PostParams::default()
         };
-        match self.api.get_opt(&self.name).await? {
+        let current = match listed {
+            Some(l) => Some(l),
+            None => self.api.get_opt(&self.name).await?,
+        };
+        match current {
             Some(old) => {
                 let mut spec = spec;
                 spec.acquire_time = old.spec.and_then(|s| s.acquire_time).or(Some(now));

@@ -254,10 +254,15 @@ impl ShardGate {
 
     /// Our membership of `controller`'s ring is fresh until `until` (the member Lease was
     /// renewed; `until` is that moment plus the renew deadline). Past it, nothing is admitted.
-    pub fn renewed(&self, controller: &str, until: Instant) {
+    /// Returns whether it had lapsed before (keys refused meanwhile were dropped: re-queue
+    /// the controller's parents).
+    pub fn renewed(&self, controller: &str, until: Instant) -> bool {
         self.with(|st| {
-            st.entry(controller.to_string()).or_default().fresh_until = Some(until);
-        });
+            let o = st.entry(controller.to_string()).or_default();
+            let lapsed = o.fresh_until.is_some_and(|t| t <= Instant::now());
+            o.fresh_until = Some(until);
+            lapsed
+        })
     }
 
     /// Stop admitting anything for `controller` at once (leaving the ring).

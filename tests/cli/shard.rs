@@ -1,0 +1,398 @@
+//! `kubectl meta run --sharded` (issue 39): three replicas share one controller's parents,
+//! each parent synced by exactly one replica (read from each replica's own `-o json` log), a
+//! `kill -9` hands the dead replica's parents to the others after its Lease lapses, a fourth
+//! replica joining takes a share, and no parent is ever synced by two replicas at once.
+//!
+//! The hook is a real process (the hello-world example's Python webhook server), the cluster
+//! the in-process sandbox, the replicas the real binary.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::common::cli::*;
+use crate::common::{TIMEOUT, TestSandbox, free_port, wait_for};
+use crate::run::{guard, hello_world_crd_and_sample, http_get, ok_kubectl};
+use crate::run::{parse_prometheus, sample};
+use serde_json::Value;
+
+const CONTROLLER: &str = "hello-world-controller";
+/// Parents besides the example's sample `hello`.
+const PARENTS: usize = 300;
+
+/// `run --sharded` with fast Leases (3 s duration, 2 s renew deadline, 0.25 s retry period).
+fn replica(sb: &TestSandbox, home: &Path, def: &Path, identity: &str, port: u16) -> Background {
+    let kubeconfig = kc(sb);
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = meta(
+        home,
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "run",
+            "--sharded",
+            "--identity",
+            identity,
+            "--http-addr",
+            &addr,
+            "--lease-duration",
+            "3",
+            "--renew-deadline",
+            "2",
+            "--retry-period",
+            "0.25",
+            "--workers",
+            "4",
+            "-f",
+            &def.display().to_string(),
+        ],
+    );
+    cmd.current_dir(home);
+    Background::start(cmd)
+}
+
+/// One sync seen in a replica's log: parent, start and end (`time` of its syncStarted and
+/// syncFinished lines, RFC 3339 with milliseconds, so they compare as strings).
+#[derive(Debug, Clone)]
+struct Sync {
+    parent: String,
+    start: String,
+    end: Option<String>,
+}
+
+/// Every sync a replica logged, in order.
+fn syncs(log: &str) -> Vec<Sync> {
+    let mut out: Vec<Sync> = Vec::new();
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    for line in log.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let (Some(ev), Some(parent), Some(time)) = (
+            v["event"].as_str(),
+            v["parent"].as_str(),
+            v["time"].as_str(),
+        ) else {
+            continue;
+        };
+        match ev {
+            "syncStarted" => {
+                open.insert(parent.to_string(), out.len());
+                out.push(Sync {
+                    parent: parent.to_string(),
+                    start: time.to_string(),
+                    end: None,
+                });
+            }
+            "syncFinished" => {
+                if let Some(i) = open.remove(parent) {
+                    out[i].end = Some(time.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Parents synced (started) in `log` at or after `since`.
+fn synced_since(log: &str, since: &str) -> BTreeSet<String> {
+    syncs(log)
+        .into_iter()
+        .filter(|s| s.start.as_str() >= since)
+        .map(|s| s.parent)
+        .collect()
+}
+
+/// No parent synced by two replicas at overlapping times (a sync still running at the end of
+/// a log, as a killed replica's, lasts until that log's last line).
+fn assert_never_twice(logs: &[(&str, String)]) {
+    let mut by_parent: BTreeMap<String, Vec<(&str, String, String)>> = BTreeMap::new();
+    for (who, log) in logs {
+        let last = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["time"].as_str().map(str::to_string))
+            .max()
+            .unwrap_or_default();
+        for s in syncs(log) {
+            let end = s.end.clone().unwrap_or_else(|| last.clone());
+            by_parent
+                .entry(s.parent)
+                .or_default()
+                .push((who, s.start, end));
+        }
+    }
+    let mut checked = 0;
+    for (parent, mut v) in by_parent {
+        v.sort_by(|a, b| a.1.cmp(&b.1));
+        for w in v.windows(2) {
+            checked += 1;
+            if w[0].0 != w[1].0 {
+                assert!(
+                    w[0].2 <= w[1].1,
+                    "{parent} synced by {} ({}..{}) and {} ({}..{}) at once",
+                    w[0].0,
+                    w[0].1,
+                    w[0].2,
+                    w[1].0,
+                    w[1].1,
+                    w[1].2
+                );
+            }
+        }
+    }
+    assert!(checked > 0, "no syncs compared");
+}
+
+/// A sample of a replica's /metrics for the controller.
+async fn metric(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    sample(
+        &parse_prometheus(&body),
+        name,
+        &[("controller", CONTROLLER)],
+    )
+}
+
+/// Wait until every replica's ring in force has `n` members and no move is pending.
+async fn ring_of(ports: &[u16], n: usize) {
+    wait_for(
+        &format!("a ring of {n} on every replica"),
+        TIMEOUT,
+        || async {
+            for p in ports {
+                if metric(*p, "kubectl_meta_shard_members").await != Some(n as f64) {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+}
+
+/// The time now as the replicas' logs write it.
+fn now() -> String {
+    format!("{:.3}", jiff::Timestamp::now())
+}
+
+/// Touch every parent (an annotation) so that each is synced once more, and wait until each
+/// was synced by some replica since; returns which replica synced what since.
+async fn poke(
+    sb: &TestSandbox,
+    round: &str,
+    replicas: &[(&str, &Background)],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let since = now();
+    ok_kubectl(
+        sb,
+        &[
+            "annotate",
+            "helloworlds",
+            "--all",
+            &format!("poke={round}"),
+            "--overwrite",
+        ],
+    );
+    let all = PARENTS + 1;
+    wait_for(
+        &format!("every parent synced after poke {round}"),
+        TIMEOUT,
+        || async {
+            let mut seen = BTreeSet::new();
+            for (_, b) in replicas {
+                seen.extend(synced_since(&b.output(), &since));
+            }
+            (seen.len() >= all).then_some(())
+        },
+    )
+    .await;
+    replicas
+        .iter()
+        .map(|(n, b)| (n.to_string(), synced_since(&b.output(), &since)))
+        .collect()
+}
+
+/// Each parent synced by exactly one replica; each replica's share within `lo..=hi` of all.
+fn assert_shares(by: &BTreeMap<String, BTreeSet<String>>, lo: f64, hi: f64) {
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for (who, parents) in by {
+        for p in parents {
+            if let Some(other) = owner.insert(p, who) {
+                panic!("{p} synced by {other} and {who} in one steady period");
+            }
+        }
+    }
+    let total = owner.len() as f64;
+    for (who, parents) in by {
+        let share = parents.len() as f64 / total;
+        assert!(
+            (lo..=hi).contains(&share),
+            "{who} synced {} of {total} parents ({share:.2}), not within {lo}..{hi}",
+            parents.len()
+        );
+    }
+}
+
+fn kill9(b: &Background) {
+    unsafe {
+        libc::kill(b.child.id() as i32, libc::SIGKILL);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    hello_world_crd_and_sample(&sb).await;
+    let mut list = String::new();
+    for i in 0..PARENTS {
+        list.push_str(&format!(
+            "---\napiVersion: example.kubectl-meta.dev/v1\nkind: HelloWorld\nmetadata:\n  name: hw-{i:03}\nspec:\n  who: w{i}\n"
+        ));
+    }
+    let parents = home.path().join("parents.yaml");
+    std::fs::write(&parents, list).unwrap();
+    ok_kubectl(&sb, &["apply", "-f", &parents.display().to_string()]);
+
+    // The hook: the example's webhook server, one process for all replicas.
+    let hook_port = free_port();
+    let server = Command::new("python3")
+        .arg(repo().join("examples/hello-world/server.py"))
+        .args(["--port", &hook_port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let _server = KillChild(server);
+    let hook_addr = format!("127.0.0.1:{hook_port}");
+    wait_for("the hook server to listen", TIMEOUT, || {
+        let h = hook_addr.clone();
+        async move { tokio::net::TcpStream::connect(h).await.ok().map(|_| ()) }
+    })
+    .await;
+    let def = home.path().join("controller.yaml");
+    let text = std::fs::read_to_string(repo().join("examples/hello-world/webhook/controller.yaml"))
+        .unwrap()
+        .replace("127.0.0.1:8081", &hook_addr);
+    std::fs::write(&def, text).unwrap();
+
+    let ports = [free_port(), free_port(), free_port()];
+    let a = replica(&sb, home.path(), &def, "replica-a", ports[0]);
+    let _ga = guard(&a);
+    let b = replica(&sb, home.path(), &def, "replica-b", ports[1]);
+    let _gb = guard(&b);
+    let c = replica(&sb, home.path(), &def, "replica-c", ports[2]);
+    let _gc = guard(&c);
+
+    // All converge: one Pod per parent.
+    let started = Instant::now();
+    let deadline = Instant::now() + TIMEOUT * 3;
+    loop {
+        let n = names(&sb, &pods(), "default").await.len();
+        if n > PARENTS {
+            break;
+        }
+        if Instant::now() > deadline {
+            for (who, r, p) in [
+                ("a", &a, ports[0]),
+                ("b", &b, ports[1]),
+                ("c", &c, ports[2]),
+            ] {
+                let m = http_get(p, "/metrics")
+                    .await
+                    .map(|x| x.1)
+                    .unwrap_or_default();
+                let shard: Vec<&str> = m
+                    .lines()
+                    .filter(|l| l.contains("shard") || l.contains("syncs_total"))
+                    .collect();
+                let err = r.errors();
+                let out = r.output();
+                let tail: Vec<&str> = out.lines().rev().take(5).collect();
+                let _ = std::fs::create_dir_all("/tmp/shard-debug");
+                let _ = std::fs::write(format!("/tmp/shard-debug/{who}.out"), &out);
+                let _ = std::fs::write(format!("/tmp/shard-debug/{who}.metrics"), &m);
+                eprintln!(
+                    "{n} pods; {who}: {shard:#?}\nstderr: {err}\nstdout tail: {tail:#?} of {}",
+                    out.len()
+                );
+            }
+            panic!("not converged");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "FIGURE 3 sharded replicas, {} parents converged in {:.2}s",
+        PARENTS + 1,
+        started.elapsed().as_secs_f64()
+    );
+    ring_of(&ports, 3).await;
+
+    // A steady period: each parent synced by exactly one replica, about a third each.
+    let steady = poke(&sb, "1", &[("a", &a), ("b", &b), ("c", &c)]).await;
+    assert_shares(&steady, 0.2, 0.47);
+    for p in ports {
+        let owned = metric(p, "kubectl_meta_shard_parents").await.unwrap_or(0.0);
+        assert!(
+            (40.0..=150.0).contains(&owned),
+            "replica on {p} owns {owned} parents"
+        );
+    }
+    let c_parents = steady["c"].clone();
+
+    // kill -9 of c: its parents are synced by a and b once its Lease lapses (3 s).
+    let killed = Instant::now();
+    let since = now();
+    kill9(&c);
+    let c_log = c.output();
+    wait_for("c's parents synced by a or b", TIMEOUT, || async {
+        let mut seen = synced_since(&a.output(), &since);
+        seen.extend(synced_since(&b.output(), &since));
+        c_parents.is_subset(&seen).then_some(())
+    })
+    .await;
+    let failover = killed.elapsed();
+    eprintln!(
+        "FIGURE kill -9 of one of 3: its {} parents synced by the others after {:.2}s (lease duration 3 s)",
+        c_parents.len(),
+        failover.as_secs_f64()
+    );
+    assert!(
+        failover < Duration::from_secs(15),
+        "failover took {failover:?}"
+    );
+    ring_of(&ports[..2], 2).await;
+    let two = poke(&sb, "2", &[("a", &a), ("b", &b)]).await;
+    assert_shares(&two, 0.3, 0.7);
+
+    // A fourth joins: it takes a share; no double sync during the moves.
+    let pd = free_port();
+    let d = replica(&sb, home.path(), &def, "replica-d", pd);
+    let _gd = guard(&d);
+    ring_of(&[ports[0], ports[1], pd], 3).await;
+    let three = poke(&sb, "3", &[("a", &a), ("b", &b), ("d", &d)]).await;
+    assert_shares(&three, 0.2, 0.47);
+
+    assert_never_twice(&[
+        ("a", a.output()),
+        ("b", b.output()),
+        ("c", c_log),
+        ("d", d.output()),
+    ]);
+    let (ok, stderr) = d.interrupt().await;
+    assert!(ok, "{stderr}");
+}
+
+/// Kills the hook server when the test ends.
+struct KillChild(std::process::Child);
+
+impl Drop for KillChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
