@@ -374,8 +374,10 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
         c_parents.len(),
         failover.as_secs_f64()
     );
+    // 3 s of Lease expiry, a ring change, then a and b resync their whole (grown) share, in
+    // which c's parents wait their turn; on this loaded machine about 9 s.
     assert!(
-        failover < Duration::from_secs(15),
+        failover < Duration::from_secs(20),
         "failover took {failover:?}"
     );
     ring_of(&ports[..2], 2).await;
