@@ -310,6 +310,8 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
             break;
         }
         if Instant::now() > deadline {
+            // Say where each replica stands: its ring and syncs, its log's last lines.
+            let mut why = format!("{n} Pods for {} parents", PARENTS + 1);
             for (who, r, p) in [
                 ("a", &a, ports[0]),
                 ("b", &b, ports[1]),
@@ -321,20 +323,17 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
                     .unwrap_or_default();
                 let shard: Vec<&str> = m
                     .lines()
+                    .filter(|l| !l.starts_with('#'))
                     .filter(|l| l.contains("shard") || l.contains("syncs_total"))
                     .collect();
-                let err = r.errors();
                 let out = r.output();
-                let tail: Vec<&str> = out.lines().rev().take(5).collect();
-                let _ = std::fs::create_dir_all("/tmp/shard-debug");
-                let _ = std::fs::write(format!("/tmp/shard-debug/{who}.out"), &out);
-                let _ = std::fs::write(format!("/tmp/shard-debug/{who}.metrics"), &m);
-                eprintln!(
-                    "{n} pods; {who}: {shard:#?}\nstderr: {err}\nstdout tail: {tail:#?} of {}",
-                    out.len()
-                );
+                let tail: Vec<&str> = out.lines().rev().take(3).collect();
+                why.push_str(&format!(
+                    "\n{who}: {shard:?}\nstderr: {}\nlast log lines: {tail:?}",
+                    r.errors()
+                ));
             }
-            panic!("not converged");
+            panic!("{why}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
