@@ -61,6 +61,11 @@ pub struct DeployArgs {
     /// Replicas of the Deployment (one holds each controller's Lease, the others stand by).
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub replicas: i32,
+    /// The replicas share each controller's parents (`run --sharded`, a consistent hash ring
+    /// over their member Leases) instead of one active replica per controller; the
+    /// PodDisruptionBudget keeps a majority of them (docs/guide/sharding.md).
+    #[arg(long)]
+    pub sharded: bool,
     /// A resource a controller's customize hook asks for as related objects (get, list, watch
     /// in that controller's ClusterRole); repeat for each, e.g. `--related
     /// my-controller=configmaps --related my-controller=widgets.example.com`.

@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// suffix).
     #[arg(long, value_name = "NAME")]
     pub identity: Option<String>,
+    /// Share each controller's parents among the replicas started with --sharded (a
+    /// consistent hash ring over their member Leases, one per controller and replica) instead
+    /// of one active replica per controller (docs/guide/sharding.md).
+    #[arg(long)]
+    pub sharded: bool,
     /// Serve /healthz, /readyz, /metrics and /debug/flight on this address.
     #[arg(long, value_name = "HOST:PORT", default_value = "0.0.0.0:9090")]
     pub http_addr: String,

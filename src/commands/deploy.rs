@@ -123,6 +123,7 @@ pub async fn run(mut args: DeployArgs) -> Result<()> {
         related,
         grafana_dashboard: args.grafana_dashboard,
         prometheus_rule: args.prometheus_rule,
+        sharded: args.sharded,
     };
     let objects = deploy::render(&loaded.controllers, &cfg);
     match conn {

@@ -143,6 +143,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
             lease_namespace: lease_namespace.clone(),
             identity: identity.clone(),
             election: cfg.election,
+            shard: cfg
+                .args
+                .sharded
+                .then(|| crate::engine::shard::ShardGate::new(identity.clone())),
         },
         sources_count,
         std::sync::Arc::clone(&metrics),

@@ -48,6 +48,10 @@ pub struct DeployConfig {
     pub grafana_dashboard: bool,
     /// Render the PrometheusRule of alerts (`--prometheus-rule`).
     pub prometheus_rule: bool,
+    /// `--sharded`: the replicas share each controller's parents (`run --sharded`), their
+    /// member Leases are also deleted (on SIGTERM), and the PodDisruptionBudget keeps a
+    /// majority of the replicas.
+    pub sharded: bool,
 }
 
 /// A `--related` value that is not `CONTROLLER=RESOURCE[.GROUP]`.
@@ -152,7 +156,7 @@ pub fn render(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
     out.push(json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": meta(APP, Some(ns)),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": APP}}},
+        "spec": pdb_spec(cfg),
     }));
     out.push(json!({
         "apiVersion": "v1", "kind": "Service",
@@ -203,7 +207,15 @@ fn roles(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
         }
         cluster_role(format!("{APP}:{ns}:{}", d.name()), Some(d.name()), &rules);
     }
-    let mut namespaced = vec![(ns.to_string(), format!("{APP}-leases"), rbac::lease_rules())];
+    let mut namespaced = vec![(
+        ns.to_string(),
+        format!("{APP}-leases"),
+        if cfg.sharded {
+            rbac::shard_lease_rules()
+        } else {
+            rbac::lease_rules()
+        },
+    )];
     for (ref_ns, rules) in rbac::reference_rules(defs) {
         namespaced.push((ref_ns, format!("{APP}-{ns}-webhook-settings"), rules));
     }
@@ -226,6 +238,17 @@ fn roles(defs: &[ControllerDef], cfg: &DeployConfig) -> Vec<Value> {
     out
 }
 
+/// Active/standby: one replica at a time may go. Sharded: a majority stays (each replica
+/// that goes hands its parents to the others, which must be able to carry them).
+fn pdb_spec(cfg: &DeployConfig) -> Value {
+    let selector = json!({"matchLabels": {"app.kubernetes.io/name": APP}});
+    if cfg.sharded {
+        json!({"minAvailable": cfg.replicas / 2 + 1, "selector": selector})
+    } else {
+        json!({"maxUnavailable": 1, "selector": selector})
+    }
+}
+
 /// The Deployment running `kubectl meta run`.
 fn deployment(cfg: &DeployConfig) -> Value {
     let mut args = vec![
@@ -237,6 +260,9 @@ fn deployment(cfg: &DeployConfig) -> Value {
     }
     if let Some(sel) = &cfg.selector {
         args.push(format!("--selector={sel}"));
+    }
+    if cfg.sharded {
+        args.push("--sharded".to_string());
     }
     let mut mounts = vec![json!({"name": "tmp", "mountPath": "/tmp"})];
     let mut volumes = vec![json!({"name": "tmp", "emptyDir": {}})];
@@ -318,7 +344,59 @@ mod tests {
             related: BTreeMap::new(),
             grafana_dashboard: false,
             prometheus_rule: false,
+            sharded: false,
         }
+    }
+
+    #[test]
+    fn sharded_passes_the_flag_deletes_member_leases_and_keeps_a_majority() {
+        let defs = vec![];
+        let plain = render(&defs, &cfg(true));
+        let sharded = render(
+            &defs,
+            &DeployConfig {
+                sharded: true,
+                replicas: 5,
+                ..cfg(true)
+            },
+        );
+        let find =
+            |objs: &[Value], kind: &str| objs.iter().find(|o| o["kind"] == kind).cloned().unwrap();
+        let args = |objs: &[Value]| {
+            find(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+        };
+        assert!(
+            !args(&plain)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--sharded"))
+        );
+        assert!(
+            args(&sharded)
+                .as_array()
+                .unwrap()
+                .contains(&json!("--sharded"))
+        );
+        assert_eq!(find(&sharded, "Deployment")["spec"]["replicas"], 5);
+        assert_eq!(
+            find(&plain, "PodDisruptionBudget")["spec"]["maxUnavailable"],
+            1
+        );
+        assert_eq!(
+            find(&sharded, "PodDisruptionBudget")["spec"]["minAvailable"],
+            3
+        );
+        let lease_verbs = |objs: &[Value]| {
+            objs.iter()
+                .filter(|o| o["kind"] == "Role")
+                .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+                .filter(|r| r["resources"] == json!(["leases"]))
+                .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
+                .collect::<Vec<Value>>()
+        };
+        assert!(!lease_verbs(&plain).contains(&json!("delete")));
+        assert!(lease_verbs(&sharded).contains(&json!("delete")));
+        assert!(lease_verbs(&sharded).contains(&json!("list")));
     }
 
     #[test]

@@ -268,6 +268,21 @@ pub fn lease_rules() -> Rules {
     r
 }
 
+/// The Leases of `run --sharded` (in the deploy namespace): each replica's member Lease per
+/// controller, created, renewed, listed (the ring's members) and deleted when it leaves.
+pub fn shard_lease_rules() -> Rules {
+    let mut r = Rules::default();
+    r.add_group(
+        "coordination.k8s.io",
+        "leases",
+        &["get", "list", "watch", "create", "update", "delete"],
+        BTreeSet::new(),
+        "one member Lease per controller and replica (run --sharded): created, renewed, listed by the ring's members, deleted on leaving"
+            .into(),
+    );
+    r
+}
+
 /// The webhooks' Secrets and ConfigMaps (`endpointConfigs`), by namespace, read by name.
 pub fn reference_rules(defs: &[ControllerDef]) -> BTreeMap<String, Rules> {
     let mut by_ns: BTreeMap<String, Rules> = BTreeMap::new();

@@ -17,6 +17,9 @@
 //! - `kubectl_meta_queue_depth{controller,state}` (`ready`, `in_flight`, `scheduled`).
 //! - `kubectl_meta_lease_held{controller}` (1: this replica holds the Lease and syncs it),
 //!   `kubectl_meta_controller_started{controller}`.
+//! - `run --sharded`: `kubectl_meta_shard_parents{controller}` (parents owned and synced
+//!   here), `kubectl_meta_shard_members{controller}`, `kubectl_meta_shard_moves_total` and
+//!   `kubectl_meta_shard_move_seconds_total{controller}` (ring changes and their durations).
 //! - `kubectl_meta_events_dropped_total`: events the collector missed (it fell behind), so
 //!   the counters above undercount by at most that much.
 
@@ -564,6 +567,7 @@ fn render_controller_runtime(out: &mut String, status: &Status) {
 /// The gauges read from the runner's state.
 fn render_gauges(out: &mut String, status: &Status) {
     render_controller_runtime(out, status);
+    render_shard(out, status);
     let _ = writeln!(
         out,
         "# HELP kubectl_meta_queue_depth Keys in the controller's work queue, by state.\n# TYPE kubectl_meta_queue_depth gauge"
@@ -599,6 +603,52 @@ fn render_gauges(out: &mut String, status: &Status) {
             render_labels(&l),
             u8::from(c.started)
         );
+    }
+}
+
+/// `run --sharded`: each sharded controller's ring as this replica sees it.
+fn render_shard(out: &mut String, status: &Status) {
+    let sharded: Vec<_> = status
+        .controllers
+        .iter()
+        .filter_map(|(n, c)| c.shard.as_ref().map(|s| (n, s)))
+        .collect();
+    if sharded.is_empty() {
+        return;
+    }
+    type Read = fn(&(super::shard::MemberState, usize)) -> String;
+    let gauges: [(&str, &str, &str, Read); 4] = [
+        (
+            "kubectl_meta_shard_parents",
+            "Parents of the controller this replica owns (by the ring in force) and has synced.",
+            "gauge",
+            |s| s.1.to_string(),
+        ),
+        (
+            "kubectl_meta_shard_members",
+            "Members of the controller's ring in force, as this replica sees it.",
+            "gauge",
+            |s| s.0.members.len().to_string(),
+        ),
+        (
+            "kubectl_meta_shard_moves_total",
+            "Ring changes completed here (members joined or left, every member drained, the new ring in force).",
+            "counter",
+            |s| s.0.moves.to_string(),
+        ),
+        (
+            "kubectl_meta_shard_move_seconds_total",
+            "Time the ring changes took, from seeing the new membership to the new ring in force, summed.",
+            "counter",
+            |s| format!("{:.3}", s.0.move_seconds),
+        ),
+    ];
+    for (metric, help, kind, read) in gauges {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
+        for (name, s) in &sharded {
+            let l = vec![("controller", (*name).clone())];
+            let _ = writeln!(out, "{metric}{} {}", render_labels(&l), read(s));
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 
 pub mod http;
 pub mod metrics;
+pub mod shard;
 pub mod sources;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::Engine;
-use crate::engine::events::{EngineEvent, EventBus};
+use crate::engine::events::{EngineEvent, EventBus, Trigger};
 use crate::engine::{QueueMetrics, QueueStats};
 use crate::hooks::endpoint;
 use crate::k8s::election::{ElectionConfig, Elector, Role};
@@ -47,6 +48,9 @@ pub struct RunnerConfig {
     pub identity: String,
     /// Lease duration, renew deadline, retry period.
     pub election: ElectionConfig,
+    /// `--sharded`: every controller's parents are shared among the replicas ([`shard`]),
+    /// through this gate (set on the engine's context), instead of one Lease per controller.
+    pub shard: Option<Arc<crate::engine::shard::ShardGate>>,
 }
 
 /// One source's definitions, whole.
@@ -73,6 +77,8 @@ pub struct ControllerStatus {
     pub metrics: QueueMetrics,
     /// Concurrent syncs (`--workers`).
     pub workers: usize,
+    /// `--sharded`: the ring as this member sees it, and the parents it owns and synced.
+    pub shard: Option<(shard::MemberState, usize)>,
 }
 
 /// What the runner shows: each controller's state, and whether the definitions were read.
@@ -109,11 +115,39 @@ pub type SharedStatus = Arc<RwLock<Status>>;
 /// One controller of the runner.
 struct Slot {
     def: ControllerDef,
-    elector: Elector,
+    campaign: Campaign,
     /// Tells this elector's role changes from a replaced one's.
     generation: u64,
     /// Its controller runs in the engine.
     leading: bool,
+    /// `--sharded`: the ring widened (parents may have moved here) and the controller's
+    /// parents are still to be re-queued (it may not have started yet when it widened).
+    requeue: bool,
+}
+
+/// How a controller's replicas share it.
+enum Campaign {
+    /// One Lease, one active replica.
+    Elected(Elector),
+    /// A member of its ring (`--sharded`).
+    Member(shard::Member),
+}
+
+impl Campaign {
+    fn role(&self) -> Role {
+        match self {
+            Campaign::Elected(e) => e.role().borrow().clone(),
+            Campaign::Member(m) if m.state().members.is_empty() => Role::Unknown,
+            Campaign::Member(_) => Role::Leader,
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Campaign::Elected(e) => e.stop().await,
+            Campaign::Member(m) => m.leave().await,
+        }
+    }
 }
 
 /// The engine, the controllers' elections, and what they show.
@@ -127,6 +161,9 @@ pub struct Runner {
     sources: usize,
     roles_tx: mpsc::UnboundedSender<(String, u64, Role)>,
     roles_rx: mpsc::UnboundedReceiver<(String, u64, Role)>,
+    /// Sharded controllers that may have gained parents (re-queue them).
+    widened_tx: mpsc::UnboundedSender<String>,
+    widened_rx: mpsc::UnboundedReceiver<String>,
     generation: u64,
     status: SharedStatus,
     metrics: Arc<metrics::Metrics>,
@@ -141,7 +178,11 @@ impl Runner {
         metrics: Arc<metrics::Metrics>,
     ) -> Runner {
         let (roles_tx, roles_rx) = mpsc::unbounded_channel();
+        let (widened_tx, widened_rx) = mpsc::unbounded_channel();
+        engine.context().set_shard(cfg.shard.clone());
         Runner {
+            widened_tx,
+            widened_rx,
             engine,
             cfg,
             slots: BTreeMap::new(),
@@ -186,7 +227,16 @@ impl Runner {
                 Some((name, generation, role)) = self.roles_rx.recv() => {
                     self.on_role(&name, generation, role).await;
                 }
-                _ = tick.tick() => self.refresh_status(),
+                Some(name) = self.widened_rx.recv() => {
+                    if let Some(slot) = self.slots.get_mut(&name) {
+                        slot.requeue = true;
+                    }
+                    self.requeue_widened();
+                }
+                _ = tick.tick() => {
+                    self.requeue_widened();
+                    self.refresh_status();
+                }
             }
         }
     }
@@ -261,10 +311,48 @@ impl Runner {
         }
     }
 
-    /// A new definition: campaign for its Lease (its controller starts once held).
+    /// A new definition: campaign for its Lease (its controller starts once held), or join
+    /// its ring and start it (`--sharded`: it syncs what the ring assigns here).
     async fn add(&mut self, def: ControllerDef) {
         self.resolve_endpoints(&def).await;
         self.generation += 1;
+        if let Some(gate) = self.cfg.shard.clone() {
+            let name = def.name().to_string();
+            let member = shard::Member::spawn(
+                self.engine.context().client.clone(),
+                shard::MemberConfig {
+                    namespace: self.cfg.lease_namespace.clone(),
+                    identity: self.cfg.identity.clone(),
+                    kind: def.kind().to_string(),
+                    controller: name.clone(),
+                    election: self.cfg.election,
+                },
+                gate,
+                self.widened_tx.clone(),
+            );
+            self.info(
+                Some(&name),
+                format!(
+                    "{} {name}: joined its ring as {} (Lease {}/{}); syncing the parents the ring assigns here",
+                    def.kind(),
+                    self.cfg.identity,
+                    self.cfg.lease_namespace,
+                    shard::member_lease_name(def.kind(), &name, &self.cfg.identity)
+                ),
+            );
+            self.engine.start(def.clone());
+            self.slots.insert(
+                name,
+                Slot {
+                    def,
+                    campaign: Campaign::Member(member),
+                    generation: self.generation,
+                    leading: true,
+                    requeue: false,
+                },
+            );
+            return;
+        }
         let generation = self.generation;
         let name = def.name().to_string();
         let lease = lease_name(def.kind(), def.name());
@@ -302,9 +390,10 @@ impl Runner {
             name,
             Slot {
                 def,
-                elector,
+                campaign: Campaign::Elected(elector),
                 generation,
                 leading: false,
+                requeue: false,
             },
         );
     }
@@ -334,10 +423,13 @@ impl Runner {
         let Some(slot) = self.slots.remove(name) else {
             return;
         };
+        if let Campaign::Member(m) = &slot.campaign {
+            m.fence();
+        }
         if slot.leading {
             self.stop_controller(name).await;
         }
-        slot.elector.stop().await;
+        slot.campaign.stop().await;
         self.info(Some(name), format!("{name}: stopped ({why})"));
     }
 
@@ -377,8 +469,12 @@ impl Runner {
                 if was_leading {
                     self.stop_controller(name).await;
                 }
-                if let Some(slot) = self.slots.get(name) {
-                    slot.elector.yielded();
+                if let Some(Slot {
+                    campaign: Campaign::Elected(e),
+                    ..
+                }) = self.slots.get(name)
+                {
+                    e.yielded();
                 }
                 self.info(
                     Some(name),
@@ -426,11 +522,36 @@ impl Runner {
         }
     }
 
+    /// Re-queue the parents of every sharded controller whose ring widened, once it runs: the
+    /// keys of parents that were not ours were dropped, the new ones must be synced here.
+    fn requeue_widened(&mut self) {
+        for (name, slot) in &mut self.slots {
+            if !slot.requeue {
+                continue;
+            }
+            let started = self.engine.started(Some(name));
+            if started.is_empty() {
+                continue;
+            }
+            for h in started {
+                h.enqueue_all(Trigger::ResyncPeriod);
+            }
+            slot.requeue = false;
+        }
+    }
+
     /// Refresh what `/readyz` and `/metrics` show.
     fn refresh_status(&self) {
         let mut controllers = BTreeMap::new();
         for (name, slot) in &self.slots {
-            let role = slot.elector.role().borrow().clone();
+            let role = slot.campaign.role();
+            let shard = match &slot.campaign {
+                Campaign::Member(m) => Some((
+                    m.state(),
+                    self.cfg.shard.as_ref().map_or(0, |g| g.parents(name)),
+                )),
+                Campaign::Elected(_) => None,
+            };
             let handle = if slot.leading {
                 self.engine.started(Some(name)).into_iter().next()
             } else {
@@ -444,6 +565,7 @@ impl Runner {
                     queue: handle.as_ref().map(|h| h.queue_stats()).unwrap_or_default(),
                     metrics: handle.map(|h| h.queue_metrics()).unwrap_or_default(),
                     workers: self.engine.context().options.workers.max(1),
+                    shard,
                 },
             );
         }
@@ -455,8 +577,13 @@ impl Runner {
     /// Stop: every controller finishes its in-flight syncs and stops writing, then every Lease
     /// is released at once (the other replicas take over right away).
     pub async fn shutdown(self) {
+        for s in self.slots.values() {
+            if let Campaign::Member(m) = &s.campaign {
+                m.fence();
+            }
+        }
         self.engine.shutdown().await;
-        let stops = self.slots.into_values().map(|s| s.elector.stop());
+        let stops = self.slots.into_values().map(|s| s.campaign.stop());
         futures::future::join_all(stops).await;
     }
 }

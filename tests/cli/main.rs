@@ -24,4 +24,5 @@ mod project;
 mod run;
 mod sandbox;
 mod selector;
+mod shard;
 mod simulate;

@@ -45,6 +45,7 @@ pub mod plan;
 pub mod plan_once;
 pub(crate) mod run;
 pub(crate) mod runtime;
+pub mod shard;
 pub mod spec;
 pub mod trace;
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -126,6 +126,8 @@ pub struct EngineContext {
     /// Why writes are held (`None`: allowed): the API server is unreachable or the controller
     /// Lease is not confirmed. Workers take no work while it is set.
     held: watch::Sender<Option<WritesHeld>>,
+    /// Which parents this process may sync (`run --sharded`); `None`: every parent.
+    shard: RwLock<Option<Arc<crate::shard::ShardGate>>>,
 }
 
 /// Something webhook calls must wait for before they are sent: a managed hook server that is
@@ -191,11 +193,26 @@ impl EngineContext {
             paused: AtomicBool::new(false),
             gate: RwLock::new(None),
             held: watch::channel(None).0,
+            shard: RwLock::new(None),
         })
     }
 }
 
 impl EngineContext {
+    /// Shard the controllers this gate knows ([`crate::shard`]): their workers sync only the
+    /// parents it admits. Set before the controllers start.
+    pub fn set_shard(&self, gate: Option<Arc<crate::shard::ShardGate>>) {
+        *self.shard.write().unwrap_or_else(PoisonError::into_inner) = gate;
+    }
+
+    /// The shard gate, if any.
+    pub fn shard(&self) -> Option<Arc<crate::shard::ShardGate>> {
+        self.shard
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Pause or resume writes. While paused, syncs still call hooks and publish their plans as
     /// [`EngineEvent::PlanHeld`], but nothing is written; resuming does not resync by itself.
     pub fn set_paused(&self, paused: bool) {

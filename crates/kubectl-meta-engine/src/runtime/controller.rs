@@ -184,6 +184,8 @@ impl Tracker {
 /// Run `workers` workers for `r` until `stop` is cancelled; returns when all workers ended
 /// (in-flight syncs finish first). While `held` says why writes are held (API server
 /// unreachable, lease unconfirmed), workers take no work: the queue keeps coalescing keys.
+/// With a `shard` gate, a key whose parent the gate does not admit is dropped (whoever widens
+/// what is owned re-queues the parents), and an admitted sync is held in flight for the gate.
 pub async fn run_workers<R: Reconciler>(
     r: Arc<R>,
     workers: usize,
@@ -191,6 +193,7 @@ pub async fn run_workers<R: Reconciler>(
     tracker: Arc<Tracker>,
     stop: CancellationToken,
     held: watch::Receiver<Option<crate::error::WritesHeld>>,
+    shard: Option<Arc<crate::shard::ShardGate>>,
 ) {
     let mut handles = Vec::new();
     for _ in 0..workers.max(1) {
@@ -199,6 +202,7 @@ pub async fn run_workers<R: Reconciler>(
         let tracker = Arc::clone(&tracker);
         let stop = stop.clone();
         let mut held = held.clone();
+        let shard = shard.clone();
         handles.push(tokio::spawn(async move {
             loop {
                 let open = tokio::select! {
@@ -228,7 +232,20 @@ pub async fn run_workers<R: Reconciler>(
                     r.queue().done(key);
                     break;
                 }
+                let in_flight = match &shard {
+                    Some(g) => match g.begin(r.name(), &key.subject().parent) {
+                        Some(f) => Some(f),
+                        None => {
+                            // Not ours (or our membership is not fresh): its owner syncs it.
+                            r.queue().forget(&key);
+                            r.queue().done(key);
+                            continue;
+                        }
+                    },
+                    None => None,
+                };
                 sync_one(&*r, &bus, &tracker, key, triggers).await;
+                drop(in_flight);
             }
         }));
     }

@@ -180,6 +180,7 @@ pub fn launched<R: Reconciler>(
         }
     });
     let gate = ctx.writes_watch();
+    let shard = ctx.shard();
     let run = Box::pin(async move {
         run_workers(
             reconciler,
@@ -188,6 +189,7 @@ pub fn launched<R: Reconciler>(
             tracker,
             stop,
             gate,
+            shard,
         )
         .await;
     });

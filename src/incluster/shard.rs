@@ -1,0 +1,370 @@
+//! `run --sharded`: this replica as a member of one controller's ring (docs/guide/sharding.md).
+//!
+//! Each member holds its own Lease per controller (no leader election), labelled with the
+//! ring ([`RING_LABEL`], timebertt's ControllerRing label). Every retry period a [`Member`]:
+//!
+//! 1. lists the ring's Leases: the live members are those whose Lease changed within the
+//!    Lease duration of *our* observation (client-go's observedTime: no trust in other clocks),
+//!    and ourselves while our renewals succeed;
+//! 2. when the live set differs from the ring in force, narrows the [`ShardGate`] to the
+//!    parents that both the old and the new ring assign here (a parent moving away stops being
+//!    synced here at once);
+//! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]), writes
+//!    the new ring's id on its Lease ([`DRAINED_ANNOTATION`]: "I have let go of everything the
+//!    new ring takes from me") while renewing it;
+//! 4. when every live member's Lease carries that id, widens the gate to the new ring alone
+//!    (taking the parents that move here) and re-queues the controller's parents.
+//!
+//! A parent is thus synced by its new owner only after its old owner stopped and said so; a
+//! dead member (its Lease not renewed for the Lease duration) is simply not waited for: it
+//! fenced itself after the renew deadline (shorter) when its renewals failed. On stop the
+//! member fences, its controller's in-flight syncs end, and its Lease is deleted: the others
+//! re-form the ring at once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::shard::{DEFAULT_VNODES, Ring, ShardGate, fnv1a64};
+use crate::k8s::FIELD_MANAGER;
+use crate::k8s::election::ElectionConfig;
+use crate::k8s::lease::lease_name;
+
+/// The label on every member Lease naming its ring (timebertt/kubernetes-controller-sharding's
+/// `ControllerRing` label): the controller's name.
+pub const RING_LABEL: &str = "alpha.sharding.timebertt.dev/controllerring";
+
+/// Annotation on a member Lease: the id of the ring ([`Ring::id`]) this member has drained
+/// for (it syncs nothing that ring assigns to another member).
+pub const DRAINED_ANNOTATION: &str = "kubectl-meta.dev/shard-drained-for";
+
+/// How long one Lease request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The member Lease of `identity` in the ring of controller `name` of `kind`.
+pub fn member_lease_name(kind: &str, name: &str, identity: &str) -> String {
+    lease_name(kind, &format!("{name}-shard-{identity}"))
+}
+
+/// The ring label's value for controller `name` (a label value has at most 63 characters: a
+/// longer name is replaced by its hash).
+pub fn ring_label_value(name: &str) -> String {
+    if name.len() <= 63 {
+        name.to_string()
+    } else {
+        format!("ring-{:016x}", fnv1a64(name.as_bytes()))
+    }
+}
+
+/// What a member shows (`/metrics`, `/readyz`).
+#[derive(Debug, Clone, Default)]
+pub struct MemberState {
+    /// The members of the ring in force (empty: not formed yet).
+    pub members: Vec<String>,
+    /// Ring changes completed (every member drained, the new ring in force).
+    pub moves: u64,
+    /// Their durations (from seeing the new membership to the new ring in force), summed.
+    pub move_seconds: f64,
+}
+
+/// Where a member's Leases live and how fast they move.
+#[derive(Debug, Clone)]
+pub struct MemberConfig {
+    /// Namespace of the Leases.
+    pub namespace: String,
+    /// This replica's identity.
+    pub identity: String,
+    /// The controller's kind (for the Lease name).
+    pub kind: String,
+    /// The controller's name: the ring.
+    pub controller: String,
+    /// Lease duration, renew deadline, retry period.
+    pub election: ElectionConfig,
+}
+
+/// One controller's ring membership, running in the background.
+pub struct Member {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    state: watch::Receiver<MemberState>,
+    gate: Arc<ShardGate>,
+    controller: String,
+}
+
+impl Member {
+    /// Join the ring: the controller (already known to `gate` through [`ShardGate::add`])
+    /// syncs what the ring assigns here; `widened` gets the controller's name each time this
+    /// replica may have gained parents (re-queue them).
+    pub fn spawn(
+        client: kube::Client,
+        cfg: MemberConfig,
+        gate: Arc<ShardGate>,
+        widened: mpsc::UnboundedSender<String>,
+    ) -> Member {
+        gate.add(&cfg.controller);
+        let stop = CancellationToken::new();
+        let (tx, state) = watch::channel(MemberState::default());
+        let controller = cfg.controller.clone();
+        let mut looped = Loop {
+            api: Api::namespaced(client, &cfg.namespace),
+            name: member_lease_name(&cfg.kind, &cfg.controller, &cfg.identity),
+            ring: ring_label_value(&cfg.controller),
+            cfg,
+            gate: Arc::clone(&gate),
+            widened,
+            state: tx,
+            seen: BTreeMap::new(),
+            last_renew: None,
+            target: None,
+        };
+        let s = stop.clone();
+        let task = tokio::spawn(async move { looped.run(s).await });
+        Member {
+            stop,
+            task,
+            state,
+            gate,
+            controller,
+        }
+    }
+
+    /// What it shows now.
+    pub fn state(&self) -> MemberState {
+        self.state.borrow().clone()
+    }
+
+    /// Stop syncing anything at once (before the controller stops).
+    pub fn fence(&self) {
+        self.gate.fence(&self.controller);
+    }
+
+    /// Leave the ring: stop renewing and delete the Lease (call once the controller stopped:
+    /// the others take its parents over at once).
+    pub async fn leave(self) {
+        self.gate.fence(&self.controller);
+        self.stop.cancel();
+        let _ = self.task.await;
+        self.gate.remove(&self.controller);
+    }
+}
+
+/// A member's loop state.
+struct Loop {
+    api: Api<Lease>,
+    name: String,
+    ring: String,
+    cfg: MemberConfig,
+    gate: Arc<ShardGate>,
+    widened: mpsc::UnboundedSender<String>,
+    state: watch::Sender<MemberState>,
+    /// Other members' Leases: resourceVersion and when we saw it change.
+    seen: BTreeMap<String, (String, Instant)>,
+    /// When our last renewal was sent (it succeeded).
+    last_renew: Option<Instant>,
+    /// The ring being moved to, and since when.
+    target: Option<(Ring, Instant)>,
+}
+
+impl Loop {
+    async fn run(&mut self, stop: CancellationToken) {
+        loop {
+            self.tick().await;
+            let wait = tokio::time::sleep(self.cfg.election.retry_period);
+            let drain_pending = self.target.is_some() && !self.gate.drained(&self.cfg.controller);
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = wait => {}
+                () = self.gate.sync_ended(), if drain_pending => {}
+            }
+        }
+        let _ = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.api.delete(&self.name, &DeleteParams::default()),
+        )
+        .await;
+    }
+
+    /// One round: read the ring, narrow, renew with our drain mark, widen when all drained.
+    async fn tick(&mut self) {
+        let ctl = self.cfg.controller.clone();
+        let me = self.cfg.identity.clone();
+        let lp = ListParams::default().labels(&format!("{RING_LABEL}={}", self.ring));
+        let listed = match tokio::time::timeout(REQUEST_TIMEOUT, self.api.list(&lp)).await {
+            Ok(Ok(l)) => l.items,
+            _ => {
+                // Could not read the ring: keep what we have; the renew deadline fences us.
+                return;
+            }
+        };
+        let now = Instant::now();
+        let mut live: BTreeMap<String, String> = BTreeMap::new();
+        let mut present = std::collections::BTreeSet::new();
+        let mut own: Option<Lease> = None;
+        for l in &listed {
+            let Some(name) = l.metadata.name.clone() else {
+                continue;
+            };
+            present.insert(name.clone());
+            let Some(holder) = l.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
+                continue;
+            };
+            let drained = l
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DRAINED_ANNOTATION))
+                .cloned()
+                .unwrap_or_default();
+            if name == self.name {
+                own = Some(l.clone());
+                continue;
+            }
+            if holder == me {
+                continue;
+            }
+            let rv = l.metadata.resource_version.clone().unwrap_or_default();
+            let entry = self.seen.entry(name).or_insert_with(|| (rv.clone(), now));
+            if entry.0 != rv {
+                *entry = (rv, now);
+            }
+            if now.duration_since(entry.1) < self.cfg.election.lease_duration {
+                live.insert(holder, drained);
+            }
+        }
+        self.seen.retain(|n, _| present.contains(n));
+
+        // Were we fenced (renewals failed for the renew deadline)? Then we rejoin as new:
+        // the others may have moved our parents meanwhile.
+        let fenced = self
+            .last_renew
+            .is_some_and(|t| now.duration_since(t) >= self.cfg.election.renew_deadline);
+        if fenced {
+            self.gate.set_rings(&ctl, Vec::new());
+            self.target = None;
+        }
+
+        let mut members: Vec<String> = live.keys().cloned().collect();
+        members.push(me.clone());
+        let wanted = Ring::new(members, DEFAULT_VNODES);
+        let mut rings = self.gate.rings(&ctl);
+        let in_force = rings.len() == 1 && rings[0] == wanted;
+        if !in_force {
+            match &self.target {
+                Some((t, _)) if *t == wanted => {}
+                _ => {
+                    // Narrow: keep owning only what the new ring leaves here too.
+                    if !rings.is_empty() {
+                        rings.push(wanted.clone());
+                        self.gate.set_rings(&ctl, rings);
+                    }
+                    let since = self.target.as_ref().map_or(now, |(_, s)| *s);
+                    self.target = Some((wanted.clone(), since));
+                }
+            }
+        }
+        // In force, or drained for the wanted ring: say so; else we drained for nothing yet.
+        let drained = if in_force || (self.target.is_some() && self.gate.drained(&ctl)) {
+            wanted.id()
+        } else {
+            String::new()
+        };
+
+        let sent = Instant::now();
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.renew(own, &drained)).await {
+            Ok(Ok(())) => {
+                self.last_renew = Some(sent);
+                let lapsed = self
+                    .gate
+                    .renewed(&ctl, sent.into_std() + self.cfg.election.renew_deadline);
+                if lapsed && self.target.is_none() {
+                    // Keys refused while our membership was not fresh were dropped.
+                    let _ = self.widened.send(ctl.clone());
+                }
+            }
+            _ => return,
+        }
+
+        // Widen once every live member drained for the wanted ring.
+        if let Some((t, since)) = self.target.clone()
+            && drained == t.id()
+            && live.values().all(|d| *d == t.id())
+        {
+            self.gate.set_rings(&ctl, vec![t.clone()]);
+            self.target = None;
+            let took = since.elapsed().as_secs_f64();
+            self.state.send_modify(|s| {
+                s.members = t.members().to_vec();
+                s.moves += 1;
+                s.move_seconds += took;
+            });
+            let _ = self.widened.send(ctl);
+        }
+    }
+
+    /// Create or renew our Lease, saying which ring we drained for.
+    async fn renew(&self, listed: Option<Lease>, drained: &str) -> Result<(), kube::Error> {
+        let now = MicroTime(Timestamp::now());
+        let duration =
+            i32::try_from(self.cfg.election.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+        let meta = |rv: Option<String>| ObjectMeta {
+            name: Some(self.name.clone()),
+            namespace: Some(self.cfg.namespace.clone()),
+            resource_version: rv,
+            labels: Some(BTreeMap::from([
+                (RING_LABEL.to_string(), self.ring.clone()),
+                (
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "kubectl-meta".to_string(),
+                ),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                DRAINED_ANNOTATION.to_string(),
+                drained.to_string(),
+            )])),
+            ..ObjectMeta::default()
+        };
+        let spec = LeaseSpec {
+            holder_identity: Some(self.cfg.identity.clone()),
+            lease_duration_seconds: Some(duration),
+            renew_time: Some(now.clone()),
+            ..LeaseSpec::default()
+        };
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        let current = match listed {
+            Some(l) => Some(l),
+            None => self.api.get_opt(&self.name).await?,
+        };
+        match current {
+            Some(old) => {
+                let mut spec = spec;
+                spec.acquire_time = old.spec.and_then(|s| s.acquire_time).or(Some(now));
+                let lease = Lease {
+                    metadata: meta(old.metadata.resource_version),
+                    spec: Some(spec),
+                };
+                self.api.replace(&self.name, &pp, &lease).await.map(|_| ())
+            }
+            None => {
+                let mut spec = spec;
+                spec.acquire_time = Some(now);
+                let lease = Lease {
+                    metadata: meta(None),
+                    spec: Some(spec),
+                };
+                self.api.create(&pp, &lease).await.map(|_| ())
+            }
+        }
+    }
+}
