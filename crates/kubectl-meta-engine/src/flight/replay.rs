@@ -138,6 +138,16 @@ impl ExternalWrite {
             None => format!("{} {}", self.kind, self.name),
         }
     }
+
+    /// (`Kind.apiVersion`, `namespace/name`): how engine events (`action`) name the object.
+    pub fn event_names(&self) -> (String, String) {
+        type_object(&(
+            self.api_version.clone(),
+            self.kind.clone(),
+            self.namespace.clone(),
+            self.name.clone(),
+        ))
+    }
 }
 
 /// A parsed recording.
@@ -342,16 +352,24 @@ impl Window {
                 last.insert(subject, (1, c));
                 continue;
             };
-            let asked: HashMap<Identity, &Value> = prev
-                .answer
-                .as_ref()
-                .map(|a| {
-                    desired(a)
-                        .into_iter()
-                        .filter_map(|o| Some((identity(o)?, o)))
-                        .collect()
-                })
-                .unwrap_or_default();
+            // A desired object without a namespace is in the parent's (or cluster-scoped).
+            let parent_ns = prev
+                .request
+                .pointer("/parent/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let mut asked: HashMap<Identity, &Value> = HashMap::new();
+            for o in prev.answer.as_ref().map(desired).unwrap_or_default() {
+                let Some(id) = identity(o) else { continue };
+                if id.2.is_none() {
+                    let in_parent_ns =
+                        (id.0.clone(), id.1.clone(), parent_ns.clone(), id.3.clone());
+                    known.insert(in_parent_ns.clone());
+                    asked.insert(in_parent_ns, o);
+                }
+                known.insert(id.clone());
+                asked.insert(id, o);
+            }
             let before: HashMap<Identity, &Value> = observed(&prev.request)
                 .into_iter()
                 .filter_map(|o| Some((identity(o)?, o)))
@@ -560,7 +578,8 @@ mod tests {
         json!({"event": {"event": "hookCalled", "controller": "c", "parent": "default/p",
             "hook": "sync", "status": 200, "latencyMs": 1.0, "error": null,
             "request": {"parent": parent(), "children": kids},
-            "response": {"children": [cm("ours")]}}})
+            "response": {"children": [{"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "p-c"}, "data": {"value": "ours"}}]}}})
     }
 
     fn doc(events: Vec<Value>) -> Vec<u8> {
@@ -635,7 +654,11 @@ mod tests {
         };
         for _ in 0..5 {
             let a = answers.answer(&info, &Value::Null);
-            assert_eq!(a, Some(Ok(json!({"children": [cm("ours")]}))));
+            assert_eq!(
+                a.and_then(Result::ok)
+                    .map(|a| a["children"][0]["data"]["value"].clone()),
+                Some(json!("ours"))
+            );
         }
         assert_eq!(answers.progress(), (4, 4, 1));
         let other = CallInfo {
