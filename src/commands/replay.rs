@@ -99,7 +99,7 @@ fn definitions(args: &ReplayArgs, window: &Window, shown: &str) -> Result<Vec<Co
         return Err(fail(
             Class::Usage,
             format!(
-                "{shown}: the recording carries no controller definitions (`controllers`: recorded by an older kubectl meta, or by dev); give them with -f"
+                "{shown}: the recording carries no controller definitions (`controllers`: recorded by an older kubectl meta); give them with -f"
             ),
         ));
     }
@@ -535,6 +535,14 @@ async fn load_first_state(client: &kube::Client, window: &Window) -> Result<()> 
         if let Some(m) = v["metadata"].as_object_mut() {
             for f in SERVER_SET {
                 m.shift_remove(f);
+            }
+            // Labels holding an owner's uid (`controller-uid` of generateSelector) follow it.
+            if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
+                for l in labels.values_mut() {
+                    if let Some(copy) = l.as_str().and_then(|u| uids.get(u)) {
+                        *l = json!(copy);
+                    }
+                }
             }
             if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
                 refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uids.get(u)) {
