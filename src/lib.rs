@@ -103,7 +103,8 @@ pub fn main() -> ExitCode {
         | Command::Dryrun(_)
         | Command::Test(_)
         | Command::Sandbox(_)
-        | Command::Inspect(_) => None,
+        | Command::Inspect(_)
+        | Command::Replay(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -147,17 +148,8 @@ pub fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Sandbox(args) => {
-                if cluster.given().is_empty() {
-                    commands::sandbox::run(args).await.map(|()| 0)
-                } else {
-                    Err(exit::fail(
-                        Class::Usage,
-                        format!(
-                            "{} do(es) not apply to `kubectl meta sandbox` (it is the cluster); see kubectl meta sandbox --help",
-                            cluster.given().join(", ")
-                        ),
-                    ))
-                }
+                no_cluster_flags(&cluster, "sandbox", "it is the cluster")?;
+                commands::sandbox::run(args).await.map(|()| 0)
             }
             Command::Dev(mut args) => {
                 args.cluster = args.cluster.or(cluster);
@@ -186,6 +178,10 @@ pub fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 commands::inspect::run(*args).await.map(|()| 0)
             }
+            Command::Replay(args) => {
+                no_cluster_flags(&cluster, "replay", "it runs in an in-process sandbox")?;
+                commands::replay::run(*args).await
+            }
             Command::Version(_)
             | Command::Completion(_)
             | Command::Complete(_)
@@ -198,6 +194,20 @@ pub fn main() -> ExitCode {
         telemetry.shutdown();
     }
     report_code(result)
+}
+
+/// Refuse cluster flags given to a subcommand that talks to no cluster (`sandbox`, `replay`).
+fn no_cluster_flags(cluster: &cli::ClusterArgs, command: &str, why: &str) -> anyhow::Result<()> {
+    if cluster.given().is_empty() {
+        return Ok(());
+    }
+    Err(exit::fail(
+        Class::Usage,
+        format!(
+            "{} do(es) not apply to `kubectl meta {command}` ({why}); see kubectl meta {command} --help",
+            cluster.given().join(", ")
+        ),
+    ))
 }
 
 /// The exit code for a command's result, printing the error.

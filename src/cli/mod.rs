@@ -6,6 +6,7 @@ pub mod dev;
 pub mod dryrun;
 pub mod init;
 pub mod inspect;
+pub mod replay;
 pub mod run;
 pub mod sandbox;
 pub mod test;
@@ -175,6 +176,9 @@ pub enum Command {
     Test(Box<test::TestArgs>),
     /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.
     Inspect(Box<inspect::InspectArgs>),
+    /// Run a flight recording's window again in an in-process sandbox, with the recorded hook
+    /// answers or the current hooks (a hot loop recorded in a cluster, offline).
+    Replay(Box<replay::ReplayArgs>),
     /// Print the version, git commit and target of this build.
     Version(version::VersionArgs),
     /// Write a shell completion script for kubectl-meta (bash, zsh, fish, ...).

@@ -11,6 +11,7 @@ pub mod init;
 pub mod inspect;
 pub mod interrupts;
 pub mod project;
+pub mod replay;
 pub mod run;
 pub mod sandbox;
 pub mod test;

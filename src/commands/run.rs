@@ -137,8 +137,13 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let ctx = engine_start::engine_context(&conn, bus.clone(), options, &[])?;
     let use_cluster = files.is_none() || !cfg.args.defs.from_cluster.is_empty();
     let sources_count = usize::from(files.is_some()) + usize::from(use_cluster);
+    let mut engine = Engine::new(ctx);
+    if let Some(f) = &flight {
+        // The dumps carry the definitions: what `kubectl meta replay` runs again.
+        engine.set_flight_recorder(std::sync::Arc::clone(f));
+    }
     let mut runner = Runner::new(
-        Engine::new(ctx),
+        engine,
         RunnerConfig {
             lease_namespace: lease_namespace.clone(),
             identity: identity.clone(),

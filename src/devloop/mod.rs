@@ -286,6 +286,8 @@ impl DevLoop {
             crate::engine::flight::DEFAULT_SIZE,
         ));
         flight.spawn(&bus);
+        // The dumps carry the definitions (`kubectl meta replay` runs them again).
+        engine.set_flight_recorder(Arc::clone(&flight));
         let mut slot = None;
         let mut server_lines = None;
         if let Some(server_cfg) = &cfg.server {

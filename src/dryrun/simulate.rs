@@ -73,8 +73,8 @@ pub struct Limits {
     pub timeout: Duration,
 }
 
-/// Fields stripped from a live object before it is created in the sandbox.
-const SERVER_SET: [&str; 6] = [
+/// Fields stripped from a live object before it is created in the sandbox (also by `replay`).
+pub(crate) const SERVER_SET: [&str; 6] = [
     "uid",
     "resourceVersion",
     "creationTimestamp",

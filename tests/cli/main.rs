@@ -21,6 +21,7 @@ mod issue37;
 mod map;
 mod observability;
 mod project;
+mod replay;
 mod run;
 mod sandbox;
 mod selector;

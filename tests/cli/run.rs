@@ -19,7 +19,7 @@ use serde_json::Value;
 const LEASE: &str = "kubectl-meta-compositecontroller-hello-world-controller";
 
 /// Fast election for tests: 3 s lease, 2 s renew deadline, 0.5 s retry period.
-const FAST: [&str; 6] = [
+pub(crate) const FAST: [&str; 6] = [
     "--lease-duration",
     "3",
     "--renew-deadline",

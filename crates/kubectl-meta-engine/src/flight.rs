@@ -8,7 +8,9 @@
 //! serialized once when it arrives; the oldest events are dropped when the serialized events
 //! (plus a fixed per-event overhead) would exceed the bound.
 
-use std::collections::VecDeque;
+pub mod replay;
+
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -58,6 +60,8 @@ struct Ring {
 pub struct FlightRecorder {
     limit: usize,
     ring: Mutex<Ring>,
+    /// The definition of each controller started, by name (the last one started wins).
+    controllers: Mutex<BTreeMap<String, serde_json::Value>>,
 }
 
 /// One event of a dump.
@@ -90,6 +94,10 @@ pub struct Recording<'a> {
     pub lost: u64,
     /// The kept events, oldest first.
     pub events: Vec<RecordedEvent<'a>>,
+    /// The definitions of the controllers the events are about, as they were loaded (what
+    /// `kubectl meta replay` runs again); absent when none was noted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<serde_json::Value>,
 }
 
 fn now_ms() -> u64 {
@@ -104,6 +112,16 @@ impl FlightRecorder {
         FlightRecorder {
             limit,
             ring: Mutex::new(Ring::default()),
+            controllers: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Keep the definition `raw` of controller `name` for the dumps (the engine calls it for
+    /// each controller it starts, see [`crate::Engine::set_flight_recorder`]). Definitions are
+    /// not counted in the bound: one per controller.
+    pub fn note_controller(&self, name: &str, raw: &serde_json::Value) {
+        if let Ok(mut c) = self.controllers.lock() {
+            c.insert(name.to_string(), raw.clone());
         }
     }
 
@@ -188,10 +206,16 @@ impl FlightRecorder {
 
     /// The recording as JSON (the format of docs/flight-recorder.md).
     pub fn dump_json(&self) -> Vec<u8> {
+        let controllers = self
+            .controllers
+            .lock()
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default();
         let Ok(ring) = self.ring.lock() else {
             return Vec::new();
         };
         let rec = Recording {
+            controllers,
             api_version: API_VERSION,
             kind: KIND,
             limit_bytes: self.limit,

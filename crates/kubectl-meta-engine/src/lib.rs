@@ -23,7 +23,8 @@
 //! And below the engine:
 //! - [`spec`]: controller definitions: types, loading from files, validation.
 //! - [`flight`]: the flight recorder: the last engine events within a byte bound, dumped as a
-//!   versioned JSON document.
+//!   versioned JSON document; [`flight::replay`] reads a dump back to re-run its window
+//!   (`kubectl meta replay`).
 //! - [`hooks`]: calling hooks: webhooks and local programs (exec), call records.
 //! - [`k8s`]: the Kubernetes client side: connection and context safety, discovery, shared
 //!   informers with indexes, leases, object accessors, API pacing.
@@ -52,7 +53,7 @@ pub mod trace;
 // Start an engine on a client, drive it, read its queue.
 pub use run::{Engine, OnceReport, QUIET, ReplayJob, WaitFor};
 pub use runtime::context::{
-    DEFAULT_WORKERS, EngineContext, EngineOptions, HookGate, HookSpec, Recording,
+    DEFAULT_WORKERS, EngineContext, EngineOptions, HookAnswers, HookGate, HookSpec, Recording,
 };
 pub use runtime::execute::ApplyStrategy;
 pub use runtime::queue::{

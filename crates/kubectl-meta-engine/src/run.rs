@@ -114,6 +114,9 @@ pub struct Engine {
     running: Vec<Running>,
     wait_for: WaitFor,
     quiet: Duration,
+    /// Told each definition started, so that a dump can be replayed
+    /// ([`Engine::set_flight_recorder`]).
+    flight: Option<Arc<crate::flight::FlightRecorder>>,
 }
 
 /// How long [`Engine::wait_converged`] wants everything done before it calls it converged, by
@@ -129,7 +132,14 @@ impl Engine {
             running: Vec::new(),
             wait_for: WaitFor::default(),
             quiet: QUIET,
+            flight: None,
         }
+    }
+
+    /// Keep the definition of every controller started from now on in `recorder`, so that its
+    /// dumps carry what `kubectl meta replay` needs to run them again.
+    pub fn set_flight_recorder(&mut self, recorder: Arc<crate::flight::FlightRecorder>) {
+        self.flight = Some(recorder);
     }
 
     /// What convergence waits for besides syncs that write nothing (default: every child
@@ -154,6 +164,9 @@ impl Engine {
     /// Secrets and ConfigMaps its webhooks reference exist).
     pub fn start(&mut self, def: ControllerDef) {
         let name = def.name().to_string();
+        if let Some(f) = &self.flight {
+            f.note_controller(&name, def.raw());
+        }
         let tracker = Arc::new(Tracker::default());
         let slot: Arc<Mutex<Option<Arc<dyn ControllerHandle>>>> = Arc::new(Mutex::new(None));
         let failed = Arc::new(Mutex::new(None));

@@ -25,6 +25,11 @@ use kube_apimachinery::quantity;
 /// Consecutive syncs rewriting one field with the same value before it is held.
 pub const SYNCS: usize = 3;
 
+/// Syncs in a row that may leave a child alone without ending its streaks: the confirmation
+/// sync that follows the engine's own write reads the field as the hook asks when a slower
+/// writer has not set it back yet; one such sync between two rewrites is still a fight.
+pub const GAP: usize = 1;
+
 /// A child field the guard stopped rewriting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -142,8 +147,9 @@ impl HotLoop {
 /// The guard's state for one parent.
 #[derive(Debug, Default)]
 pub struct Guard {
-    /// (child, field) -> (value written, consecutive syncs that wrote it).
-    streaks: HashMap<(ChildId, String), (Option<Value>, usize)>,
+    /// (child, field) -> (value written, consecutive syncs that wrote it, syncs since the
+    /// last one that did, up to [`GAP`]).
+    streaks: HashMap<(ChildId, String), (Option<Value>, usize, usize)>,
     /// Fields held now.
     held: Vec<HotLoop>,
 }
@@ -199,7 +205,13 @@ impl Guard {
                 .iter()
                 .any(|x| x.id == h.child && x.change.path == h.path)
         });
-        let mut streaks = HashMap::new();
+        // Children the sync did not try to update keep their streaks for up to GAP syncs.
+        let mut streaks: HashMap<(ChildId, String), (Option<Value>, usize, usize)> = self
+            .streaks
+            .iter()
+            .filter(|((id, _), (_, _, gap))| *gap < GAP && !plan.update.iter().any(|u| u.id == *id))
+            .map(|(k, (v, n, gap))| (k.clone(), (v.clone(), *n, gap + 1)))
+            .collect();
         let mut tripped = Vec::new();
         for u in plan.update.iter().filter(|u| updated.contains(&u.id)) {
             for c in &u.changes {
@@ -208,7 +220,7 @@ impl Guard {
                 }
                 let key = (u.id.clone(), c.path.clone());
                 let n = match self.streaks.get(&key) {
-                    Some((v, n)) if same(v.as_ref(), c.new.as_ref()) => n + 1,
+                    Some((v, n, _)) if same(v.as_ref(), c.new.as_ref()) => n + 1,
                     _ => 1,
                 };
                 if n >= SYNCS {
@@ -223,7 +235,7 @@ impl Guard {
                     self.held.push(h.clone());
                     tripped.push(h);
                 } else {
-                    streaks.insert(key, (c.new.clone(), n));
+                    streaks.insert(key, (c.new.clone(), n, 0));
                 }
             }
         }
@@ -318,7 +330,8 @@ mod tests {
         let ok = [id("a")];
         g.record(&p, &ok);
         g.record(&p, &ok);
-        // A sync that does not rewrite it.
+        // Two syncs in a row that do not rewrite it (one is a gap a fight may leave, GAP).
+        g.record(&plan(vec![]), &[]);
         g.record(&plan(vec![]), &[]);
         g.record(&p, &ok);
         g.record(&p, &ok);
@@ -332,6 +345,19 @@ mod tests {
         g.record(&p, &[]);
         g.record(&p, &ok);
         assert!(g.record(&p, &ok).is_empty());
+        assert_eq!(g.record(&p, &ok).len(), 1);
+    }
+
+    #[test]
+    fn one_confirmation_sync_between_rewrites_does_not_end_a_fight() {
+        let mut g = Guard::default();
+        let p = plan(vec![update("a", "spec.x", json!("1"), json!("2"))]);
+        let ok = [id("a")];
+        g.record(&p, &ok);
+        // The engine's own write confirmed before the other writer set it back.
+        g.record(&plan(vec![]), &[]);
+        g.record(&p, &ok);
+        g.record(&plan(vec![]), &[]);
         assert_eq!(g.record(&p, &ok).len(), 1);
     }
 

@@ -70,6 +70,21 @@ pub struct EngineOptions {
     /// Faults injected from a schedule (`kubectl meta test --perturb`); `None` (the default):
     /// every injection point is one `Option` check.
     pub perturb: Option<Arc<crate::perturb::Perturbation>>,
+    /// Answers served instead of calling the hooks (`kubectl meta replay`: the recorded
+    /// answers, [`crate::flight::replay`]); `None` (the default): hooks are called.
+    pub answers: Option<Arc<dyn HookAnswers>>,
+}
+
+/// Where hook answers come from when they are not asked of the hooks: a replay serves the
+/// answers a recording holds ([`crate::flight::replay::RecordedAnswers`]).
+pub trait HookAnswers: Send + Sync + std::fmt::Debug {
+    /// The answer to the call `info` (with the request `body`): `Some(Ok(answer))`,
+    /// `Some(Err(message))` for a call that failed, `None` to call the hook itself.
+    fn answer(
+        &self,
+        info: &CallInfo,
+        body: &serde_json::Value,
+    ) -> Option<Result<serde_json::Value, String>>;
 }
 
 /// Where and how `--record` writes test cases.
@@ -97,6 +112,7 @@ impl Default for EngineOptions {
             confirm_status_writes: true,
             exec_dir: None,
             perturb: None,
+            answers: None,
         }
     }
 }
@@ -460,7 +476,24 @@ pub async fn call_hook(
     }
     let body = perturbed.as_ref().unwrap_or(body);
     let span = hook_span(&info);
+    let served = ctx
+        .options
+        .answers
+        .as_ref()
+        .and_then(|a| a.answer(&info, body));
     let mut call = async {
+        if let Some(served) = served {
+            return HookCall {
+                result: served.map_err(|message| crate::hooks::HookError::Request {
+                    target: format!("{} (recorded answer)", hook.target.describe()),
+                    message,
+                }),
+                status: None,
+                latency: Duration::ZERO,
+                stderr: String::new(),
+                raw_response: None,
+            };
+        }
         match ctx.gate_for(&hook.target) {
             Some(gate) => match gate
                 .wait_ready_for(&hook.target, GATE_WAIT.max(hook.target.timeout()))

@@ -1,0 +1,269 @@
+//! `kubectl meta replay` (issue 40, item 4 and its proof): two writers fight over a child
+//! field (the hook sets it, another client sets it back); `kubectl meta run` records it,
+//! `GET /debug/flight` returns the recording, and `kubectl meta replay FILE --no-tui -o json`,
+//! with no cluster at all, shows the same `hotLoop` event for that parent within 10 s; with
+//! `--live-hooks` and a hook that yields to the other writer, the replay shows no loop. Bad
+//! files are usage errors naming the file.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::cli::*;
+use crate::common::{TIMEOUT, free_port};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::run::{FAST, hello_world_crd_and_sample, http_get};
+
+/// An exec hook giving each HelloWorld a ConfigMap `NAME-c` whose `data.value` is `value`.
+fn hook(value: &str) -> String {
+    format!(
+        "import json, sys
+req = json.load(sys.stdin)
+name = req['parent']['metadata']['name']
+print(json.dumps({{'children': [{{'apiVersion': 'v1', 'kind': 'ConfigMap',
+    'metadata': {{'name': name + '-c'}}, 'data': {{'value': '{value}'}}}}]}}))
+"
+    )
+}
+
+/// A CompositeController `fought` over HelloWorlds whose sync hook is `script` (exec), its
+/// ConfigMaps updated in place.
+fn controller(dir: &Path, script: &str, value: &str) -> String {
+    std::fs::write(dir.join(script), hook(value)).unwrap();
+    let file = dir.join(format!("{script}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {{name: fought}}
+spec:
+  generateSelector: true
+  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: helloworlds}}
+  childResources:
+  - {{apiVersion: v1, resource: configmaps, updateStrategy: {{method: InPlace}}}}
+  hooks:
+    sync: {{exec: {{command: [python3, {script}]}}}}
+"
+        ),
+    )
+    .unwrap();
+    file.display().to_string()
+}
+
+/// The NDJSON events of a replay's stdout.
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
+    let sb = common::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let def = controller(dir.path(), "hook.py", "ours");
+    hello_world_crd_and_sample(&sb).await;
+    // Another client (field manager "fighter") sets the field back whenever it differs.
+    let api: Api<ConfigMap> = Api::namespaced(sb.client.clone(), "default");
+    let fighter = tokio::spawn(async move {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, watcher};
+        let pp = PatchParams {
+            field_manager: Some("fighter".into()),
+            ..PatchParams::default()
+        };
+        let cfg = watcher::Config::default().fields("metadata.name=hello-c");
+        let mut seen = std::pin::pin!(watcher(api.clone(), cfg).applied_objects());
+        while let Some(cm) = seen.next().await {
+            let Ok(cm) = cm else { continue };
+            if cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("value"))
+                .map(String::as_str)
+                != Some("theirs")
+            {
+                let theirs = json!({"data": {"value": "theirs"}});
+                let _ = api.patch("hello-c", &pp, &Patch::Merge(theirs)).await;
+            }
+        }
+    });
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let kubeconfig = kc(&sb);
+    let mut args = vec![
+        "--kubeconfig",
+        &kubeconfig,
+        "run",
+        "-f",
+        &def,
+        "--identity",
+        "r",
+        "--http-addr",
+        &addr,
+    ];
+    args.extend_from_slice(&FAST);
+    let mut cmd = meta(home.path(), &args);
+    cmd.current_dir(dir.path());
+    let run = Background::start(cmd);
+    // The recording, once it holds the hot loop of the fight.
+    let deadline = Instant::now() + TIMEOUT;
+    let mut last = String::new();
+    let recording: String = loop {
+        if let Some((200, body)) = http_get(port, "/debug/flight").await {
+            let v: Value = serde_json::from_str(&body).expect("/debug/flight is JSON");
+            // The hot loop, and a sync after it that observed the other writer's value again:
+            // its write after the engine's last one is what names the writer offline too.
+            let after_loop = v["events"].as_array().and_then(|e| {
+                let at = e.iter().position(|e| e["event"]["event"] == "hotLoop")?;
+                e[at..].iter().find(|e| {
+                    e["event"]["event"] == "hookCalled"
+                        && e["event"]["request"]["children"]["ConfigMap.v1"]["hello-c"]["data"]
+                            ["value"]
+                            == "theirs"
+                })
+            });
+            if after_loop.is_some() {
+                break body;
+            }
+            last = body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hotLoop recorded within {TIMEOUT:?}; run's stderr:\n{}\nstdout:\n{}\nlast recording:\n{last}",
+            run.errors(),
+            run.output()
+        );
+        tokio::task::yield_now().await;
+    };
+    let (_, stderr) = run.interrupt().await;
+    fighter.abort();
+    let live: Value = serde_json::from_str(&recording).unwrap();
+    assert_eq!(
+        live["controllers"][0]["metadata"]["name"], "fought",
+        "{stderr}"
+    );
+    let file = dir.path().join("flight.json");
+    std::fs::write(&file, &recording).unwrap();
+    if let Ok(keep) = std::env::var("REPLAY_TEST_KEEP") {
+        std::fs::write(keep, &recording).unwrap();
+    }
+    let file = file.display().to_string();
+    drop(sb);
+
+    // Offline: no kubeconfig, no cluster (the sandbox above is gone).
+    let started = Instant::now();
+    let out = run_to_end(meta(
+        home.path(),
+        &["replay", &file, "--no-tui", "-o", "json"],
+    ))
+    .await;
+    let took = started.elapsed();
+    let (stdout, stderr) = text(&out);
+    let evs = events(&stdout);
+    let hot: Vec<&Value> = evs.iter().filter(|e| e["event"] == "hotLoop").collect();
+    assert_eq!(hot.len(), 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(hot[0]["parent"], "default/hello");
+    assert_eq!(hot[0]["object"], "default/hello-c");
+    assert_eq!(hot[0]["path"], "data.value");
+    let cause = hot[0]["cause"].as_str().unwrap();
+    assert!(
+        cause.contains("field manager \"fighter\""),
+        "{cause}\nstderr:\n{stderr}"
+    );
+    assert!(took < Duration::from_secs(10), "the replay took {took:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a hot loop fails the replay: {stderr}"
+    );
+    // The hook was never called: every answer is a recorded one.
+    assert!(
+        evs.iter().filter(|e| e["event"] == "hookCalled").all(
+            |e| e["error"].is_null() && e["response"]["children"][0]["data"]["value"] == "ours"
+        ),
+        "{stdout}"
+    );
+
+    // The fixed hook yields to the other writer: no loop.
+    let fixed = controller(dir.path(), "fixed.py", "theirs");
+    let mut cmd = meta(
+        home.path(),
+        &[
+            "replay",
+            &file,
+            "--live-hooks",
+            "-f",
+            &fixed,
+            "--no-tui",
+            "-o",
+            "json",
+        ],
+    );
+    cmd.current_dir(dir.path());
+    let out = run_to_end(cmd).await;
+    let (stdout, stderr) = text(&out);
+    let evs = events(&stdout);
+    assert!(
+        evs.iter().all(|e| e["event"] != "hotLoop"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        evs.iter().any(|e| e["event"] == "hookCalled"
+            && e["response"]["children"][0]["data"]["value"] == "theirs"),
+        "the live hook answered: {stdout}\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
+async fn run_to_end(cmd: std::process::Command) -> std::process::Output {
+    run(cmd).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_recordings_are_usage_errors_naming_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "other.json",
+            json!({"apiVersion": "v1", "kind": "ConfigMap"}).to_string(),
+            "is not a flight recording",
+        ),
+        (
+            "cut.json",
+            "{\"apiVersion\": \"flight.kubectl-meta.io/v1\", \"events\": [".to_string(),
+            "ends early",
+        ),
+        (
+            "empty.json",
+            json!({"apiVersion": "flight.kubectl-meta.io/v1", "kind": "FlightRecording",
+            "limitBytes": 1, "bytes": 0, "evicted": 0, "lost": 0, "events": []})
+            .to_string(),
+            "no events",
+        ),
+    ];
+    for (name, body, says) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, body).unwrap();
+        let out = run(meta(
+            home.path(),
+            &["replay", &file.display().to_string(), "--no-tui"],
+        ))
+        .await;
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(name) && stderr.contains(says),
+            "{name}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{name}: nothing starts: {stdout}");
+    }
+}
