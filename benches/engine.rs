@@ -25,7 +25,10 @@
 //! - a hot reload of the hook: every parent resynced and every parent's last request replayed
 //!   (as `dev` does on a hook change): the time until both are done, and the hook calls;
 //! - a restart: a new engine on the converged parents (start-up: the informers' lists and one
-//!   sync per parent, writing nothing), its time and writes;
+//!   sync per parent, writing nothing; the run fails on any other count), its time and writes,
+//!   and the engine's whole working set per cached object: what the process's live heap grew
+//!   by from before that engine started until it converged (counted by the bench's allocator),
+//!   and its RSS before and after;
 //! - the floors, measured in the same run: the API server's (the creates convergence needs,
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
 //!   as the engine made, at `--workers` concurrency), and the engine's time as a multiple of the
@@ -564,18 +567,41 @@ async fn main() {
     engine.shutdown().await;
 
     // 4. A restart on the converged parents: informers list everything, one sync per parent.
+    //    The engine's whole working set is what the process's live heap grew by from before
+    //    the new engine started until it converged (its caches with their indexes, per-parent
+    //    memory: replay exchanges, statuses; the sandbox's objects were there before).
     let calls_before = calls.load(Ordering::Relaxed);
     let restart_counts = Arc::new(Counts::default());
+    let (heap_before, rss_before) = (common::heap_bytes(), common::rss_kib(std::process::id()));
     let t = Instant::now();
     let engine = start_engine(&client, def, workers, &ns, &restart_counts);
     let conv = engine.wait_converged(timeout).await;
     let restart = work_ended(&conv, t);
+    let (heap_after, rss_after) = (common::heap_bytes(), common::rss_kib(std::process::id()));
     let (rs, rw, rn) = restart_counts.get();
     println!(
-        "restart on {parents} converged parents: steady after {:.2}s; {rs} syncs, {} hook calls, {rw} writes, {rn} no-op writes{}",
+        "restart on {parents} converged parents: steady after {:.2}s; {rs} syncs ({:.2} per parent), {} hook calls, {rw} writes, {rn} no-op writes{}",
         restart.as_secs_f64(),
+        rs as f64 / parents as f64,
         calls.load(Ordering::Relaxed) - calls_before,
         converged_note(conv.converged)
+    );
+    // Every object the engine caches: the parents and their children.
+    let cached = parents * (1 + children + if mix { 2 } else { 0 });
+    let grown = heap_after.saturating_sub(heap_before);
+    let rss_grown = match (rss_before, rss_after) {
+        (Some(a), Some(b)) => format!(
+            "RSS {:.1} -> {:.1} MiB ({:.2} KB per cached object; RSS reuses the pages the first engine freed, so this is a lower bound)",
+            a as f64 / 1024.0,
+            b as f64 / 1024.0,
+            b.saturating_sub(a) as f64 * 1024.0 / cached as f64 / 1000.0
+        ),
+        _ => "RSS not read".to_string(),
+    };
+    println!(
+        "memory, CompositeController working set after the restart: {:.1} MiB of live heap for {cached} cached objects ({parents} parents and their children) = {:.2} KB per cached object; {rss_grown}",
+        grown as f64 / 1024.0 / 1024.0,
+        grown as f64 / cached as f64 / 1000.0
     );
     engine.shutdown().await;
 
@@ -615,6 +641,12 @@ async fn main() {
     server.cleanup(&[plural.as_str()], &[&ns, &floor_ns]).await;
     if resync_writes != 0 || resync_noops != 0 || rv_moved || rw != 0 {
         eprintln!("FAIL: a no-op resync and a restart must make 0 writes");
+        std::process::exit(1);
+    }
+    if rs != parents {
+        eprintln!(
+            "FAIL: a restart on converged parents must sync each exactly once ({rs} syncs for {parents} parents)"
+        );
         std::process::exit(1);
     }
 }

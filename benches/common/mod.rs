@@ -12,9 +12,49 @@ use kube::discovery::ApiResource;
 use kube_sandbox::Sandbox;
 use serde_json::json;
 
-/// The binary's allocator (see `src/main.rs`), so an in-process bench measures what users run.
+/// The binary's allocator (see `src/main.rs`), so an in-process bench measures what users run,
+/// counting the bytes allocated and not yet freed ([`heap_bytes`]: an atomic add per
+/// allocation and free).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Counting = Counting;
+
+/// Live heap bytes of the process, as the allocator was asked for them.
+static LIVE: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// mimalloc, counting live bytes in [`LIVE`].
+struct Counting;
+
+// SAFETY: every call is forwarded to mimalloc unchanged; only a counter is updated besides.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on.
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new as isize - layout.size() as isize,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        // SAFETY: the caller's contract is passed on.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new) }
+    }
+}
+
+/// Live heap bytes of this process now (everything in it: sandbox, engine, hook server).
+pub fn heap_bytes() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed).max(0) as usize
+}
 
 /// Group of the bench CRDs.
 pub const GROUP: &str = "bench.kubectl-meta.dev";

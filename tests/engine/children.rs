@@ -711,6 +711,60 @@ async fn a_restarted_engine_converges_without_writes() {
     engine.stop().await;
 }
 
+/// A restart on converged parents syncs each parent exactly once (its `ParentAdded`), counted
+/// from the restarted engine's own `SyncStarted` events: its routers hear nothing of the first
+/// lists (children's initial `Added`, the `Relisted` after them), which used to reach a
+/// controller that subscribed while the last informer was still publishing them and sync some
+/// parents twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_converged_parents_syncs_each_parent_exactly_once() {
+    const PARENTS: usize = 40;
+    let w = World::new("Parent", sync_fn(listed)).await;
+    let (cm, par) = (cm_ar(), parent_ar("Parent"));
+    let engine = Running::start(w.client(), vec![cm_controller(&w.hook, "InPlace")]).await;
+    let mut want: Vec<String> = Vec::new();
+    for i in 0..PARENTS {
+        let name = format!("r{i:02}");
+        let kids = json!([{"name": format!("{name}-0")}, {"name": format!("{name}-1")},
+            {"name": format!("{name}-2")}]);
+        w.create(&par, parent_obj(&name, kids, "v")).await;
+        want.push(format!("default/{name}"));
+    }
+    common::wait_for("every child created", common::TIMEOUT, || {
+        let w = &w;
+        let cm = &cm;
+        async move { (w.names(cm).await.len() >= PARENTS * 3).then_some(()) }
+    })
+    .await;
+    engine.converge().await;
+    assert_eq!(engine.failed_syncs(), vec![]);
+    engine.stop().await;
+
+    let rv = w.global_rv().await;
+    let engine = Running::start(w.client(), vec![cm_controller(&w.hook, "InPlace")]).await;
+    engine.converge().await;
+    let mut synced: Vec<String> = engine
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EngineEvent::SyncStarted { subject, .. } => Some(subject.parent),
+            _ => None,
+        })
+        .collect();
+    synced.sort();
+    assert_eq!(
+        synced, want,
+        "each parent synced exactly once after the restart"
+    );
+    assert_eq!(engine.writes(), vec![]);
+    assert_eq!(
+        w.global_rv().await,
+        rv,
+        "the restarted engine wrote something"
+    );
+    engine.stop().await;
+}
+
 /// `--apply-strategy server-side`: children are created and updated by server-side apply as
 /// field manager `kubectl-meta`, removed keys go away, and a restart writes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -192,16 +192,25 @@ impl Shared {
     }
 
     /// Apply one watcher event and publish what changed.
+    ///
+    /// The events are sent while the write lock is held: whoever sees the new state (the
+    /// first list's `synced`, an object's new version) also has its events queued already, so
+    /// a router that subscribes after [`Informer::wait_synced`] returned never receives the
+    /// first list's events (sending them after the lock was released let a controller that
+    /// had just started hear its children's initial `Added` and `Relisted` events, and sync a
+    /// parent a second time after a restart). Sending never waits (a broadcast channel).
     fn apply(&self, ev: watcher::Event<Value>) {
-        let events = self.write().apply(ev);
+        let mut state = self.write();
+        let events = state.apply(ev);
         if events.is_empty() {
             return;
         }
-        self.version.send_modify(|v| *v = v.wrapping_add(1));
         for e in events {
             // Err only means nobody is subscribed.
             let _ = self.events.send(e);
         }
+        drop(state);
+        self.version.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     fn set_error(&self, e: String) {
@@ -979,6 +988,44 @@ mod tests {
         assert_eq!(st.by_controller, fresh.by_controller);
         assert_eq!(st.orphans, fresh.orphans);
         assert_eq!(st.by_label, fresh.by_label);
+    }
+
+    /// Whoever sees the first list done (as `wait_synced` does before a controller subscribes
+    /// its routers) has its events queued already: a receiver subscribed then gets none of
+    /// them. The list is applied on another thread while this one watches for `synced`; events
+    /// sent after the lock was released reached such a late receiver (a parent synced twice on
+    /// a restart, from its children's initial `Added` and the `Relisted` that follows).
+    #[test]
+    fn a_receiver_subscribed_once_synced_gets_none_of_the_first_lists_events() {
+        const N: usize = 20_000;
+        let inf = Arc::new(offline());
+        let mut early = inf.subscribe();
+        inf.shared.apply(watcher::Event::Init);
+        for i in 0..N {
+            let name = format!("c{i:05}");
+            inf.shared.apply(watcher::Event::InitApply(cm(
+                "n",
+                &name,
+                "1",
+                json!({}),
+                Some("p"),
+            )));
+        }
+        let applier = {
+            let inf = Arc::clone(&inf);
+            std::thread::spawn(move || inf.shared.apply(watcher::Event::InitDone))
+        };
+        while !inf.is_synced() {
+            std::hint::spin_loop();
+        }
+        let mut late = inf.subscribe();
+        applier.join().expect("applier thread");
+        assert_eq!(
+            drain(&mut late),
+            Vec::<String>::new(),
+            "a receiver subscribed after synced got first-list events"
+        );
+        assert_eq!(drain(&mut early).len(), N + 1, "N added, then relisted");
     }
 
     #[test]

@@ -43,6 +43,7 @@ use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::controller::{LastExchange, SyncError, SyncOutcome};
 use crate::runtime::core::{Core, KindHooks};
 use crate::runtime::execute::Target;
+use crate::runtime::memory::StoredExchange;
 use crate::runtime::reconcile::{self, HookCall, KindController, SyncCx, SyncKind};
 use crate::runtime::routing;
 use crate::runtime::snapshot::LiveReader;
@@ -127,7 +128,7 @@ struct ParentState {
     /// An error of the parent itself (invalid `spec.selector`).
     error: Option<String>,
     /// The last map/tombstone exchange per key: (hook, request, response).
-    exchanges: HashMap<String, (String, Value, Value)>,
+    exchanges: HashMap<String, StoredExchange>,
 }
 
 #[derive(Default)]
@@ -970,12 +971,10 @@ impl SyncKind for MapCtl {
     }
 
     /// The last exchange per map key, in the parent's state.
-    fn record(&self, work: &MapWork, hook: &str, request: Value, response: Value) {
+    fn record(&self, work: &MapWork, hook: &str, request: &Value, response: &Value) {
         if let MapWork::Key(pk, mk) = work {
-            self.with_parent_state(pk, |ps| {
-                ps.exchanges
-                    .insert(mk.to_string(), (hook.to_string(), request, response))
-            });
+            let x = StoredExchange::new(hook, request, response);
+            self.with_parent_state(pk, |ps| ps.exchanges.insert(mk.to_string(), x));
         }
     }
 
@@ -1139,12 +1138,7 @@ impl KindController for MapCtl {
                     .flat_map(|(p, ps)| {
                         ps.exchanges
                             .iter()
-                            .map(move |(k, (hook, request, response))| LastExchange {
-                                subject: EventSubject::map_key(p.to_string(), k),
-                                hook: hook.clone(),
-                                request: request.clone(),
-                                response: response.clone(),
-                            })
+                            .map(move |(k, x)| x.to_last(EventSubject::map_key(p.to_string(), k)))
                     })
                     .collect()
             })

@@ -440,7 +440,7 @@ mod tests {
         let obj = json!({"metadata": {"name": "p", "uid": "u1"}});
         let k = crate::k8s::object::ObjectKey::new(Some("default"), "p");
         mem.remember_uid(&obj, &k);
-        mem.record_exchange(&k, "sync", json!({"req": 1}), json!({"resp": 1}));
+        mem.record_exchange(&k, "sync", &json!({"req": 1}), &json!({"resp": 1}));
         assert_eq!(mem.key_of_uid("u1"), Some(k.clone()));
         assert_eq!(mem.exchanges().len(), 1);
         assert_eq!(mem.last_exchange(&k).map(|e| e.0), Some("sync".into()));

@@ -25,8 +25,9 @@ use std::hash::Hash;
 use std::sync::Mutex;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::events::{EventKey, Trigger};
+use crate::events::{EventKey, EventSubject, Trigger};
 use crate::k8s::object::{self, ObjectKey};
 use crate::plan::apply;
 use crate::plan::hotloop;
@@ -47,7 +48,7 @@ pub struct SyncMemory<K> {
 struct Memory<K> {
     uid_to_key: HashMap<String, K>,
     last_status: HashMap<K, Value>,
-    last_exchange: HashMap<K, (String, Value, Value)>,
+    last_exchange: HashMap<K, StoredExchange>,
     hot_loops: HashMap<K, hotloop::Guard>,
     own: HashMap<K, OwnWrites>,
 }
@@ -137,21 +138,27 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
         }
     }
 
-    /// Remember the last sync/finalize exchange of `key`.
-    pub fn record_exchange(&self, key: &K, hook: &str, request: Value, response: Value) {
+    /// Remember the last sync/finalize exchange of `key` (as compact JSON text: see
+    /// [`StoredExchange`]).
+    pub fn record_exchange(&self, key: &K, hook: &str, request: &Value, response: &Value) {
+        let x = StoredExchange::new(hook, request, response);
         if let Ok(mut m) = self.inner.lock() {
-            m.last_exchange
-                .insert(key.clone(), (hook.to_string(), request, response));
+            m.last_exchange.insert(key.clone(), x);
         }
     }
 
     #[cfg(test)]
     /// The last sync/finalize exchange of `key`: (hook name, request, response).
-    pub fn last_exchange(&self, key: &K) -> Option<(String, Value, Value)> {
-        self.inner
+    pub fn last_exchange(&self, key: &K) -> Option<(String, Value, Value)>
+    where
+        K: EventKey,
+    {
+        let x = self
+            .inner
             .lock()
             .ok()
-            .and_then(|m| m.last_exchange.get(key).cloned())
+            .and_then(|m| m.last_exchange.get(key).map(|x| x.to_last(key.subject())))?;
+        Some((x.hook, x.request, x.response))
     }
 
     /// Every key's last exchange, with the parent (and map key) it was for.
@@ -164,12 +171,7 @@ impl<K: Clone + Eq + Hash + Display> SyncMemory<K> {
             .map(|m| {
                 m.last_exchange
                     .iter()
-                    .map(|(k, (hook, request, response))| LastExchange {
-                        subject: k.subject(),
-                        hook: hook.clone(),
-                        request: request.clone(),
-                        response: response.clone(),
-                    })
+                    .map(|(k, x)| x.to_last(k.subject()))
                     .collect()
             })
             .unwrap_or_default()
@@ -454,4 +456,43 @@ mod tests {
     fn json_parent() -> Value {
         serde_json::json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}})
     }
+}
+
+/// A hook exchange kept between syncs for replays (the replay memory): the request and the
+/// answer as compact JSON text, parsed again only when replayed. A request holds copies of the
+/// parent and of every child it observed, so keeping it as a `Value` tree (a map and a string
+/// allocation per field, in insertion order) cost more than the informers' cached objects
+/// themselves; the text is several times smaller.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredExchange {
+    hook: Box<str>,
+    request: Box<RawValue>,
+    response: Box<RawValue>,
+}
+
+impl StoredExchange {
+    /// Keep `request` and `response` of hook `hook`.
+    pub(crate) fn new(hook: &str, request: &Value, response: &Value) -> Self {
+        StoredExchange {
+            hook: hook.into(),
+            request: compact(request),
+            response: compact(response),
+        }
+    }
+
+    /// The exchange as replays take it, for `subject`.
+    pub(crate) fn to_last(&self, subject: EventSubject) -> LastExchange {
+        let parse = |raw: &RawValue| serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+        LastExchange {
+            subject,
+            hook: self.hook.to_string(),
+            request: parse(&self.request),
+            response: parse(&self.response),
+        }
+    }
+}
+
+/// `v` as compact JSON text (a `Value` always serializes; `null` if it ever did not).
+fn compact(v: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(v).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }

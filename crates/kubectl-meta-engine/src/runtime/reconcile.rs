@@ -123,7 +123,7 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     /// Step 3: the hook to call and its request (`None`: no hook call).
     fn hook(&self, parent: &Value, seen: &Self::Seen) -> Option<HookCall<'_>>;
     /// Remember the exchange (for replays); by default in the per-key memory.
-    fn record(&self, key: &Self::Key, hook: &str, request: Value, response: Value) {
+    fn record(&self, key: &Self::Key, hook: &str, request: &Value, response: &Value) {
         self.parts()
             .memory
             .record_exchange(key, hook, request, response);
@@ -264,7 +264,7 @@ async fn decide<S: SyncKind>(
                 .caller
                 .call(parts.ctx, name, spec, key, &request)
                 .await?;
-            kind.record(key, name, request, body.clone());
+            kind.record(key, name, &request, &body);
             Some(kind.desired(key, parent, seen, (name, spec), &body).await?)
         }
         None => None,
