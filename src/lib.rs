@@ -100,7 +100,8 @@ pub fn main() -> ExitCode {
         | Command::Dryrun(_)
         | Command::Test(_)
         | Command::Sandbox(_)
-        | Command::Inspect(_) => None,
+        | Command::Inspect(_)
+        | Command::Flight(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -183,6 +184,7 @@ pub fn main() -> ExitCode {
                 args.cluster = args.cluster.or(cluster);
                 commands::inspect::run(*args).await.map(|()| 0)
             }
+            Command::Flight(args) => commands::flight::run(args, cluster).await.map(|()| 0),
             Command::Version(_)
             | Command::Completion(_)
             | Command::Complete(_)

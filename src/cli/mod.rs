@@ -4,6 +4,7 @@ pub mod completion;
 pub mod deploy;
 pub mod dev;
 pub mod dryrun;
+pub mod flight;
 pub mod init;
 pub mod inspect;
 pub mod run;
@@ -175,6 +176,8 @@ pub enum Command {
     Test(Box<test::TestArgs>),
     /// Trace an object's ownership up to its root(s) and down its tree, controller-aware.
     Inspect(Box<inspect::InspectArgs>),
+    /// The flight recorder of `kubectl meta run`: `flight dump POD` fetches a pod's recording.
+    Flight(flight::FlightArgs),
     /// Print the version, git commit and target of this build.
     Version(version::VersionArgs),
     /// Write a shell completion script for kubectl-meta (bash, zsh, fish, ...).
