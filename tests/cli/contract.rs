@@ -490,6 +490,7 @@ async fn guide_flag_tables_match_help() {
         (vec!["test"], "test.md"),
         (vec!["run"], "run.md"),
         (vec!["deploy"], "deploy.md"),
+        (vec!["flight", "dump"], "flight.md"),
     ] {
         let help = help_flags(&args).await;
         let documented = guide_table_flags(page);
