@@ -105,6 +105,7 @@ pub fn main() -> ExitCode {
         | Command::Sandbox(_)
         | Command::Inspect(_)
         | Command::Replay(_) => None,
+        | Command::Flight(_) => None,
     };
     if let Some(result) = offline {
         return report(result);
@@ -182,6 +183,7 @@ pub fn main() -> ExitCode {
                 no_cluster_flags(&cluster, "replay", "it runs in an in-process sandbox")?;
                 commands::replay::run(*args).await
             }
+            Command::Flight(args) => commands::flight::run(args, cluster).await.map(|()| 0),
             Command::Version(_)
             | Command::Completion(_)
             | Command::Complete(_)

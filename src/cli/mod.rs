@@ -4,6 +4,7 @@ pub mod completion;
 pub mod deploy;
 pub mod dev;
 pub mod dryrun;
+pub mod flight;
 pub mod init;
 pub mod inspect;
 pub mod replay;
@@ -179,6 +180,8 @@ pub enum Command {
     /// Run a flight recording's window again in an in-process sandbox, with the recorded hook
     /// answers or the current hooks (a hot loop recorded in a cluster, offline).
     Replay(Box<replay::ReplayArgs>),
+    /// The flight recorder of `kubectl meta run`: `flight dump POD` fetches a pod's recording.
+    Flight(flight::FlightArgs),
     /// Print the version, git commit and target of this build.
     Version(version::VersionArgs),
     /// Write a shell completion script for kubectl-meta (bash, zsh, fish, ...).

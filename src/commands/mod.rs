@@ -7,6 +7,7 @@ pub mod dev;
 pub mod dryrun;
 pub mod engine_start;
 pub mod exit;
+pub mod flight;
 pub mod init;
 pub mod inspect;
 pub mod interrupts;

@@ -24,6 +24,9 @@ pub const APP: &str = "kubectl-meta";
 /// The port of `/healthz`, `/readyz` and `/metrics`.
 pub const HTTP_PORT: i32 = 9090;
 
+/// The name of run's HTTP container port (what `kubectl meta flight dump` looks for).
+pub const HTTP_PORT_NAME: &str = "http";
+
 /// Where the definitions ConfigMap is mounted.
 pub const DEFINITIONS_DIR: &str = "/etc/kubectl-meta/definitions";
 
@@ -297,7 +300,7 @@ fn deployment(cfg: &DeployConfig) -> Value {
                         "name": "engine",
                         "image": cfg.image,
                         "args": args,
-                        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
+                        "ports": [{"name": HTTP_PORT_NAME, "containerPort": HTTP_PORT}],
                         "livenessProbe": probe("/healthz"),
                         "readinessProbe": probe("/readyz"),
                         "resources": {

@@ -237,13 +237,19 @@ pub fn parse_key_line(line: &str) -> Option<Command> {
         "R" | "replay" => Some(Command::Replay),
         "f" | "flight" => Some(Command::DumpFlight {
             path: if rest.is_empty() {
-                format!("flight-{}.json", std::process::id())
+                default_flight_path()
             } else {
                 rest.to_string()
             },
         }),
         _ => None,
     }
+}
+
+/// Where `f` (the line command and the TUI key) writes the flight recording without a FILE:
+/// `flight-PID.json` in the dev loop's directory.
+pub fn default_flight_path() -> String {
+    format!("flight-{}.json", std::process::id())
 }
 
 /// The keyboard help line.

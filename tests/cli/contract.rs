@@ -491,6 +491,7 @@ async fn guide_flag_tables_match_help() {
         (vec!["run"], "run.md"),
         (vec!["deploy"], "deploy.md"),
         (vec!["replay"], "replay.md"),
+        (vec!["flight", "dump"], "flight.md"),
     ] {
         let help = help_flags(&args).await;
         let documented = guide_table_flags(page);

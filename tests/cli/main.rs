@@ -14,6 +14,7 @@ mod docs_run;
 mod dryrun;
 mod e2e;
 mod events_schema;
+mod flight;
 mod hooktest;
 mod init;
 mod inspect;

@@ -30,7 +30,13 @@ pub(crate) const FAST: [&str; 6] = [
 
 /// `run` against the sandbox's kubeconfig as `identity`, serving HTTP on `port`, from the
 /// hello-world example's directory (its exec hook runs from there, as from an image).
-fn run_cmd(sb: &TestSandbox, home: &Path, identity: &str, port: u16, extra: &[&str]) -> Command {
+pub(crate) fn run_cmd(
+    sb: &TestSandbox,
+    home: &Path,
+    identity: &str,
+    port: u16,
+    extra: &[&str],
+) -> Command {
     run_in(sb, home, "hello-world", identity, port, extra)
 }
 
@@ -63,7 +69,7 @@ fn run_in(
 
 /// The hello-world CRD and sample parent, Metacontroller's CRD, and the example's
 /// CompositeController as an object on the cluster.
-async fn hello_world_on_cluster(sb: &TestSandbox) -> Api<DynamicObject> {
+pub(crate) async fn hello_world_on_cluster(sb: &TestSandbox) -> Api<DynamicObject> {
     example_on_cluster(sb, "hello-world", "helloworlds").await
 }
 
@@ -185,7 +191,7 @@ async fn pod_uids(sb: &TestSandbox) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn wait_pod(sb: &TestSandbox) -> Vec<(String, String)> {
+pub(crate) async fn wait_pod(sb: &TestSandbox) -> Vec<(String, String)> {
     wait_for("the hello-world pod", TIMEOUT, || async {
         let p = pod_uids(sb).await;
         (!p.is_empty()).then_some(p)

@@ -66,6 +66,7 @@ pub(crate) mod output;
 pub(crate) mod patch;
 pub mod persist;
 pub(crate) mod protobuf;
+pub(crate) mod proxy;
 pub(crate) mod rbac;
 pub(crate) mod request;
 pub(crate) mod resources;

@@ -114,6 +114,12 @@ fn resource(group: &str, version: &str, rest: &[&str]) -> Route {
             r.name = Some(name.to_string());
             r.subresource = Some(sub.to_string());
         }
+        // `pods/NAME/proxy/PATH...`: the path after `proxy` is the proxied request's.
+        [res, name, "proxy", ..] => {
+            r.resource = res.to_string();
+            r.name = Some(name.to_string());
+            r.subresource = Some("proxy".to_string());
+        }
         _ => return Route::Unknown,
     }
     Route::Resource(r)

@@ -467,6 +467,13 @@ async fn resource(
     {
         return pod_log(&state, &call);
     }
+    if call.sub.as_deref() == Some("proxy") && call.def.group_resource() == "/pods" {
+        let (ns, id) = (
+            call.ns.clone().unwrap_or_default(),
+            call.name.clone().unwrap_or_default(),
+        );
+        return super::proxy::serve(&state, &ns, &id, req).await;
+    }
     admit_subresource(&call, req.uri().path())?;
     dispatch_verb(state, call, req).await
 }

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use super::theme::Theme;
 
 /// The keys, as the help screen lists them: `(keys, what)`.
-pub const KEYS: [(&str, &str); 19] = [
+pub const KEYS: [(&str, &str); 20] = [
     ("↑ ↓  j k", "move in the focused pane"),
     ("PgUp PgDn  g G", "page, first, last"),
     ("enter  tab", "next pane (shift-tab: previous)"),
@@ -19,6 +19,7 @@ pub const KEYS: [(&str, &str); 19] = [
     ("R", "resync every parent"),
     ("p", "pause / resume writes (plans are still shown)"),
     ("ctrl-r", "replay the last requests against the hooks"),
+    ("f", "write the flight recording to flight-PID.json"),
     ("y", "YAML of the selected object"),
     ("d", "diff of the selected object (desired vs live)"),
     ("?", "this help"),

@@ -8,7 +8,7 @@ use crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use super::detail::yaml;
 use super::model::{App, Focus, Overlay, Tab};
 use super::parent_tree::selected_tree;
-use crate::devloop::control::Command;
+use crate::devloop::control::{Command, default_flight_path};
 
 /// What the run loop does after an input event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,6 +168,11 @@ pub fn handle_key(app: &mut App, k: KeyEvent) -> Intent {
         KeyCode::Char('?') => app.ui.overlay = Some(Overlay::Help),
         KeyCode::Char('p') => return Intent::Send(Command::TogglePause),
         KeyCode::Char('R') => return Intent::Send(Command::Resync { parent: None }),
+        KeyCode::Char('f') => {
+            return Intent::Send(Command::DumpFlight {
+                path: default_flight_path(),
+            });
+        }
         KeyCode::Char('r') => match app.selected() {
             Some(i) => {
                 return Intent::Send(Command::Resync {
@@ -242,6 +247,12 @@ mod tests {
         assert_eq!(
             handle_key(&mut app, key(KeyCode::Char('R'))),
             Intent::Send(Command::Resync { parent: None })
+        );
+        assert_eq!(
+            handle_key(&mut app, key(KeyCode::Char('f'))),
+            Intent::Send(Command::DumpFlight {
+                path: format!("flight-{}.json", std::process::id())
+            })
         );
         // `r` without a selected parent asks for one instead of resyncing everything.
         assert_eq!(

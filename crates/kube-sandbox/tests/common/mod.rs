@@ -98,13 +98,8 @@ pub async fn request_as(
     body: &serde_json::Value,
     content_type: &str,
 ) -> (u16, serde_json::Value) {
-    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
-    let client = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .build()
-        .expect("client");
     let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut rb = client
+    let mut rb = https_client(t)
         .request(method, format!("{}{path}", t.sandbox.url()))
         .bearer_auth(token)
         .header("accept", "application/json");
@@ -120,6 +115,73 @@ pub async fn request_as(
         code,
         serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
     )
+}
+
+/// A listener on a free port of 127.0.0.1, and the port.
+pub async fn listen_local() -> (tokio::net::TcpListener, u16) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    (listener, port)
+}
+
+/// A TLS acceptor serving `cert` with `key` (a test's stand-in HTTPS server).
+pub fn tls_acceptor(cert: &rcgen::Certificate, key: &rcgen::KeyPair) -> tokio_rustls::TlsAcceptor {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .expect("server config");
+    tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(cfg))
+}
+
+/// A reqwest client trusting the sandbox's CA.
+pub fn https_client(t: &TestSandbox) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(t.sandbox.ca_pem().as_bytes()).expect("ca");
+    reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .build()
+        .expect("client")
+}
+
+/// Read one HTTP/1.1 request from `io` (a test's stand-in server): its head (request line
+/// and headers) and its body (`Content-Length` bytes); None if the peer went away first.
+pub async fn read_http_request<S>(io: &mut S) -> Option<(String, Vec<u8>)>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = io.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap_or(0))
+            })
+            .unwrap_or(0);
+        if buf.len() >= end + 4 + len {
+            return Some((head, buf[end + 4..end + 4 + len].to_vec()));
+        }
+    }
 }
 
 /// A JSON file of a fixture directory (`cases.json`, or the `expected.json` its capture script

@@ -19,6 +19,7 @@ mod crd_lists;
 mod crd_validation_fidelity;
 mod kubectl;
 mod kubectl_validation;
+mod pod_proxy;
 mod rbac;
 mod sandbox_workloads;
 mod shard_selector;

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use rcgen::{CertificateParams, IsCa, Issuer, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::common::{TestSandbox, ok_stdout};
 
@@ -41,21 +40,8 @@ async fn serve_as(handler: Handler, name: &str) -> Server {
         .expect("params")
         .signed_by(&key, &issuer)
         .expect("cert");
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .expect("server config");
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
+    let acceptor = common::tls_acceptor(&cert, &key);
+    let (listener, port) = common::listen_local().await;
     let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
     let log = seen.clone();
     tokio::spawn(async move {
@@ -65,34 +51,10 @@ async fn serve_as(handler: Handler, name: &str) -> Server {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 8192];
-                // Read the head, then Content-Length bytes of body.
-                let (path, body) = loop {
-                    let Ok(n) = tls.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| {
-                            l.to_ascii_lowercase()
-                                .strip_prefix("content-length:")
-                                .map(|v| v.trim().parse().unwrap_or(0))
-                        })
-                        .unwrap_or(0);
-                    if buf.len() >= end + 4 + len {
-                        let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-                        break (path, buf[end + 4..end + 4 + len].to_vec());
-                    }
+                let Some((head, body)) = common::read_http_request(&mut tls).await else {
+                    return;
                 };
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 log.lock()
                     .expect("log")
