@@ -104,7 +104,7 @@ pub fn main() -> ExitCode {
         | Command::Test(_)
         | Command::Sandbox(_)
         | Command::Inspect(_)
-        | Command::Replay(_) => None,
+        | Command::Replay(_)
         | Command::Flight(_) => None,
     };
     if let Some(result) = offline {
