@@ -272,19 +272,11 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     ok_kubectl(&sb, &["apply", "-f", &parents.display().to_string()]);
 
     // The hook: the example's webhook server, one process for all replicas.
-    let hook_port = free_port();
-    let server = Command::new("python3")
-        .arg(repo().join("examples/hello-world/server.py"))
-        .args(["--port", &hook_port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let _server = KillChild(server);
-    let hook_addr = format!("127.0.0.1:{hook_port}");
-    wait_for("the hook server to listen", TIMEOUT, || {
-        let h = hook_addr.clone();
-        async move { tokio::net::TcpStream::connect(h).await.ok().map(|_| ()) }
+    let (_server, hook_addr) = hook_server(|port| {
+        let mut c = Command::new("python3");
+        c.arg(repo().join("examples/hello-world/server.py"))
+            .args(["--port", &port.to_string()]);
+        c
     })
     .await;
     let def = home.path().join("controller.yaml");
@@ -401,6 +393,26 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     assert!(ok, "{stderr}");
 }
 
+/// Starts a hook server (the command `command` builds for a free port) and waits until it
+/// listens; the server is killed when the returned guard drops. Returns the guard and its
+/// `127.0.0.1:PORT`.
+async fn hook_server(command: impl FnOnce(u16) -> Command) -> (KillChild, String) {
+    let port = free_port();
+    let server = command(port)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the hook server starts");
+    let guard = KillChild(server);
+    let addr = format!("127.0.0.1:{port}");
+    wait_for("the hook server to listen", TIMEOUT, || {
+        let a = addr.clone();
+        async move { tokio::net::TcpStream::connect(a).await.ok().map(|_| ()) }
+    })
+    .await;
+    (guard, addr)
+}
+
 /// Kills the hook server when the test ends.
 struct KillChild(std::process::Child);
 
@@ -471,19 +483,10 @@ async fn throughput_with_a_20ms_hook_over_1_2_3_replicas() {
     ok_kubectl(&sb, &["apply", "-f", &parents.display().to_string()]);
     let hook = home.path().join("slow_hook.py");
     std::fs::write(&hook, SLOW_HOOK).unwrap();
-    let hook_port = free_port();
-    let server = Command::new("python3")
-        .arg(&hook)
-        .arg(hook_port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let _server = KillChild(server);
-    let hook_addr = format!("127.0.0.1:{hook_port}");
-    wait_for("the hook server to listen", TIMEOUT, || {
-        let h = hook_addr.clone();
-        async move { tokio::net::TcpStream::connect(h).await.ok().map(|_| ()) }
+    let (_server, hook_addr) = hook_server(|port| {
+        let mut c = Command::new("python3");
+        c.arg(&hook).arg(port.to_string());
+        c
     })
     .await;
     let def = home.path().join("controller.yaml");
