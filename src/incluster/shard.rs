@@ -12,8 +12,9 @@
 //! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]), writes
 //!    the new ring's id on its Lease ([`DRAINED_ANNOTATION`]: "I have let go of everything the
 //!    new ring takes from me") while renewing it;
-//! 4. when every live member's Lease carries that id, widens the gate to the new ring alone
-//!    (taking the parents that move here) and re-queues the controller's parents.
+//! 4. when every live member's Lease carries that id, and our own Lease was already in this
+//!    round's list (so a member that joined after us has seen us), widens the gate to the new
+//!    ring alone (taking the parents that move here) and re-queues the controller's parents.
 //!
 //! A parent is thus synced by its new owner only after its old owner stopped and said so; a
 //! dead member (its Lease not renewed for the Lease duration) is simply not waited for: it
@@ -278,6 +279,11 @@ impl Loop {
             String::new()
         };
 
+        // Our Lease was in this round's list: it existed before the list, so any member that
+        // created its own Lease after our list will see ours in its next list and wait for our
+        // drain mark. Without this, two members starting together both list an empty ring,
+        // both create their Leases and both take every parent until their next round.
+        let listed_self = own.is_some();
         let sent = Instant::now();
         match tokio::time::timeout(REQUEST_TIMEOUT, self.renew(own, &drained)).await {
             Ok(Ok(())) => {
@@ -295,6 +301,7 @@ impl Loop {
 
         // Widen once every live member drained for the wanted ring.
         if let Some((t, since)) = self.target.clone()
+            && listed_self
             && drained == t.id()
             && live.values().all(|d| *d == t.id())
         {
