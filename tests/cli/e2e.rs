@@ -272,6 +272,10 @@ fn chainsaw_examples() {
         "wait",
         "yaml-anchors",
     ] {
+        // `wait` waits for a Pod to be Ready: an external cluster without nodes has no kubelet.
+        if must == "wait" && !external.is_empty() {
+            continue;
+        }
         assert!(passed.iter().any(|p| p == must), "{must} no longer passes");
     }
 }

@@ -4,6 +4,9 @@
 //! with no cluster at all, shows the same `hotLoop` event for that parent within 10 s; with
 //! `--live-hooks` and a hook that yields to the other writer, the replay shows no loop. Bad
 //! files are usage errors naming the file.
+//!
+//! The fight also runs on an external cluster (a real kube-apiserver) when
+//! `KUBECTL_META_TEST_KUBECONFIG` names one (tests/common/external.rs; docs/guide/replay.md).
 
 use std::path::Path;
 use std::time::{Duration, Instant};

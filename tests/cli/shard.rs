@@ -5,6 +5,9 @@
 //!
 //! The hook is a real process (the hello-world example's Python webhook server), the cluster
 //! the in-process sandbox, the replicas the real binary.
+//!
+//! `shard::three` also runs on an external cluster (a real kube-apiserver) when
+//! `KUBECTL_META_TEST_KUBECONFIG` names one (tests/common/external.rs; docs/guide/sharding.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
