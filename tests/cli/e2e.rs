@@ -39,7 +39,20 @@ fn every_example_e2e_test_passes() {
     let started = Instant::now();
     // Two at a time: the machine running CI may have two cores.
     let mut results = Vec::new();
-    for pair in EXAMPLES.chunks(2) {
+    // On an external cluster without nodes, catset cannot pass: its Pods never get Ready.
+    let external = external_args();
+    if !external.is_empty() {
+        eprintln!(
+            "on the external cluster: {} (catset left out)",
+            external.join(" ")
+        );
+    }
+    let examples: Vec<&str> = EXAMPLES
+        .iter()
+        .copied()
+        .filter(|e| external.is_empty() || *e != "catset")
+        .collect();
+    for pair in examples.chunks(2) {
         let handles: Vec<_> = pair
             .iter()
             .map(|name| {
@@ -213,6 +226,9 @@ fn chainsaw_examples() {
     let home = tempfile::tempdir().unwrap();
     // On an external cluster (a development aid): `--kubeconfig K --context C`.
     let external = external_args();
+    if !external.is_empty() {
+        eprintln!("on the external cluster: {}", external.join(" "));
+    }
     let (mut passed, mut left_out, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for d in &dirs {
         let name = d.file_name().unwrap().to_string_lossy().to_string();
@@ -295,7 +311,6 @@ fn external_args() -> Vec<String> {
             .expect("a current context, or KUBECTL_META_TEST_CONTEXT")
     });
     let args = vec!["--kubeconfig".to_string(), kc, "--context".to_string(), ctx];
-    eprintln!("on the external cluster: {}", args.join(" "));
     args
 }
 
