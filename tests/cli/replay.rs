@@ -4,13 +4,15 @@
 //! with no cluster at all, shows the same `hotLoop` event for that parent within 10 s; with
 //! `--live-hooks` and a hook that yields to the other writer, the replay shows no loop. Bad
 //! files are usage errors naming the file.
-
-use crate::common;
+//!
+//! The fight also runs on an external cluster (a real kube-apiserver) when
+//! `KUBECTL_META_TEST_KUBECONFIG` names one (tests/common/external.rs; docs/guide/replay.md).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::cli::*;
+use crate::common::external::{Target, cluster};
 use crate::common::{TIMEOUT, free_port};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -65,13 +67,14 @@ fn events(stdout: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
-    let sb = common::start().await;
+    let sb = cluster("replay").await;
+    let ns = sb.ns().to_string();
     let home = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let def = controller(dir.path(), "hook.py", "ours");
     hello_world_crd_and_sample(&sb).await;
     // Another client (field manager "fighter") sets the field back whenever it differs.
-    let api: Api<ConfigMap> = Api::namespaced(sb.client.clone(), "default");
+    let api: Api<ConfigMap> = Api::namespaced(sb.client(), &ns);
     let fighter = tokio::spawn(async move {
         use futures::StreamExt;
         use kube::runtime::{WatchStreamExt, watcher};
@@ -112,6 +115,7 @@ async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
     args.extend_from_slice(&FAST);
     let mut cmd = meta(home.path(), &args);
     cmd.current_dir(dir.path());
+    let run_started = Instant::now();
     let run = Background::start(cmd);
     // The recording, once it holds the hot loop of the fight.
     let deadline = Instant::now() + TIMEOUT;
@@ -143,6 +147,10 @@ async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
         );
         tokio::task::yield_now().await;
     };
+    eprintln!(
+        "FIGURE run recorded the hot loop and the writer after it within {:.2}s of starting",
+        run_started.elapsed().as_secs_f64()
+    );
     let (_, stderr) = run.interrupt().await;
     fighter.abort();
     let live: Value = serde_json::from_str(&recording).unwrap();
@@ -170,13 +178,18 @@ async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
     let evs = events(&stdout);
     let hot: Vec<&Value> = evs.iter().filter(|e| e["event"] == "hotLoop").collect();
     assert_eq!(hot.len(), 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert_eq!(hot[0]["parent"], "default/hello");
-    assert_eq!(hot[0]["object"], "default/hello-c");
+    assert_eq!(hot[0]["parent"], format!("{ns}/hello"));
+    assert_eq!(hot[0]["object"], format!("{ns}/hello-c"));
     assert_eq!(hot[0]["path"], "data.value");
     let cause = hot[0]["cause"].as_str().unwrap();
     assert!(
         cause.contains("field manager \"fighter\""),
         "{cause}\nstderr:\n{stderr}"
+    );
+    eprintln!(
+        "FIGURE offline replay: {} hotLoop naming {cause:?} in {:.2}s",
+        hot.len(),
+        took.as_secs_f64()
     );
     assert!(took < Duration::from_secs(10), "the replay took {took:?}");
     assert_eq!(

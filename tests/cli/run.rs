@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::cli::*;
+use crate::common::external::Target;
 use crate::common::{TIMEOUT, TestSandbox, free_port, wait_for};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
@@ -74,8 +75,12 @@ pub(crate) async fn hello_world_on_cluster(sb: &TestSandbox) -> Api<DynamicObjec
 }
 
 /// The hello-world CRD, once served.
-async fn hello_world_crd(sb: &TestSandbox) {
+async fn hello_world_crd(sb: &impl Target) {
     let crd = format!("{}/00-crd.yaml", example("hello-world"));
+    sb.owns(
+        "customresourcedefinition",
+        "helloworlds.example.kubectl-meta.dev",
+    );
     ok_kubectl(sb, &["apply", "-f", &crd]);
     wait_for("helloworlds to be served", TIMEOUT, || async {
         sb.kubectl(&["get", "helloworlds"])
@@ -87,7 +92,7 @@ async fn hello_world_crd(sb: &TestSandbox) {
 }
 
 /// The hello-world CRD (served) and its sample parent `default/hello`, no definition.
-pub(crate) async fn hello_world_crd_and_sample(sb: &TestSandbox) {
+pub(crate) async fn hello_world_crd_and_sample(sb: &impl Target) {
     hello_world_crd(sb).await;
     let sample = format!("{}/20-sample.yaml", example("hello-world"));
     ok_kubectl(sb, &["apply", "-f", &sample]);
@@ -110,7 +115,7 @@ async fn example_on_cluster(sb: &TestSandbox, name: &str, plural: &str) -> Api<D
     cc
 }
 
-pub(crate) fn ok_kubectl(sb: &TestSandbox, args: &[&str]) {
+pub(crate) fn ok_kubectl(sb: &impl Target, args: &[&str]) {
     let out = sb.kubectl(args);
     assert!(
         out.status.success(),

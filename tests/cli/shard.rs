@@ -5,6 +5,9 @@
 //!
 //! The hook is a real process (the hello-world example's Python webhook server), the cluster
 //! the in-process sandbox, the replicas the real binary.
+//!
+//! `shard::three` also runs on an external cluster (a real kube-apiserver) when
+//! `KUBECTL_META_TEST_KUBECONFIG` names one (tests/common/external.rs; docs/guide/sharding.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -13,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::common;
 use crate::common::cli::*;
+use crate::common::external::{Target, cluster};
 use crate::common::{TIMEOUT, TestSandbox, free_port, wait_for};
 use crate::run::{guard, hello_world_crd_and_sample, http_get, ok_kubectl};
 use crate::run::{parse_prometheus, sample};
@@ -23,13 +27,13 @@ const CONTROLLER: &str = "hello-world-controller";
 const PARENTS: usize = 300;
 
 /// `run --sharded` with fast Leases (3 s duration, 2 s renew deadline, 0.25 s retry period).
-fn replica(sb: &TestSandbox, home: &Path, def: &Path, identity: &str, port: u16) -> Background {
+fn replica(sb: &impl Target, home: &Path, def: &Path, identity: &str, port: u16) -> Background {
     replica_with(sb, home, def, identity, port, 4)
 }
 
 /// [`replica`] with `workers` workers.
 fn replica_with(
-    sb: &TestSandbox,
+    sb: &impl Target,
     home: &Path,
     def: &Path,
     identity: &str,
@@ -195,7 +199,7 @@ fn now() -> String {
 /// Touch every parent (an annotation) so that each is synced once more, and wait until each
 /// was synced by some replica since; returns which replica synced what since.
 async fn poke(
-    sb: &TestSandbox,
+    sb: &impl Target,
     round: &str,
     replicas: &[(&str, &Background)],
 ) -> BTreeMap<String, BTreeSet<String>> {
@@ -240,6 +244,8 @@ fn assert_shares(by: &BTreeMap<String, BTreeSet<String>>, lo: f64, hi: f64) {
         }
     }
     let total = owner.len() as f64;
+    let shares: Vec<String> = by.iter().map(|(w, p)| format!("{w} {}", p.len())).collect();
+    eprintln!("FIGURE shares of {total} parents: {}", shares.join(", "));
     for (who, parents) in by {
         let share = parents.len() as f64 / total;
         assert!(
@@ -258,7 +264,7 @@ fn kill9(b: &Background) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in() {
-    let sb = common::start().await;
+    let sb = cluster("shard").await;
     let home = tempfile::tempdir().unwrap();
     hello_world_crd_and_sample(&sb).await;
     let mut list = String::new();
@@ -297,7 +303,7 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     let started = Instant::now();
     let deadline = Instant::now() + TIMEOUT * 3;
     loop {
-        let n = names(&sb, &pods(), "default").await.len();
+        let n = names(&sb, &pods(), sb.ns()).await.len();
         if n > PARENTS {
             break;
         }

@@ -12,6 +12,7 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 use super::engine::core_ar;
+use super::external::Target;
 use super::{TIMEOUT, TestSandbox, wait_for};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_kubectl-meta");
@@ -96,7 +97,7 @@ spec:
     .unwrap();
 }
 
-pub fn kc(sb: &TestSandbox) -> String {
+pub fn kc(sb: &impl Target) -> String {
     sb.kubeconfig().display().to_string()
 }
 
@@ -126,8 +127,8 @@ pub async fn get(
         .map(|o| serde_json::to_value(o).expect("json"))
 }
 
-pub async fn names(sb: &TestSandbox, ar: &ApiResource, ns: &str) -> Vec<String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(sb.client.clone(), ns, ar);
+pub async fn names(sb: &impl Target, ar: &ApiResource, ns: &str) -> Vec<String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(sb.client(), ns, ar);
     let mut v: Vec<String> = api
         .list(&ListParams::default())
         .await

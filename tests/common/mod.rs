@@ -11,6 +11,7 @@ pub use sandbox::*;
 
 pub mod cli;
 pub mod engine;
+pub mod external;
 pub mod faults;
 pub mod hook_build_env;
 pub mod schema;

@@ -44,14 +44,14 @@ impl Recorder {
     /// Record a Warning `SyncError` event with `message` on `parent`.
     pub async fn sync_error(&self, parent: &Value, message: &str) {
         if let Err(e) = self.warn(parent, SYNC_ERROR, message).await {
-            tracing::warn!("could not record a {SYNC_ERROR} event: {e}");
+            not_recorded(SYNC_ERROR, &e);
         }
     }
 
     /// Record a Warning `HotLoop` event with `message` on `parent`.
     pub async fn hot_loop(&self, parent: &Value, message: &str) {
         if let Err(e) = self.warn(parent, HOT_LOOP, message).await {
-            tracing::warn!("could not record a {HOT_LOOP} event: {e}");
+            not_recorded(HOT_LOOP, &e);
         }
     }
 
@@ -111,5 +111,46 @@ impl Recorder {
             m.insert((uid, message), (ns, name, 1));
         }
         Ok(())
+    }
+}
+
+/// Log an Event the server refused. A namespace being deleted refuses new Events (cause
+/// `NamespaceTerminating`): expected while a parent's namespace goes (e.g. `test --context`
+/// deleting a test's namespace), so at debug level, as client-go's event recorder does.
+fn not_recorded(reason: &str, e: &kube::Error) {
+    if namespace_terminating(e) {
+        tracing::debug!("could not record a {reason} event: its namespace is being deleted: {e}");
+    } else {
+        tracing::warn!("could not record a {reason} event: {e}");
+    }
+}
+
+/// Whether the server refused because the namespace is being deleted.
+fn namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| {
+        d.causes.iter().any(|c| c.reason == "NamespaceTerminating")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(cause: &str) -> kube::Error {
+        kube::Error::Api(Box::new(
+            serde_json::from_value(json!({
+                "status": "Failure", "code": 403, "reason": "Forbidden",
+                "message": "events \"x\" is forbidden",
+                "details": {"name": "x", "kind": "events",
+                    "causes": [{"reason": cause, "message": "m", "field": "metadata.namespace"}]},
+            }))
+            .expect("a Status"),
+        ))
+    }
+
+    #[test]
+    fn a_terminating_namespace_is_told_apart_from_other_refusals() {
+        assert!(namespace_terminating(&refused("NamespaceTerminating")));
+        assert!(!namespace_terminating(&refused("FieldValueInvalid")));
     }
 }
