@@ -9,7 +9,8 @@
 //! 2. when the live set differs from the ring in force, narrows the [`ShardGate`] to the
 //!    parents that both the old and the new ring assign here (a parent moving away stops being
 //!    synced here at once);
-//! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]), writes
+//! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]) and the
+//!    caches re-listed without the buckets lost ([`ShardGate::cache_ready`]), writes
 //!    the new ring's id on its Lease ([`DRAINED_ANNOTATION`]: "I have let go of everything the
 //!    new ring takes from me") while renewing it;
 //! 4. when every live member's Lease carries that id, and our own Lease was already in this
@@ -142,6 +143,7 @@ impl Member {
             seen: BTreeMap::new(),
             last_renew: None,
             target: None,
+            narrowed: None,
         };
         let s = stop.clone();
         let task = tokio::spawn(async move { looped.run(s).await });
@@ -189,6 +191,9 @@ struct Loop {
     last_renew: Option<Instant>,
     /// The ring being moved to, and since when.
     target: Option<(Ring, Instant)>,
+    /// The cache scope narrowed to for the target: its generation (the lost buckets are
+    /// dropped from the caches before we say we drained).
+    narrowed: Option<u64>,
 }
 
 impl Loop {
@@ -267,6 +272,7 @@ impl Loop {
         if fenced {
             self.gate.set_rings(&ctl, Vec::new());
             self.target = None;
+            self.narrowed = None;
         }
 
         let mut members: Vec<String> = live.keys().cloned().collect();
@@ -283,7 +289,7 @@ impl Loop {
                         rings.push(wanted.clone());
                         let kept = owned_buckets(&rings, &me);
                         self.gate.set_rings(&ctl, rings);
-                        self.gate.set_cache(&ctl, kept);
+                        self.narrowed = Some(self.gate.set_cache(&ctl, kept));
                     }
                     let since = self.target.as_ref().map_or(now, |(_, s)| *s);
                     self.target = Some((wanted.clone(), since));
@@ -291,7 +297,8 @@ impl Loop {
             }
         }
         // In force, or drained for the wanted ring: say so; else we drained for nothing yet.
-        let drained = if in_force || (self.target.is_some() && self.gate.drained(&ctl)) {
+        let dropped = self.narrowed.is_none_or(|g| self.gate.cache_ready(&ctl, g));
+        let drained = if in_force || (self.target.is_some() && self.gate.drained(&ctl) && dropped) {
             wanted.id()
         } else {
             String::new()
@@ -333,6 +340,7 @@ impl Loop {
             let before = owned_buckets(&self.gate.rings(&ctl), &me);
             self.gate.set_rings(&ctl, vec![t.clone()]);
             self.target = None;
+            self.narrowed = None;
             let took = since.elapsed().as_secs_f64();
             self.state.send_modify(|s| {
                 s.members = t.members().to_vec();
