@@ -43,25 +43,6 @@ import logic
 json.dump(logic.sync(json.load(sys.stdin)), sys.stdout)
 "#;
 
-const SERVER: &str = r#"
-import json, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-sys.dont_write_bytecode = True
-import logic
-class H(BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        out = json.dumps(logic.sync(body)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-    def log_message(self, *a):
-        pass
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"#;
-
 async fn setup(client: &kube::Client, parents: usize) {
     let wa = common::install_crd(client, "Widget", "widgets").await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &wa);
@@ -123,7 +104,7 @@ async fn run_case(label: &str, parents: usize, rounds: usize, server: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     set_version(dir.path(), "v0");
     std::fs::write(dir.path().join("exec_hook.py"), EXEC).expect("write");
-    std::fs::write(dir.path().join("server.py"), SERVER).expect("write");
+    std::fs::write(dir.path().join("server.py"), common::PY_SERVER).expect("write");
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
         l.local_addr().expect("addr").port()

@@ -258,6 +258,29 @@ impl Server {
     }
 }
 
+/// A threaded Python webhook server (`python3 server.py PORT`, run in the directory holding
+/// `logic.py`): each POST's JSON body goes to `logic.sync(body)`, its return value is the
+/// answer.
+pub const PY_SERVER: &str = r#"
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+sys.dont_write_bytecode = True
+import logic
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        out = json.dumps(logic.sync(body)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a):
+        pass
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
 /// A client for the sandbox, as users' kube-rs code would build it from its kubeconfig.
 pub async fn client_for(sb: &Sandbox) -> kube::Client {
     let kc = Kubeconfig::from_yaml(&sb.kubeconfig_yaml()).expect("kubeconfig");

@@ -20,6 +20,10 @@
 //! - `run --sharded`: `kubectl_meta_shard_parents{controller}` (parents owned and synced
 //!   here), `kubectl_meta_shard_members{controller}`, `kubectl_meta_shard_moves_total` and
 //!   `kubectl_meta_shard_move_seconds_total{controller}` (ring changes and their durations).
+//! - `kubectl_meta_cached_objects{controller,resource}`: objects the caches the controller
+//!   reads hold on this replica (with `--sharded`, about this replica's share).
+//! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `label`: the
+//!   caches hold this replica's share, `all`: not narrowed for this kind).
 //! - `kubectl_meta_events_dropped_total`: events the collector missed (it fell behind), so
 //!   the counters above undercount by at most that much.
 
@@ -584,6 +588,16 @@ fn render_gauges(out: &mut String, status: &Status) {
     }
     let _ = writeln!(
         out,
+        "# HELP kubectl_meta_cached_objects Objects held by the caches the controller reads on this replica, by resource.\n# TYPE kubectl_meta_cached_objects gauge"
+    );
+    for (name, c) in &status.controllers {
+        for (resource, n) in &c.cached {
+            let l = vec![("controller", name.clone()), ("resource", resource.clone())];
+            let _ = writeln!(out, "kubectl_meta_cached_objects{} {n}", render_labels(&l));
+        }
+    }
+    let _ = writeln!(
+        out,
         "# HELP kubectl_meta_lease_held 1 when this replica holds the controller's Lease (and syncs it), else 0.\n# TYPE kubectl_meta_lease_held gauge"
     );
     for (name, c) in &status.controllers {
@@ -649,6 +663,17 @@ fn render_shard(out: &mut String, status: &Status) {
             let l = vec![("controller", (*name).clone())];
             let _ = writeln!(out, "{metric}{} {}", render_labels(&l), read(s));
         }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: label (parents by uid bucket, children by bucket label) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
+    );
+    for (name, s) in &sharded {
+        let l = vec![
+            ("controller", (*name).clone()),
+            ("mode", s.0.cache_mode.to_string()),
+        ];
+        let _ = writeln!(out, "kubectl_meta_shard_cache_mode{} 1", render_labels(&l));
     }
 }
 

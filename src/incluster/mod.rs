@@ -79,6 +79,8 @@ pub struct ControllerStatus {
     pub workers: usize,
     /// `--sharded`: the ring as this member sees it, and the parents it owns and synced.
     pub shard: Option<(shard::MemberState, usize)>,
+    /// What its caches hold, `(resource, objects)` (empty when not started).
+    pub cached: Vec<(String, usize)>,
 }
 
 /// What the runner shows: each controller's state, and whether the definitions were read.
@@ -120,9 +122,10 @@ struct Slot {
     generation: u64,
     /// Its controller runs in the engine.
     leading: bool,
-    /// `--sharded`: the ring widened (parents may have moved here) and the controller's
-    /// parents are still to be re-queued (it may not have started yet when it widened).
-    requeue: bool,
+    /// `--sharded`: the ring widened (parents moved here) and these parents are still to be
+    /// re-queued (it may not have started yet when it widened): `Some(None)` every parent,
+    /// `Some(Some(buckets))` the parents of those buckets.
+    requeue: Option<Option<BTreeSet<u8>>>,
 }
 
 /// How a controller's replicas share it.
@@ -162,8 +165,8 @@ pub struct Runner {
     roles_tx: mpsc::UnboundedSender<(String, u64, Role)>,
     roles_rx: mpsc::UnboundedReceiver<(String, u64, Role)>,
     /// Sharded controllers that may have gained parents (re-queue them).
-    widened_tx: mpsc::UnboundedSender<String>,
-    widened_rx: mpsc::UnboundedReceiver<String>,
+    widened_tx: mpsc::UnboundedSender<shard::Widened>,
+    widened_rx: mpsc::UnboundedReceiver<shard::Widened>,
     generation: u64,
     status: SharedStatus,
     metrics: Arc<metrics::Metrics>,
@@ -227,9 +230,16 @@ impl Runner {
                 Some((name, generation, role)) = self.roles_rx.recv() => {
                     self.on_role(&name, generation, role).await;
                 }
-                Some(name) = self.widened_rx.recv() => {
+                Some((name, buckets)) = self.widened_rx.recv() => {
                     if let Some(slot) = self.slots.get_mut(&name) {
-                        slot.requeue = true;
+                        slot.requeue = match (slot.requeue.take(), buckets) {
+                            (Some(Some(mut had)), Some(b)) => {
+                                had.extend(b);
+                                Some(Some(had))
+                            }
+                            (None, b) => Some(b),
+                            _ => Some(None),
+                        };
                     }
                     self.requeue_widened();
                 }
@@ -333,11 +343,12 @@ impl Runner {
             self.info(
                 Some(&name),
                 format!(
-                    "{} {name}: joined its ring as {} (Lease {}/{}); syncing the parents the ring assigns here",
+                    "{} {name}: joined its ring as {} (Lease {}/{}); syncing the parents the ring assigns here; caching {}",
                     def.kind(),
                     self.cfg.identity,
                     self.cfg.lease_namespace,
-                    shard::member_lease_name(def.kind(), &name, &self.cfg.identity)
+                    shard::member_lease_name(def.kind(), &name, &self.cfg.identity),
+                    shard::cache_mode(def.kind()).describe()
                 ),
             );
             self.engine.start(def.clone());
@@ -348,7 +359,7 @@ impl Runner {
                     campaign: Campaign::Member(member),
                     generation: self.generation,
                     leading: true,
-                    requeue: false,
+                    requeue: None,
                 },
             );
             return;
@@ -393,7 +404,7 @@ impl Runner {
                 campaign: Campaign::Elected(elector),
                 generation,
                 leading: false,
-                requeue: false,
+                requeue: None,
             },
         );
     }
@@ -526,17 +537,22 @@ impl Runner {
     /// keys of parents that were not ours were dropped, the new ones must be synced here.
     fn requeue_widened(&mut self) {
         for (name, slot) in &mut self.slots {
-            if !slot.requeue {
+            if slot.requeue.is_none() {
                 continue;
             }
             let started = self.engine.started(Some(name));
             if started.is_empty() {
                 continue;
             }
+            let which = slot.requeue.take().flatten();
             for h in started {
-                h.enqueue_all(Trigger::ResyncPeriod);
+                match &which {
+                    None => h.enqueue_all(Trigger::ResyncPeriod),
+                    Some(buckets) => {
+                        h.enqueue_buckets(buckets, Trigger::ResyncPeriod);
+                    }
+                }
             }
-            slot.requeue = false;
         }
     }
 
@@ -563,7 +579,11 @@ impl Runner {
                     role,
                     started: handle.is_some(),
                     queue: handle.as_ref().map(|h| h.queue_stats()).unwrap_or_default(),
-                    metrics: handle.map(|h| h.queue_metrics()).unwrap_or_default(),
+                    metrics: handle
+                        .as_ref()
+                        .map(|h| h.queue_metrics())
+                        .unwrap_or_default(),
+                    cached: handle.map(|h| h.cached_objects()).unwrap_or_default(),
                     workers: self.engine.context().options.workers.max(1),
                     shard,
                 },

@@ -9,12 +9,18 @@
 //! 2. when the live set differs from the ring in force, narrows the [`ShardGate`] to the
 //!    parents that both the old and the new ring assign here (a parent moving away stops being
 //!    synced here at once);
-//! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]), writes
+//! 3. once no sync is in flight on a parent no longer owned ([`ShardGate::drained`]) and the
+//!    caches re-listed without the buckets lost ([`ShardGate::cache_ready`]), writes
 //!    the new ring's id on its Lease ([`DRAINED_ANNOTATION`]: "I have let go of everything the
 //!    new ring takes from me") while renewing it;
 //! 4. when every live member's Lease carries that id, and our own Lease was already in this
-//!    round's list (so a member that joined after us has seen us), widens the gate to the new
-//!    ring alone (taking the parents that move here) and re-queues the controller's parents.
+//!    round's list (so a member that joined after us has seen us), widens the caches to the
+//!    buckets the new ring assigns here, and once they re-listed widens the gate to the new
+//!    ring alone (taking the parents that move here) and re-queues the parents that moved here.
+//!
+//! What the controller caches follows the gate ([`ShardGate::set_cache`]): narrowing drops the
+//! buckets lost from the caches at once; widening adds the gained ones before any of their
+//! parents may be synced here.
 //!
 //! A parent is thus synced by its new owner only after its old owner stopped and said so; a
 //! dead member (its Lease not renewed for the Lease duration) is simply not waited for: it
@@ -22,7 +28,7 @@
 //! member fences, its controller's in-flight syncs end, and its Lease is deleted: the others
 //! re-form the ring at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,7 +81,15 @@ pub struct MemberState {
     pub moves: u64,
     /// Their durations (from seeing the new membership to the new ring in force), summed.
     pub move_seconds: f64,
+    /// Buckets of parents assigned here by the ring in force.
+    pub buckets: usize,
+    /// How its caches are narrowed ([`CacheMode::name`]).
+    pub cache_mode: &'static str,
 }
+
+/// What a widening asks the runner to re-queue: the parents of the buckets gained, or every
+/// parent (`None`: keys refused while our membership lapsed were dropped).
+pub type Widened = (String, Option<BTreeSet<u8>>);
 
 /// Where a member's Leases live and how fast they move.
 #[derive(Debug, Clone)]
@@ -109,11 +123,14 @@ impl Member {
         client: kube::Client,
         cfg: MemberConfig,
         gate: Arc<ShardGate>,
-        widened: mpsc::UnboundedSender<String>,
+        widened: mpsc::UnboundedSender<Widened>,
     ) -> Member {
         gate.add(&cfg.controller);
         let stop = CancellationToken::new();
-        let (tx, state) = watch::channel(MemberState::default());
+        let (tx, state) = watch::channel(MemberState {
+            cache_mode: cache_mode(&cfg.kind).name(),
+            ..MemberState::default()
+        });
         let controller = cfg.controller.clone();
         let mut looped = Loop {
             api: Api::namespaced(client, &cfg.namespace),
@@ -126,6 +143,7 @@ impl Member {
             seen: BTreeMap::new(),
             last_renew: None,
             target: None,
+            narrowed: None,
         };
         let s = stop.clone();
         let task = tokio::spawn(async move { looped.run(s).await });
@@ -165,7 +183,7 @@ struct Loop {
     ring: String,
     cfg: MemberConfig,
     gate: Arc<ShardGate>,
-    widened: mpsc::UnboundedSender<String>,
+    widened: mpsc::UnboundedSender<Widened>,
     state: watch::Sender<MemberState>,
     /// Other members' Leases: resourceVersion and when we saw it change.
     seen: BTreeMap<String, (String, Instant)>,
@@ -173,6 +191,9 @@ struct Loop {
     last_renew: Option<Instant>,
     /// The ring being moved to, and since when.
     target: Option<(Ring, Instant)>,
+    /// The cache scope narrowed to for the target: its generation (the lost buckets are
+    /// dropped from the caches before we say we drained).
+    narrowed: Option<u64>,
 }
 
 impl Loop {
@@ -251,6 +272,7 @@ impl Loop {
         if fenced {
             self.gate.set_rings(&ctl, Vec::new());
             self.target = None;
+            self.narrowed = None;
         }
 
         let mut members: Vec<String> = live.keys().cloned().collect();
@@ -262,10 +284,12 @@ impl Loop {
             match &self.target {
                 Some((t, _)) if *t == wanted => {}
                 _ => {
-                    // Narrow: keep owning only what the new ring leaves here too.
+                    // Narrow: keep owning (and caching) only what the new ring leaves here too.
                     if !rings.is_empty() {
                         rings.push(wanted.clone());
+                        let kept = owned_buckets(&rings, &me);
                         self.gate.set_rings(&ctl, rings);
+                        self.narrowed = Some(self.gate.set_cache(&ctl, kept));
                     }
                     let since = self.target.as_ref().map_or(now, |(_, s)| *s);
                     self.target = Some((wanted.clone(), since));
@@ -273,7 +297,8 @@ impl Loop {
             }
         }
         // In force, or drained for the wanted ring: say so; else we drained for nothing yet.
-        let drained = if in_force || (self.target.is_some() && self.gate.drained(&ctl)) {
+        let dropped = self.narrowed.is_none_or(|g| self.gate.cache_ready(&ctl, g));
+        let drained = if in_force || (self.target.is_some() && self.gate.drained(&ctl) && dropped) {
             wanted.id()
         } else {
             String::new()
@@ -293,27 +318,40 @@ impl Loop {
                     .renewed(&ctl, sent.into_std() + self.cfg.election.renew_deadline);
                 if lapsed && self.target.is_none() {
                     // Keys refused while our membership was not fresh were dropped.
-                    let _ = self.widened.send(ctl.clone());
+                    let _ = self.widened.send((ctl.clone(), None));
                 }
             }
             _ => return,
         }
 
-        // Widen once every live member drained for the wanted ring.
+        // Widen once every live member drained for the wanted ring: first the caches (the
+        // buckets gained listed), then the gate.
         if let Some((t, since)) = self.target.clone()
             && listed_self
             && drained == t.id()
             && live.values().all(|d| *d == t.id())
         {
+            let mine = t.buckets_of(&me);
+            let generation = self.gate.set_cache(&ctl, mine.clone());
+            if !self.gate.cache_ready(&ctl, generation) {
+                // Next round (the informers are re-listing).
+                return;
+            }
+            let before = owned_buckets(&self.gate.rings(&ctl), &me);
             self.gate.set_rings(&ctl, vec![t.clone()]);
             self.target = None;
+            self.narrowed = None;
             let took = since.elapsed().as_secs_f64();
             self.state.send_modify(|s| {
                 s.members = t.members().to_vec();
                 s.moves += 1;
                 s.move_seconds += took;
+                s.buckets = mine.len();
             });
-            let _ = self.widened.send(ctl);
+            let gained: BTreeSet<u8> = mine.difference(&before).copied().collect();
+            if !gained.is_empty() {
+                let _ = self.widened.send((ctl, Some(gained)));
+            }
         }
     }
 
@@ -373,5 +411,54 @@ impl Loop {
                 self.api.create(&pp, &lease).await.map(|_| ())
             }
         }
+    }
+}
+
+/// The buckets every ring of `rings` assigns to `me` (none without rings).
+fn owned_buckets(rings: &[Ring], me: &str) -> BTreeSet<u8> {
+    if rings.is_empty() {
+        return BTreeSet::new();
+    }
+    (0..=u8::MAX)
+        .filter(|b| rings.iter().all(|r| r.bucket_owner(*b) == Some(me)))
+        .collect()
+}
+
+/// How a sharded controller's caches are narrowed to this replica's share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMode {
+    /// Parents filtered by their uid's bucket as they arrive, children watched by their
+    /// bucket label (CompositeController).
+    Label,
+    /// Everything cached (DecoratorController, MapController: not sharded yet).
+    All,
+}
+
+impl CacheMode {
+    /// The `mode` label of `kubectl_meta_shard_cache_mode`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheMode::Label => "label",
+            CacheMode::All => "all",
+        }
+    }
+
+    /// For the log line of a joining member.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CacheMode::Label => {
+                "only its share (mode label: parents filtered by uid bucket as they arrive, children watched by their bucket label)"
+            }
+            CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
+        }
+    }
+}
+
+/// The cache mode of a controller of `kind`.
+pub fn cache_mode(kind: &str) -> CacheMode {
+    if kind == "CompositeController" {
+        CacheMode::Label
+    } else {
+        CacheMode::All
     }
 }

@@ -375,6 +375,24 @@ async fn run_follows_the_cluster_definitions_serves_probes_and_metrics() {
         sample(&metrics, "kubectl_meta_writes_total", &[("verb", "create")]).unwrap_or(0.0) >= 1.0
     );
     assert!(sample(&metrics, "kubectl_meta_queue_depth", &[("state", "ready")]).is_some());
+    // What the controller's caches hold: the one HelloWorld and its one Pod.
+    wait_for("cached objects counted", TIMEOUT, || async {
+        let (_, body) = http_get(port, "/metrics").await?;
+        let s = parse_prometheus(&body);
+        let cached = |resource: &str| {
+            sample(
+                &s,
+                "kubectl_meta_cached_objects",
+                &[
+                    ("controller", "hello-world-controller"),
+                    ("resource", resource),
+                ],
+            )
+        };
+        (cached("helloworlds.example.kubectl-meta.dev") == Some(1.0) && cached("pods") == Some(1.0))
+            .then_some(())
+    })
+    .await;
 
     // The log is JSON lines: the events of dev -o json.
     let out = run.output();

@@ -256,6 +256,57 @@ fn assert_shares(by: &BTreeMap<String, BTreeSet<String>>, lo: f64, hi: f64) {
     }
 }
 
+/// What a replica's caches of the controller hold of `resource` (its /metrics).
+async fn cached(port: u16, resource: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    sample(
+        &parse_prometheus(&body),
+        "kubectl_meta_cached_objects",
+        &[("controller", CONTROLLER), ("resource", resource)],
+    )
+}
+
+/// Each replica caches only its share (`kubectl_meta_cached_objects`, mode `label`): its
+/// parents and their Pods, 15-50% of all each, and the replicas together exactly all of them
+/// (no parent or Pod cached twice), once the moves' re-lists are done.
+async fn assert_cached_shares(ports: &[u16]) {
+    let all = (PARENTS + 1) as f64;
+    let hw = "helloworlds.example.kubectl-meta.dev";
+    let shares = wait_for(
+        "the replicas' caches to hold all parents and Pods once",
+        TIMEOUT,
+        || async {
+            let mut got = Vec::new();
+            for p in ports {
+                got.push((cached(*p, hw).await?, cached(*p, "pods").await?));
+            }
+            let parents: f64 = got.iter().map(|g| g.0).sum();
+            let pods: f64 = got.iter().map(|g| g.1).sum();
+            (parents == all && pods == all).then_some(got)
+        },
+    )
+    .await;
+    eprintln!("FIGURE cached (parents, Pods) per replica of {all} each: {shares:?}");
+    for (p, (parents, pods)) in ports.iter().zip(shares) {
+        for (what, n) in [("parents", parents), ("Pods", pods)] {
+            assert!(
+                (0.15 * all..=0.5 * all).contains(&n),
+                "replica on {p} caches {n} {what} of {all}"
+            );
+        }
+        let (_, body) = http_get(*p, "/metrics").await.expect("metrics");
+        assert_eq!(
+            sample(
+                &parse_prometheus(&body),
+                "kubectl_meta_shard_cache_mode",
+                &[("controller", CONTROLLER), ("mode", "label")],
+            ),
+            Some(1.0),
+            "replica on {p}"
+        );
+    }
+}
+
 fn kill9(b: &Background) {
     unsafe {
         libc::kill(b.child.id() as i32, libc::SIGKILL);
@@ -353,6 +404,7 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
         );
     }
     let c_parents = steady["c"].clone();
+    assert_cached_shares(&ports).await;
 
     // kill -9 of c: its parents are synced by a and b once its Lease lapses (3 s).
     let killed = Instant::now();
@@ -388,6 +440,7 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     ring_of(&[ports[0], ports[1], pd], 3).await;
     let three = poke(&sb, "3", &[("a", &a), ("b", &b), ("d", &d)]).await;
     assert_shares(&three, 0.2, 0.47);
+    assert_cached_shares(&[ports[0], ports[1], pd]).await;
 
     assert_never_twice(&[
         ("a", a.output()),
@@ -426,171 +479,5 @@ impl Drop for KillChild {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// The hook of the throughput figure: one ConfigMap per parent, answered after 20 ms (a
-/// threaded server: the latency, not the server, is the limit).
-const SLOW_HOOK: &str = r#"
-import json, sys, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-class H(BaseHTTPRequestHandler):
-    def do_POST(self):
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        time.sleep(0.02)
-        name = req["parent"]["metadata"]["name"]
-        out = json.dumps({"children": [{"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name}, "data": {"who": "x"}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-    def log_message(self, *a):
-        pass
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"#;
-
-/// Syncs counted by every replica's /metrics.
-async fn total_syncs(ports: &[u16]) -> f64 {
-    let mut n = 0.0;
-    for p in ports {
-        if let Some((_, body)) = http_get(*p, "/metrics").await {
-            n += sample(
-                &parse_prometheus(&body),
-                "kubectl_meta_syncs_total",
-                &[("controller", CONTROLLER), ("result", "ok")],
-            )
-            .unwrap_or(0.0);
-        }
-    }
-    n
-}
-
-/// Throughput figure (issue 39): a hook of 20 ms latency, 2 workers per replica, 1, 2 and 3
-/// `run --sharded` replicas; every parent touched at once, the syncs per second until each
-/// was synced. A figure, not an assertion (run with `--ignored --nocapture`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a figure: cargo test --test cli shard::throughput -- --ignored --nocapture"]
-async fn throughput_with_a_20ms_hook_over_1_2_3_replicas() {
-    let sb = common::start().await;
-    let home = tempfile::tempdir().unwrap();
-    hello_world_crd_and_sample(&sb).await;
-    let n = 400;
-    let mut list = String::new();
-    for i in 0..n {
-        list.push_str(&format!(
-            "---\napiVersion: example.kubectl-meta.dev/v1\nkind: HelloWorld\nmetadata:\n  name: hw-{i:03}\nspec:\n  who: w{i}\n"
-        ));
-    }
-    let parents = home.path().join("parents.yaml");
-    std::fs::write(&parents, list).unwrap();
-    ok_kubectl(&sb, &["apply", "-f", &parents.display().to_string()]);
-    let hook = home.path().join("slow_hook.py");
-    std::fs::write(&hook, SLOW_HOOK).unwrap();
-    let (_server, hook_addr) = hook_server(|port| {
-        let mut c = Command::new("python3");
-        c.arg(&hook).arg(port.to_string());
-        c
-    })
-    .await;
-    let def = home.path().join("controller.yaml");
-    std::fs::write(
-        &def,
-        format!(
-            "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: CompositeController\nmetadata:\n  name: {CONTROLLER}\nspec:\n  generateSelector: true\n  parentResource:\n    apiVersion: example.kubectl-meta.dev/v1\n    resource: helloworlds\n  childResources:\n  - apiVersion: v1\n    resource: configmaps\n  hooks:\n    sync:\n      webhook:\n        url: http://{hook_addr}/sync\n"
-        ),
-    )
-    .unwrap();
-    let mut figures = Vec::new();
-    let mut running: Vec<(Background, KillOnDropLocal, u16)> = Vec::new();
-    for replicas in 1..=3 {
-        while running.len() < replicas {
-            let port = free_port();
-            let b = replica_with(
-                &sb,
-                home.path(),
-                &def,
-                &format!("replica-{}", running.len()),
-                port,
-                2,
-            );
-            let g = KillOnDropLocal(b.child.id() as i32);
-            running.push((b, g, port));
-        }
-        let ports: Vec<u16> = running.iter().map(|r| r.2).collect();
-        ring_of(&ports, replicas).await;
-        // Settle: the moves' resyncs done.
-        let mut last = -1.0;
-        loop {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let now = total_syncs(&ports).await;
-            if now == last {
-                break;
-            }
-            last = now;
-        }
-        let before = total_syncs(&ports).await;
-        let t0 = Instant::now();
-        touch_all(&sb, n, &format!("r{replicas}")).await;
-        let want = before + (n + 1) as f64;
-        wait_for("every parent synced", TIMEOUT * 2, || async {
-            (total_syncs(&ports).await >= want).then_some(())
-        })
-        .await;
-        let secs = t0.elapsed().as_secs_f64();
-        let rate = (n + 1) as f64 / secs;
-        eprintln!(
-            "FIGURE throughput, 20 ms hook, 2 workers per replica, {replicas} replica(s): {} syncs in {secs:.2}s = {rate:.1}/s",
-            n + 1
-        );
-        figures.push(rate);
-    }
-    eprintln!(
-        "FIGURE speed-up: 2 replicas {:.2}x, 3 replicas {:.2}x",
-        figures[1] / figures[0],
-        figures[2] / figures[0]
-    );
-}
-
-/// Annotate every parent (`hw-*` and `hello`) at once (32 requests in flight), so that the
-/// time measured is the replicas' syncing, not the touching.
-async fn touch_all(sb: &TestSandbox, n: usize, round: &str) {
-    use futures::StreamExt;
-    use kube::api::{Api, DynamicObject, Patch, PatchParams};
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        sb.client.clone(),
-        "default",
-        &ar("example.kubectl-meta.dev", "HelloWorld", "helloworlds"),
-    );
-    let names: Vec<String> = (0..n)
-        .map(|i| format!("hw-{i:03}"))
-        .chain(std::iter::once("hello".to_string()))
-        .collect();
-    let patch = serde_json::json!({"metadata": {"annotations": {"round": round}}});
-    futures::stream::iter(names)
-        .map(|name| {
-            let api = api.clone();
-            let patch = patch.clone();
-            async move {
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .expect("annotate a parent");
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<()>>()
-        .await;
-}
-
-/// Kills a replica when the figure ends.
-struct KillOnDropLocal(i32);
-
-impl Drop for KillOnDropLocal {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.0, libc::SIGKILL);
-        }
     }
 }

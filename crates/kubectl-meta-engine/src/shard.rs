@@ -19,14 +19,27 @@
 //! the other members so, and widens to the new ring alone once every member did the same:
 //! a parent is never synced by two processes at once.
 //!
-//! The parent of a sync is its [`crate::events::EventSubject::parent`] (`namespace/name`):
-//! a MapController's key syncs follow their parent.
+//! Parents are assigned by **bucket**: the top 8 bits of FNV-1a 64 of the parent's uid
+//! ([`bucket`]), so a set of buckets is exactly a union of KEP-5866
+//! `shardRange(object.metadata.uid, ...)` ranges ([`bucket_range`]); the ring assigns buckets
+//! to members ([`Ring::bucket_owner`]). The parent of a sync is its
+//! [`crate::events::EventSubject::parent`] (`namespace/name`) with its bucket: a MapController's
+//! key syncs follow their parent.
+//!
+//! What this process **caches** of a controller follows the gate too ([`ShardGate::set_cache`],
+//! [`CacheScope`]): the informers of a sharded controller's parents keep only the parents of
+//! the buckets in scope (filtered by uid as they arrive), those of its children watch only the
+//! children labelled with a bucket in scope or not labelled at all (`<label> notin (other
+//! buckets)`; the engine labels every child it writes with its parent's bucket,
+//! [`bucket_label`]). [`ShardGate::cache_ready`] says when every such informer re-listed with
+//! the scope asked for.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// Virtual nodes per member by default: with 3 members the largest share stays within about
 /// 10% of a third.
@@ -40,6 +53,69 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// How many buckets parents are grouped in (the top 8 bits of their uid's hash).
+pub const BUCKETS: usize = 256;
+
+/// The bucket of a parent: the top 8 bits of FNV-1a 64 of its `metadata.uid`, the hash
+/// KEP-5866's `shardRange(object.metadata.uid, ...)` compares.
+pub fn bucket(uid: &str) -> u8 {
+    // The shift leaves 8 bits: the cast cannot truncate.
+    (fnv1a64(uid.as_bytes()) >> 56) as u8
+}
+
+/// The KEP-5866 hash range of bucket `b`: `[start, end)` (end `2^64` for the last bucket).
+pub fn bucket_range(b: u8) -> (u64, u128) {
+    let start = u64::from(b) << 56;
+    (start, u128::from(start) + (1u128 << 56))
+}
+
+/// A KEP-5866 `shardSelector` selecting exactly `buckets` by uid (adjacent buckets joined into
+/// one range); `None` for no buckets.
+pub fn shard_selector(buckets: &BTreeSet<u8>) -> Option<String> {
+    let mut ranges: Vec<(u64, u128)> = Vec::new();
+    for b in buckets {
+        let (s, e) = bucket_range(*b);
+        match ranges.last_mut() {
+            Some(last) if last.1 == u128::from(s) => last.1 = e,
+            _ => ranges.push((s, e)),
+        }
+    }
+    if ranges.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = ranges
+        .iter()
+        .map(|(s, e)| {
+            let end = if *e == 1u128 << 64 {
+                "0x10000000000000000".to_string()
+            } else {
+                format!("0x{e:016x}")
+            };
+            format!("shardRange(object.metadata.uid, '0x{s:016x}', '{end}')")
+        })
+        .collect();
+    Some(parts.join(" || "))
+}
+
+/// The label the engine puts on every child (and MapController output) a sharded controller
+/// writes: `shard.kubectl-meta.dev/<controller>` (a name longer than 63 characters replaced by
+/// `ring-<hash>`), value its parent's bucket ([`bucket_value`]).
+pub fn bucket_label(controller: &str) -> String {
+    if controller.len() <= 63 {
+        format!("shard.kubectl-meta.dev/{controller}")
+    } else {
+        format!(
+            "shard.kubectl-meta.dev/ring-{:016x}",
+            fnv1a64(controller.as_bytes())
+        )
+    }
+}
+
+/// A bucket as a label value: two lower-case hex digits (`00` to `ff`).
+pub fn bucket_value(b: u8) -> String {
+    format!("{b:02x}")
 }
 
 /// A point on the ring: FNV-1a, then MurmurHash3's 64-bit finalizer (FNV alone clusters
@@ -59,6 +135,8 @@ pub struct Ring {
     members: Vec<String>,
     /// `(point, index in members)`, sorted by point.
     points: Vec<(u64, usize)>,
+    /// The member (index) of each bucket (empty: no members).
+    buckets: Vec<usize>,
 }
 
 impl Ring {
@@ -77,7 +155,36 @@ impl Ring {
             }
         }
         points.sort_unstable();
-        Ring { members, points }
+        let mut ring = Ring {
+            members,
+            points,
+            buckets: Vec::new(),
+        };
+        if !ring.points.is_empty() {
+            ring.buckets = (0..BUCKETS)
+                .map(|b| ring.owner_index(&format!("bucket-{b:02x}")))
+                .collect();
+        }
+        ring
+    }
+
+    fn owner_index(&self, name: &str) -> usize {
+        let h = point(name.as_bytes());
+        let i = self.points.partition_point(|(p, _)| *p < h);
+        self.points[i % self.points.len()].1
+    }
+
+    /// The member bucket `b` is assigned to (`None`: no members).
+    pub fn bucket_owner(&self, b: u8) -> Option<&str> {
+        let m = *self.buckets.get(usize::from(b))?;
+        self.members.get(m).map(String::as_str)
+    }
+
+    /// The buckets assigned to `member`.
+    pub fn buckets_of(&self, member: &str) -> BTreeSet<u8> {
+        (0..=u8::MAX)
+            .filter(|b| self.bucket_owner(*b) == Some(member))
+            .collect()
     }
 
     /// The members, sorted.
@@ -96,9 +203,7 @@ impl Ring {
         if self.points.is_empty() {
             return None;
         }
-        let h = point(parent.as_bytes());
-        let i = self.points.partition_point(|(p, _)| *p < h);
-        let (_, m) = self.points[i % self.points.len()];
+        let m = self.owner_index(parent);
         self.members.get(m).map(String::as_str)
     }
 }
@@ -112,18 +217,57 @@ struct Owned {
     fresh_until: Option<Instant>,
     /// Syncs in flight, by parent.
     in_flight: HashMap<String, usize>,
-    /// Parents synced here (pruned to the owned ones when the rings change).
-    synced: BTreeSet<String>,
+    /// Parents synced here (pruned to the owned ones when the rings change), with their
+    /// buckets (a parent no longer cached, deleted or moved, is still known by its bucket).
+    synced: BTreeMap<String, u8>,
+    /// What the controller's informers cache (see [`CacheScope`]).
+    scope: Option<watch::Sender<CacheScope>>,
+    /// The informers' acknowledgements: the generation of the scope each last listed with.
+    acks: Vec<Arc<AtomicU64>>,
 }
 
 impl Owned {
-    fn owns(&self, me: &str, parent: &str) -> bool {
-        !self.rings.is_empty() && self.rings.iter().all(|r| r.owner(parent) == Some(me))
+    fn owns(&self, me: &str, bucket: u8) -> bool {
+        !self.rings.is_empty()
+            && self
+                .rings
+                .iter()
+                .all(|r| r.bucket_owner(bucket) == Some(me))
+    }
+
+    fn scope(&mut self) -> &watch::Sender<CacheScope> {
+        self.scope.get_or_insert_with(|| {
+            watch::channel(CacheScope {
+                generation: 0,
+                buckets: Arc::new(BTreeSet::new()),
+            })
+            .0
+        })
     }
 
     fn fresh(&self) -> bool {
         self.fresh_until.is_some_and(|t| Instant::now() < t)
     }
+}
+
+/// What the informers of a sharded controller's parents and children cache: the parents of
+/// these buckets, and their children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheScope {
+    /// Bumped on every change ([`ShardGate::set_cache`]).
+    pub generation: u64,
+    /// The buckets kept.
+    pub buckets: Arc<BTreeSet<u8>>,
+}
+
+/// An informer's view of a controller's [`CacheScope`]: the scope to follow and where to say
+/// which generation it listed with (store [`u64::MAX`] when it caches everything).
+#[derive(Debug, Clone)]
+pub struct CacheFollower {
+    /// The scope (closed when the controller is not sharded any more: cache everything).
+    pub scope: watch::Receiver<CacheScope>,
+    /// The generation of the scope the informer last completed a list with.
+    pub ack: Arc<AtomicU64>,
 }
 
 /// Which parents this process may sync, per controller, and the syncs in flight.
@@ -183,15 +327,25 @@ impl ShardGate {
         f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Whether a sync of `parent` by `controller` may start now, and if so the sync's token.
-    /// A controller the gate does not know is not sharded: always admitted.
-    pub fn begin(self: &Arc<Self>, controller: &str, parent: &str) -> Option<InFlight> {
+    /// Whether a sync of `parent` (of bucket `bucket`: `None` when the parent is not cached
+    /// here, then the bucket it had when last synced here counts) by `controller` may start
+    /// now, and if so the sync's token. A controller the gate does not know is not sharded:
+    /// always admitted.
+    pub fn begin(
+        self: &Arc<Self>,
+        controller: &str,
+        parent: &str,
+        bucket: Option<u8>,
+    ) -> Option<InFlight> {
         let admitted = self.with(|st| match st.get_mut(controller) {
             None => true,
             Some(o) => {
-                if o.fresh() && o.owns(&self.me, parent) {
+                let Some(b) = bucket.or_else(|| o.synced.get(parent).copied()) else {
+                    return false;
+                };
+                if o.fresh() && o.owns(&self.me, b) {
                     *o.in_flight.entry(parent.to_string()).or_default() += 1;
-                    o.synced.insert(parent.to_string());
+                    o.synced.insert(parent.to_string(), b);
                     true
                 } else {
                     false
@@ -205,11 +359,72 @@ impl ShardGate {
         })
     }
 
-    /// Whether `controller`'s `parent` is ours now (fresh membership, every ring agrees).
-    pub fn owns(&self, controller: &str, parent: &str) -> bool {
+    /// Whether `controller`'s parents of bucket `bucket` are ours now (fresh membership, every
+    /// ring agrees).
+    pub fn owns(&self, controller: &str, bucket: u8) -> bool {
         self.with(|st| {
             st.get(controller)
-                .is_none_or(|o| o.fresh() && o.owns(&self.me, parent))
+                .is_none_or(|o| o.fresh() && o.owns(&self.me, bucket))
+        })
+    }
+
+    /// Whether `controller` is sharded here (its caches follow a [`CacheScope`]).
+    pub fn knows(&self, controller: &str) -> bool {
+        self.with(|st| st.contains_key(controller))
+    }
+
+    /// Follow `controller`'s cache scope (an informer of its parents or children); `None`
+    /// when it is not sharded.
+    pub fn cache_follower(&self, controller: &str) -> Option<CacheFollower> {
+        self.with(|st| {
+            let o = st.get_mut(controller)?;
+            let scope = o.scope().subscribe();
+            let ack = Arc::new(AtomicU64::new(u64::MAX - 1));
+            o.acks.retain(|a| Arc::strong_count(a) > 1);
+            o.acks.push(Arc::clone(&ack));
+            Some(CacheFollower { scope, ack })
+        })
+    }
+
+    /// Cache the parents of `buckets` (and their children) for `controller` from now on;
+    /// returns the scope's generation ([`ShardGate::cache_ready`]). Unchanged buckets keep
+    /// the generation (no re-list).
+    pub fn set_cache(&self, controller: &str, buckets: BTreeSet<u8>) -> u64 {
+        self.with(|st| {
+            let o = st.entry(controller.to_string()).or_default();
+            let tx = o.scope();
+            let cur = tx.borrow().clone();
+            if *cur.buckets == buckets {
+                return cur.generation;
+            }
+            let generation = cur.generation + 1;
+            tx.send_replace(CacheScope {
+                generation,
+                buckets: Arc::new(buckets),
+            });
+            generation
+        })
+    }
+
+    /// The buckets `controller`'s caches keep now.
+    pub fn cached_buckets(&self, controller: &str) -> BTreeSet<u8> {
+        self.with(|st| {
+            st.get_mut(controller)
+                .map(|o| (*o.scope().borrow().buckets).clone())
+                .unwrap_or_default()
+        })
+    }
+
+    /// Every live informer following `controller`'s scope completed a list with generation
+    /// `generation` or later (or caches everything).
+    pub fn cache_ready(&self, controller: &str, generation: u64) -> bool {
+        self.with(|st| {
+            st.get(controller).is_none_or(|o| {
+                o.acks.iter().filter(|a| Arc::strong_count(a) > 1).all(|a| {
+                    let g = a.load(Ordering::Acquire);
+                    g != u64::MAX - 1 && g >= generation
+                })
+            })
         })
     }
 
@@ -233,11 +448,11 @@ impl ShardGate {
         self.with(|st| {
             let o = st.entry(controller.to_string()).or_default();
             o.rings = rings;
-            let keep: BTreeSet<String> = o
+            let keep: BTreeMap<String, u8> = o
                 .synced
                 .iter()
-                .filter(|p| o.owns(&me, p))
-                .cloned()
+                .filter(|(_, b)| o.owns(&me, **b))
+                .map(|(p, b)| (p.clone(), *b))
                 .collect();
             o.synced = keep;
         });
@@ -279,7 +494,9 @@ impl ShardGate {
         self.with(|st| {
             st.get(controller).is_none_or(|o| {
                 let fresh = o.fresh();
-                o.in_flight.keys().all(|p| fresh && o.owns(&self.me, p))
+                o.in_flight
+                    .keys()
+                    .all(|p| fresh && o.synced.get(p).is_some_and(|b| o.owns(&self.me, *b)))
             })
         })
     }
@@ -335,40 +552,117 @@ mod tests {
     }
 
     #[test]
+    fn buckets_are_kep_5866_uid_ranges_split_evenly_by_the_ring() {
+        // bucket = top 8 bits of FNV-1a 64: the uid's hash lies in its bucket's range.
+        for i in 0..500 {
+            let uid = format!("3f2b{i:04}-0000-4000-8000-00000000{i:04}");
+            let (s, e) = bucket_range(bucket(&uid));
+            let h = u128::from(fnv1a64(uid.as_bytes()));
+            assert!(u128::from(s) <= h && h < e, "{uid}");
+        }
+        assert_eq!(bucket_range(255).1, 1u128 << 64);
+        let sel = shard_selector(&BTreeSet::from([0, 1, 2, 7, 255])).unwrap();
+        assert_eq!(
+            sel,
+            "shardRange(object.metadata.uid, '0x0000000000000000', '0x0300000000000000') || \
+             shardRange(object.metadata.uid, '0x0700000000000000', '0x0800000000000000') || \
+             shardRange(object.metadata.uid, '0xff00000000000000', '0x10000000000000000')"
+        );
+        assert_eq!(shard_selector(&BTreeSet::new()), None);
+        let three = Ring::new(["a", "b", "c"], DEFAULT_VNODES);
+        let four = Ring::new(["a", "b", "c", "d"], DEFAULT_VNODES);
+        let mut total = 0;
+        for m in ["a", "b", "c"] {
+            let n = three.buckets_of(m).len();
+            assert!((55..=115).contains(&n), "{m} holds {n} of 256 buckets");
+            total += n;
+            // A join moves buckets only to the new member.
+            assert!(four.buckets_of(m).is_subset(&three.buckets_of(m)));
+        }
+        assert_eq!(total, BUCKETS);
+        assert_eq!(Ring::new(Vec::<String>::new(), 8).bucket_owner(3), None);
+        assert_eq!(bucket_value(7), "07");
+        assert_eq!(bucket_label("c"), "shard.kubectl-meta.dev/c");
+        assert!(bucket_label(&"x".repeat(80)).len() <= 63 + 23);
+    }
+
+    #[test]
     fn the_gate_admits_only_owned_parents_while_fresh_and_tracks_the_drain() {
         let gate = ShardGate::new("a");
         assert!(
-            gate.begin("other", "x").is_some(),
+            gate.begin("other", "x", None).is_some(),
             "an unsharded controller"
         );
         gate.add("c");
-        let p = names(200);
-        assert!(gate.begin("c", &p[0]).is_none(), "no rings: nothing owned");
+        // (name, bucket) of 256 parents, one per bucket.
+        let p: Vec<(String, u8)> = (0..=u8::MAX)
+            .map(|b| (format!("default/p-{b}"), b))
+            .collect();
+        let begin = |(n, b): &(String, u8)| gate.begin("c", n, Some(*b));
+        assert!(begin(&p[0]).is_none(), "no rings: nothing owned");
         let one = Ring::new(["a"], 16);
         gate.set_rings("c", vec![one.clone()]);
-        assert!(gate.begin("c", &p[0]).is_none(), "not fresh yet");
+        assert!(begin(&p[0]).is_none(), "not fresh yet");
         gate.renewed("c", Instant::now() + Duration::from_secs(60));
-        let held: Vec<InFlight> = p.iter().map(|x| gate.begin("c", x).unwrap()).collect();
-        assert_eq!(gate.in_flight("c"), 200);
+        let held: Vec<InFlight> = p.iter().map(|x| begin(x).unwrap()).collect();
+        assert_eq!(gate.in_flight("c"), 256);
         assert!(gate.drained("c"));
         // Narrow to {a, b}: b's parents in flight here keep the drain open until they end.
         let two = Ring::new(["a", "b"], 16);
         gate.set_rings("c", vec![one, two.clone()]);
         assert!(!gate.drained("c"));
-        let lost: Vec<&String> = p.iter().filter(|x| two.owner(x) == Some("b")).collect();
+        let lost: Vec<&(String, u8)> = p
+            .iter()
+            .filter(|x| two.bucket_owner(x.1) == Some("b"))
+            .collect();
         assert!(!lost.is_empty());
-        assert!(gate.begin("c", lost[0]).is_none());
-        assert_eq!(gate.parents("c"), 200 - lost.len());
+        assert!(begin(lost[0]).is_none());
+        // Not cached any more (no bucket given): refused as well, by the bucket it had.
+        assert!(gate.begin("c", &lost[0].0, None).is_none());
+        assert_eq!(gate.parents("c"), 256 - lost.len());
         drop(held);
         assert!(gate.drained("c"));
         assert_eq!(gate.in_flight("c"), 0);
         // Fenced: nothing admitted, and anything in flight is not drained.
-        let kept = p.iter().find(|x| two.owner(x) == Some("a")).unwrap();
-        let f = gate.begin("c", kept).unwrap();
+        let kept = p
+            .iter()
+            .find(|x| two.bucket_owner(x.1) == Some("a"))
+            .unwrap();
+        let f = begin(kept).unwrap();
+        // A deleted parent (no bucket given) synced here before is still ours.
+        drop(gate.begin("c", &kept.0, None).expect("known bucket"));
         gate.fence("c");
-        assert!(gate.begin("c", kept).is_none());
+        assert!(begin(kept).is_none());
         assert!(!gate.drained("c"));
         drop(f);
         assert!(gate.drained("c"));
+        assert!(gate.begin("c", "default/never-seen", None).is_none());
+    }
+
+    #[test]
+    fn cache_scopes_are_followed_and_acknowledged() {
+        let gate = ShardGate::new("a");
+        assert!(gate.cache_follower("c").is_none(), "not sharded");
+        gate.add("c");
+        let f = gate.cache_follower("c").unwrap();
+        assert_eq!(f.scope.borrow().buckets.len(), 0, "nothing before the ring");
+        assert!(!gate.cache_ready("c", 0), "not listed yet");
+        f.ack.store(0, Ordering::Release);
+        assert!(gate.cache_ready("c", 0));
+        let g = gate.set_cache("c", BTreeSet::from([1, 2]));
+        assert_eq!(g, 1);
+        assert_eq!(gate.set_cache("c", BTreeSet::from([1, 2])), 1, "unchanged");
+        assert!(f.scope.has_changed().unwrap());
+        assert!(!gate.cache_ready("c", g));
+        f.ack.store(g, Ordering::Release);
+        assert!(gate.cache_ready("c", g));
+        let f2 = gate.cache_follower("c").unwrap();
+        assert!(!gate.cache_ready("c", g));
+        drop(f2);
+        assert!(
+            gate.cache_ready("c", g),
+            "a dropped follower is not waited for"
+        );
+        assert_eq!(gate.cached_buckets("c"), BTreeSet::from([1, 2]));
     }
 }

@@ -19,6 +19,14 @@
 //! no change is lost. [`Informer::wait_until`] lets the engine wait until the cache shows its own
 //! writes.
 //!
+//! A sharded controller's parents and children (`run --sharded`) are cached through a
+//! [`ShardFilter`] ([`InformerRegistry::sharded`]): the parents' informer keeps only the parents
+//! whose uid falls in the buckets of the controller's [`CacheScope`], the children's watches
+//! only the children labelled with one of those buckets or not labelled; a new scope restarts
+//! the watch (its list applied as a difference, as any re-list) and is acknowledged once listed.
+//! An informer that a second reader asks for (another controller, a related resource) drops
+//! its filter for good and caches everything: a filter is only ever one controller's.
+//!
 //! Under a [`Perturbation`] that taps informers (`stale-read`, `missed-state`, `reorder`), the
 //! watch loop passes each event after the initial list through it and may hold events back,
 //! coalesce or reorder them before the cache sees them ([`crate::perturb`]).
@@ -38,6 +46,7 @@ use tokio::time::Instant;
 
 use crate::k8s::object::{self, ObjectKey};
 use crate::perturb::{Delivery, HOLD_MAX, Perturbation};
+use crate::shard::{CacheFollower, CacheScope};
 use kube_apimachinery::selector::LabelSelector;
 
 /// Capacity of each informer's event channel. A subscriber more than this many events behind
@@ -104,6 +113,58 @@ fn describe(ar: &ApiResource) -> String {
     format!("{} ({})", ar.plural, ar.api_version)
 }
 
+/// A resource as metrics name it: `plural.group`, or `plural` for the core group
+/// (`configmaps`, `helloworlds.example.kubectl-meta.dev`).
+pub fn resource_name(ar: &ApiResource) -> String {
+    if ar.group.is_empty() {
+        ar.plural.clone()
+    } else {
+        format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
+/// How a sharded controller's informer narrows its cache to the controller's scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterBy {
+    /// The controller's parents: kept when their uid's bucket is in scope (filtered as they
+    /// arrive: the watch itself is not narrowed).
+    ParentUid,
+    /// The controller's children: watched with `<label> notin (buckets out of scope)`, so the
+    /// server sends only children of parents in scope and unlabelled ones.
+    ChildLabel(String),
+}
+
+/// One sharded controller's filter on an informer.
+#[derive(Debug, Clone)]
+pub struct ShardFilter {
+    /// The controller.
+    pub controller: String,
+    /// Parents or children.
+    pub by: FilterBy,
+    /// The controller's scope, and where to acknowledge it.
+    pub follower: CacheFollower,
+}
+
+impl ShardFilter {
+    /// The watch's label selector and the uid buckets kept, for `scope`.
+    fn narrowing(&self, scope: &CacheScope) -> (Option<String>, Option<Arc<BTreeSet<u8>>>) {
+        match &self.by {
+            FilterBy::ParentUid => (None, Some(Arc::clone(&scope.buckets))),
+            FilterBy::ChildLabel(label) => {
+                let out: Vec<String> = (0..=u8::MAX)
+                    .filter(|b| !scope.buckets.contains(b))
+                    .map(crate::shard::bucket_value)
+                    .collect();
+                if out.is_empty() {
+                    (None, None)
+                } else {
+                    (Some(format!("{label} notin ({})", out.join(","))), None)
+                }
+            }
+        }
+    }
+}
+
 /// Every informer of one client, keyed by (apiVersion, plural). Cheap to clone (shared).
 #[derive(Clone)]
 pub struct InformerRegistry {
@@ -140,15 +201,49 @@ impl InformerRegistry {
     /// [`InformerRegistry::shutdown`], the informer is not started and
     /// [`Informer::wait_synced`] says why.
     pub fn informer(&self, ar: &ApiResource, namespaced: bool) -> Arc<Informer> {
+        self.get_or_start(ar, namespaced, None)
+    }
+
+    /// As [`InformerRegistry::informer`], narrowed by `filter` when this is the first request
+    /// of the resource (or the same controller's again, as after a restart); an informer asked
+    /// for by anyone else drops its filter and caches everything.
+    pub fn sharded(
+        &self,
+        ar: &ApiResource,
+        namespaced: bool,
+        filter: ShardFilter,
+    ) -> Arc<Informer> {
+        self.get_or_start(ar, namespaced, Some(filter))
+    }
+
+    fn get_or_start(
+        &self,
+        ar: &ApiResource,
+        namespaced: bool,
+        filter: Option<ShardFilter>,
+    ) -> Arc<Informer> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (ar.api_version.clone(), ar.plural.clone());
         if let Some(i) = inner.informers.get(&key) {
+            let same = |f: &ShardFilter| {
+                i.filtered_by()
+                    .is_some_and(|(c, by)| c == f.controller && by == f.by)
+            };
+            if !filter.as_ref().is_some_and(same) {
+                i.unfilter();
+            }
             return Arc::clone(i);
         }
         let informer = Arc::new(if inner.stopped {
             Informer::stopped(ar, namespaced, "the engine is shutting down")
         } else {
-            Informer::start(self.client.clone(), ar, namespaced, self.perturb.clone())
+            Informer::start(
+                self.client.clone(),
+                ar,
+                namespaced,
+                self.perturb.clone(),
+                filter,
+            )
         });
         inner.informers.insert(key, Arc::clone(&informer));
         informer
@@ -171,6 +266,10 @@ pub struct Informer {
     namespaced: bool,
     shared: Arc<Shared>,
     task: Option<AbortHandle>,
+    /// The controller and filter it follows (`None`: caches everything).
+    filter: Mutex<Option<(String, FilterBy)>>,
+    /// Set once to drop the filter for good.
+    unfiltered: watch::Sender<bool>,
 }
 
 /// What the watch task and the readers share.
@@ -200,12 +299,22 @@ impl Shared {
     /// had just started hear its children's initial `Added` and `Relisted` events, and sync a
     /// parent a second time after a restart). Sending never waits (a broadcast channel).
     fn apply(&self, ev: watcher::Event<Value>) {
+        self.apply_announcing(ev, true);
+    }
+
+    /// [`Shared::apply`]; with `relisted` false, a list's end is not announced by
+    /// [`InformerEvent::Relisted`] (its differences are: the list that follows a new shard
+    /// scope changes only what the scope changed, and must not re-queue every parent).
+    fn apply_announcing(&self, ev: watcher::Event<Value>, relisted: bool) {
         let mut state = self.write();
         let events = state.apply(ev);
         if events.is_empty() {
             return;
         }
         for e in events {
+            if !relisted && matches!(e, InformerEvent::Relisted) {
+                continue;
+            }
             // Err only means nobody is subscribed.
             let _ = self.events.send(e);
         }
@@ -236,6 +345,8 @@ impl Informer {
                 version,
             }),
             task: None,
+            filter: Mutex::new(None),
+            unfiltered: watch::channel(false).0,
         }
     }
 
@@ -244,6 +355,7 @@ impl Informer {
         ar: &ApiResource,
         namespaced: bool,
         perturb: Option<Arc<Perturbation>>,
+        filter: Option<ShardFilter>,
     ) -> Self {
         let mut informer = Informer::new(ar, namespaced);
         match tokio::runtime::Handle::try_current() {
@@ -251,8 +363,27 @@ impl Informer {
                 let api = Api::<DynamicObject>::all_with(client, ar);
                 let shared = Arc::clone(&informer.shared);
                 let task = match perturb {
-                    None => rt.spawn(run(shared, api, ar.clone())),
-                    Some(p) => rt.spawn(run_perturbed(shared, api, ar.clone(), p)),
+                    None => {
+                        if let Some(f) = &filter {
+                            *informer
+                                .filter
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner) =
+                                Some((f.controller.clone(), f.by.clone()));
+                        }
+                        let unfiltered = informer.unfiltered.subscribe();
+                        rt.spawn(run(shared, api, ar.clone(), filter, unfiltered))
+                    }
+                    Some(p) => {
+                        // Perturbed informers cache everything (a filter is not combined
+                        // with a perturbation).
+                        if let Some(f) = &filter {
+                            f.follower
+                                .ack
+                                .store(u64::MAX, std::sync::atomic::Ordering::Release);
+                        }
+                        rt.spawn(run_perturbed(shared, api, ar.clone(), p))
+                    }
                 };
                 informer.task = Some(task.abort_handle());
             }
@@ -274,6 +405,26 @@ impl Informer {
             t.abort();
         }
         self.shared.stop(reason);
+    }
+
+    /// The controller and filter this informer follows (`None`: it caches everything).
+    pub fn filtered_by(&self) -> Option<(String, FilterBy)> {
+        self.filter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Drop the filter for good: re-list and cache everything.
+    fn unfilter(&self) {
+        let was = self
+            .filter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if was.is_some() {
+            self.unfiltered.send_replace(true);
+        }
     }
 
     /// The resource this informer caches.
@@ -521,24 +672,115 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 /// The watch task: feeds the watcher's events into the cache, forever (the backoff retries).
 /// A broken watch resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410
 /// Gone ("too old resource version") answer re-lists, applied as a difference (see [`State`]).
-async fn run(shared: Arc<Shared>, api: Api<DynamicObject>, ar: ApiResource) {
-    let mut stream =
-        std::pin::pin!(watcher(api, watcher::Config::default()).backoff(CappedBackoff::new()));
-    while let Some(item) = stream.next().await {
-        let ev = match item {
-            Ok(ev) => ev,
-            Err(e) => {
-                let e = describe_watch_error(&e);
-                tracing::debug!("watch of {}: {e}", describe(&ar));
-                shared.set_error(e);
-                continue;
+/// With a [`ShardFilter`], a new scope (or the filter dropped) restarts the watch with the new
+/// selector; the list that follows removes what left the scope and adds what entered it.
+async fn run(
+    shared: Arc<Shared>,
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    mut filter: Option<ShardFilter>,
+    mut unfiltered: watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    // The first list after a new scope (not the first list, nor a re-list after an error)
+    // announces its differences only.
+    let mut rescoped = false;
+    loop {
+        let (generation, selector, keep) = match &mut filter {
+            None => (u64::MAX, None, None),
+            Some(f) => {
+                let scope = f.follower.scope.borrow_and_update().clone();
+                let (sel, keep) = f.narrowing(&scope);
+                (scope.generation, sel, keep)
             }
         };
-        let converted = convert(ev, &ar);
-        match converted {
-            Ok(ev) => shared.apply(ev),
-            Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
+        if let Some(f) = &filter {
+            tracing::debug!(
+                "watch of {} for {}: scope {} ({} buckets), selector {:?}",
+                describe(&ar),
+                f.controller,
+                generation,
+                keep.as_ref().map_or(BUCKETS_ALL, |k| k.len()),
+                selector
+            );
         }
+        let mut cfg = watcher::Config::default();
+        if let Some(sel) = &selector {
+            cfg = cfg.labels(sel);
+        }
+        let mut stream = std::pin::pin!(watcher(api.clone(), cfg).backoff(CappedBackoff::new()));
+        loop {
+            let follows = filter.is_some();
+            let item = tokio::select! {
+                item = stream.next() => item,
+                changed = async {
+                    match &mut filter {
+                        Some(f) => f.follower.scope.changed().await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                }, if follows => {
+                    if !changed {
+                        // The controller is not sharded any more: cache everything.
+                        if let Some(f) = filter.take() {
+                            f.follower.ack.store(u64::MAX, Ordering::Release);
+                        }
+                    }
+                    rescoped = changed;
+                    break;
+                }
+                r = unfiltered.wait_for(|u| *u), if follows => {
+                    if r.is_ok() && let Some(f) = filter.take() {
+                        f.follower.ack.store(u64::MAX, Ordering::Release);
+                    }
+                    break;
+                }
+            };
+            let Some(item) = item else { return };
+            let ev = match item {
+                Ok(ev) => ev,
+                Err(e) => {
+                    let e = describe_watch_error(&e);
+                    tracing::debug!("watch of {}: {e}", describe(&ar));
+                    shared.set_error(e);
+                    continue;
+                }
+            };
+            let converted = convert(ev, &ar);
+            match converted {
+                Ok(ev) => {
+                    let done = matches!(ev, watcher::Event::InitDone);
+                    if let Some(ev) = keep_in_scope(ev, keep.as_deref()) {
+                        shared.apply_announcing(ev, !(done && rescoped));
+                    }
+                    if done {
+                        rescoped = false;
+                        if let Some(f) = &filter {
+                            f.follower.ack.store(generation, Ordering::Release);
+                        }
+                    }
+                }
+                Err(e) => shared.set_error(format!("cannot convert an object to JSON: {e}")),
+            }
+        }
+    }
+}
+
+/// For a log line: every bucket.
+const BUCKETS_ALL: usize = crate::shard::BUCKETS;
+
+/// A watch event narrowed to the parents of the buckets `keep` (`None`: everything): a listed
+/// object out of scope is left out, a changed one becomes a delete (it left the scope, or was
+/// never cached: then nothing happens).
+fn keep_in_scope(
+    ev: watcher::Event<Value>,
+    keep: Option<&BTreeSet<u8>>,
+) -> Option<watcher::Event<Value>> {
+    let Some(keep) = keep else { return Some(ev) };
+    let kept = |o: &Value| object::uid(o).is_some_and(|u| keep.contains(&crate::shard::bucket(u)));
+    match ev {
+        watcher::Event::InitApply(o) if !kept(&o) => None,
+        watcher::Event::Apply(o) if !kept(&o) => Some(watcher::Event::Delete(o)),
+        ev => Some(ev),
     }
 }
 
@@ -1572,6 +1814,140 @@ mod tests {
         );
         reg.shutdown();
         sb.shutdown().await;
+    }
+
+    /// The names in an informer's cache, sorted.
+    fn cached_names(inf: &Informer) -> Vec<String> {
+        let mut n: Vec<String> = inf
+            .list(Some("default"))
+            .iter()
+            .filter_map(|o| object::name(o).map(str::to_string))
+            .filter(|n| n.starts_with("s-"))
+            .collect();
+        n.sort();
+        n
+    }
+
+    /// Wait until every follower of `c` acknowledged `generation`.
+    async fn acked(gate: &crate::shard::ShardGate, c: &str, generation: u64) {
+        let deadline = Instant::now() + WAIT;
+        while !gate.cache_ready(c, generation) {
+            assert!(
+                Instant::now() < deadline,
+                "scope {generation} not acknowledged"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn sharded_informers_cache_only_the_scope_and_follow_its_changes() {
+        use crate::shard::{ShardGate, bucket, bucket_label, bucket_value};
+        let (_sb, client) = sandbox().await;
+        let gate = ShardGate::new("me");
+        gate.add("c");
+        let label = bucket_label("c");
+        // Children: s-0 .. s-3 labelled with buckets 0..3, s-u unlabelled.
+        for b in 0..4u8 {
+            create_cm(
+                &client,
+                json!({"metadata": {"name": format!("s-{b}"), "namespace": "default",
+                    "labels": {label.clone(): bucket_value(b)}}}),
+            )
+            .await;
+        }
+        create_cm(
+            &client,
+            json!({"metadata": {"name": "s-u", "namespace": "default"}}),
+        )
+        .await;
+        let reg = InformerRegistry::new(client.clone());
+        let filter = |by| ShardFilter {
+            controller: "c".into(),
+            by,
+            follower: gate.cache_follower("c").expect("sharded"),
+        };
+        let g1 = gate.set_cache("c", BTreeSet::from([1, 2]));
+        let children = reg.sharded(&cm_ar(), true, filter(FilterBy::ChildLabel(label.clone())));
+        children.wait_synced(WAIT).await.expect("sync");
+        acked(&gate, "c", g1).await;
+        assert_eq!(cached_names(&children), ["s-1", "s-2", "s-u"]);
+        assert_eq!(
+            children.filtered_by(),
+            Some(("c".into(), FilterBy::ChildLabel(label.clone())))
+        );
+        // The same controller again (a restart): still filtered.
+        let again = reg.sharded(&cm_ar(), true, filter(FilterBy::ChildLabel(label.clone())));
+        assert!(Arc::ptr_eq(&children, &again));
+        assert!(children.filtered_by().is_some());
+
+        // A new scope: what left it is deleted from the cache, what entered it listed.
+        let mut rx = children.subscribe();
+        let g2 = gate.set_cache("c", BTreeSet::from([2, 3]));
+        acked(&gate, "c", g2).await;
+        assert_eq!(cached_names(&children), ["s-2", "s-3", "s-u"]);
+        assert!(matches!(
+            next_for(&mut rx, "s-1").await,
+            InformerEvent::Deleted(_)
+        ));
+        assert!(matches!(
+            next_for(&mut rx, "s-3").await,
+            InformerEvent::Added(_)
+        ));
+        // Changes outside the scope are not sent by the server.
+        merge(&client, "default", "s-0", json!({"data": {"x": "1"}})).await;
+        merge(&client, "default", "s-3", json!({"data": {"x": "1"}})).await;
+        assert!(matches!(
+            next_for(&mut rx, "s-3").await,
+            InformerEvent::Updated { .. }
+        ));
+        assert_eq!(cached_names(&children), ["s-2", "s-3", "s-u"]);
+
+        // Parents by uid bucket: the cache keeps the parents of the scope's buckets only.
+        let parents_ar = ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&());
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(client.clone(), "default");
+        let mut buckets = BTreeSet::new();
+        for i in 0..6 {
+            let s: k8s_openapi::api::core::v1::Secret =
+                serde_json::from_value(json!({"metadata": {"name": format!("s-{i}")}}))
+                    .expect("secret");
+            let made = secrets
+                .create(&PostParams::default(), &s)
+                .await
+                .expect("create");
+            buckets.insert(bucket(made.metadata.uid.as_deref().expect("uid")));
+        }
+        let keep: BTreeSet<u8> = buckets.iter().take(2).copied().collect();
+        let g3 = gate.set_cache("c", keep.clone());
+        let parents = reg.sharded(&parents_ar, true, filter(FilterBy::ParentUid));
+        parents.wait_synced(WAIT).await.expect("sync");
+        acked(&gate, "c", g3).await;
+        let held: Vec<Arc<Value>> = parents
+            .list(Some("default"))
+            .into_iter()
+            .filter(|p| object::name(p).is_some_and(|n| n.starts_with("s-")))
+            .collect();
+        assert!(!held.is_empty() && held.len() < 6, "{} of 6", held.len());
+        for p in &held {
+            assert!(keep.contains(&bucket(object::uid(p).expect("uid"))));
+        }
+        let mut want: Vec<String> = (0..4u8)
+            .filter(|b| keep.contains(b))
+            .map(|b| format!("s-{b}"))
+            .collect();
+        want.push("s-u".into());
+        assert_eq!(cached_names(&children), want);
+
+        // Another reader of the children's resource: the filter is dropped, all are cached.
+        let all = reg.informer(&cm_ar(), true);
+        assert!(Arc::ptr_eq(&all, &children));
+        assert_eq!(all.filtered_by(), None);
+        let deadline = Instant::now() + WAIT;
+        while cached_names(&all).len() < 5 {
+            assert!(Instant::now() < deadline, "{:?}", cached_names(&all));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     #[tokio::test]

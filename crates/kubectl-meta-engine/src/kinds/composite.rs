@@ -83,6 +83,8 @@ pub struct Prepared {
 }
 
 impl Built for Composite {
+    const SHARDS_ITS_CACHE: bool = true;
+
     type Spec = CompositeControllerSpec;
     type Prepared = Prepared;
 
@@ -182,6 +184,31 @@ impl Built for Composite {
 }
 
 impl Composite {
+    /// `run --sharded`: label every desired child with its parent's bucket, so that the
+    /// replica owning the parent watches it and the others do not.
+    fn label_shard(&self, parent: &Value, desired: &mut [(ChildId, Value)]) {
+        let name = &self.core.name;
+        if !self.core.ctx.shard().is_some_and(|g| g.knows(name)) {
+            return;
+        }
+        let Some(uid) = object::uid(parent) else {
+            return;
+        };
+        let label = crate::shard::bucket_label(name);
+        let value = Value::String(crate::shard::bucket_value(crate::shard::bucket(uid)));
+        for (_, child) in desired.iter_mut() {
+            let Some(meta) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let labels = meta
+                .entry("labels")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Some(l) = labels.as_object_mut() {
+                l.insert(label.clone(), value.clone());
+            }
+        }
+    }
+
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let namespaced = self.parent.namespaced;
         shared::list_in_scope(&self.core.ctx, namespaced, &self.parent_source, |p| {
@@ -464,6 +491,7 @@ impl SyncKind for Composite {
             }
             rollout_decision = Some(decision);
         }
+        self.label_shard(parent, &mut desired);
         Ok(Decided {
             resp,
             desired,

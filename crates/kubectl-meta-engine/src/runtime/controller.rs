@@ -81,6 +81,13 @@ pub trait Reconciler: Send + Sync + 'static {
         let _ = key;
         triggers
     }
+
+    /// The shard bucket of `key`'s parent ([`crate::shard::bucket`] of its uid), when the
+    /// parent is cached (by default unknown).
+    fn shard_bucket(&self, key: &Self::Key) -> Option<u8> {
+        let _ = key;
+        None
+    }
 }
 
 /// Should a sync that ended with `out` be confirmed by one more sync? When it wrote anything
@@ -120,12 +127,19 @@ pub trait ControllerHandle: Send + Sync {
     fn enqueue_all(&self, trigger: Trigger);
     /// Queue the parents named `namespace/name` or `name`; returns how many.
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize;
+    /// Queue the parents whose uid falls in one of `buckets` ([`crate::shard::bucket`]: the
+    /// parents that moved to this replica); returns how many.
+    fn enqueue_buckets(&self, buckets: &std::collections::BTreeSet<u8>, trigger: Trigger) -> usize;
     /// A hook changed (hot reload): forget cached hook answers, queue every parent.
     fn hook_reloaded(&self);
     /// The hooks it calls, by name.
     fn hook_specs(&self) -> Vec<(&'static str, crate::runtime::context::HookSpec)>;
     /// Every parent's last exchange (for replay).
     fn exchanges(&self) -> Vec<LastExchange>;
+    /// What the caches this controller reads hold now: `(resource, objects)` per resource it
+    /// watches (`plural.group`, or `plural` for the core group), sorted. Shared informers are
+    /// counted for every controller that reads them.
+    fn cached_objects(&self) -> Vec<(String, usize)>;
     /// Send the exchanges' requests again and publish how the answers differ.
     fn replay(
         &self,
@@ -233,7 +247,8 @@ pub async fn run_workers<R: Reconciler>(
                     break;
                 }
                 let in_flight = match &shard {
-                    Some(g) => match g.begin(r.name(), &key.subject().parent) {
+                    Some(g) => match g.begin(r.name(), &key.subject().parent, r.shard_bucket(&key))
+                    {
                         Some(f) => Some(f),
                         None => {
                             // Not ours (or our membership is not fresh): its owner syncs it.

@@ -359,6 +359,14 @@ pub trait KindController: SyncKind {
         let core = self.core();
         routing::enqueue_each(&core.queue, &core.memory, self.keyed_parents(), &trigger);
     }
+    /// Queue the parents whose uid's bucket is one of `buckets`; returns how many.
+    fn enqueue_buckets(&self, buckets: &std::collections::BTreeSet<u8>, trigger: Trigger) -> usize {
+        let core = self.core();
+        let moved = self.keyed_parents().into_iter().filter(|(_, o)| {
+            crate::k8s::object::uid(o).is_some_and(|u| buckets.contains(&crate::shard::bucket(u)))
+        });
+        routing::enqueue_each(&core.queue, &core.memory, moved, &trigger)
+    }
     /// Queue the parents named `namespace/name` or `name`; returns how many.
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
         let core = self.core();
@@ -405,7 +413,7 @@ pub async fn launch_def<K: Built + KindController>(
 
 /// Start routers (and the resync timer) for a started controller, queue every parent, announce
 /// it; returns its handle and the worker loop to run until `stop`.
-pub fn launch<S: KindController>(
+pub fn launch<S: KindController + source::Built>(
     ctl: Arc<S>,
     ctx: Arc<EngineContext>,
     stop: CancellationToken,
@@ -461,6 +469,11 @@ impl<S: KindController> Reconciler for Running<S> {
         self.ctl.parts().ctx.options.confirm_status_writes
     }
 
+    fn shard_bucket(&self, key: &S::Key) -> Option<u8> {
+        let parent = self.ctl.parent(key)?;
+        crate::k8s::object::uid(&parent).map(crate::shard::bucket)
+    }
+
     fn drop_own_echoes(&self, key: &S::Key, triggers: Vec<Trigger>) -> Vec<Trigger> {
         if !S::DROP_OWN_ECHOES {
             return triggers;
@@ -486,7 +499,7 @@ impl<S: KindController> Reconciler for Running<S> {
     }
 }
 
-impl<S: KindController> ControllerHandle for Running<S> {
+impl<S: KindController + source::Built> ControllerHandle for Running<S> {
     fn name(&self) -> &str {
         self.ctl.parts().name
     }
@@ -505,6 +518,9 @@ impl<S: KindController> ControllerHandle for Running<S> {
     fn enqueue_named(&self, name: &str, trigger: Trigger) -> usize {
         self.ctl.enqueue_named(name, trigger)
     }
+    fn enqueue_buckets(&self, buckets: &std::collections::BTreeSet<u8>, trigger: Trigger) -> usize {
+        self.ctl.enqueue_buckets(buckets, trigger)
+    }
     fn hook_reloaded(&self) {
         self.ctl.forget_answers();
         self.ctl.enqueue_all(Trigger::HookReloaded);
@@ -514,6 +530,18 @@ impl<S: KindController> ControllerHandle for Running<S> {
     }
     fn exchanges(&self) -> Vec<LastExchange> {
         self.ctl.exchanges()
+    }
+    fn cached_objects(&self) -> Vec<(String, usize)> {
+        let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for i in self
+            .ctl
+            .sources()
+            .into_iter()
+            .filter_map(source::Source::informer)
+        {
+            by.insert(crate::k8s::informer::resource_name(i.resource()), i.len());
+        }
+        by.into_iter().collect()
     }
     fn replay(
         &self,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::{Informer, InformerError};
+use crate::k8s::informer::{FilterBy, Informer, InformerError, ShardFilter};
 use crate::k8s::object::ObjectKey;
 use crate::runtime::caller::Caller;
 use crate::runtime::context::EngineContext;
@@ -194,6 +194,11 @@ pub trait Built: Sized + Send {
     fn build(b: Building<Self>) -> Result<Self, StartError>;
     /// Every source it reads.
     fn sources(&self) -> Vec<&Source>;
+    /// With `run --sharded`, its first resource is the parents and the others their children,
+    /// cached only for the parents this process is assigned ([`crate::shard::CacheScope`]);
+    /// the kind labels every child it writes with its parent's bucket
+    /// ([`crate::shard::bucket_label`]). By default not: every object is cached.
+    const SHARDS_ITS_CACHE: bool = false;
     /// Built on shared informers, before their first lists are waited for (by default
     /// nothing).
     fn watching(
@@ -223,10 +228,30 @@ pub async fn watched<K: Built>(
     let name = def.name.clone();
     let (prepared, wanted) = K::prepare(&def, &ctx)?;
     let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
+    let gate = ctx
+        .shard()
+        .filter(|g| K::SHARDS_ITS_CACHE && g.knows(&name));
     let resolved = infos
         .into_iter()
-        .map(|i| {
-            let s = Source::watched(&ctx, &i);
+        .enumerate()
+        .map(|(n, i)| {
+            let follower = gate.as_ref().and_then(|g| g.cache_follower(&name));
+            let s = match follower {
+                Some(follower) => {
+                    let by = if n == 0 {
+                        FilterBy::ParentUid
+                    } else {
+                        FilterBy::ChildLabel(crate::shard::bucket_label(&name))
+                    };
+                    let filter = ShardFilter {
+                        controller: name.clone(),
+                        by,
+                        follower,
+                    };
+                    Source::Watched(ctx.informers.sharded(&i.api_resource, i.namespaced, filter))
+                }
+                None => Source::watched(&ctx, &i),
+            };
             (i, s)
         })
         .collect();
