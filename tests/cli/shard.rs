@@ -14,10 +14,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common;
 use crate::common::cli::*;
 use crate::common::external::{Target, cluster};
-use crate::common::{TIMEOUT, TestSandbox, free_port, wait_for};
+use crate::common::{TIMEOUT, free_port, wait_for};
 use crate::run::{guard, hello_world_crd_and_sample, http_get, ok_kubectl};
 use crate::run::{parse_prometheus, sample};
 use serde_json::Value;
