@@ -178,6 +178,19 @@ async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
         cause.contains("field manager \"fighter\""),
         "{cause}\nstderr:\n{stderr}"
     );
+    // The other writer as data, in the recording (what the replay applied its writes as) and
+    // in the replay's own event.
+    let recorded: Vec<&Value> = live["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["event"] == "hotLoop")
+        .collect();
+    assert!(
+        recorded.iter().any(|e| e["event"]["writer"] == "fighter"),
+        "{recorded:?}"
+    );
+    assert_eq!(hot[0]["writer"], "fighter", "{stdout}");
     assert!(took < Duration::from_secs(10), "the replay took {took:?}");
     assert_eq!(
         out.status.code(),

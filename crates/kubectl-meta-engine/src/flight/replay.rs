@@ -13,9 +13,10 @@
 //!   what the second call observed that neither the first state, the engine (the first call's
 //!   answer) nor the server explain: a child field the hook asked for that came back with
 //!   another value (a fight), a parent whose spec or labels changed, an object that appeared.
-//!   The field manager of a fight's writer is the one the recorded `hotLoop` named.
+//!   The field manager of a fight's writer is the recorded `hotLoop`'s `writer`.
 //!
-//! Pure: parsing and deriving; the command loads the state into a sandbox and drives the engine.
+//! Pure: parsing and deriving; the replay driver ([`crate::replayer`]) loads the state into a
+//! server and drives the engine.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -160,7 +161,7 @@ pub struct Window {
     /// Events in the recording.
     pub events: usize,
     /// The recorded `hotLoop` events: (controller, parent, `Kind.apiVersion`,
-    /// `namespace/name`, field path, the other writer when one was named).
+    /// `namespace/name`, field path, its `writer`: the other writer when the guard named one).
     pub hot_loops: Vec<(String, String, String, String, String, Option<String>)>,
 }
 
@@ -204,13 +205,6 @@ fn desired(answer: &Value) -> Vec<&Value> {
         .flatten()
         .filter(|o| o.is_object())
         .collect()
-}
-
-/// The field manager a recorded hot loop's cause names (`field manager "NAME"`, as
-/// [`crate::plan::hotloop::fight_cause`] writes it).
-fn writer_in(cause: &str) -> Option<String> {
-    let rest = cause.split_once("field manager \"")?.1;
-    Some(rest.split_once('"')?.0.to_string())
 }
 
 impl Window {
@@ -271,7 +265,7 @@ impl Window {
                     s("resource").unwrap_or_default(),
                     s("object").unwrap_or_default(),
                     s("path").unwrap_or_default(),
-                    s("cause").as_deref().and_then(writer_in),
+                    s("writer"),
                 )),
                 _ => {}
             }
@@ -618,7 +612,8 @@ mod tests {
     fn a_fight_is_the_first_state_the_answers_and_the_other_writers_writes() {
         let hot = json!({"event": {"event": "hotLoop", "controller": "c", "parent": "default/p",
             "resource": "ConfigMap.v1", "object": "default/p-c", "path": "data.value",
-            "cause": "another writer, field manager \"fighter\", sets data.value back"}});
+            "cause": "another writer, field manager \"fighter\", sets data.value back",
+            "writer": "fighter"}});
         let w = Window::parse(&doc(vec![
             call(None),
             call(Some("theirs")),
