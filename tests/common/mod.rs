@@ -13,5 +13,6 @@ pub mod cli;
 pub mod engine;
 pub mod faults;
 pub mod hook_build_env;
+pub mod replay;
 pub mod schema;
 pub mod website;
