@@ -369,7 +369,11 @@ impl Session {
             .manager
             .clone()
             .unwrap_or_else(|| UNKNOWN_WRITER.to_string());
-        let result = if w.create {
+        let result = if w.delete {
+            api.delete(&w.name, &kube::api::DeleteParams::default())
+                .await
+                .map(|_| ())
+        } else if w.create {
             let mut v = w.patch.clone();
             if let Some(m) = v["metadata"].as_object_mut() {
                 for f in SERVER_SET {
