@@ -32,7 +32,8 @@ pub struct ReplayArgs {
     /// Replaces scheme, host and port of webhook URLs (with --live-hooks).
     #[arg(long, value_name = "URL", requires = "live_hooks")]
     pub hook_base_url: Option<String>,
-    /// Print the event log (the only mode for now: the replay has no terminal UI yet).
+    /// Print the event log instead of opening the terminal UI (stepping through the recorded
+    /// syncs); the log is printed anyway when stdout or stdin is not a terminal.
     #[arg(long)]
     pub no_tui: bool,
     /// Event log format: the events of `kubectl meta dev -o json` (NDJSON) or readable lines.

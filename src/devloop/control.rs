@@ -38,6 +38,12 @@ pub enum Command {
         /// The file to write.
         path: String,
     },
+    /// Step a replayed timeline by `by` recorded syncs (`kubectl meta replay`'s TUI: `n` is
+    /// +1, `b` -1); a dev loop runs live and refuses it.
+    Step {
+        /// Steps forward (negative: back).
+        by: i64,
+    },
 }
 
 /// A command with the channel its answer goes back on.

@@ -495,6 +495,12 @@ impl DevLoop {
                     dump.len()
                 )
             }
+            Command::Step { .. } => {
+                return Err(
+                    "stepping is for a replayed timeline (kubectl meta replay): dev runs live"
+                        .into(),
+                );
+            }
         })
     }
 

@@ -28,7 +28,9 @@ use serde_json::{Value, json};
 
 use crate::dryrun::render::{Action, Entry, RenderOptions, Summary, diff, shown_pair};
 use crate::engine::LiveReader;
+// Fields stripped from a live object before it is created in the sandbox.
 use crate::engine::events::{EngineEvent, EventBus, EventParent, EventSubject};
+use crate::engine::k8s::object::SERVER_SET;
 use crate::engine::plan::planner::ObjectAction;
 use crate::engine::{Engine, OnceReport, WaitFor};
 use crate::engine::{EngineContext, EngineOptions};
@@ -72,16 +74,6 @@ pub struct Limits {
     /// Most wall time for the whole run.
     pub timeout: Duration,
 }
-
-/// Fields stripped from a live object before it is created in the sandbox (also by `replay`).
-pub(crate) const SERVER_SET: [&str; 6] = [
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "managedFields",
-    "generation",
-    "selfLink",
-];
 
 /// One copied object: its resource, the live object, and its copy's uid.
 #[derive(Debug, Clone)]
@@ -485,17 +477,8 @@ async fn create_copy(
 ) -> Result<(String, i64), SimError> {
     let mut v = live.clone();
     if let Some(m) = v["metadata"].as_object_mut() {
-        for f in SERVER_SET {
-            m.shift_remove(f);
-        }
-        // Labels holding an owner's uid (`controller-uid` of generateSelector) follow it.
-        if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
-            for v in labels.values_mut() {
-                if let Some(copy) = v.as_str().and_then(|u| uid_map.get(u)) {
-                    *v = json!(copy);
-                }
-            }
-        }
+        // Server-set fields dropped; owner uids (labels, ownerReferences) moved to the copies.
+        object::retarget_copy(m, uid_map);
         // So do the uids in a last-applied configuration (the labels above, as the engine
         // applied them): left live, the 3-way merge would update every such child at once.
         if let Some(notes) = m.get_mut("annotations").and_then(Value::as_object_mut) {
@@ -504,15 +487,6 @@ async fn create_copy(
                     move_uids_in_json_text(v, uid_map);
                 }
             }
-        }
-        if let Some(refs) = m.get_mut("ownerReferences").and_then(Value::as_array_mut) {
-            refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uid_map.get(u)) {
-                Some(copy) => {
-                    r["uid"] = json!(copy);
-                    true
-                }
-                None => false,
-            });
         }
     }
     if object::kind(&v) == Some("Pod")

@@ -191,6 +191,19 @@ async fn a_fight_recorded_by_run_replays_as_the_same_hot_loop_offline() {
         hot.len(),
         took.as_secs_f64()
     );
+    // The other writer as data, in the recording (what the replay applied its writes as) and
+    // in the replay's own event.
+    let recorded: Vec<&Value> = live["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["event"] == "hotLoop")
+        .collect();
+    assert!(
+        recorded.iter().any(|e| e["event"]["writer"] == "fighter"),
+        "{recorded:?}"
+    );
+    assert_eq!(hot[0]["writer"], "fighter", "{stdout}");
     assert!(took < Duration::from_secs(10), "the replay took {took:?}");
     assert_eq!(
         out.status.code(),
@@ -278,5 +291,69 @@ async fn bad_recordings_are_usage_errors_naming_the_file() {
             "{name}: {stderr}"
         );
         assert!(stdout.is_empty(), "{name}: nothing starts: {stdout}");
+    }
+}
+
+/// Two parents in one recording, and another client deleting one parent's child between two
+/// of its syncs (made-up recording, tests/common/replay.rs): the replay deletes it at that
+/// point and the engine creates it again, as it did; the other parent's children follow its
+/// own recorded answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_writers_delete_is_replayed_with_several_parents() {
+    use common::replay::{child, document, parent, sync_call};
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (hello, world) = (parent("hello"), parent("world"));
+    let first = |p: &str| json!({format!("{p}-c"): child(p, "first", true)});
+    let recorded = [
+        sync_call(&hello, json!({}), &[child("hello", "first", false)]),
+        sync_call(&world, json!({}), &[child("world", "first", false)]),
+        sync_call(&hello, first("hello"), &[child("hello", "first", false)]),
+        sync_call(&world, first("world"), &[child("world", "second", false)]),
+        // hello-c is gone though the answer before asked for it: another client deleted it.
+        sync_call(&hello, json!({}), &[child("hello", "first", false)]),
+        sync_call(
+            &world,
+            json!({"world-c": child("world", "second", true)}),
+            &[child("world", "second", false)],
+        ),
+    ];
+    let file = dir.path().join("flight.json");
+    std::fs::write(&file, document(&recorded)).unwrap();
+    let out = run(meta(
+        home.path(),
+        &[
+            "replay",
+            &file.display().to_string(),
+            "--no-tui",
+            "-o",
+            "json",
+        ],
+    ))
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    let evs = events(&stdout);
+    let actions = |verb: &str, object: &str| {
+        evs.iter()
+            .filter(|e| e["event"] == "action" && e["verb"] == verb && e["object"] == object)
+            .count()
+    };
+    // Created, deleted by the other client (not an engine action), created again.
+    assert_eq!(actions("create", "default/hello-c"), 2, "{stdout}");
+    assert_eq!(actions("delete", "default/hello-c"), 0, "{stdout}");
+    assert_eq!(actions("create", "default/world-c"), 1, "{stdout}");
+    assert_eq!(actions("update", "default/world-c"), 1, "{stdout}");
+    assert!(
+        stderr.contains("1 other writer write(s) applied"),
+        "{stderr}"
+    );
+    // Both parents synced with their own recorded answers.
+    for p in ["default/hello", "default/world"] {
+        assert!(
+            evs.iter()
+                .any(|e| e["event"] == "hookCalled" && e["parent"] == p && e["error"].is_null()),
+            "{p}: {stdout}"
+        );
     }
 }

@@ -14,5 +14,6 @@ pub mod engine;
 pub mod external;
 pub mod faults;
 pub mod hook_build_env;
+pub mod replay;
 pub mod schema;
 pub mod website;

@@ -501,6 +501,7 @@ async fn run_loop_draws_events_and_sends_commands() {
             held: Some(held_rx),
             kube_events: None,
             queue: Some(seven),
+            replay: None,
         },
     };
     let ui_task = tokio::spawn(async move {
@@ -713,4 +714,114 @@ async fn api_throttling_shows_in_the_status_bar() {
     assert!(bar.contains("API req/s -"), "{bar}");
     assert!(bar.contains("429×2 win "), "{bar}");
     f.stop().await;
+}
+
+/// A stepped replay of a made-up recording (tests/common/replay.rs) on an in-process sandbox:
+/// the events published up to `steps` steps (drained as published, so deterministic).
+async fn replayed(steps: usize) -> (Vec<EngineEvent>, usize, usize) {
+    use kubectl_meta::engine::flight::replay::Window;
+    use kubectl_meta::engine::replayer::{Outcome, ReplayOptions, Replayer};
+    let rec = common::replay::recording(&["hello"], &["first", "second", "third"]);
+    let window = Window::parse(rec.as_bytes()).expect("the recording parses");
+    let defs = window
+        .controllers
+        .iter()
+        .map(|raw| {
+            kubectl_meta::spec::parse_controller(
+                raw,
+                kubectl_meta::spec::Source::file("r", 1, None),
+            )
+            .expect("definition")
+        })
+        .collect();
+    let replayer = Replayer::new(
+        window,
+        defs,
+        ReplayOptions {
+            stepped: true,
+            ..ReplayOptions::default()
+        },
+    );
+    let sandbox = kube_sandbox::Sandbox::start(kube_sandbox::SandboxConfig::ephemeral())
+        .await
+        .expect("sandbox");
+    let bus = EventBus::new();
+    let mut rx = bus.subscribe();
+    let mut session = replayer
+        .start(&sandbox.in_process_client(), &bus)
+        .await
+        .expect("the replay starts");
+    assert_eq!(
+        session.advance(0, TIMEOUT).await.expect("drives"),
+        Outcome::Waiting
+    );
+    for _ in 0..steps {
+        assert_eq!(
+            session.advance(1, TIMEOUT).await.expect("drives"),
+            Outcome::Waiting
+        );
+    }
+    let at = session.position();
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    session.shutdown().await;
+    sandbox.shutdown().await;
+    (events, at, replayer.steps())
+}
+
+fn at_step(app: &mut App, step: usize, total: usize) {
+    app.replay = Some(kubectl_meta::view::tui::model::ReplayPosition {
+        step,
+        total,
+        state: "waiting".into(),
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_view_shows_the_step_and_what_the_step_answered() {
+    let (events, at, total) = replayed(2).await;
+    assert_eq!((at, total), (2, 3));
+    let mut app = model(&scrubbed(events));
+    at_step(&mut app, at, total);
+    assert!(app.select_parent_named("default/hello"));
+    app.ui.tab = Tab::Response;
+    let text = frame(&mut app, 120, 36);
+    assert!(
+        text.contains("kubectl-meta replay") && text.contains("step 2/3 waiting"),
+        "{text}"
+    );
+    // The second recorded answer, not the third (held until the next step).
+    assert!(
+        text.contains(r#""value": "second""#) && !text.contains("third"),
+        "{text}"
+    );
+    assert!(text.contains("n:step") && text.contains("b:back"), "{text}");
+    snapshot("replay_step", &text);
+    press(&mut app, KeyCode::Char('?'));
+    let help = frame(&mut app, 120, 36);
+    assert!(
+        help.contains("step forward") && !help.contains("resync"),
+        "{help}"
+    );
+    snapshot("replay_help", &help);
+    press(&mut app, KeyCode::Esc);
+
+    // A step back: the model forgets and reads the rebuilt timeline (one step).
+    let (events, at, _) = replayed(1).await;
+    app.restart();
+    assert!(app.parents.is_empty() && app.replay.is_some());
+    let now = Instant::now();
+    for e in scrubbed(events) {
+        app.apply(&e, now);
+    }
+    at_step(&mut app, at, total);
+    let back = frame(&mut app, 120, 36);
+    assert!(
+        back.contains("step 1/3")
+            && back.contains(r#""value": "first""#)
+            && !back.contains("second"),
+        "{back}"
+    );
 }

@@ -485,6 +485,11 @@ pub enum EngineEvent {
         server: Option<serde_json::Value>,
         /// The likely cause and the fix.
         cause: String,
+        /// The other client that sets the field back (its field manager, from the child's
+        /// managedFields), when the guard found one: a fight between two writers (also named
+        /// in `cause`). Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        writer: Option<String>,
         /// The whole message, as recorded in the Warning event.
         message: String,
     },
@@ -1062,6 +1067,7 @@ mod tests {
                 desired: full.then(|| "a".into()),
                 server: full.then(|| "b".into()),
                 cause: "c".into(),
+                writer: full.then(|| "w".into()),
                 message: "m".into(),
             },
             EngineEvent::TakenOver {
@@ -1196,7 +1202,7 @@ mod tests {
             ),
             (
                 "hotLoop",
-                "cause controller desired event mapKey message object parent path resource server",
+                "cause controller desired event mapKey message object parent path resource server writer",
                 "cause controller desired event message object parent path resource server",
             ),
             (

@@ -8,6 +8,8 @@
 //!   steps of one reconcile skeleton that differ between kinds.
 //! - `runtime` (private): what runs the kinds: the controller loop, the work queue, start-up,
 //!   sources (informers or lists read once), event routing, hook calls and the executor.
+//! - [`replayer`]: a flight recording's window run again through an [`Engine`] on a given
+//!   client (`kubectl meta replay`), to the end or one recorded step at a time.
 //! - `hook_bench` (private; [`HookBench`] re-exported): one hook of one definition called as
 //!   the engine would, outside its loop.
 //! - [`plan`]: pure planning (observed + hook answer -> typed actions; no I/O), what `dev`
@@ -44,6 +46,7 @@ pub mod labels;
 pub mod perturb;
 pub mod plan;
 pub mod plan_once;
+pub mod replayer;
 pub(crate) mod run;
 pub(crate) mod runtime;
 pub mod shard;

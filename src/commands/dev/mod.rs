@@ -482,6 +482,7 @@ fn spawn_tui(
         held: Some(dev.engine().context().writes_watch()),
         kube_events: Some(kube_events),
         queue: Some(crate::engine::queue_depth),
+        replay: None,
     };
     Tui::spawn(events, feeds, tx, context, color)
 }

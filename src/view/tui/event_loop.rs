@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::input::{self, Intent};
 use super::kube_events::KubeEvent;
-use super::model::App;
+use super::model::{App, ReplayPosition};
 use super::ui;
 use crate::devloop::control::{Command, Request};
 use crate::engine::QueueStats;
@@ -53,6 +53,26 @@ pub struct Feeds {
     pub kube_events: Option<mpsc::Receiver<KubeEvent>>,
     /// Reads the work queues' depth (on the render tick).
     pub queue: Option<fn() -> QueueStats>,
+    /// `kubectl meta replay`: where the timeline is, and each new timeline's events.
+    pub replay: Option<mpsc::Receiver<ReplayFrame>>,
+}
+
+/// What a replay tells the UI (`kubectl meta replay`'s TUI).
+#[derive(Debug)]
+pub enum ReplayFrame {
+    /// Where the timeline is now.
+    Position(ReplayPosition),
+    /// The timeline starts again from its first state (a step back): the model forgets what
+    /// it showed and reads these events instead (subscribed before the new engine started).
+    Restart(broadcast::Receiver<EngineEvent>),
+}
+
+/// The next frame of a replay, or never when there is none (`None`: it ended).
+async fn next_replay_frame(rx: &mut Option<mpsc::Receiver<ReplayFrame>>) -> Option<ReplayFrame> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next Kubernetes Event, or never when there is no watch (`None`: it ended).
@@ -145,6 +165,7 @@ where
         mut held,
         mut kube_events,
         queue,
+        mut replay,
     } = feeds;
     if let Some(h) = &mut held {
         let reason = h.borrow_and_update().clone();
@@ -176,6 +197,19 @@ where
                 },
                 Some(Err(e)) => return Err(e.into()),
                 None => input_open = false,
+            },
+            // Before the events: a restart swaps the receiver before its events are read.
+            frame = next_replay_frame(&mut replay) => match frame {
+                Some(ReplayFrame::Position(p)) => {
+                    app.replay = Some(p);
+                    app.dirty = true;
+                }
+                Some(ReplayFrame::Restart(rx)) => {
+                    app.restart();
+                    events = rx;
+                    events_open = true;
+                }
+                None => replay = None,
             },
             Some(a) = answers_rx.recv() => {
                 app.ui.flash = Some(a);

@@ -7,19 +7,33 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::theme::Theme;
 
-/// The keys, as the help screen lists them: `(keys, what)`.
-pub const KEYS: [(&str, &str); 20] = [
+/// Moving around (dev and replay alike): `(keys, what)`.
+const NAVIGATION: [(&str, &str); 6] = [
     ("↑ ↓  j k", "move in the focused pane"),
     ("PgUp PgDn  g G", "page, first, last"),
     ("enter  tab", "next pane (shift-tab: previous)"),
     ("← →  h l  1-5", "detail tabs (in the detail pane: ← →)"),
     ("/", "filter parents by name (enter keeps, esc clears)"),
     ("esc", "close, clear the filter, back to the parents"),
+];
+
+/// The dev loop's commands.
+const DEV_COMMANDS: [(&str, &str); 5] = [
     ("r", "resync the selected parent"),
     ("R", "resync every parent"),
     ("p", "pause / resume writes (plans are still shown)"),
     ("ctrl-r", "replay the last requests against the hooks"),
     ("f", "write the flight recording to flight-PID.json"),
+];
+
+/// A replay's steps (`kubectl meta replay`: the dev loop's commands are not there).
+const REPLAY_COMMANDS: [(&str, &str); 2] = [
+    ("n", "step forward: the next recorded sync"),
+    ("b", "step back (replayed again from the first state)"),
+];
+
+/// Views, help, quit, and the legend.
+const REST: [(&str, &str); 10] = [
     ("y", "YAML of the selected object"),
     ("d", "diff of the selected object (desired vs live)"),
     ("?", "this help"),
@@ -32,7 +46,28 @@ pub const KEYS: [(&str, &str); 20] = [
         "glyphs",
         "✓ in sync  ↻ syncing  ✗ failed  ‖ held  · pending",
     ),
+    ("step N/M", "replay: N syncs replayed of the M recorded"),
 ];
+
+/// The keys, as the help screen lists them: `(keys, what)`; a replay's (`replay`) step
+/// instead of sending the dev loop's commands.
+pub fn keys(replay: bool) -> Vec<(&'static str, &'static str)> {
+    let (commands, rest): (&[_], &[_]) = if replay {
+        (&REPLAY_COMMANDS, &REST)
+    } else {
+        (&DEV_COMMANDS, &REST[..REST.len() - 1])
+    };
+    let mut out = Vec::new();
+    if replay {
+        out.extend_from_slice(commands);
+        out.extend_from_slice(&NAVIGATION);
+    } else {
+        out.extend_from_slice(&NAVIGATION);
+        out.extend_from_slice(commands);
+    }
+    out.extend_from_slice(rest);
+    out
+}
 
 /// A centred rectangle of at most `w` x `h` inside `area`.
 fn centred(area: Rect, w: u16, h: u16) -> Rect {
@@ -45,15 +80,15 @@ fn centred(area: Rect, w: u16, h: u16) -> Rect {
     r
 }
 
-/// Draw the help screen over `area`.
-pub fn draw(f: &mut Frame, area: Rect, color: bool) {
+/// Draw the help screen over `area` (the replay's keys with `replay`).
+pub fn draw(f: &mut Frame, area: Rect, color: bool, replay: bool) {
     let t = Theme { color };
-    let lines: Vec<Line> = KEYS
-        .iter()
+    let lines: Vec<Line> = keys(replay)
+        .into_iter()
         .map(|(k, what)| {
             Line::from(vec![
                 Span::styled(format!(" {k:<16}"), t.warn()),
-                Span::raw(*what),
+                Span::raw(what),
             ])
         })
         .collect();

@@ -1,4 +1,4 @@
-//! Keys -> what they do, close to k9s so habits carry over (see [`super::help::KEYS`]).
+//! Keys -> what they do, close to k9s so habits carry over (see [`super::help::keys`]).
 //! Pure: it changes the [`App`]'s UI state and returns what the run loop must do (quit, or a
 //! dev loop command: resync, pause, replay, the same commands as the log mode's keyboard and
 //! the control socket). No single key destroys anything.
@@ -118,6 +118,18 @@ pub fn handle_key(app: &mut App, k: KeyEvent) -> Intent {
     }
     if quit_key(&k) {
         return Intent::Quit;
+    }
+    if app.replay.is_some() {
+        // A replay steps; the dev loop's commands have nothing to act on.
+        match k.code {
+            KeyCode::Char('n') => return Intent::Send(Command::Step { by: 1 }),
+            KeyCode::Char('b') => return Intent::Send(Command::Step { by: -1 }),
+            KeyCode::Char('r' | 'R' | 'p' | 'f') => {
+                app.ui.flash = Some("a replay only steps: n forward, b back (? for keys)".into());
+                return Intent::Nothing;
+            }
+            _ => {}
+        }
     }
     match k.code {
         KeyCode::Char('r') if ctrl => return Intent::Send(Command::Replay),
@@ -273,5 +285,38 @@ mod tests {
         assert_eq!(app.ui.overlay, Some(Overlay::Help));
         handle_key(&mut app, key(KeyCode::Esc));
         assert_eq!(app.ui.overlay, None);
+    }
+
+    #[test]
+    fn a_replay_steps_and_refuses_the_dev_loop_commands() {
+        let mut app = App::new("ctx", false);
+        // In dev, n and b do nothing.
+        assert_eq!(
+            handle_key(&mut app, key(KeyCode::Char('n'))),
+            Intent::Nothing
+        );
+        app.replay = Some(crate::view::tui::model::ReplayPosition {
+            step: 0,
+            total: 3,
+            state: "waiting".into(),
+        });
+        assert_eq!(
+            handle_key(&mut app, key(KeyCode::Char('n'))),
+            Intent::Send(Command::Step { by: 1 })
+        );
+        assert_eq!(
+            handle_key(&mut app, key(KeyCode::Char('b'))),
+            Intent::Send(Command::Step { by: -1 })
+        );
+        for c in ['p', 'R', 'f'] {
+            assert_eq!(handle_key(&mut app, key(KeyCode::Char(c))), Intent::Nothing);
+            assert!(
+                app.ui
+                    .flash
+                    .as_deref()
+                    .is_some_and(|f| f.contains("n forward"))
+            );
+        }
+        assert_eq!(handle_key(&mut app, key(KeyCode::Char('q'))), Intent::Quit);
     }
 }

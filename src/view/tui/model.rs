@@ -451,6 +451,8 @@ pub struct App {
     pub held: Option<(Instant, WritesHeld)>,
     /// The pace of API requests as last reported (`apiRate`), and when.
     pub api: Option<(Instant, ApiRateView)>,
+    /// `kubectl meta replay`: where the replayed timeline is (`None`: `dev`, live).
+    pub replay: Option<ReplayPosition>,
     controller_index: HashMap<String, usize>,
     /// Parents by `(controller, parent)`.
     pub(super) parent_index: HashMap<(String, String), usize>,
@@ -460,6 +462,18 @@ pub struct App {
     pub(super) writes: VecDeque<Instant>,
     /// Parents per state class (see [`class`]); class 0 is not kept exactly.
     counts: [usize; 3],
+}
+
+/// Where a replayed timeline is (`kubectl meta replay`'s TUI, shown in the status bar).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayPosition {
+    /// Steps made: recorded syncs (and finalize calls) let through.
+    pub step: usize,
+    /// Recorded steps.
+    pub total: usize,
+    /// What the replay is doing: `stepping`, `rebuilding`, `waiting` (for the next key),
+    /// `finished` (every recorded write applied, the engine idle), `timed out`.
+    pub state: String,
 }
 
 /// The pace of API requests the status bar shows (from the last `apiRate` event).
@@ -519,6 +533,7 @@ impl App {
             queue: QueueStats::default(),
             held: None,
             api: None,
+            replay: None,
             controller_index: HashMap::new(),
             parent_index: HashMap::new(),
             rows: Vec::new(),
@@ -526,6 +541,16 @@ impl App {
             writes: VecDeque::new(),
             counts: [0; 3],
         }
+    }
+
+    /// Forget everything the events said (a replay's timeline starts again from its first
+    /// state); the UI state (selection, focus, filter, flash) and the replay position stay.
+    pub fn restart(&mut self) {
+        let mut fresh = App::new(self.context.clone(), self.color);
+        fresh.mask_volatile = self.mask_volatile;
+        fresh.replay = self.replay.take();
+        std::mem::swap(&mut fresh.ui, &mut self.ui);
+        *self = fresh;
     }
 
     /// The index of controller `name`, created when new.

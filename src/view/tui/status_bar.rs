@@ -32,7 +32,12 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
     let sep = || Span::styled(if wide { " │ " } else { "│" }, t.dim());
     let mut l1 = Vec::new();
     if wide {
-        l1.push(Span::styled(" kubectl-meta dev", t.bold()));
+        let title = if app.replay.is_some() {
+            " kubectl-meta replay"
+        } else {
+            " kubectl-meta dev"
+        };
+        l1.push(Span::styled(title, t.bold()));
         l1.push(sep());
     }
     l1.push(Span::raw(if wide {
@@ -41,7 +46,13 @@ fn line1(app: &mut App, now: Instant, wide: bool) -> Line<'static> {
         format!(" {}", app.context)
     }));
     l1.push(sep());
-    l1.push(if app.paused {
+    l1.push(if let Some(r) = &app.replay {
+        // The replay's position instead of APPLY: it writes only to its own sandbox.
+        Span::styled(
+            format!("step {}/{} {}", r.step, r.total, r.state),
+            t.ok().add_modifier(Modifier::BOLD),
+        )
+    } else if app.paused {
         Span::styled(
             " PAUSED ",
             t.warn().add_modifier(Modifier::REVERSED | Modifier::BOLD),
@@ -208,7 +219,7 @@ pub fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
             Focus::Detail => "detail",
         };
         let mut spans = vec![Span::styled(format!(" [{pane}] "), t.bold())];
-        for (k, what) in [
+        let dev = [
             ("?", "help"),
             ("j/k", "move"),
             ("tab", "pane"),
@@ -219,7 +230,20 @@ pub fn draw_footer(f: &mut Frame, area: Rect, app: &App) {
             ("y", "yaml"),
             ("d", "diff"),
             ("q", "quit"),
-        ] {
+        ];
+        let replay = [
+            ("?", "help"),
+            ("n", "step"),
+            ("b", "back"),
+            ("j/k", "move"),
+            ("tab", "pane"),
+            ("/", "filter"),
+            ("y", "yaml"),
+            ("d", "diff"),
+            ("q", "quit"),
+        ];
+        let keys: &[(&str, &str)] = if app.replay.is_some() { &replay } else { &dev };
+        for &(k, what) in keys {
             spans.push(Span::styled(k, t.warn()));
             spans.push(Span::styled(format!(":{what} "), t.dim()));
         }

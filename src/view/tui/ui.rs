@@ -31,7 +31,12 @@ pub fn draw(f: &mut Frame, app: &mut App, now: Instant) {
                 t.warn(),
             ),
             Line::raw(format!(
-                "kubectl meta dev needs at least {MIN_WIDTH}x{MIN_HEIGHT} (80x24 recommended)"
+                "kubectl meta {} needs at least {MIN_WIDTH}x{MIN_HEIGHT} (80x24 recommended)",
+                if app.replay.is_some() {
+                    "replay"
+                } else {
+                    "dev"
+                }
             )),
             Line::raw("enlarge the window, or press q to quit"),
         ];
@@ -72,7 +77,7 @@ pub fn draw(f: &mut Frame, app: &mut App, now: Instant) {
     detail::draw(f, right, app, items.get(app.ui.tree_row));
     status_bar::draw_footer(f, footer, app);
     match &app.ui.overlay {
-        Some(Overlay::Help) => help::draw(f, f.area(), app.color),
+        Some(Overlay::Help) => help::draw(f, f.area(), app.color, app.replay.is_some()),
         Some(Overlay::Yaml(title, text)) => {
             help::draw_yaml(f, f.area(), title, text, app.ui.detail_scroll, app.color);
         }

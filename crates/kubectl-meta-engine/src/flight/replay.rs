@@ -12,10 +12,13 @@
 //! - other writers' writes ([`Window::external_writes`]): between two calls of one parent,
 //!   what the second call observed that neither the first state, the engine (the first call's
 //!   answer) nor the server explain: a child field the hook asked for that came back with
-//!   another value (a fight), a parent whose spec or labels changed, an object that appeared.
-//!   The field manager of a fight's writer is the one the recorded `hotLoop` named.
+//!   another value (a fight), a parent whose spec or labels changed, an object that appeared,
+//!   an object that disappeared though the engine did not delete it (the answer before still
+//!   asked for it, or a related object the engine only reads).
+//!   The field manager of a fight's writer is the recorded `hotLoop`'s `writer`.
 //!
-//! Pure: parsing and deriving; the command loads the state into a sandbox and drives the engine.
+//! Pure: parsing and deriving; the replay driver ([`crate::replayer`]) loads the state into a
+//! server and drives the engine.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -126,6 +129,8 @@ pub struct ExternalWrite {
     pub patch: Value,
     /// The object did not exist before: create it.
     pub create: bool,
+    /// Another client deleted the object: delete it (`patch` is null).
+    pub delete: bool,
     /// The other client's field manager, when the recording named it (a recorded hot loop).
     pub manager: Option<String>,
 }
@@ -160,7 +165,7 @@ pub struct Window {
     /// Events in the recording.
     pub events: usize,
     /// The recorded `hotLoop` events: (controller, parent, `Kind.apiVersion`,
-    /// `namespace/name`, field path, the other writer when one was named).
+    /// `namespace/name`, field path, its `writer`: the other writer when the guard named one).
     pub hot_loops: Vec<(String, String, String, String, String, Option<String>)>,
 }
 
@@ -196,6 +201,18 @@ fn observed(request: &Value) -> Vec<&Value> {
     out
 }
 
+/// Whether `id` is of a type the request lists among its children or attachments (objects the
+/// engine writes and may delete), as opposed to related objects it only reads.
+fn is_desired_type(request: &Value, id: &Identity) -> bool {
+    let key = format!("{}.{}", id.1, id.0);
+    ["children", "attachments"].iter().any(|k| {
+        request
+            .get(*k)
+            .and_then(Value::as_object)
+            .is_some_and(|types| types.contains_key(&key))
+    })
+}
+
 /// The objects an answer asks for (children or attachments).
 fn desired(answer: &Value) -> Vec<&Value> {
     ["children", "attachments"]
@@ -204,13 +221,6 @@ fn desired(answer: &Value) -> Vec<&Value> {
         .flatten()
         .filter(|o| o.is_object())
         .collect()
-}
-
-/// The field manager a recorded hot loop's cause names (`field manager "NAME"`, as
-/// [`crate::plan::hotloop::fight_cause`] writes it).
-fn writer_in(cause: &str) -> Option<String> {
-    let rest = cause.split_once("field manager \"")?.1;
-    Some(rest.split_once('"')?.0.to_string())
 }
 
 impl Window {
@@ -271,7 +281,7 @@ impl Window {
                     s("resource").unwrap_or_default(),
                     s("object").unwrap_or_default(),
                     s("path").unwrap_or_default(),
-                    s("cause").as_deref().and_then(writer_in),
+                    s("writer"),
                 )),
                 _ => {}
             }
@@ -400,6 +410,26 @@ impl Window {
                     out.push(w);
                 }
             }
+            // Gone since the call before, though that call's answer still asked for it (the
+            // engine did not delete it) or it was not the engine's (related objects): another
+            // client deleted it.
+            let now: HashSet<Identity> = observed(&c.request)
+                .into_iter()
+                .filter_map(identity)
+                .collect();
+            let parent_id = observed(&prev.request).first().and_then(|o| identity(o));
+            let mut gone: Vec<&Identity> = before
+                .keys()
+                .filter(|id| !now.contains(*id) && Some(*id) != parent_id.as_ref())
+                .filter(|id| asked.contains_key(*id) || !is_desired_type(&prev.request, id))
+                .collect();
+            gone.sort();
+            for id in gone {
+                let mut w = write(&subject, n, id, Value::Null, false);
+                w.delete = true;
+                w.manager = managers.get(&type_object(id)).cloned();
+                out.push(w);
+            }
             last.insert(subject, (n + 1, c));
         }
         out
@@ -416,6 +446,7 @@ fn write(subject: &Subject, n: usize, id: &Identity, patch: Value, create: bool)
         name: id.3.clone(),
         patch,
         create,
+        delete: false,
         manager: None,
     }
 }
@@ -618,7 +649,8 @@ mod tests {
     fn a_fight_is_the_first_state_the_answers_and_the_other_writers_writes() {
         let hot = json!({"event": {"event": "hotLoop", "controller": "c", "parent": "default/p",
             "resource": "ConfigMap.v1", "object": "default/p-c", "path": "data.value",
-            "cause": "another writer, field manager \"fighter\", sets data.value back"}});
+            "cause": "another writer, field manager \"fighter\", sets data.value back",
+            "writer": "fighter"}});
         let w = Window::parse(&doc(vec![
             call(None),
             call(Some("theirs")),
@@ -668,6 +700,23 @@ mod tests {
         assert!(
             matches!(answers.answer(&other, &Value::Null), Some(Err(m)) if m.contains("no answer"))
         );
+    }
+
+    #[test]
+    fn a_child_gone_that_the_hook_still_asked_for_is_another_writers_delete() {
+        // Observed in the second call, gone in the third: the second answer asked for it, so
+        // the engine did not delete it.
+        let w =
+            Window::parse(&doc(vec![call(None), call(Some("ours")), call(None)])).expect("parses");
+        let writes = w.external_writes();
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert!(writes[0].delete && !writes[0].create);
+        assert_eq!((writes[0].before_call, writes[0].name.as_str()), (2, "p-c"));
+        // The engine's own delete (the answer no longer asks for the child) is no write.
+        let mut second = call(Some("ours"));
+        second["event"]["response"]["children"] = json!([]);
+        let w = Window::parse(&doc(vec![call(None), second, call(None)])).expect("parses");
+        assert_eq!(w.external_writes(), vec![]);
     }
 
     #[test]

@@ -5,9 +5,50 @@
 //! without converting to typed structs, and never panic on malformed input (a missing or
 //! mistyped field reads as absent).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// Metadata the API server sets, stripped from an object before it is created again on another
+/// server (`dryrun --simulate`'s copies, `replay`'s first state).
+pub const SERVER_SET: [&str; 6] = [
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "managedFields",
+    "generation",
+    "selfLink",
+];
+
+/// Ready `metadata` of an object to be created again on another server where its owners were
+/// created first, as copies whose uids `uids` maps (original uid -> copy's uid): the
+/// [`SERVER_SET`] fields dropped, labels holding an owner's uid (generateSelector's
+/// `controller-uid`) and `ownerReferences` moved to the copies' uids (references to owners
+/// that were not copied dropped).
+pub fn retarget_copy(metadata: &mut Map<String, Value>, uids: &HashMap<String, String>) {
+    for f in SERVER_SET {
+        metadata.shift_remove(f);
+    }
+    if let Some(labels) = metadata.get_mut("labels").and_then(Value::as_object_mut) {
+        for l in labels.values_mut() {
+            if let Some(copy) = l.as_str().and_then(|u| uids.get(u)) {
+                *l = Value::String(copy.clone());
+            }
+        }
+    }
+    if let Some(refs) = metadata
+        .get_mut("ownerReferences")
+        .and_then(Value::as_array_mut)
+    {
+        refs.retain_mut(|r| match r["uid"].as_str().and_then(|u| uids.get(u)) {
+            Some(copy) => {
+                r["uid"] = Value::String(copy.clone());
+                true
+            }
+            None => false,
+        });
+    }
+}
 
 /// Identity of an object inside one resource: namespace (None for cluster-scoped) and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

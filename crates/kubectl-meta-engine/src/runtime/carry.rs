@@ -81,6 +81,7 @@ pub async fn carry_out<'i, K: Clone + Eq + Hash + Display>(
             desired: h.desired.clone(),
             server: h.server.clone(),
             cause: h.cause.clone(),
+            writer: h.writer.clone(),
             message: message.clone(),
         });
         ctx.recorder.hot_loop(target.parent, &message).await;

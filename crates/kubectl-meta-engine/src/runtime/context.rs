@@ -85,6 +85,13 @@ pub trait HookAnswers: Send + Sync + std::fmt::Debug {
         info: &CallInfo,
         body: &serde_json::Value,
     ) -> Option<Result<serde_json::Value, String>>;
+
+    /// Resolves when the call `info` may go ahead (before [`answer`](HookAnswers::answer) is
+    /// asked, and before the hook is called when it answers `None`): a stepped replay holds
+    /// each sync here until the user steps ([`crate::replayer`]). By default at once.
+    fn turn<'a>(&'a self, _info: &'a CallInfo) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Where and how `--record` writes test cases.
@@ -475,6 +482,9 @@ pub async fn call_hook(
         perturbed = Some(b);
     }
     let body = perturbed.as_ref().unwrap_or(body);
+    if let Some(a) = &ctx.options.answers {
+        a.turn(&info).await;
+    }
     let span = hook_span(&info);
     let served = ctx
         .options
