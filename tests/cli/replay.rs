@@ -300,7 +300,7 @@ async fn bad_recordings_are_usage_errors_naming_the_file() {
 /// own recorded answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_writers_delete_is_replayed_with_several_parents() {
-    use common::replay::{child, document, parent, sync_call};
+    use crate::common::replay::{child, document, parent, sync_call};
     let home = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (hello, world) = (parent("hello"), parent("world"));
