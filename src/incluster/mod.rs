@@ -126,6 +126,8 @@ struct Slot {
     /// re-queued (it may not have started yet when it widened): `Some(None)` every parent,
     /// `Some(Some(buckets))` the parents of those buckets.
     requeue: Option<Option<BTreeSet<u8>>>,
+    /// `--sharded`: ring changes already said in the log (an `info` line per completed move).
+    moves_logged: u64,
 }
 
 /// How a controller's replicas share it.
@@ -245,6 +247,7 @@ impl Runner {
                 }
                 _ = tick.tick() => {
                     self.requeue_widened();
+                    self.log_ring_changes();
                     self.refresh_status();
                 }
             }
@@ -360,6 +363,7 @@ impl Runner {
                     generation: self.generation,
                     leading: true,
                     requeue: None,
+                    moves_logged: 0,
                 },
             );
             return;
@@ -405,6 +409,7 @@ impl Runner {
                 generation,
                 leading: false,
                 requeue: None,
+                moves_logged: 0,
             },
         );
     }
@@ -553,6 +558,35 @@ impl Runner {
                     }
                 }
             }
+        }
+    }
+
+    /// `--sharded`: one `info` line per ring change completed here, so a replica's log says
+    /// when its share moved and to what (metrics alone show only the current counts).
+    fn log_ring_changes(&mut self) {
+        let mut lines = Vec::new();
+        for (name, slot) in &mut self.slots {
+            let Campaign::Member(m) = &slot.campaign else {
+                continue;
+            };
+            let st = m.state();
+            if st.moves == slot.moves_logged {
+                continue;
+            }
+            slot.moves_logged = st.moves;
+            lines.push((
+                name.clone(),
+                format!(
+                    "ring now {} member(s) ({}): {} of {} buckets assigned here",
+                    st.members.len(),
+                    st.members.join(", "),
+                    st.buckets,
+                    crate::engine::shard::BUCKETS
+                ),
+            ));
+        }
+        for (name, line) in lines {
+            self.info(Some(&name), line);
         }
     }
 

@@ -113,6 +113,16 @@ fn syncs(log: &str) -> Vec<Sync> {
     out
 }
 
+/// The `ring now ...` info messages a replica logged, in order.
+fn ring_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "info")
+        .filter_map(|v| v["message"].as_str().map(str::to_string))
+        .filter(|m| m.starts_with("ring now"))
+        .collect()
+}
+
 /// Parents synced (started) in `log` at or after `since`.
 fn synced_since(log: &str, since: &str) -> BTreeSet<String> {
     syncs(log)
@@ -440,6 +450,22 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     let three = poke(&sb, "3", &[("a", &a), ("b", &b), ("d", &d)]).await;
     assert_shares(&three, 0.2, 0.47);
     assert_cached_shares(&[ports[0], ports[1], pd]).await;
+
+    // Each ring change is said in the replica's own log: a, there from the start, saw the
+    // ring of three, then of two (c killed), then of three again (d joined).
+    let rings = ring_lines(&a.output());
+    for n in ["3 member(s)", "2 member(s)"] {
+        assert!(
+            rings
+                .iter()
+                .any(|l| l.starts_with(&format!("ring now {n}"))),
+            "a logs its ring of {n}: {rings:?}"
+        );
+    }
+    assert!(
+        rings.last().is_some_and(|l| l.contains("(replica-a, replica-b, replica-d)")),
+        "a's last ring is a, b, d: {rings:?}"
+    );
 
     assert_never_twice(&[
         ("a", a.output()),
