@@ -465,3 +465,73 @@ fn without_f_each_test_runs_the_controllers_beside_it() {
     );
     assert!(stdout.is_empty(), "nothing ran: {}", show(&out));
 }
+
+/// The files of tests/engine/perturb_hook/widget (an e2e project).
+const WIDGET_FILES: [&str; 3] = [
+    "00-crd.yaml",
+    "10-controller.yaml",
+    "e2e/chainsaw-test.yaml",
+];
+
+/// `--perturb=hook-restart` restarts the managed hook server (`--hook-server`) of an e2e run
+/// as its schedule says, before the hook call it names: on the Widget of
+/// tests/engine/perturb_hook/widget, a hook that keeps the values a Widget had in its server's
+/// memory (tests/engine/perturb_hook/hook.py, BUG=memory-history) is found, with the reproduce
+/// line; the fixed hook (history kept in the status) passes. A plain run (no `--perturb`)
+/// starts the server for the e2e test too.
+#[test]
+fn perturb_hook_restart_restarts_the_managed_hook_server() {
+    use kubectl_meta::e2e::perturb::{Class, Schedule};
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    // tests/engine/perturb_hook/widget, its webhook's port written in.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/perturb_hook/widget");
+    let dir = home.path().join("widget");
+    std::fs::create_dir_all(dir.join("e2e")).unwrap();
+    for f in WIDGET_FILES {
+        let text = std::fs::read_to_string(fixture.join(f)).unwrap();
+        std::fs::write(dir.join(f), text.replace("PORT", &port.to_string())).unwrap();
+    }
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/perturb_hook/hook.py");
+    // Restarts before the hook's third and fourth calls: one of them is in the change step.
+    let seed = (1..100_000u64)
+        .find(|s| Schedule::from_seed(Class::HookRestart, *s).points == [2, 3].into())
+        .unwrap()
+        .to_string();
+    let base = format!("http://127.0.0.1:{port}");
+    let (e2e, d) = (
+        dir.join("e2e").display().to_string(),
+        dir.display().to_string(),
+    );
+    let run = |bug: &str, perturb: bool| {
+        let server = format!("BUG={bug} python3 {} {port}", hook.display());
+        let mut args = vec!["test", &e2e, "-f", &d, "--hook-server", &server];
+        args.extend(["--hook-base-url", &base]);
+        if perturb {
+            args.extend(["--perturb=hook-restart", "--seed", &seed]);
+        }
+        let out = meta(home.path(), &args).output().unwrap();
+        (out.status.code(), text(&out).0, show(&out))
+    };
+    let (code, stdout, all) = run("memory-history", false);
+    assert_eq!(code, Some(0), "plain: {all}");
+    assert!(stdout.contains("ok     e2e/widget\n"), "{all}");
+    let (code, stdout, all) = run("memory-history", true);
+    assert_eq!(code, Some(1), "{all}");
+    let reproduce = format!("--perturb=hook-restart --seed {seed}");
+    let found = [
+        "FAIL widget --perturb=hook-restart",
+        "status.history",
+        &reproduce,
+    ];
+    assert!(found.iter().all(|w| stdout.contains(w)), "{all}");
+    let (code, stdout, all) = run("", true);
+    assert_eq!(code, Some(0), "fixed: {all}");
+    assert!(
+        stdout.contains("ok   widget --perturb=hook-restart"),
+        "{all}"
+    );
+}
