@@ -69,6 +69,63 @@ fn every_example_e2e_test_passes() {
         "every example's e2e test: {test_time:.2} s of test time (sum), {:.2} s wall clock",
         started.elapsed().as_secs_f64()
     );
+    metacontroller_test_sh_times(&results);
+}
+
+/// Our examples that are also Metacontroller's, with its name for them.
+const METACONTROLLER_NAMES: &[(&str, &str)] = &[
+    ("catset", "catset"),
+    ("configmap-propagation", "configmappropagation"),
+    ("service-per-pod", "service-per-pod"),
+];
+
+/// With `METACONTROLLER_SRC` (a checkout or archive of github.com/metacontroller/metacontroller):
+/// the time of Metacontroller's own `test.sh` of the same examples, on the sandbox
+/// (scripts/metacontroller-example.sh: `kubectl meta dev` and the hooks run locally), printed
+/// beside the e2e test's time; a test.sh that fails fails the test. Skipped, saying so, without.
+fn metacontroller_test_sh_times(ours: &[(String, Output, std::time::Duration)]) {
+    let Some(src) = std::env::var_os("METACONTROLLER_SRC") else {
+        eprintln!(
+            "Metacontroller's test.sh times: skipped (set METACONTROLLER_SRC to a checkout of github.com/metacontroller/metacontroller)"
+        );
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/metacontroller-example.sh");
+    let (mut sum_ours, mut sum_theirs, mut sum_script) = (0.0, 0.0, 0.0);
+    for (name, theirs) in METACONTROLLER_NAMES {
+        let t = Instant::now();
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&src)
+            .arg(theirs)
+            .arg(env!("CARGO_BIN_EXE_kubectl-meta"))
+            .output()
+            .expect("run scripts/metacontroller-example.sh");
+        let script_time = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "test.sh of {theirs}: {}", show(&out));
+        let (_, stderr) = text(&out);
+        let test_sh = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("test.sh of {theirs}: ")))
+            .and_then(|ms| ms.trim_end_matches(" ms").parse::<f64>().ok())
+            .map(|ms| ms / 1000.0)
+            .expect("the script prints test.sh's time");
+        let ours = ours
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, d)| d.as_secs_f64())
+            .expect("our example ran");
+        eprintln!(
+            "{name}: e2e test {ours:.2} s; Metacontroller's test.sh of {theirs} {test_sh:.2} s ({script_time:.2} s with the sandbox, dev and the hook server starting)"
+        );
+        sum_ours += ours;
+        sum_theirs += test_sh;
+        sum_script += script_time;
+    }
+    eprintln!(
+        "the {} examples both have: e2e tests {sum_ours:.2} s; Metacontroller's test.sh {sum_theirs:.2} s ({sum_script:.2} s with start-up)",
+        METACONTROLLER_NAMES.len()
+    );
 }
 
 /// A hello-world test whose last assertion cannot hold.
