@@ -172,8 +172,11 @@ done
 PIDS+=($!)
 
 set +e
+T0=$(date +%s%N)
 (cd "$DIR" && timeout "$TIMEOUT" bash ${EXAMPLE_TEST:-test.sh})
 rc=$?
+# The time of test.sh alone (what tests/cli/e2e.rs compares with the e2e tests' time).
+echo "test.sh of $EX: $(( ($(date +%s%N) - T0) / 1000000 )) ms" >&2
 set -e
 if [[ $rc -ne 0 ]]; then
   echo "--- $EX failed ($rc); last lines of dev's log:"; tail -n 20 "$TMP/dev.log"

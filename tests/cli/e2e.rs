@@ -84,6 +84,63 @@ fn every_example_e2e_test_passes() {
         "every example's e2e test: {test_time:.2} s of test time (sum), {:.2} s wall clock",
         started.elapsed().as_secs_f64()
     );
+    metacontroller_test_sh_times(&results);
+}
+
+/// Our examples that are also Metacontroller's, with its name for them.
+const METACONTROLLER_NAMES: &[(&str, &str)] = &[
+    ("catset", "catset"),
+    ("configmap-propagation", "configmappropagation"),
+    ("service-per-pod", "service-per-pod"),
+];
+
+/// With `METACONTROLLER_SRC` (a checkout or archive of github.com/metacontroller/metacontroller):
+/// the time of Metacontroller's own `test.sh` of the same examples, on the sandbox
+/// (scripts/metacontroller-example.sh: `kubectl meta dev` and the hooks run locally), printed
+/// beside the e2e test's time; a test.sh that fails fails the test. Skipped, saying so, without.
+fn metacontroller_test_sh_times(ours: &[(String, Output, std::time::Duration)]) {
+    let Some(src) = std::env::var_os("METACONTROLLER_SRC") else {
+        eprintln!(
+            "Metacontroller's test.sh times: skipped (set METACONTROLLER_SRC to a checkout of github.com/metacontroller/metacontroller)"
+        );
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/metacontroller-example.sh");
+    let (mut sum_ours, mut sum_theirs, mut sum_script) = (0.0, 0.0, 0.0);
+    for (name, theirs) in METACONTROLLER_NAMES {
+        let t = Instant::now();
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&src)
+            .arg(theirs)
+            .arg(env!("CARGO_BIN_EXE_kubectl-meta"))
+            .output()
+            .expect("run scripts/metacontroller-example.sh");
+        let script_time = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "test.sh of {theirs}: {}", show(&out));
+        let (_, stderr) = text(&out);
+        let test_sh = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("test.sh of {theirs}: ")))
+            .and_then(|ms| ms.trim_end_matches(" ms").parse::<f64>().ok())
+            .map(|ms| ms / 1000.0)
+            .expect("the script prints test.sh's time");
+        let ours = ours
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, d)| d.as_secs_f64())
+            .expect("our example ran");
+        eprintln!(
+            "{name}: e2e test {ours:.2} s; Metacontroller's test.sh of {theirs} {test_sh:.2} s ({script_time:.2} s with the sandbox, dev and the hook server starting)"
+        );
+        sum_ours += ours;
+        sum_theirs += test_sh;
+        sum_script += script_time;
+    }
+    eprintln!(
+        "the {} examples both have: e2e tests {sum_ours:.2} s; Metacontroller's test.sh {sum_theirs:.2} s ({sum_script:.2} s with start-up)",
+        METACONTROLLER_NAMES.len()
+    );
 }
 
 /// A hello-world test whose last assertion cannot hold.
@@ -500,4 +557,74 @@ fn without_f_each_test_runs_the_controllers_beside_it() {
         show(&out)
     );
     assert!(stdout.is_empty(), "nothing ran: {}", show(&out));
+}
+
+/// The files of tests/engine/perturb_hook/widget (an e2e project).
+const WIDGET_FILES: [&str; 3] = [
+    "00-crd.yaml",
+    "10-controller.yaml",
+    "e2e/chainsaw-test.yaml",
+];
+
+/// `--perturb=hook-restart` restarts the managed hook server (`--hook-server`) of an e2e run
+/// as its schedule says, before the hook call it names: on the Widget of
+/// tests/engine/perturb_hook/widget, a hook that keeps the values a Widget had in its server's
+/// memory (tests/engine/perturb_hook/hook.py, BUG=memory-history) is found, with the reproduce
+/// line; the fixed hook (history kept in the status) passes. A plain run (no `--perturb`)
+/// starts the server for the e2e test too.
+#[test]
+fn perturb_hook_restart_restarts_the_managed_hook_server() {
+    use kubectl_meta::e2e::perturb::{Class, Schedule};
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    // tests/engine/perturb_hook/widget, its webhook's port written in.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/perturb_hook/widget");
+    let dir = home.path().join("widget");
+    std::fs::create_dir_all(dir.join("e2e")).unwrap();
+    for f in WIDGET_FILES {
+        let text = std::fs::read_to_string(fixture.join(f)).unwrap();
+        std::fs::write(dir.join(f), text.replace("PORT", &port.to_string())).unwrap();
+    }
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engine/perturb_hook/hook.py");
+    // Restarts before the hook's third and fourth calls: one of them is in the change step.
+    let seed = (1..100_000u64)
+        .find(|s| Schedule::from_seed(Class::HookRestart, *s).points == [2, 3].into())
+        .unwrap()
+        .to_string();
+    let base = format!("http://127.0.0.1:{port}");
+    let (e2e, d) = (
+        dir.join("e2e").display().to_string(),
+        dir.display().to_string(),
+    );
+    let run = |bug: &str, perturb: bool| {
+        let server = format!("BUG={bug} python3 {} {port}", hook.display());
+        let mut args = vec!["test", &e2e, "-f", &d, "--hook-server", &server];
+        args.extend(["--hook-base-url", &base]);
+        if perturb {
+            args.extend(["--perturb=hook-restart", "--seed", &seed]);
+        }
+        let out = meta(home.path(), &args).output().unwrap();
+        (out.status.code(), text(&out).0, show(&out))
+    };
+    let (code, stdout, all) = run("memory-history", false);
+    assert_eq!(code, Some(0), "plain: {all}");
+    assert!(stdout.contains("ok     e2e/widget\n"), "{all}");
+    let (code, stdout, all) = run("memory-history", true);
+    assert_eq!(code, Some(1), "{all}");
+    let reproduce = format!("--perturb=hook-restart --seed {seed}");
+    let found = [
+        "FAIL widget --perturb=hook-restart",
+        "status.history",
+        &reproduce,
+    ];
+    assert!(found.iter().all(|w| stdout.contains(w)), "{all}");
+    let (code, stdout, all) = run("", true);
+    assert_eq!(code, Some(0), "fixed: {all}");
+    assert!(
+        stdout.contains("ok   widget --perturb=hook-restart"),
+        "{all}"
+    );
 }

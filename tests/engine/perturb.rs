@@ -2,18 +2,45 @@
 //! this process, a real Python hook server) driven by the perturbation driver
 //! (`kubectl_meta::e2e::perturb`), as `kubectl meta test --perturb` drives the e2e runner.
 //!
-//! The scenario: create a Widget (2 ConfigMaps of value a), change it (3 of value b), delete
-//! it; after each step the engine settles (converged, no failed sync, no event held by the
-//! perturbation, no restart in flight) and every Widget and ConfigMap is snapshotted.
-//! Planted bugs (tests/engine/perturb_hook/hook.py, `BUG=...`) are each found by their class
-//! with the reproduce line: `restart` (a count of what was seen missing, kept in status),
-//! `conflict` and `hook-timeout` (the same count kept in the hook server's memory),
-//! `hook-restart` (history kept in the hook server's memory), `reorder` (the leader is "the
-//! first" child of the observed JSON object). The fixed hook passes every class (no false
-//! positive), which is also the engine's own figure under every class (timed per class).
-//! `stale-read`, `missed-state` and `throttle` have no planted bug here: the engine waits until
-//! its informers show its own writes before syncing a parent again, so a late or coalesced view
-//! of them never reaches the hook, and 429s are retried by its client.
+//! Three stories ([`Story`]), each step followed by a settle (converged, no failed sync, no
+//! event held by the perturbation, no restart in flight) and a snapshot of every Widget and
+//! ConfigMap:
+//! - lifecycle: create a Widget (2 ConfigMaps of value a), change it (3 of value b), delete it;
+//! - phases: the Widget's `spec.phase`, written by someone else, goes Pending, Running, Done;
+//!   Done is written as soon as the controller has seen Running (the hook was called with it);
+//! - evicted: the Widget changes (value a to b) and, as soon as the controller has seen that,
+//!   someone else deletes one of its ConfigMaps (an eviction).
+//!
+//! "As soon as the controller has seen it" is the plain run's sync point: the hook was called
+//! with that version of the Widget. Under a perturbation that holds informer events back the
+//! test goes on as soon as one is held, as a writer that does not wait for the controller would:
+//! that is where a lagging or coalescing view reaches the hook.
+//!
+//! Planted bugs (tests/engine/perturb_hook/hook.py, `BUG=...`), each found by its class with the
+//! reproduce line: `restart` (a count of what was seen missing, kept in status), `conflict` and
+//! `hook-timeout` (the same count kept in the hook server's memory), `hook-restart` (history
+//! kept in the hook server's memory), `reorder` (the leader is "the first" child of the observed
+//! JSON object), `missed-state` (edge-started: `started` set only when the hook sees Running;
+//! Running and Done coalesced, it never starts), `stale-read` (sticky-children: a child keeps
+//! the data it was created with; recreated while the view of the Widget lags, it keeps the old
+//! value for good). The engine's own writes never give a stale or coalesced view (it waits for
+//! its informers to show them before syncing a parent again); the views of what others write
+//! (the Widget's spec, an eviction) do.
+//!
+//! `throttle` has no planted bug, because a 429 storm cannot change what a hook is asked
+//! (`perturb_throttle_changes_nothing_a_hook_sees` runs the bugs the other classes find, under
+//! storms at the first syncs, and finds nothing): a 429 is answered before the API server acts,
+//! so no write is half done and no create is made twice (children have names: `generateName`
+//! is refused); the engine's client retries the very request after its `Retry-After` (up to
+//! `MAX_429_RETRIES`, 15, per request; the storms drawn are 2-5), below the sync, so the sync
+//! neither fails nor is run again and its hook is not called again (a 409, class `conflict`,
+//! fails the sync: the hook is asked again); and the hook was called before its sync's first
+//! write, so the storm only delays the writes of a sync whose answer is already given. What a
+//! storm can change is time: a story that did not wait for the controller would see more
+//! coalescing, which is `missed-state`'s to show.
+//!
+//! The fixed hook passes every class in every story (no false positive), which is also the
+//! engine's own figure under every class (timed per class).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +51,7 @@ use futures::future::BoxFuture;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kubectl_meta::e2e::perturb::env::Perturbed;
 use kubectl_meta::e2e::perturb::{Class, Outcome, Report, Schedule, drive};
-use kubectl_meta::engine::events::EventBus;
+use kubectl_meta::engine::events::{EngineEvent, EventBus};
 use kubectl_meta::engine::perturb::Perturbation;
 use kubectl_meta::engine::{Engine, EngineContext, EngineOptions, WaitFor};
 use serde_json::{Value, json};
@@ -66,10 +93,14 @@ async fn start_hook(port: u16, bug: &str) -> Child {
     child
 }
 
-fn start_engine(client: &kube::Client, port: u16, options: &EngineOptions) -> Engine {
-    let ctx = Arc::new(
-        EngineContext::new(client.clone(), EventBus::new(), options.clone()).expect("ctx"),
-    );
+fn start_engine(
+    client: &kube::Client,
+    port: u16,
+    options: &EngineOptions,
+    bus: &EventBus,
+) -> Engine {
+    let ctx =
+        Arc::new(EngineContext::new(client.clone(), bus.clone(), options.clone()).expect("ctx"));
     let mut engine = Engine::new(ctx);
     engine.set_wait_for(WaitFor::None);
     let mut d = composite(
@@ -119,6 +150,75 @@ async fn settle(slot: &Slot, perturb: Option<&Arc<Perturbation>>) -> bool {
     false
 }
 
+/// The highest resourceVersion of the Widget a hook was called with (from the engine's
+/// `HookCalled` events, across engine restarts: one bus).
+struct Seen {
+    rv: AtomicU64,
+    changed: Notify,
+}
+
+impl Seen {
+    fn watch(bus: &EventBus) -> (Arc<Seen>, tokio::task::JoinHandle<()>) {
+        let seen = Arc::new(Seen {
+            rv: AtomicU64::new(0),
+            changed: Notify::new(),
+        });
+        let mut rx = bus.subscribe();
+        let s = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(EngineEvent::HookCalled {
+                        request: Some(req), ..
+                    }) => {
+                        let rv = req["parent"]["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|v| v.parse::<u64>().ok())
+                            .unwrap_or(0);
+                        s.rv.fetch_max(rv, Ordering::SeqCst);
+                        s.changed.notify_waiters();
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        (seen, task)
+    }
+}
+
+/// The sync point of a story: the controller has seen the Widget at `rv` (a hook was called
+/// with it, or a later version) and is done with it; or, under a perturbation, an informer
+/// event is held back (the writer goes on at once, as one that does not wait would).
+async fn seen_or_held(
+    slot: &Slot,
+    seen: &Seen,
+    rv: u64,
+    perturb: Option<&Arc<Perturbation>>,
+) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if perturb.is_some_and(|p| p.held() > 0) {
+            return Ok(());
+        }
+        if seen.rv.load(Ordering::SeqCst) >= rv {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "no hook call saw the Widget at resourceVersion {rv} in 40 s"
+            ));
+        }
+        // Held events have no notification: looked at every 5 ms meanwhile.
+        let _ = tokio::time::timeout(Duration::from_millis(5), seen.changed.notified()).await;
+    }
+    if settle(slot, perturb).await {
+        Ok(())
+    } else {
+        Err("the engine did not settle in 40 s".into())
+    }
+}
+
 async fn snapshot(sb: &TestSandbox) -> Vec<Value> {
     let mut out = Vec::new();
     for ar in [parent_ar("Widget"), core_ar("ConfigMap", "configmaps")] {
@@ -133,8 +233,42 @@ async fn snapshot(sb: &TestSandbox) -> Vec<Value> {
     out
 }
 
-/// One run of the scenario with hook `bug`, plain or under `schedule`.
-async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
+/// What a run does to the Widget (see the module's header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Story {
+    /// Create (2 of a), change (3 of b), delete.
+    Lifecycle,
+    /// spec.phase Pending, then Running and (once seen) Done.
+    Phases,
+    /// Change value a to b, then (once seen) a ConfigMap deleted by someone else.
+    Evicted,
+}
+
+impl Story {
+    fn name(self) -> &'static str {
+        match self {
+            Story::Lifecycle => "widget",
+            Story::Phases => "widget-phases",
+            Story::Evicted => "widget-evicted",
+        }
+    }
+}
+
+/// Per perturbed run: its class and how many times it fired (a test that a class found nothing
+/// also checks that it did fire).
+static FIRED: std::sync::Mutex<Vec<(Class, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// The resourceVersion of an object the server returned.
+fn rv_of(o: &DynamicObject) -> u64 {
+    o.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion")
+}
+
+/// One run of `story` with hook `bug`, plain or under `schedule`.
+async fn scenario(story: Story, bug: &'static str, schedule: Option<Schedule>) -> Outcome {
     let sb = common::start().await;
     install_crd(&sb.client, "Widget", true).await;
     let port = free_port();
@@ -155,14 +289,16 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
         perturb: perturb.clone(),
         ..EngineOptions::default()
     };
+    let bus = EventBus::new();
+    let (seen, seen_task) = Seen::watch(&bus);
     let slot = Arc::new(Slot {
-        engine: Mutex::new(Some(start_engine(&sb.client, port, &options))),
+        engine: Mutex::new(Some(start_engine(&sb.client, port, &options, &bus))),
         generation: AtomicU64::new(0),
     });
     // The environment's side of `restart` and `hook-restart`.
     let restarter = {
         let (slot, client, options) = (Arc::clone(&slot), sb.client.clone(), options.clone());
-        let restart = Arc::clone(&restart);
+        let (restart, bus) = (Arc::clone(&restart), bus.clone());
         tokio::spawn(async move {
             loop {
                 restart.notified().await;
@@ -170,7 +306,7 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
                 if let Some(e) = g.take() {
                     e.kill();
                 }
-                *g = Some(start_engine(&client, port, &options));
+                *g = Some(start_engine(&client, port, &options, &bus));
                 slot.generation.fetch_add(1, Ordering::SeqCst);
             }
         })
@@ -190,33 +326,79 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
     };
     let widgets: Api<DynamicObject> =
         Api::namespaced_with(sb.client.clone(), "default", &parent_ar("Widget"));
+    let configmaps: Api<DynamicObject> = Api::namespaced_with(
+        sb.client.clone(),
+        "default",
+        &core_ar("ConfigMap", "configmaps"),
+    );
+    let patch = |spec: Value| {
+        let widgets = widgets.clone();
+        async move {
+            widgets
+                .patch(
+                    "w",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "spec": spec })),
+                )
+                .await
+                .expect("patch")
+        }
+    };
     let mut passed = true;
     let mut failures = Vec::new();
     let mut snapshots = Vec::new();
+    let spec = match story {
+        Story::Lifecycle | Story::Evicted => json!({"count": 2, "value": "a"}),
+        Story::Phases => json!({"count": 1, "value": "a", "phase": "Pending"}),
+    };
+    // The engine's informers have listed before the Widget is created: every event of the story
+    // is a watch event, counted in the same order on every run (the schedules' ordinals).
+    if !settle(&slot, perturb.as_ref()).await {
+        passed = false;
+        failures.push("the engine did not start in 40 s".into());
+    }
     let w: DynamicObject = serde_json::from_value(json!({
         "apiVersion": parent_ar("Widget").api_version, "kind": "Widget",
-        "metadata": {"name": "w"}, "spec": {"count": 2, "value": "a"}}))
+        "metadata": {"name": "w"}, "spec": spec}))
     .expect("widget");
     widgets
         .create(&PostParams::default(), &w)
         .await
         .expect("create");
-    for step in 1..=3 {
-        if step == 2 {
-            widgets
-                .patch(
-                    "w",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"count": 3, "value": "b"}})),
-                )
-                .await
-                .expect("patch");
-        }
-        if step == 3 {
-            widgets
-                .delete("w", &DeleteParams::background())
-                .await
-                .expect("delete");
+    let steps = if story == Story::Lifecycle { 3 } else { 2 };
+    for step in 1..=steps {
+        let point = match (story, step) {
+            (Story::Lifecycle, 2) => {
+                patch(json!({"count": 3, "value": "b"})).await;
+                Ok(())
+            }
+            (Story::Lifecycle, 3) => {
+                widgets
+                    .delete("w", &DeleteParams::background())
+                    .await
+                    .expect("delete");
+                Ok(())
+            }
+            (Story::Phases, 2) => {
+                let rv = rv_of(&patch(json!({"phase": "Running"})).await);
+                let point = seen_or_held(&slot, &seen, rv, perturb.as_ref()).await;
+                patch(json!({"phase": "Done"})).await;
+                point
+            }
+            (Story::Evicted, 2) => {
+                let rv = rv_of(&patch(json!({"value": "b"})).await);
+                let point = seen_or_held(&slot, &seen, rv, perturb.as_ref()).await;
+                configmaps
+                    .delete("w-0", &DeleteParams::background())
+                    .await
+                    .expect("evict w-0");
+                point
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = point {
+            passed = false;
+            failures.push(format!("step {step}: {e}"));
         }
         if !settle(&slot, perturb.as_ref()).await {
             passed = false;
@@ -226,12 +408,18 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
     }
     restarter.abort();
     hook_restarter.abort();
+    seen_task.abort();
     if let Some(e) = slot.engine.lock().await.take() {
         e.kill();
     }
     let _ = hook.lock().await.kill().await;
     if let Some(p) = &perturb {
-        eprintln!("{}: fired {:?}", p.schedule().class, p.fired());
+        let fired = p.fired();
+        eprintln!("{} {}: fired {fired:?}", story.name(), p.schedule().class);
+        FIRED
+            .lock()
+            .unwrap()
+            .push((p.schedule().class, fired.len()));
     }
     Outcome {
         passed,
@@ -241,10 +429,11 @@ async fn scenario(bug: &'static str, schedule: Option<Schedule>) -> Outcome {
 }
 
 fn runner(
+    story: Story,
     bug: &'static str,
 ) -> impl Fn(Option<&Schedule>) -> BoxFuture<'static, Outcome> + Send + Sync {
     move |s: Option<&Schedule>| -> BoxFuture<'static, Outcome> {
-        Box::pin(scenario(bug, s.cloned()))
+        Box::pin(scenario(story, bug, s.cloned()))
     }
 }
 
@@ -255,16 +444,21 @@ fn seed_where(class: Class, want: impl Fn(&Schedule) -> bool) -> u64 {
         .expect("a seed")
 }
 
-/// Run the driver on `bug` under `class` from `seed`; print the report.
-async fn find(bug: &'static str, class: Class, seed: u64) -> Report {
+/// The reproduce line's prefix of `story`.
+fn command(story: Story) -> String {
+    format!("kubectl meta test -f {}.yaml e2e/", story.name())
+}
+
+/// Run the driver on `bug` in `story` under `class` from `seed`; print the report.
+async fn find(story: Story, bug: &'static str, class: Class, seed: u64) -> Report {
     eprintln!("{}", Schedule::from_seed(class, seed));
-    let run = runner(bug);
-    let r = drive(&format!("widget BUG={bug}"), &run, &[class], seed).await;
-    eprintln!("{}", r.render("kubectl meta test -f widget.yaml e2e/"));
+    let run = runner(story, bug);
+    let r = drive(&format!("{} BUG={bug}", story.name()), &run, &[class], seed).await;
+    eprintln!("{}", r.render(&command(story)));
     r
 }
 
-fn assert_found(r: &Report, class: Class, seed: u64, field: &str) {
+fn assert_found(r: &Report, story: Story, class: Class, seed: u64, field: &str) {
     let f = r
         .findings()
         .next()
@@ -275,55 +469,144 @@ fn assert_found(r: &Report, class: Class, seed: u64, field: &str) {
         "the difference names {field}: {:?}",
         f.differences
     );
-    let text = r.render("kubectl meta test -f widget.yaml e2e/");
+    let text = r.render(&command(story));
     assert!(
         text.contains(&format!(
-            "reproduce: kubectl meta test -f widget.yaml e2e/ --perturb={class} --seed {seed}"
+            "reproduce: {} --perturb={class} --seed {seed}",
+            command(story)
         )),
         "{text}"
     );
 }
 
+/// The first seed whose schedule of `class` satisfies `want`; `bug` in `story` under it is
+/// found, the difference naming `field`, with the reproduce line.
+async fn found_by(
+    story: Story,
+    bug: &'static str,
+    class: Class,
+    want: impl Fn(&Schedule) -> bool,
+    field: &str,
+) {
+    let seed = seed_where(class, want);
+    let r = find(story, bug, class, seed).await;
+    assert_found(&r, story, class, seed, field);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perturb_restart_finds_a_count_of_what_was_seen_missing() {
     // Killed before the second write of the first syncs (the create sync of step 1).
-    let seed = seed_where(Class::Restart, |s| s.points.contains(&0));
-    let r = find("count-status", Class::Restart, seed).await;
-    assert_found(&r, Class::Restart, seed, "status.created");
+    let first = |s: &Schedule| s.points.contains(&0);
+    found_by(
+        Story::Lifecycle,
+        "count-status",
+        Class::Restart,
+        first,
+        "status.created",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perturb_conflict_and_hook_timeout_find_a_count_kept_in_memory() {
-    let seed = seed_where(Class::Conflict, |s| s.points.contains(&0));
-    let r = find("count-memory", Class::Conflict, seed).await;
-    assert_found(&r, Class::Conflict, seed, "status.created");
-    let seed = seed_where(Class::HookTimeout, |s| s.points.contains(&0));
-    let r = find("count-memory", Class::HookTimeout, seed).await;
-    assert_found(&r, Class::HookTimeout, seed, "status.created");
+    let first = |s: &Schedule| s.points.contains(&0);
+    for class in [Class::Conflict, Class::HookTimeout] {
+        found_by(
+            Story::Lifecycle,
+            "count-memory",
+            class,
+            first,
+            "status.created",
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perturb_hook_restart_finds_state_kept_in_the_hook_server() {
-    let seed = seed_where(Class::HookRestart, |s| s.points == [2, 3].into());
-    let r = find("memory-history", Class::HookRestart, seed).await;
-    assert_found(&r, Class::HookRestart, seed, "status.history");
+    let third_and_fourth = |s: &Schedule| s.points == [2, 3].into();
+    let (story, class) = (Story::Lifecycle, Class::HookRestart);
+    found_by(
+        story,
+        "memory-history",
+        class,
+        third_and_fourth,
+        "status.history",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perturb_reorder_finds_the_first_child_of_a_json_object() {
-    let seed = seed_where(Class::Reorder, |s| (0..4).all(|p| s.points.contains(&p)));
-    let r = find("first-child", Class::Reorder, seed).await;
-    assert_found(&r, Class::Reorder, seed, "status.leader");
+    let first_four = |s: &Schedule| (0..4).all(|p| s.points.contains(&p));
+    found_by(
+        Story::Lifecycle,
+        "first-child",
+        Class::Reorder,
+        first_four,
+        "status.leader",
+    )
+    .await;
 }
 
-/// The fixed hook under every class, from two seeds: nothing found (no false positive); the
+/// The phases story's watch events (the informers listed before the Widget was created): #0 the
+/// Widget created, #1 its ConfigMap, #2 its status; the Running write is #3. A window opened
+/// there holds Running until Done (written at once) joins it: coalesced, the hook sees only Done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perturb_missed_state_finds_an_edge_triggered_hook() {
+    let at_running = |s: &Schedule| s.points.contains(&3) && s.points.contains(&4);
+    let (story, class) = (Story::Phases, Class::MissedState);
+    found_by(story, "edge-started", class, at_running, "status.started").await;
+}
+
+/// The evicted story's watch events: #0 the Widget created, #1 and #2 its ConfigMaps, #3 its
+/// status; the change to value b is #4, held back (the view of Widgets lags) while the eviction
+/// of w-0 (#5) is seen at once: w-0 is recreated from the old value, and kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perturb_stale_read_finds_a_child_recreated_from_a_lagging_view() {
+    let at_change = |s: &Schedule| s.points.contains(&4) && !s.points.contains(&5);
+    let (story, class) = (Story::Evicted, Class::StaleRead);
+    found_by(story, "sticky-children", class, at_change, "data.v").await;
+}
+
+/// The bugs the other classes find, each under 429 storms at the first syncs: nothing found
+/// (see the module's header for why a storm cannot change what a hook is asked), and the
+/// storms did fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn perturb_throttle_changes_nothing_a_hook_sees() {
+    let seed = seed_where(Class::Throttle, |s| (0..2).all(|p| s.points.contains(&p)));
+    for (story, bug) in [
+        (Story::Lifecycle, "count-memory"),
+        (Story::Lifecycle, "count-status"),
+        (Story::Phases, "edge-started"),
+        (Story::Evicted, "sticky-children"),
+    ] {
+        let before = FIRED.lock().unwrap().len();
+        let r = find(story, bug, Class::Throttle, seed).await;
+        assert!(r.clean(), "throttle shows nothing: {}", r.render("k"));
+        let fired: usize = FIRED.lock().unwrap()[before..]
+            .iter()
+            .filter(|(c, _)| *c == Class::Throttle)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(fired >= 1, "{bug}: a storm fired");
+    }
+}
+
+/// The fixed hook under every class, in every story: nothing found (no false positive); the
 /// engine converges to the plain outcome under each class. Prints the time per class.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn perturb_fixed_hook_passes_every_class() {
-    for seed in [1, 2] {
-        let run = runner("");
-        let r = drive("widget (fixed hook)", &run, &Class::ALL, seed).await;
-        let text = r.render("kubectl meta test -f widget.yaml e2e/");
+    for (story, seed) in [
+        (Story::Lifecycle, 1),
+        (Story::Lifecycle, 2),
+        (Story::Phases, 1),
+        (Story::Evicted, 1),
+    ] {
+        let run = runner(story, "");
+        let name = format!("{} (fixed hook)", story.name());
+        let r = drive(&name, &run, &Class::ALL, seed).await;
+        let text = r.render(&command(story));
         eprintln!("{text}");
         let times: Vec<String> = r
             .classes
@@ -331,7 +614,7 @@ async fn perturb_fixed_hook_passes_every_class() {
             .map(|c| format!("{} {} ms", c.class, c.duration.as_millis()))
             .collect();
         eprintln!(
-            "seed {seed}: plain {} ms; {}",
+            "{name} seed {seed}: plain {} ms; {}",
             r.plain_duration.as_millis(),
             times.join(", ")
         );

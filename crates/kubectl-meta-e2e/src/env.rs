@@ -42,9 +42,13 @@ pub struct EnvExtras {
     /// fresh caches with the same definitions and options (class `restart`).
     pub restart: Option<Arc<tokio::sync::Notify>>,
     /// When notified, the environment restarts the managed hook server (class `hook-restart`).
-    /// The e2e runner runs no managed hook server yet (exec hooks and servers started by the
-    /// caller): a notification is ignored.
+    /// The e2e runner itself ignores it: the caller that runs a managed hook server restarts it
+    /// through [`EnvExtras::hook_gate`] (`kubectl meta test` does, from `--hook-server` or the
+    /// project's served hook), so that the call that asked for it goes to the new server.
     pub restart_hook_server: Option<Arc<tokio::sync::Notify>>,
+    /// Set on every engine's context (first start and restarts): webhook calls it covers wait
+    /// on it first (a managed hook server starting or restarting).
+    pub hook_gate: Option<Arc<dyn kubectl_meta_engine::HookGate>>,
 }
 
 /// A running environment.
@@ -95,6 +99,7 @@ fn start_engine(
     }
     let ctx = EngineContext::new(conn.client.clone(), EventBus::new(), options)
         .map_err(|e| E2eError::Environment(format!("cannot set up the hook client: {e}")))?;
+    ctx.set_gate(extras.hook_gate.clone());
     let mut engine = Engine::new(Arc::new(ctx));
     // At rest means the engine's work done ([`Env::settle`]); whether children become ready
     // is for the test's assertions to say.

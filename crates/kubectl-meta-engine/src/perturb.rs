@@ -246,6 +246,7 @@ pub struct Perturbation {
     calls: AtomicU32,
     syncs: AtomicU32,
     held: AtomicUsize,
+    hook_restarts: AtomicU32,
     fired: Mutex<Vec<String>>,
     restart: Option<Arc<Notify>>,
     restart_hook_server: Option<Arc<Notify>>,
@@ -269,6 +270,7 @@ impl Perturbation {
             calls: AtomicU32::new(0),
             syncs: AtomicU32::new(0),
             held: AtomicUsize::new(0),
+            hook_restarts: AtomicU32::new(0),
             fired: Mutex::new(Vec::new()),
             restart: None,
             restart_hook_server: None,
@@ -311,6 +313,13 @@ impl Perturbation {
     /// some are).
     pub fn held(&self) -> usize {
         self.held.load(Ordering::SeqCst)
+    }
+
+    /// Hook server restarts asked for so far (class `hook-restart`). An environment whose hook
+    /// calls wait on a gate ([`crate::HookGate`]) restarts its server there until it has done as
+    /// many: the call that asked for a restart then goes to the restarted server.
+    pub fn hook_restarts(&self) -> u32 {
+        self.hook_restarts.load(Ordering::SeqCst)
     }
 
     fn note(&self, what: String) {
@@ -381,6 +390,7 @@ impl Perturbation {
             }
             Class::HookRestart => {
                 self.note(format!("hook server restarted before call #{n} ({hook})"));
+                self.hook_restarts.fetch_add(1, Ordering::SeqCst);
                 if let Some(r) = &self.restart_hook_server {
                     r.notify_one();
                 }
@@ -507,6 +517,17 @@ mod tests {
             .collect();
         assert_eq!(lost, [false, true, false, true, false]);
         assert_eq!(p.fired().len(), 2);
+        assert_eq!(p.hook_restarts(), 0);
+        let mut s = Schedule::from_seed(Class::HookRestart, 1);
+        s.points = [0, 2].into();
+        let p = Perturbation::new(s);
+        let counts: Vec<u32> = (0..4)
+            .map(|_| {
+                assert!(!p.before_hook_call("sync", &mut req), "no answer lost");
+                p.hook_restarts()
+            })
+            .collect();
+        assert_eq!(counts, [1, 1, 2, 2]);
     }
 
     #[test]

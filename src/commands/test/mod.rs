@@ -130,19 +130,36 @@ pub async fn run(verbose: u8, mut args: TestArgs) -> Result<u8> {
     // The project's hooks are built before the first case.
     super::project::build_hooks(args.project.as_ref()).await?;
     if let Some(classes) = &args.perturb {
-        return perturb(&args, classes, groups, verbose).await;
+        return perturb(&args, classes, groups, hook_server, verbose).await;
     }
     let color = color_on(&args);
     let mut e2e_results = Vec::new();
+    // The managed hook server serves the e2e tests too (the recorded cases start their own).
+    let e2e_server = match &hook_server {
+        Some((cfg, base)) if groups.iter().any(|(_, t)| !t.is_empty()) => {
+            Some((start_server(cfg.clone(), verbose).await?, base.clone()))
+        }
+        _ => None,
+    };
+    let extras = crate::e2e::EnvExtras {
+        hook_gate: e2e_server.as_ref().map(|(s, base)| {
+            Arc::new(e2e::ServerGate::new(s.clone(), base.clone(), None))
+                as Arc<dyn crate::engine::HookGate>
+        }),
+        ..Default::default()
+    };
     for (defs, tests) in groups.iter().filter(|(_, t)| !t.is_empty()) {
         let mut setup = e2e::setup(defs, args.hook_base_url.clone(), verbose > 0);
         setup.cluster = e2e_cluster.clone();
         e2e_results.extend(
-            e2e::run_all(&setup, tests, args.jobs, |r| {
+            e2e::run_all(&setup, tests, args.jobs, &extras, |r| {
                 print_one(&args, r, color, verbose)
             })
             .await?,
         );
+    }
+    if let Some((s, _)) = e2e_server {
+        s.stop().await;
     }
     if found.is_empty() {
         return finish(&args, e2e_results, color);
@@ -296,6 +313,7 @@ async fn perturb(
     args: &TestArgs,
     classes: &[String],
     groups: Vec<(spec::Loaded, Vec<crate::e2e::LoadedTest>)>,
+    served: Option<(ServerConfig, String)>,
     verbose: u8,
 ) -> Result<u8> {
     if groups.iter().all(|(_, t)| t.is_empty()) {
@@ -318,7 +336,8 @@ async fn perturb(
     for (defs, tests) in groups.into_iter().filter(|(_, t)| !t.is_empty()) {
         let setup = e2e::setup(&defs, args.hook_base_url.clone(), verbose > 0);
         let json = args.output == TestOutput::Json;
-        code = code.max(e2e::perturb(setup, tests, &classes, args.seed, json).await);
+        let served = served.clone();
+        code = code.max(e2e::perturb(setup, tests, &classes, args.seed, json, served).await);
     }
     Ok(code)
 }

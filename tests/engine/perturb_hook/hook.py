@@ -9,7 +9,13 @@ BUG (environment) plants one bug; empty is the fixed hook:
 - first-child: the leader is "the first" child of the observed JSON object, kept once chosen
   (another order picks another; fixed: the least of the names it wants);
 - random-suffix: children named with a random suffix when not seen (no class shows it: the
-  engine deletes the children no longer wanted and waits for its own writes to be seen).
+  engine deletes the children no longer wanted and waits for its own writes to be seen);
+- edge-started: status.started is set only when the hook sees spec.phase Running (an
+  edge-triggered hook: it acts on a transition it must observe; when Running and Done come in
+  one coalesced view it never starts; fixed: started once the phase is past Pending);
+- sticky-children: a child keeps the data it was created with (as a Pod's spec does; fixed:
+  every child from the current spec); a child recreated while the view of the Widget lags
+  keeps the old value for good.
 """
 import json
 import os
@@ -55,6 +61,14 @@ def sync(req):
         if not h or h[-1] != value:
             h.append(value)
         status["history"] = ",".join(h)
+    phase = spec.get("phase")
+    if phase is not None:
+        started = bool(old.get("started", False))
+        if BUG == "edge-started":
+            started = started or phase == "Running"
+        else:
+            started = started or phase in ("Running", "Done")
+        status["started"] = started
     if BUG == "first-child":
         leader = old.get("leader", "")
         if not leader and observed:
@@ -62,12 +76,17 @@ def sync(req):
     else:
         leader = min(names) if names else ""
     status["leader"] = leader
+    def data(n):
+        if BUG == "sticky-children" and n in observed:
+            return observed[n].get("data") or {}
+        return {"v": value}
+
     children = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": {"v": value}}
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}, "data": data(n)}
         for n in names
     ]
     if os.environ.get("HOOK_TRACE"):
-        sys.stderr.write("hook call: value=%s observed=%d status=%s\n" % (value, len(observed), json.dumps(status)))
+        sys.stderr.write("hook call: rv=%s phase=%s value=%s observed=%d status=%s\n" % (p["metadata"].get("resourceVersion"), spec.get("phase"), value, len(observed), json.dumps(status)))
     return {"status": status, "children": children}
 
 
