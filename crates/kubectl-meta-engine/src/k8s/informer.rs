@@ -8,9 +8,10 @@
 //!
 //! - the objects, as compact JSON text (one copy each; `apiVersion`/`kind` filled in,
 //!   `metadata.managedFields` dropped) with their resourceVersion and deletion mark beside it,
-//!   sorted by namespace/name. Readers get a fresh `Arc<Value>` parsed from the text: a `Value`
-//!   tree (a map and a string allocation per field, in insertion order) cost about 7 times the
-//!   text and made the caches the largest part of a controller's working set;
+//!   sorted by namespace/name. Readers get a fresh `Arc<Value>` parsed from the text: `Value`
+//!   trees (a map and a string allocation per field, in insertion order) were the largest part
+//!   of a controller's working set (the engine bench's CompositeController: 11.6 KB of live
+//!   heap per cached object with trees, 6.1 KB with text);
 //! - a ControllerRef index (owner uid -> objects it controls) and the set of orphans (objects
 //!   without a ControllerRef), for claiming children;
 //! - a label index (`key=value` -> objects), for selector lookups.
