@@ -11,7 +11,6 @@ use serde_json::Value;
 use crate::error::SyncError;
 use crate::events::EngineEvent;
 use crate::k8s::informer::Informer;
-use crate::k8s::object;
 use crate::plan::planner::SyncPlan;
 use crate::runtime::context::EngineContext;
 use crate::runtime::controller::SyncOutcome;
@@ -164,18 +163,14 @@ pub async fn await_expectations<'i>(
                 let previous = previous.clone();
                 inf.wait_until(
                     key,
-                    move |o| o.is_some_and(|o| object::resource_version(o) != previous.as_deref()),
+                    move |o| o.is_some_and(|o| o.resource_version != previous),
                     EXPECTATION_TIMEOUT,
                 )
                 .await
             }
             Expectation::Gone { .. } => {
-                inf.wait_until(
-                    key,
-                    |o| o.is_none_or(object::is_deleting),
-                    EXPECTATION_TIMEOUT,
-                )
-                .await
+                inf.wait_until(key, |o| o.is_none_or(|o| o.deleting), EXPECTATION_TIMEOUT)
+                    .await
             }
         };
         if !ok {

@@ -488,11 +488,9 @@ impl<S: KindController> Reconciler for Running<S> {
             .drop_own_echoes(key, triggers, parent_rv, |type_key, object| {
                 match self.ctl.informer_for(type_key) {
                     None => Cached::Unknown,
-                    Some(inf) => match inf.get(object) {
+                    Some(inf) => match inf.meta(object) {
                         None => Cached::Absent,
-                        Some(o) => {
-                            Cached::At(crate::k8s::object::resource_version(&o).map(str::to_string))
-                        }
+                        Some(m) => Cached::At(m.resource_version),
                     },
                 }
             })
