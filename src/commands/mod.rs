@@ -13,7 +13,6 @@ pub mod inspect;
 pub mod interrupts;
 pub mod project;
 pub mod replay;
-pub mod replay_tui;
 pub mod run;
 pub mod sandbox;
 pub mod test;

@@ -463,7 +463,9 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
         );
     }
     assert!(
-        rings.last().is_some_and(|l| l.contains("(replica-a, replica-b, replica-d)")),
+        rings
+            .last()
+            .is_some_and(|l| l.contains("(replica-a, replica-b, replica-d)")),
         "a's last ring is a, b, d: {rings:?}"
     );
 

@@ -13,22 +13,26 @@
 //!    summary (and the recorded writes that did not apply) go to stderr.
 //!
 //! On a terminal (without `--no-tui`, `-o json` or the recording on stdin) the timeline opens
-//! in `dev`'s TUI instead, one recorded step at a time ([`super::replay_tui`]).
+//! in `dev`'s TUI instead, one recorded step at a time ([`tui`]).
+
+mod session;
+mod tui;
 
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
-use kube_sandbox::{Sandbox, SandboxConfig};
+use kube_sandbox::Sandbox;
 
+use self::session::{classify, start_sandbox, summary};
 use super::engine_start::{EventLog, LogStyle};
 use super::exit::{Class, Classify, fail};
 use crate::cli::dev::OutputArg;
 use crate::cli::replay::ReplayArgs;
 use crate::engine::events::EventBus;
 use crate::engine::flight::replay::Window;
-use crate::engine::replayer::{Outcome, ReplayError, ReplayOptions, ReplayReport, Replayer};
+use crate::engine::replayer::{Outcome, ReplayOptions, Replayer};
 use crate::spec::{self, ControllerDef, Source};
 
 /// Run `kubectl meta replay`: the exit code (0 replayed cleanly, 1 a hot loop or a failed
@@ -58,34 +62,12 @@ pub async fn run(args: ReplayArgs) -> Result<u8> {
         },
     );
     if tui {
-        return super::replay_tui::run(&args, replayer, format!("{shown} · offline")).await;
+        return tui::run(&args, replayer, format!("{shown} · offline")).await;
     }
     let sandbox = start_sandbox().await?;
     let result = headless(&args, &replayer, &sandbox).await;
     sandbox.shutdown().await;
     result
-}
-
-/// An in-process sandbox (no socket).
-pub(crate) async fn start_sandbox() -> Result<Sandbox> {
-    Sandbox::start(SandboxConfig::ephemeral())
-        .await
-        .map_err(|e| {
-            fail(
-                Class::Internal,
-                format!("starting the in-process sandbox: {e}"),
-            )
-        })
-}
-
-/// A replay error as the command line classes it.
-pub(crate) fn classify(e: ReplayError) -> anyhow::Error {
-    let class = if e.is_bad_input() {
-        Class::Usage
-    } else {
-        Class::Internal
-    };
-    fail(class, e.to_string())
 }
 
 fn read(file: &Path) -> std::io::Result<Vec<u8>> {
@@ -165,27 +147,4 @@ async fn headless(args: &ReplayArgs, replayer: &Replayer, sandbox: &Sandbox) -> 
         return Ok(Class::NotConverged.code());
     }
     Ok(u8::from(report.hot_loops > 0 || report.failed > 0))
-}
-
-/// The one-line summary of a replay.
-pub(crate) fn summary(r: &ReplayReport) -> String {
-    let mut s = format!(
-        "replayed {} recorded event(s): {} other writer write(s) applied",
-        r.events, r.applied
-    );
-    if let Some((used, total, beyond)) = r.answers {
-        s.push_str(&format!(
-            "; {used} of {total} recorded hook answer(s) served"
-        ));
-        if beyond > 0 {
-            s.push_str(&format!(
-                " ({beyond} more call(s) than recorded got the last answer again)"
-            ));
-        }
-    }
-    s.push_str(&format!(
-        "; {} hot loop(s), {} failed sync(s)",
-        r.hot_loops, r.failed
-    ));
-    s
 }

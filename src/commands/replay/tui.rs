@@ -16,9 +16,9 @@ use anyhow::Result;
 use kube_sandbox::Sandbox;
 use tokio::sync::mpsc;
 
-use super::exit::Class;
-use super::replay::{classify, start_sandbox, summary};
+use super::session::{classify, start_sandbox, summary};
 use crate::cli::replay::ReplayArgs;
+use crate::commands::exit::Class;
 use crate::devloop::control::{Command, Request};
 use crate::engine::events::EventBus;
 use crate::engine::replayer::{Outcome, ReplayReport, Replayer, Session};
@@ -178,7 +178,9 @@ pub async fn run(args: &ReplayArgs, replayer: Replayer, context: String) -> Resu
     if let Some(e) = failure {
         return Err(e);
     }
-    ui.map_err(|e| super::exit::fail(Class::Internal, format!("the replay's terminal UI: {e}")))?;
+    ui.map_err(|e| {
+        crate::commands::exit::fail(Class::Internal, format!("the replay's terminal UI: {e}"))
+    })?;
     for n in &report.notes {
         eprintln!("note: {n}");
     }
