@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::state::State;
-use super::status::{ApiError, ApiResult, Target};
+use super::status::{ApiError, ApiResult};
 
 /// The log text for container `container` (or the only one) of Pod `ns/name`, and the name of
 /// that container.
@@ -26,15 +26,8 @@ pub fn pod_log(
     container: Option<&str>,
     tail_lines: Option<usize>,
 ) -> ApiResult<(String, String)> {
-    let target = Target {
-        group: "",
-        resource: "pods",
-        name,
-    };
     let pod = state
-        .store
-        .get("/pods", ns, name)
-        .ok_or_else(|| ApiError::not_found(target))?
+        .core_object("pods", ns, name)?
         .value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let containers: Vec<&Value> = pod["spec"]["containers"]

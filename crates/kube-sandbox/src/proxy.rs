@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::state::State;
-use super::status::{ApiError, ApiResult, Target};
+use super::status::{ApiError, ApiResult};
 
 /// How long connecting to a pod may take (kube-apiserver's proxy dialer: 30 s).
 const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -89,15 +89,7 @@ fn locate(state: &State, ns: &str, id: &str) -> ApiResult<Location> {
     let (scheme, name, port) = split_scheme_name_port(id)
         .ok_or_else(|| ApiError::bad_request(format!("invalid pod request {id:?}")))?;
     let pod = state
-        .store
-        .get("/pods", ns, name)
-        .ok_or_else(|| {
-            ApiError::not_found(Target {
-                group: "",
-                resource: "pods",
-                name,
-            })
-        })?
+        .core_object("pods", ns, name)?
         .value()
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let https = scheme == "https";

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::resources::{Registry, ResourceDef};
-use super::status::{ApiError, ApiResult};
-use super::store::Store;
+use super::status::{ApiError, ApiResult, Target};
+use super::store::{Store, Stored};
 
 /// Tunables of a running sandbox.
 #[derive(Debug, Clone)]
@@ -67,6 +67,20 @@ pub struct State {
 }
 
 impl State {
+    /// The stored core (`v1`) object `resource`/`ns`/`name` (e.g. `"pods"`), or the API's
+    /// 404 naming it: what a subresource handler (proxy, log, token) reads its parent with.
+    pub(crate) fn core_object(&self, resource: &str, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
+        self.store
+            .get(&format!("/{resource}"), ns, name)
+            .ok_or_else(|| {
+                ApiError::not_found(Target {
+                    group: "",
+                    resource,
+                    name,
+                })
+            })
+    }
+
     /// Assemble the shared state.
     pub fn new(
         store: Store,

@@ -159,16 +159,7 @@ fn token_request(
     name: &str,
     obj: &Value,
 ) -> ApiResult<(StatusCode, Value)> {
-    let sa = state
-        .store
-        .get("/serviceaccounts", ns, name)
-        .ok_or_else(|| {
-            ApiError::not_found(Target {
-                group: "",
-                resource: "serviceaccounts",
-                name,
-            })
-        })?;
+    let sa = state.core_object("serviceaccounts", ns, name)?;
     let spec = &obj["spec"];
     let expiration_seconds = spec["expirationSeconds"].as_i64().unwrap_or(3600);
     if expiration_seconds < 600 {
