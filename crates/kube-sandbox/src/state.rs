@@ -69,7 +69,12 @@ pub struct State {
 impl State {
     /// The stored core (`v1`) object `resource`/`ns`/`name` (e.g. `"pods"`), or the API's
     /// 404 naming it: what a subresource handler (proxy, log, token) reads its parent with.
-    pub(crate) fn core_object(&self, resource: &str, ns: &str, name: &str) -> ApiResult<Arc<Stored>> {
+    pub(crate) fn core_object(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+    ) -> ApiResult<Arc<Stored>> {
         self.store
             .get(&format!("/{resource}"), ns, name)
             .ok_or_else(|| {
