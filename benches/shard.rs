@@ -148,7 +148,7 @@ fn load_average() -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let parents = arg("--parents", 400);
+    let parents = arg("--parents", 1200);
     let workers = arg("--workers", 2);
     let latency_ms = arg("--latency-ms", 20);
     let max_replicas = arg("--max-replicas", 3);
