@@ -427,10 +427,11 @@ fn owned_buckets(rings: &[Ring], me: &str) -> BTreeSet<u8> {
 /// How a sharded controller's caches are narrowed to this replica's share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheMode {
-    /// Parents filtered by their uid's bucket as they arrive, children watched by their
-    /// bucket label (CompositeController).
+    /// Parents (a decorator's targets) filtered by their uid's bucket as they arrive,
+    /// children (a decorator's attachments) watched by their bucket label
+    /// (CompositeController, DecoratorController).
     Label,
-    /// Everything cached (DecoratorController, MapController: not sharded yet).
+    /// Everything cached (MapController: not narrowed yet).
     All,
 }
 
@@ -447,7 +448,7 @@ impl CacheMode {
     pub fn describe(self) -> &'static str {
         match self {
             CacheMode::Label => {
-                "only its share (mode label: parents filtered by uid bucket as they arrive, children watched by their bucket label)"
+                "only its share (mode label: parents and targets filtered by uid bucket as they arrive, children and attachments watched by their bucket label)"
             }
             CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
         }
@@ -456,9 +457,8 @@ impl CacheMode {
 
 /// The cache mode of a controller of `kind`.
 pub fn cache_mode(kind: &str) -> CacheMode {
-    if kind == "CompositeController" {
-        CacheMode::Label
-    } else {
-        CacheMode::All
+    match kind {
+        "CompositeController" | "DecoratorController" => CacheMode::Label,
+        _ => CacheMode::All,
     }
 }
