@@ -666,7 +666,7 @@ fn render_shard(out: &mut String, status: &Status) {
     }
     let _ = writeln!(
         out,
-        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: label (parents by uid bucket, children by bucket label) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
+        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: label (parents or targets by uid bucket, children or attachments by bucket label) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
     );
     for (name, s) in &sharded {
         let l = vec![
