@@ -431,7 +431,10 @@ pub enum CacheMode {
     /// children (a decorator's attachments) watched by their bucket label
     /// (CompositeController, DecoratorController).
     Label,
-    /// Everything cached (MapController: not narrowed yet).
+    /// Parents by uid bucket, outputs by their parent's bucket label, inputs all cached
+    /// (MapController: any parent may select any input).
+    LabelExceptInputs,
+    /// Everything cached (no kind today; kept for kinds not narrowed).
     All,
 }
 
@@ -440,6 +443,7 @@ impl CacheMode {
     pub fn name(self) -> &'static str {
         match self {
             CacheMode::Label => "label",
+            CacheMode::LabelExceptInputs => "label-except-inputs",
             CacheMode::All => "all",
         }
     }
@@ -450,6 +454,9 @@ impl CacheMode {
             CacheMode::Label => {
                 "only its share (mode label: parents and targets filtered by uid bucket as they arrive, children and attachments watched by their bucket label)"
             }
+            CacheMode::LabelExceptInputs => {
+                "its share of parents and outputs, every input (mode label-except-inputs: parents filtered by uid bucket as they arrive, outputs watched by their parent's bucket label)"
+            }
             CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
         }
     }
@@ -459,6 +466,7 @@ impl CacheMode {
 pub fn cache_mode(kind: &str) -> CacheMode {
     match kind {
         "CompositeController" | "DecoratorController" => CacheMode::Label,
+        "MapController" => CacheMode::LabelExceptInputs,
         _ => CacheMode::All,
     }
 }

@@ -510,19 +510,15 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
 const TARGETS: usize = 90;
 const DECORATOR: &str = "deco";
 
-/// A DecoratorController's sync hook: one Secret `<target>-att` per target ConfigMap.
-const DECORATOR_HOOK: &str = r#"
-import base64, json, sys
+/// A webhook server on the port given as its argument, answering every POST with
+/// `answer(request)`, a function the script defines before this.
+const HOOK_SERVER: &str = r#"
+import json, sys
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 class H(BaseHTTPRequestHandler):
     def do_POST(self):
         req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        m = req["object"]["metadata"]
-        data = base64.b64encode(m["name"].encode()).decode()
-        resp = {"labels": {"decorated": "yes"}, "attachments": [{"apiVersion": "v1",
-            "kind": "Secret", "metadata": {"name": m["name"] + "-att", "namespace": m["namespace"]},
-            "data": {"from": data}}]}
-        body = json.dumps(resp).encode()
+        body = json.dumps(answer(req)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -533,6 +529,17 @@ class H(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 "#;
 
+/// A DecoratorController's sync hook: one Secret `<target>-att` per target ConfigMap.
+const DECORATOR_HOOK: &str = r#"
+import base64
+def answer(req):
+    m = req["object"]["metadata"]
+    data = base64.b64encode(m["name"].encode()).decode()
+    return {"labels": {"decorated": "yes"}, "attachments": [{"apiVersion": "v1",
+        "kind": "Secret", "metadata": {"name": m["name"] + "-att", "namespace": m["namespace"]},
+        "data": {"from": data}}]}
+"#;
+
 /// `run --sharded` of a DecoratorController: three replicas, each caching a fraction of the
 /// targets (ConfigMaps, by uid bucket) and of the attachments (Secrets, by bucket label), all
 /// targets decorated, each synced by exactly one replica in a steady period, never by two at
@@ -540,7 +547,6 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
     let sb = cluster("shard-deco").await;
-    let home = tempfile::tempdir().unwrap();
     let ns = sb.ns().to_string();
     let mut list = String::new();
     for i in 0..TARGETS {
@@ -548,45 +554,14 @@ async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
             "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: t-{i:03}\n  namespace: {ns}\n  labels: {{decorate: \"yes\"}}\n"
         ));
     }
-    let targets = home.path().join("targets.yaml");
-    std::fs::write(&targets, list).unwrap();
-    ok_kubectl(&sb, &["apply", "-f", &targets.display().to_string()]);
-    let hook = home.path().join("hook.py");
-    std::fs::write(&hook, DECORATOR_HOOK).unwrap();
-    let (_server, hook_addr) = hook_server(|port| {
-        let mut c = Command::new("python3");
-        c.arg(&hook).arg(port.to_string());
-        c
-    })
-    .await;
-    let def = home.path().join("deco.yaml");
-    std::fs::write(
-        &def,
+    let def = |hook_addr: &str| {
         format!(
             "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: DecoratorController\nmetadata: {{name: {DECORATOR}}}\nspec:\n  resources:\n  - apiVersion: v1\n    resource: configmaps\n    labelSelector: {{matchLabels: {{decorate: \"yes\"}}}}\n  attachments:\n  - {{apiVersion: v1, resource: secrets}}\n  hooks:\n    sync:\n      webhook: {{url: \"http://{hook_addr}/sync\"}}\n"
-        ),
-    )
-    .unwrap();
-
-    let (ports, [a, b, c]) = three_replicas(&sb, home.path(), &def);
+        )
+    };
+    let (_home, _server, ports, [a, b, c]) =
+        three_converged(&sb, &list, DECORATOR_HOOK, def, "-att", TARGETS).await;
     let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
-
-    // All converge: one attachment per target.
-    let started = Instant::now();
-    let secrets = crate::common::engine::core_ar("Secret", "secrets");
-    wait_for("every target's attachment", TIMEOUT * 3, || async {
-        let n = names(&sb, &secrets, &ns)
-            .await
-            .iter()
-            .filter(|n| n.ends_with("-att"))
-            .count();
-        (n == TARGETS).then_some(())
-    })
-    .await;
-    eprintln!(
-        "FIGURE 3 sharded replicas, a DecoratorController's {TARGETS} targets converged in {:.2}s",
-        started.elapsed().as_secs_f64()
-    );
     ring_of_controller(&ports, DECORATOR, 3).await;
 
     // A steady period: each target synced by exactly one replica.
@@ -638,10 +613,154 @@ async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
     assert_never_twice(&[("a", a.output()), ("b", b.output()), ("c", c.output())]);
 }
 
+/// Three replicas of a controller on `sb`, converged: `objects` (YAML) applied, `script` (the
+/// Python `answer(request)` of a [`HOOK_SERVER`]) started, the definition `def(hook address)` run by
+/// `replica-a`, `-b` and `-c`, until `n` Secrets named `*<suffix>` exist in the namespace.
+/// Returns the home directory, the hook server, the replicas' ports and the replicas.
+async fn three_converged(
+    sb: &impl Target,
+    objects: &str,
+    script: &str,
+    def: impl FnOnce(&str) -> String,
+    suffix: &str,
+    n: usize,
+) -> (tempfile::TempDir, KillChild, [u16; 3], [Background; 3]) {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("objects.yaml");
+    std::fs::write(&path, objects).unwrap();
+    ok_kubectl(sb, &["apply", "-f", &path.display().to_string()]);
+    let hook = home.path().join("hook.py");
+    std::fs::write(&hook, format!("{script}{HOOK_SERVER}")).unwrap();
+    let (server, hook_addr) = hook_server(|port| {
+        let mut c = Command::new("python3");
+        c.arg(&hook).arg(port.to_string());
+        c
+    })
+    .await;
+    let path = home.path().join("controller.yaml");
+    std::fs::write(&path, def(&hook_addr)).unwrap();
+    let (ports, replicas) = three_replicas(sb, home.path(), &path);
+    let started = Instant::now();
+    let secrets = crate::common::engine::core_ar("Secret", "secrets");
+    wait_for(&format!("{n} Secrets *{suffix}"), TIMEOUT * 3, || async {
+        let made = names(sb, &secrets, sb.ns())
+            .await
+            .iter()
+            .filter(|s| s.ends_with(suffix))
+            .count();
+        (made == n).then_some(())
+    })
+    .await;
+    eprintln!(
+        "FIGURE 3 sharded replicas converged ({n} Secrets *{suffix}) in {:.2}s",
+        started.elapsed().as_secs_f64()
+    );
+    (home, server, ports, replicas)
+}
+
+/// Parents (each selecting one input) of the MapController test.
+const MAP_PARENTS: usize = 60;
+const MAPPER: &str = "mapper";
+
+/// A MapController's map hook: one Secret `<input>-out` per input ConfigMap.
+const MAP_HOOK: &str = r#"
+import base64
+def answer(req):
+    if "input" not in req:
+        return {"outputs": []}
+    m = req["input"]["metadata"]
+    return {"outputs": [{"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": m["name"] + "-out", "namespace": m["namespace"]},
+        "data": {"from": base64.b64encode(m["name"].encode()).decode()}}]}
+"#;
+
+/// `run --sharded` of a MapController (SnapshotSchedule parents, each selecting one input
+/// ConfigMap, one output Secret per input): three replicas, all outputs made, each parent
+/// (its fan-out, key syncs and status) synced by exactly one replica in a steady period, each
+/// replica caching a fraction of the parents and of the outputs (mode `label-except-inputs`),
+/// every input cached by all, never two replicas on one parent at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_narrow_a_map_controllers_parents_and_outputs() {
+    let sb = cluster("shard-map").await;
+    let ns = sb.ns().to_string();
+    let crd = repo().join("examples/snapshot-schedule/00-crd.yaml");
+    ok_kubectl(&sb, &["apply", "-f", &crd.display().to_string()]);
+    wait_for("snapshotschedules to be served", TIMEOUT, || async {
+        sb.kubectl(&["get", "snapshotschedules", "-n", &ns])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let mut list = String::new();
+    for i in 0..MAP_PARENTS {
+        list.push_str(&format!(
+            "---\napiVersion: example.kubectl-meta.dev/v1\nkind: SnapshotSchedule\nmetadata: {{name: s-{i:03}, namespace: {ns}}}\nspec: {{selector: {{matchLabels: {{app: a-{i:03}}}}}, snapshotInterval: 1m, snapshotTTL: 5m}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: in-{i:03}, namespace: {ns}, labels: {{app: a-{i:03}}}}}\n"
+        ));
+    }
+    let def = |hook_addr: &str| {
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: MapController\nmetadata: {{name: {MAPPER}}}\nspec:\n  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: snapshotschedules}}\n  inputResources:\n  - {{apiVersion: v1, resource: configmaps}}\n  outputResources:\n  - {{apiVersion: v1, resource: secrets}}\n  hooks:\n    map:\n      webhook: {{url: \"http://{hook_addr}/map\"}}\n"
+        )
+    };
+    let (_home, _server, ports, [a, b, c]) =
+        three_converged(&sb, &list, MAP_HOOK, def, "-out", MAP_PARENTS).await;
+    let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
+    ring_of_controller(&ports, MAPPER, 3).await;
+
+    let replicas = [("a", &a), ("b", &b), ("c", &c)];
+    let which = ["snapshotschedules", "-n", ns.as_str(), "--all"];
+    let steady = poke_these(&sb, "1", &replicas, &which, MAP_PARENTS).await;
+    assert_shares(&steady, 0.1, 0.6);
+
+    let hw = "snapshotschedules.example.kubectl-meta.dev";
+    let all = MAP_PARENTS as f64;
+    let got = wait_for(
+        "the replicas' caches of parents and outputs",
+        TIMEOUT,
+        || async {
+            let mut got = Vec::new();
+            for p in ports {
+                got.push((
+                    cached_of(p, MAPPER, hw).await?,
+                    cached_of(p, MAPPER, "configmaps").await?,
+                    cached_of(p, MAPPER, "secrets").await?,
+                ));
+            }
+            let parents: f64 = got.iter().map(|g| g.0).sum();
+            let outs: f64 = got.iter().map(|g| g.2).sum();
+            (parents == all && outs >= all).then_some(got)
+        },
+    )
+    .await;
+    eprintln!(
+        "FIGURE cached (parents, inputs, outputs) per replica, {MAP_PARENTS} of each: {got:?}"
+    );
+    let outs: f64 = got.iter().map(|g| g.2).sum();
+    for (p, (parents, inputs, secrets)) in ports.iter().zip(&got) {
+        assert!(
+            (0.1 * all..=0.6 * all).contains(parents),
+            "replica on {p} caches {parents} of {all} parents"
+        );
+        assert!(*inputs >= all, "replica on {p} caches {inputs} inputs: all");
+        let unlabelled = (outs - all) / 3.0;
+        assert!(
+            (0.1 * all..=0.6 * all + unlabelled).contains(secrets),
+            "replica on {p} caches {secrets} Secrets ({all} outputs, {outs} in all)"
+        );
+        assert_eq!(
+            metric_mode(*p, MAPPER).await.as_deref(),
+            Some("label-except-inputs"),
+            "replica on {p}"
+        );
+    }
+    assert_never_twice(&[("a", a.output()), ("b", b.output()), ("c", c.output())]);
+}
+
 /// The `mode` of a replica's `kubectl_meta_shard_cache_mode` for `controller`.
 async fn metric_mode(port: u16, controller: &str) -> Option<String> {
     let (_, body) = http_get(port, "/metrics").await?;
-    ["label", "all"]
+    ["label", "label-except-inputs", "all"]
         .into_iter()
         .find(|m| {
             sample(
