@@ -427,10 +427,14 @@ fn owned_buckets(rings: &[Ring], me: &str) -> BTreeSet<u8> {
 /// How a sharded controller's caches are narrowed to this replica's share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheMode {
-    /// Parents filtered by their uid's bucket as they arrive, children watched by their
-    /// bucket label (CompositeController).
+    /// Parents (a decorator's targets) filtered by their uid's bucket as they arrive,
+    /// children (a decorator's attachments) watched by their bucket label
+    /// (CompositeController, DecoratorController).
     Label,
-    /// Everything cached (DecoratorController, MapController: not sharded yet).
+    /// Parents by uid bucket, outputs by their parent's bucket label, inputs all cached
+    /// (MapController: any parent may select any input).
+    LabelExceptInputs,
+    /// Everything cached (no kind today; kept for kinds not narrowed).
     All,
 }
 
@@ -439,6 +443,7 @@ impl CacheMode {
     pub fn name(self) -> &'static str {
         match self {
             CacheMode::Label => "label",
+            CacheMode::LabelExceptInputs => "label-except-inputs",
             CacheMode::All => "all",
         }
     }
@@ -447,7 +452,10 @@ impl CacheMode {
     pub fn describe(self) -> &'static str {
         match self {
             CacheMode::Label => {
-                "only its share (mode label: parents filtered by uid bucket as they arrive, children watched by their bucket label)"
+                "only its share (mode label: parents and targets filtered by uid bucket as they arrive, children and attachments watched by their bucket label)"
+            }
+            CacheMode::LabelExceptInputs => {
+                "its share of parents and outputs, every input (mode label-except-inputs: parents filtered by uid bucket as they arrive, outputs watched by their parent's bucket label)"
             }
             CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
         }
@@ -456,9 +464,9 @@ impl CacheMode {
 
 /// The cache mode of a controller of `kind`.
 pub fn cache_mode(kind: &str) -> CacheMode {
-    if kind == "CompositeController" {
-        CacheMode::Label
-    } else {
-        CacheMode::All
+    match kind {
+        "CompositeController" | "DecoratorController" => CacheMode::Label,
+        "MapController" => CacheMode::LabelExceptInputs,
+        _ => CacheMode::All,
     }
 }

@@ -6,7 +6,11 @@
 //! The hook is a real process (the hello-world example's Python webhook server), the cluster
 //! the in-process sandbox, the replicas the real binary.
 //!
-//! `shard::three` also runs on an external cluster (a real kube-apiserver) when
+//! `shard::three_sharded_replicas_narrow_a_decorators_targets_and_attachments` does the same for a
+//! DecoratorController and checks that each replica caches only a fraction of its targets and
+//! attachments.
+//!
+//! `shard::three_sharded_replicas_split` also runs on an external cluster (a real kube-apiserver) when
 //! `KUBECTL_META_TEST_KUBECONFIG` names one (tests/common/external.rs; docs/guide/sharding.md).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -67,6 +71,14 @@ fn replica_with(
     );
     cmd.current_dir(home);
     Background::start(cmd)
+}
+
+/// Replicas `replica-a`, `-b` and `-c` of `def`, with their /metrics ports.
+fn three_replicas(sb: &impl Target, home: &Path, def: &Path) -> ([u16; 3], [Background; 3]) {
+    let ports = [free_port(), free_port(), free_port()];
+    let r = |i: usize, id: &str| replica(sb, home, def, id, ports[i]);
+    let all = [r(0, "replica-a"), r(1, "replica-b"), r(2, "replica-c")];
+    (ports, all)
 }
 
 /// One sync seen in a replica's log: parent, start and end (`time` of its syncStarted and
@@ -175,22 +187,32 @@ fn assert_never_twice(logs: &[(&str, String)]) {
 
 /// A sample of a replica's /metrics for the controller.
 async fn metric(port: u16, name: &str) -> Option<f64> {
+    metric_of(port, CONTROLLER, name).await
+}
+
+/// A sample of a replica's /metrics for `controller`.
+async fn metric_of(port: u16, controller: &str, name: &str) -> Option<f64> {
     let (_, body) = http_get(port, "/metrics").await?;
     sample(
         &parse_prometheus(&body),
         name,
-        &[("controller", CONTROLLER)],
+        &[("controller", controller)],
     )
 }
 
 /// Wait until every replica's ring in force has `n` members and no move is pending.
 async fn ring_of(ports: &[u16], n: usize) {
+    ring_of_controller(ports, CONTROLLER, n).await;
+}
+
+/// [`ring_of`] for `controller`.
+async fn ring_of_controller(ports: &[u16], controller: &str, n: usize) {
     wait_for(
         &format!("a ring of {n} on every replica"),
         TIMEOUT,
         || async {
             for p in ports {
-                if metric(*p, "kubectl_meta_shard_members").await != Some(n as f64) {
+                if metric_of(*p, controller, "kubectl_meta_shard_members").await != Some(n as f64) {
                     return None;
                 }
             }
@@ -212,18 +234,23 @@ async fn poke(
     round: &str,
     replicas: &[(&str, &Background)],
 ) -> BTreeMap<String, BTreeSet<String>> {
+    poke_these(sb, round, replicas, &["helloworlds", "--all"], PARENTS + 1).await
+}
+
+/// [`poke`] of the `all` objects `which` names (`kubectl annotate` arguments).
+async fn poke_these(
+    sb: &impl Target,
+    round: &str,
+    replicas: &[(&str, &Background)],
+    which: &[&str],
+    all: usize,
+) -> BTreeMap<String, BTreeSet<String>> {
     let since = now();
-    ok_kubectl(
-        sb,
-        &[
-            "annotate",
-            "helloworlds",
-            "--all",
-            &format!("poke={round}"),
-            "--overwrite",
-        ],
-    );
-    let all = PARENTS + 1;
+    let poke = format!("poke={round}");
+    let mut args = vec!["annotate"];
+    args.extend(which);
+    args.extend([poke.as_str(), "--overwrite"]);
+    ok_kubectl(sb, &args);
     wait_for(
         &format!("every parent synced after poke {round}"),
         TIMEOUT,
@@ -267,11 +294,16 @@ fn assert_shares(by: &BTreeMap<String, BTreeSet<String>>, lo: f64, hi: f64) {
 
 /// What a replica's caches of the controller hold of `resource` (its /metrics).
 async fn cached(port: u16, resource: &str) -> Option<f64> {
+    cached_of(port, CONTROLLER, resource).await
+}
+
+/// What a replica's caches of `controller` hold of `resource` (its /metrics).
+async fn cached_of(port: u16, controller: &str, resource: &str) -> Option<f64> {
     let (_, body) = http_get(port, "/metrics").await?;
     sample(
         &parse_prometheus(&body),
         "kubectl_meta_cached_objects",
-        &[("controller", CONTROLLER), ("resource", resource)],
+        &[("controller", controller), ("resource", resource)],
     )
 }
 
@@ -351,13 +383,8 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
         .replace("127.0.0.1:8081", &hook_addr);
     std::fs::write(&def, text).unwrap();
 
-    let ports = [free_port(), free_port(), free_port()];
-    let a = replica(&sb, home.path(), &def, "replica-a", ports[0]);
-    let _ga = guard(&a);
-    let b = replica(&sb, home.path(), &def, "replica-b", ports[1]);
-    let _gb = guard(&b);
-    let c = replica(&sb, home.path(), &def, "replica-c", ports[2]);
-    let _gc = guard(&c);
+    let (ports, [a, b, c]) = three_replicas(&sb, home.path(), &def);
+    let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
 
     // All converge: one Pod per parent.
     let started = Instant::now();
@@ -477,6 +504,272 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     ]);
     let (ok, stderr) = d.interrupt().await;
     assert!(ok, "{stderr}");
+}
+
+/// Targets of the DecoratorController test.
+const TARGETS: usize = 90;
+const DECORATOR: &str = "deco";
+
+/// A webhook server on the port given as its argument, answering every POST with
+/// `answer(request)`, a function the script defines before this.
+const HOOK_SERVER: &str = r#"
+import json, sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.dumps(answer(req)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// A DecoratorController's sync hook: one Secret `<target>-att` per target ConfigMap.
+const DECORATOR_HOOK: &str = r#"
+import base64
+def answer(req):
+    m = req["object"]["metadata"]
+    data = base64.b64encode(m["name"].encode()).decode()
+    return {"labels": {"decorated": "yes"}, "attachments": [{"apiVersion": "v1",
+        "kind": "Secret", "metadata": {"name": m["name"] + "-att", "namespace": m["namespace"]},
+        "data": {"from": data}}]}
+"#;
+
+/// `run --sharded` of a DecoratorController: three replicas, each caching a fraction of the
+/// targets (ConfigMaps, by uid bucket) and of the attachments (Secrets, by bucket label), all
+/// targets decorated, each synced by exactly one replica in a steady period, never by two at
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
+    let sb = cluster("shard-deco").await;
+    let ns = sb.ns().to_string();
+    let mut list = String::new();
+    for i in 0..TARGETS {
+        list.push_str(&format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: t-{i:03}\n  namespace: {ns}\n  labels: {{decorate: \"yes\"}}\n"
+        ));
+    }
+    let def = |hook_addr: &str| {
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: DecoratorController\nmetadata: {{name: {DECORATOR}}}\nspec:\n  resources:\n  - apiVersion: v1\n    resource: configmaps\n    labelSelector: {{matchLabels: {{decorate: \"yes\"}}}}\n  attachments:\n  - {{apiVersion: v1, resource: secrets}}\n  hooks:\n    sync:\n      webhook: {{url: \"http://{hook_addr}/sync\"}}\n"
+        )
+    };
+    let (_home, _server, ports, [a, b, c]) =
+        three_converged(&sb, &list, DECORATOR_HOOK, def, "-att", TARGETS).await;
+    let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
+    ring_of_controller(&ports, DECORATOR, 3).await;
+
+    // A steady period: each target synced by exactly one replica.
+    let replicas = [("a", &a), ("b", &b), ("c", &c)];
+    let which = ["configmaps", "-n", ns.as_str(), "-l", "decorate=yes"];
+    let steady = poke_these(&sb, "1", &replicas, &which, TARGETS).await;
+    assert_shares(&steady, 0.15, 0.55);
+
+    // Each replica caches a fraction of the targets and of the attachments, and the three
+    // together every attachment once (a Secret is labelled with its target's bucket).
+    let got = wait_for(
+        "the replicas' caches of targets and attachments",
+        TIMEOUT,
+        || async {
+            let mut got = Vec::new();
+            for p in ports {
+                got.push((
+                    cached_of(p, DECORATOR, "configmaps").await?,
+                    cached_of(p, DECORATOR, "secrets").await?,
+                ));
+            }
+            let atts: f64 = got.iter().map(|g| g.1).sum();
+            (atts >= TARGETS as f64).then_some(got)
+        },
+    )
+    .await;
+    eprintln!("FIGURE cached (ConfigMaps, Secrets) per replica, {TARGETS} targets: {got:?}");
+    let cms: f64 = got.iter().map(|g| g.0).sum();
+    let atts: f64 = got.iter().map(|g| g.1).sum();
+    assert!(cms >= TARGETS as f64, "{cms} ConfigMaps cached in all");
+    for (p, (cm, sec)) in ports.iter().zip(&got) {
+        // Targets: by uid bucket, so a fraction of every ConfigMap of the cluster.
+        assert!(
+            (0.1 * cms..=0.6 * cms).contains(cm),
+            "replica on {p} caches {cm} of {cms} ConfigMaps"
+        );
+        // Attachments: its own share, plus the unlabelled Secrets every replica caches.
+        let unlabelled = (atts - TARGETS as f64) / 3.0;
+        assert!(
+            (0.1 * TARGETS as f64..=0.6 * TARGETS as f64 + unlabelled).contains(sec),
+            "replica on {p} caches {sec} Secrets ({TARGETS} attachments, {atts} in all)"
+        );
+        assert_eq!(
+            metric_mode(*p, DECORATOR).await.as_deref(),
+            Some("label"),
+            "replica on {p}"
+        );
+    }
+    assert_never_twice(&[("a", a.output()), ("b", b.output()), ("c", c.output())]);
+}
+
+/// Three replicas of a controller on `sb`, converged: `objects` (YAML) applied, `script` (the
+/// Python `answer(request)` of a [`HOOK_SERVER`]) started, the definition `def(hook address)` run by
+/// `replica-a`, `-b` and `-c`, until `n` Secrets named `*<suffix>` exist in the namespace.
+/// Returns the home directory, the hook server, the replicas' ports and the replicas.
+async fn three_converged(
+    sb: &impl Target,
+    objects: &str,
+    script: &str,
+    def: impl FnOnce(&str) -> String,
+    suffix: &str,
+    n: usize,
+) -> (tempfile::TempDir, KillChild, [u16; 3], [Background; 3]) {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("objects.yaml");
+    std::fs::write(&path, objects).unwrap();
+    ok_kubectl(sb, &["apply", "-f", &path.display().to_string()]);
+    let hook = home.path().join("hook.py");
+    std::fs::write(&hook, format!("{script}{HOOK_SERVER}")).unwrap();
+    let (server, hook_addr) = hook_server(|port| {
+        let mut c = Command::new("python3");
+        c.arg(&hook).arg(port.to_string());
+        c
+    })
+    .await;
+    let path = home.path().join("controller.yaml");
+    std::fs::write(&path, def(&hook_addr)).unwrap();
+    let (ports, replicas) = three_replicas(sb, home.path(), &path);
+    let started = Instant::now();
+    let secrets = crate::common::engine::core_ar("Secret", "secrets");
+    wait_for(&format!("{n} Secrets *{suffix}"), TIMEOUT * 3, || async {
+        let made = names(sb, &secrets, sb.ns())
+            .await
+            .iter()
+            .filter(|s| s.ends_with(suffix))
+            .count();
+        (made == n).then_some(())
+    })
+    .await;
+    eprintln!(
+        "FIGURE 3 sharded replicas converged ({n} Secrets *{suffix}) in {:.2}s",
+        started.elapsed().as_secs_f64()
+    );
+    (home, server, ports, replicas)
+}
+
+/// Parents (each selecting one input) of the MapController test.
+const MAP_PARENTS: usize = 60;
+const MAPPER: &str = "mapper";
+
+/// A MapController's map hook: one Secret `<input>-out` per input ConfigMap.
+const MAP_HOOK: &str = r#"
+import base64
+def answer(req):
+    if "input" not in req:
+        return {"outputs": []}
+    m = req["input"]["metadata"]
+    return {"outputs": [{"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": m["name"] + "-out", "namespace": m["namespace"]},
+        "data": {"from": base64.b64encode(m["name"].encode()).decode()}}]}
+"#;
+
+/// `run --sharded` of a MapController (SnapshotSchedule parents, each selecting one input
+/// ConfigMap, one output Secret per input): three replicas, all outputs made, each parent
+/// (its fan-out, key syncs and status) synced by exactly one replica in a steady period, each
+/// replica caching a fraction of the parents and of the outputs (mode `label-except-inputs`),
+/// every input cached by all, never two replicas on one parent at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_narrow_a_map_controllers_parents_and_outputs() {
+    let sb = cluster("shard-map").await;
+    let ns = sb.ns().to_string();
+    let crd = repo().join("examples/snapshot-schedule/00-crd.yaml");
+    ok_kubectl(&sb, &["apply", "-f", &crd.display().to_string()]);
+    wait_for("snapshotschedules to be served", TIMEOUT, || async {
+        sb.kubectl(&["get", "snapshotschedules", "-n", &ns])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let mut list = String::new();
+    for i in 0..MAP_PARENTS {
+        list.push_str(&format!(
+            "---\napiVersion: example.kubectl-meta.dev/v1\nkind: SnapshotSchedule\nmetadata: {{name: s-{i:03}, namespace: {ns}}}\nspec: {{selector: {{matchLabels: {{app: a-{i:03}}}}}, snapshotInterval: 1m, snapshotTTL: 5m}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: in-{i:03}, namespace: {ns}, labels: {{app: a-{i:03}}}}}\n"
+        ));
+    }
+    let def = |hook_addr: &str| {
+        format!(
+            "apiVersion: metacontroller.k8s.io/v1alpha1\nkind: MapController\nmetadata: {{name: {MAPPER}}}\nspec:\n  parentResource: {{apiVersion: example.kubectl-meta.dev/v1, resource: snapshotschedules}}\n  inputResources:\n  - {{apiVersion: v1, resource: configmaps}}\n  outputResources:\n  - {{apiVersion: v1, resource: secrets}}\n  hooks:\n    map:\n      webhook: {{url: \"http://{hook_addr}/map\"}}\n"
+        )
+    };
+    let (_home, _server, ports, [a, b, c]) =
+        three_converged(&sb, &list, MAP_HOOK, def, "-out", MAP_PARENTS).await;
+    let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
+    ring_of_controller(&ports, MAPPER, 3).await;
+
+    let replicas = [("a", &a), ("b", &b), ("c", &c)];
+    let which = ["snapshotschedules", "-n", ns.as_str(), "--all"];
+    let steady = poke_these(&sb, "1", &replicas, &which, MAP_PARENTS).await;
+    assert_shares(&steady, 0.1, 0.6);
+
+    let hw = "snapshotschedules.example.kubectl-meta.dev";
+    let all = MAP_PARENTS as f64;
+    let got = wait_for(
+        "the replicas' caches of parents and outputs",
+        TIMEOUT,
+        || async {
+            let mut got = Vec::new();
+            for p in ports {
+                got.push((
+                    cached_of(p, MAPPER, hw).await?,
+                    cached_of(p, MAPPER, "configmaps").await?,
+                    cached_of(p, MAPPER, "secrets").await?,
+                ));
+            }
+            let parents: f64 = got.iter().map(|g| g.0).sum();
+            let outs: f64 = got.iter().map(|g| g.2).sum();
+            (parents == all && outs >= all).then_some(got)
+        },
+    )
+    .await;
+    eprintln!(
+        "FIGURE cached (parents, inputs, outputs) per replica, {MAP_PARENTS} of each: {got:?}"
+    );
+    let outs: f64 = got.iter().map(|g| g.2).sum();
+    for (p, (parents, inputs, secrets)) in ports.iter().zip(&got) {
+        assert!(
+            (0.1 * all..=0.6 * all).contains(parents),
+            "replica on {p} caches {parents} of {all} parents"
+        );
+        assert!(*inputs >= all, "replica on {p} caches {inputs} inputs: all");
+        let unlabelled = (outs - all) / 3.0;
+        assert!(
+            (0.1 * all..=0.6 * all + unlabelled).contains(secrets),
+            "replica on {p} caches {secrets} Secrets ({all} outputs, {outs} in all)"
+        );
+        assert_eq!(
+            metric_mode(*p, MAPPER).await.as_deref(),
+            Some("label-except-inputs"),
+            "replica on {p}"
+        );
+    }
+    assert_never_twice(&[("a", a.output()), ("b", b.output()), ("c", c.output())]);
+}
+
+/// The `mode` of a replica's `kubectl_meta_shard_cache_mode` for `controller`.
+async fn metric_mode(port: u16, controller: &str) -> Option<String> {
+    let (_, body) = http_get(port, "/metrics").await?;
+    ["label", "label-except-inputs", "all"]
+        .into_iter()
+        .find(|m| {
+            sample(
+                &parse_prometheus(&body),
+                "kubectl_meta_shard_cache_mode",
+                &[("controller", controller), ("mode", m)],
+            ) == Some(1.0)
+        })
+        .map(str::to_string)
 }
 
 /// Starts a hook server (the command `command` builds for a free port) and waits until it

@@ -28,8 +28,14 @@
 //! whose uid falls in the buckets of the controller's [`CacheScope`], the children's watches
 //! only the children labelled with one of those buckets or not labelled; a new scope restarts
 //! the watch (its list applied as a difference, as any re-list) and is acknowledged once listed.
-//! An informer that a second reader asks for (another controller, a related resource) drops
-//! its filter for good and caches everything: a filter is only ever one controller's.
+//! An informer shared by several sharded readers (two sharded controllers on one resource, a
+//! controller's children that are another's parents) caches the **union** of what their
+//! scopes keep ([`Narrowing`]): one server-side selector when every reader narrows by the same
+//! child label (the union of their buckets), else a client-side filter keeping an object when
+//! any reader's scope keeps it. Each reader therefore sees at least everything its scope
+//! keeps, and also what the other readers' scopes keep. A reader that is not sharded (a
+//! controller run without `--sharded`, a related-resource rule) needs everything: the
+//! informer drops its filters for good.
 //!
 //! Under a [`Perturbation`] that taps informers (`stale-read`, `missed-state`, `reorder`), the
 //! watch loop passes each event after the initial list through it and may hold events back,
@@ -50,7 +56,7 @@ use tokio::time::Instant;
 
 use crate::k8s::object::{self, ObjectKey};
 use crate::perturb::{Delivery, HOLD_MAX, Perturbation};
-use crate::shard::{CacheFollower, CacheScope};
+use crate::shard::CacheFollower;
 use kube_apimachinery::selector::LabelSelector;
 
 /// Capacity of each informer's event channel. A subscriber more than this many events behind
@@ -149,24 +155,97 @@ pub struct ShardFilter {
     pub follower: CacheFollower,
 }
 
-impl ShardFilter {
-    /// The watch's label selector and the uid buckets kept, for `scope`.
-    fn narrowing(&self, scope: &CacheScope) -> (Option<String>, Option<Arc<BTreeSet<u8>>>) {
-        match &self.by {
-            FilterBy::ParentUid => (None, Some(Arc::clone(&scope.buckets))),
-            FilterBy::ChildLabel(label) => {
-                let out: Vec<String> = (0..=u8::MAX)
-                    .filter(|b| !scope.buckets.contains(b))
-                    .map(crate::shard::bucket_value)
-                    .collect();
-                if out.is_empty() {
-                    (None, None)
-                } else {
-                    (Some(format!("{label} notin ({})", out.join(","))), None)
-                }
-            }
+/// What the watch of an informer shared by sharded readers keeps: the union of the readers'
+/// scopes (see the module header).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Narrowing {
+    /// The watch's label selector (`None`: every object is sent).
+    pub selector: Option<String>,
+    /// Kept client-side when any of these keeps it (`None`: every object the watch sends).
+    pub keep: Option<Vec<(FilterBy, Arc<BTreeSet<u8>>)>>,
+}
+
+impl Narrowing {
+    /// The union of `readers`' scopes (`(how, buckets)` each; none: everything).
+    pub fn union(readers: &[(FilterBy, Arc<BTreeSet<u8>>)]) -> Narrowing {
+        let mut labels = readers.iter().map(|(by, _)| match by {
+            FilterBy::ChildLabel(l) => Some(l),
+            FilterBy::ParentUid => None,
+        });
+        let one_label = match labels.next() {
+            Some(Some(first)) => labels.all(|l| l == Some(first)).then_some(first),
+            _ => None,
+        };
+        if let Some(label) = one_label {
+            // One label: the server keeps exactly the union (the objects without the label
+            // included, as `notin` matches them).
+            let all: BTreeSet<u8> = readers
+                .iter()
+                .flat_map(|(_, b)| b.iter().copied())
+                .collect();
+            let out: Vec<String> = (0..=u8::MAX)
+                .filter(|b| !all.contains(b))
+                .map(crate::shard::bucket_value)
+                .collect();
+            let selector = (!out.is_empty()).then(|| format!("{label} notin ({})", out.join(",")));
+            return Narrowing {
+                selector,
+                keep: None,
+            };
+        }
+        if readers.is_empty() {
+            return Narrowing::default();
+        }
+        Narrowing {
+            selector: None,
+            keep: Some(readers.to_vec()),
         }
     }
+
+    /// Whether the cache keeps `obj` (one the watch sent): a parent reader keeps it when its
+    /// uid's bucket is in its scope; a child reader when it carries the reader's label with a
+    /// bucket of its scope (or a value that is no bucket), or when it carries **none** of the
+    /// readers' labels. An object labelled by another reader's controller only is that
+    /// controller's child, never this reader's: it is kept only for that reader.
+    pub fn keeps(&self, obj: &Value) -> bool {
+        let Some(keep) = &self.keep else {
+            return true;
+        };
+        let in_scope = |v: &str, buckets: &BTreeSet<u8>| match u8::from_str_radix(v, 16) {
+            Ok(b) if v == crate::shard::bucket_value(b) => buckets.contains(&b),
+            _ => true,
+        };
+        let labelled = keep.iter().any(
+            |(by, _)| matches!(by, FilterBy::ChildLabel(l) if object::label(obj, l).is_some()),
+        );
+        keep.iter().any(|(by, buckets)| match by {
+            FilterBy::ParentUid => {
+                object::uid(obj).is_some_and(|u| buckets.contains(&crate::shard::bucket(u)))
+            }
+            FilterBy::ChildLabel(label) => match object::label(obj, label) {
+                None => !labelled,
+                Some(v) => in_scope(v, buckets),
+            },
+        })
+    }
+
+    /// How many buckets the union keeps, for a log line (`None`: not narrowed by bucket).
+    fn describe(&self) -> String {
+        match (&self.selector, &self.keep) {
+            (None, None) => "everything".to_string(),
+            (Some(s), _) => format!("selector {s}"),
+            (None, Some(k)) => format!("{} reader filter(s), client-side", k.len()),
+        }
+    }
+}
+
+/// Who reads a shared informer: sharded readers' filters, or someone who needs everything.
+#[derive(Debug, Clone, Default)]
+struct Readers {
+    /// Somebody reads it unfiltered: cache everything (for good).
+    all: bool,
+    /// The sharded readers (one per controller and filter).
+    filters: Vec<ShardFilter>,
 }
 
 /// Every informer of one client, keyed by (apiVersion, plural). Cheap to clone (shared).
@@ -208,9 +287,10 @@ impl InformerRegistry {
         self.get_or_start(ar, namespaced, None)
     }
 
-    /// As [`InformerRegistry::informer`], narrowed by `filter` when this is the first request
-    /// of the resource (or the same controller's again, as after a restart); an informer asked
-    /// for by anyone else drops its filter and caches everything.
+    /// As [`InformerRegistry::informer`], narrowed by `filter`: an informer read only by
+    /// sharded readers caches the union of their scopes (the same controller and filter again,
+    /// as after a restart, replaces its earlier one); one read by anyone unfiltered caches
+    /// everything.
     pub fn sharded(
         &self,
         ar: &ApiResource,
@@ -229,13 +309,7 @@ impl InformerRegistry {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (ar.api_version.clone(), ar.plural.clone());
         if let Some(i) = inner.informers.get(&key) {
-            let same = |f: &ShardFilter| {
-                i.filtered_by()
-                    .is_some_and(|(c, by)| c == f.controller && by == f.by)
-            };
-            if !filter.as_ref().is_some_and(same) {
-                i.unfilter();
-            }
+            i.add_reader(filter);
             return Arc::clone(i);
         }
         let informer = Arc::new(if inner.stopped {
@@ -270,10 +344,8 @@ pub struct Informer {
     namespaced: bool,
     shared: Arc<Shared>,
     task: Option<AbortHandle>,
-    /// The controller and filter it follows (`None`: caches everything).
-    filter: Mutex<Option<(String, FilterBy)>>,
-    /// Set once to drop the filter for good.
-    unfiltered: watch::Sender<bool>,
+    /// Its readers: the watch caches the union of what they need.
+    readers: watch::Sender<Readers>,
 }
 
 /// What the watch task and the readers share.
@@ -352,8 +424,7 @@ impl Informer {
                 version,
             }),
             task: None,
-            filter: Mutex::new(None),
-            unfiltered: watch::channel(false).0,
+            readers: watch::channel(Readers::default()).0,
         }
     }
 
@@ -371,38 +442,34 @@ impl Informer {
                 let shared = Arc::clone(&informer.shared);
                 let task = match perturb {
                     None => {
-                        if let Some(f) = &filter {
-                            *informer
-                                .filter
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner) =
-                                Some((f.controller.clone(), f.by.clone()));
-                        }
-                        let unfiltered = informer.unfiltered.subscribe();
-                        rt.spawn(run(shared, api, ar.clone(), filter, unfiltered))
+                        informer.add_reader(filter);
+                        let readers = informer.readers.subscribe();
+                        rt.spawn(run(shared, api, ar.clone(), readers))
                     }
                     Some(p) => {
                         // Perturbed informers cache everything (a filter is not combined
                         // with a perturbation).
-                        if let Some(f) = &filter {
-                            f.follower
-                                .ack
-                                .store(u64::MAX, std::sync::atomic::Ordering::Release);
-                        }
+                        informer.add_reader(None);
+                        informer.add_reader(filter);
                         rt.spawn(run_perturbed(shared, api, ar.clone(), p))
                     }
                 };
                 informer.task = Some(task.abort_handle());
             }
-            Err(_) => informer.shared.stop(
-                "no Tokio runtime to run the watch on (ask for informers from within the runtime)",
-            ),
+            Err(_) => {
+                informer.add_reader(None);
+                informer.shared.stop(
+                    "no Tokio runtime to run the watch on (ask for informers from within the runtime)",
+                )
+            }
         }
         informer
     }
 
     fn stopped(ar: &ApiResource, namespaced: bool, reason: &str) -> Self {
         let informer = Informer::new(ar, namespaced);
+        // Nothing will list: no reader waits for a scope.
+        informer.add_reader(None);
         informer.shared.stop(reason);
         informer
     }
@@ -414,24 +481,44 @@ impl Informer {
         self.shared.stop(reason);
     }
 
-    /// The controller and filter this informer follows (`None`: it caches everything).
-    pub fn filtered_by(&self) -> Option<(String, FilterBy)> {
-        self.filter
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// The sharded readers this informer follows, `(controller, filter)` each (empty: it
+    /// caches everything).
+    pub fn filtered_by(&self) -> Vec<(String, FilterBy)> {
+        let r = self.readers.borrow();
+        if r.all {
+            return Vec::new();
+        }
+        r.filters
+            .iter()
+            .map(|f| (f.controller.clone(), f.by.clone()))
+            .collect()
     }
 
-    /// Drop the filter for good: re-list and cache everything.
-    fn unfilter(&self) {
-        let was = self
-            .filter
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if was.is_some() {
-            self.unfiltered.send_replace(true);
-        }
+    /// One more reader: `None` needs everything (the filters are dropped for good); a filter
+    /// replaces the same controller's same filter, else joins the union. The watch restarts
+    /// when what it keeps changes.
+    fn add_reader(&self, filter: Option<ShardFilter>) {
+        use std::sync::atomic::Ordering;
+        self.readers.send_if_modified(|r| match filter {
+            None if r.all => false,
+            None => {
+                r.all = true;
+                for f in r.filters.drain(..) {
+                    f.follower.ack.store(u64::MAX, Ordering::Release);
+                }
+                true
+            }
+            Some(f) if r.all => {
+                f.follower.ack.store(u64::MAX, Ordering::Release);
+                false
+            }
+            Some(f) => {
+                r.filters
+                    .retain(|o| !(o.controller == f.controller && o.by == f.by));
+                r.filters.push(f);
+                true
+            }
+        });
     }
 
     /// The resource this informer caches.
@@ -707,66 +794,81 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 /// The watch task: feeds the watcher's events into the cache, forever (the backoff retries).
 /// A broken watch resumes from the last resourceVersion seen (bookmarks keep it fresh); a 410
 /// Gone ("too old resource version") answer re-lists, applied as a difference (see [`State`]).
-/// With a [`ShardFilter`], a new scope (or the filter dropped) restarts the watch with the new
-/// selector; the list that follows removes what left the scope and adds what entered it.
+/// With sharded readers, the watch keeps the union of their scopes ([`Narrowing`]); a new
+/// scope, a new reader (or one that needs everything) restarts the watch with the new union;
+/// the list that follows removes what left it and adds what entered it, and acknowledges the
+/// scope generations it was made with.
 async fn run(
     shared: Arc<Shared>,
     api: Api<DynamicObject>,
     ar: ApiResource,
-    mut filter: Option<ShardFilter>,
-    mut unfiltered: watch::Receiver<bool>,
+    mut readers: watch::Receiver<Readers>,
 ) {
     use std::sync::atomic::Ordering;
     // The first list after a new scope (not the first list, nor a re-list after an error)
     // announces its differences only.
     let mut rescoped = false;
     loop {
-        let (generation, selector, keep) = match &mut filter {
-            None => (u64::MAX, None, None),
-            Some(f) => {
-                let scope = f.follower.scope.borrow_and_update().clone();
-                let (sel, keep) = f.narrowing(&scope);
-                (scope.generation, sel, keep)
-            }
+        let current = readers.borrow_and_update().clone();
+        let mut filters = if current.all {
+            Vec::new()
+        } else {
+            current.filters
         };
-        if let Some(f) = &filter {
+        // A reader whose controller is not sharded any more (its scope closed) needs
+        // everything.
+        let mut closed = false;
+        let mut scopes = Vec::with_capacity(filters.len());
+        for f in &mut filters {
+            if f.follower.scope.has_changed().is_err() {
+                closed = true;
+            }
+            let scope = f.follower.scope.borrow_and_update().clone();
+            scopes.push((f.by.clone(), scope));
+        }
+        if closed {
+            for f in filters.drain(..) {
+                f.follower.ack.store(u64::MAX, Ordering::Release);
+            }
+            scopes.clear();
+        }
+        let union: Vec<(FilterBy, Arc<BTreeSet<u8>>)> = scopes
+            .iter()
+            .map(|(by, s)| (by.clone(), Arc::clone(&s.buckets)))
+            .collect();
+        let narrowing = Narrowing::union(&union);
+        if !filters.is_empty() {
+            let who: Vec<String> = filters
+                .iter()
+                .zip(&scopes)
+                .map(|(f, (_, s))| format!("{} (scope {})", f.controller, s.generation))
+                .collect();
             tracing::debug!(
-                "watch of {} for {}: scope {} ({} buckets), selector {:?}",
+                "watch of {} for {}: {}",
                 describe(&ar),
-                f.controller,
-                generation,
-                keep.as_ref().map_or(BUCKETS_ALL, |k| k.len()),
-                selector
+                who.join(", "),
+                narrowing.describe()
             );
         }
         let mut cfg = watcher::Config::default();
-        if let Some(sel) = &selector {
+        if let Some(sel) = &narrowing.selector {
             cfg = cfg.labels(sel);
         }
         let mut stream = std::pin::pin!(watcher(api.clone(), cfg).backoff(CappedBackoff::new()));
         loop {
-            let follows = filter.is_some();
+            let follows = !filters.is_empty();
             let item = tokio::select! {
                 item = stream.next() => item,
-                changed = async {
-                    match &mut filter {
-                        Some(f) => f.follower.scope.changed().await.is_ok(),
-                        None => std::future::pending().await,
-                    }
-                }, if follows => {
-                    if !changed {
-                        // The controller is not sharded any more: cache everything.
-                        if let Some(f) = filter.take() {
-                            f.follower.ack.store(u64::MAX, Ordering::Release);
-                        }
-                    }
-                    rescoped = changed;
+                _ = any_scope_changed(&mut filters), if follows => {
+                    rescoped = true;
                     break;
                 }
-                r = unfiltered.wait_for(|u| *u), if follows => {
-                    if r.is_ok() && let Some(f) = filter.take() {
-                        f.follower.ack.store(u64::MAX, Ordering::Release);
+                r = readers.changed() => {
+                    if r.is_err() {
+                        // The informer is gone.
+                        return;
                     }
+                    rescoped = true;
                     break;
                 }
             };
@@ -784,13 +886,13 @@ async fn run(
             match converted {
                 Ok(ev) => {
                     let done = matches!(ev, watcher::Event::InitDone);
-                    if let Some(ev) = keep_in_scope(ev, keep.as_deref()) {
+                    if let Some(ev) = keep_in_scope(ev, &narrowing) {
                         shared.apply_announcing(ev, !(done && rescoped));
                     }
                     if done {
                         rescoped = false;
-                        if let Some(f) = &filter {
-                            f.follower.ack.store(generation, Ordering::Release);
+                        for (f, (_, s)) in filters.iter().zip(&scopes) {
+                            f.follower.ack.store(s.generation, Ordering::Release);
                         }
                     }
                 }
@@ -800,21 +902,30 @@ async fn run(
     }
 }
 
-/// For a log line: every bucket.
-const BUCKETS_ALL: usize = crate::shard::BUCKETS;
+/// Wait until one of the readers' scopes changes (or closes).
+async fn any_scope_changed(filters: &mut [ShardFilter]) {
+    if filters.is_empty() {
+        return std::future::pending().await;
+    }
+    let changes = filters
+        .iter_mut()
+        .map(|f| Box::pin(f.follower.scope.changed()));
+    let _ = futures::future::select_all(changes).await;
+}
 
-/// A watch event narrowed to the parents of the buckets `keep` (`None`: everything): a listed
-/// object out of scope is left out, a changed one becomes a delete (it left the scope, or was
-/// never cached: then nothing happens).
+/// A watch event narrowed to what `narrowing` keeps client-side: a listed object out of it is
+/// left out, a changed one becomes a delete (it left the union, or was never cached: then
+/// nothing happens).
 fn keep_in_scope(
     ev: watcher::Event<Value>,
-    keep: Option<&BTreeSet<u8>>,
+    narrowing: &Narrowing,
 ) -> Option<watcher::Event<Value>> {
-    let Some(keep) = keep else { return Some(ev) };
-    let kept = |o: &Value| object::uid(o).is_some_and(|u| keep.contains(&crate::shard::bucket(u)));
+    if narrowing.keep.is_none() {
+        return Some(ev);
+    }
     match ev {
-        watcher::Event::InitApply(o) if !kept(&o) => None,
-        watcher::Event::Apply(o) if !kept(&o) => Some(watcher::Event::Delete(o)),
+        watcher::Event::InitApply(o) if !narrowing.keeps(&o) => None,
+        watcher::Event::Apply(o) if !narrowing.keeps(&o) => Some(watcher::Event::Delete(o)),
         ev => Some(ev),
     }
 }
@@ -1990,27 +2101,34 @@ mod tests {
         }
     }
 
+    /// ConfigMaps `(name, shard label, bucket)` in `default`, and `s-u` without a label.
+    async fn labelled_cms(client: &kube::Client, children: &[(String, &String, u8)]) {
+        for (name, label, b) in children {
+            create_cm(
+                client,
+                json!({"metadata": {"name": name, "namespace": "default",
+                    "labels": {(*label).clone(): crate::shard::bucket_value(*b)}}}),
+            )
+            .await;
+        }
+        create_cm(
+            client,
+            json!({"metadata": {"name": "s-u", "namespace": "default"}}),
+        )
+        .await;
+    }
+
     #[tokio::test]
     async fn sharded_informers_cache_only_the_scope_and_follow_its_changes() {
-        use crate::shard::{ShardGate, bucket, bucket_label, bucket_value};
+        use crate::shard::{ShardGate, bucket, bucket_label};
         let (_sb, client) = sandbox().await;
         let gate = ShardGate::new("me");
         gate.add("c");
         let label = bucket_label("c");
         // Children: s-0 .. s-3 labelled with buckets 0..3, s-u unlabelled.
-        for b in 0..4u8 {
-            create_cm(
-                &client,
-                json!({"metadata": {"name": format!("s-{b}"), "namespace": "default",
-                    "labels": {label.clone(): bucket_value(b)}}}),
-            )
-            .await;
-        }
-        create_cm(
-            &client,
-            json!({"metadata": {"name": "s-u", "namespace": "default"}}),
-        )
-        .await;
+        let children: Vec<(String, &String, u8)> =
+            (0..4u8).map(|b| (format!("s-{b}"), &label, b)).collect();
+        labelled_cms(&client, &children).await;
         let reg = InformerRegistry::new(client.clone());
         let filter = |by| ShardFilter {
             controller: "c".into(),
@@ -2024,12 +2142,12 @@ mod tests {
         assert_eq!(cached_names(&children), ["s-1", "s-2", "s-u"]);
         assert_eq!(
             children.filtered_by(),
-            Some(("c".into(), FilterBy::ChildLabel(label.clone())))
+            vec![("c".into(), FilterBy::ChildLabel(label.clone()))]
         );
         // The same controller again (a restart): still filtered.
         let again = reg.sharded(&cm_ar(), true, filter(FilterBy::ChildLabel(label.clone())));
         assert!(Arc::ptr_eq(&children, &again));
-        assert!(children.filtered_by().is_some());
+        assert_eq!(children.filtered_by().len(), 1, "replaced, not added");
 
         // A new scope: what left it is deleted from the cache, what entered it listed.
         let mut rx = children.subscribe();
@@ -2092,12 +2210,139 @@ mod tests {
         // Another reader of the children's resource: the filter is dropped, all are cached.
         let all = reg.informer(&cm_ar(), true);
         assert!(Arc::ptr_eq(&all, &children));
-        assert_eq!(all.filtered_by(), None);
+        assert!(all.filtered_by().is_empty());
         let deadline = Instant::now() + WAIT;
         while cached_names(&all).len() < 5 {
             assert!(Instant::now() < deadline, "{:?}", cached_names(&all));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    #[test]
+    fn narrowing_is_the_union_of_the_readers_scopes() {
+        let b = |v: &[u8]| Arc::new(v.iter().copied().collect::<BTreeSet<u8>>());
+        let (a, c) = (
+            "shard.kubectl-meta.dev/a".to_string(),
+            "shard.kubectl-meta.dev/c".to_string(),
+        );
+        let child = |l: &String, v: &[u8]| (FilterBy::ChildLabel(l.clone()), b(v));
+        // One label: the server selects the union; nothing left to filter client-side.
+        let n = Narrowing::union(&[child(&a, &[1]), child(&a, &[2])]);
+        assert_eq!(n.keep, None);
+        let sel = n.selector.expect("a selector");
+        assert!(sel.starts_with(&format!("{a} notin (00,03,04,")), "{sel}");
+        assert!(!sel.contains(",01,") && !sel.contains(",02,"), "{sel}");
+        let every: Vec<u8> = (0..=u8::MAX).collect();
+        assert_eq!(Narrowing::union(&[child(&a, &every)]), Narrowing::default());
+        assert_eq!(Narrowing::union(&[]), Narrowing::default());
+        // Two labels: client-side, each controller's share of its own children.
+        let n = Narrowing::union(&[child(&a, &[1]), child(&c, &[2])]);
+        assert_eq!(n.selector, None);
+        let obj = |labels: Value, uid: &str| json!({"metadata": {"name": "x", "namespace": "default", "uid": uid, "labels": labels}});
+        assert!(n.keeps(&obj(json!({&a: "01"}), "u")));
+        assert!(!n.keeps(&obj(json!({&a: "02"}), "u")));
+        assert!(n.keeps(&obj(json!({&c: "02"}), "u")));
+        assert!(
+            !n.keeps(&obj(json!({&c: "01"}), "u")),
+            "c's child out of c's scope, though it lacks a's label"
+        );
+        assert!(n.keeps(&obj(json!({}), "u")), "unlabelled: both keep it");
+        assert!(n.keeps(&obj(json!({&a: "zz"}), "u")), "no bucket: as notin");
+        // A parent reader beside a child reader: by uid, whatever its labels.
+        let uid_in = |want: u8| {
+            (0..)
+                .map(|i| format!("uid-{i}"))
+                .find(|u| crate::shard::bucket(u) == want)
+                .expect("a uid")
+        };
+        let (seven, other) = (uid_in(7), uid_in(9));
+        let n = Narrowing::union(&[(FilterBy::ParentUid, b(&[7])), child(&a, &[1])]);
+        assert_eq!(n.selector, None);
+        assert!(
+            n.keeps(&obj(json!({&a: "02"}), &seven)),
+            "a parent in scope"
+        );
+        assert!(!n.keeps(&obj(json!({&a: "02"}), &other)));
+        assert!(n.keeps(&obj(json!({&a: "01"}), &other)), "a child in scope");
+        assert!(
+            n.keeps(&obj(json!({}), &other)),
+            "unlabelled: the child reader's"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shared_informer_caches_the_union_of_its_sharded_readers() {
+        use crate::shard::{ShardGate, bucket_label};
+        let (_sb, client) = sandbox().await;
+        let gate = ShardGate::new("me");
+        gate.add("c");
+        gate.add("d");
+        let (lc, ld) = (bucket_label("c"), bucket_label("d"));
+        // c's children in buckets 1 and 5, d's in 2 and 6, one unlabelled object.
+        let children: Vec<(String, &String, u8)> = [
+            ("s-c1", &lc, 1u8),
+            ("s-c5", &lc, 5),
+            ("s-d2", &ld, 2),
+            ("s-d6", &ld, 6),
+        ]
+        .into_iter()
+        .map(|(n, l, b)| (n.to_string(), l, b))
+        .collect();
+        labelled_cms(&client, &children).await;
+        let reg = InformerRegistry::new(client.clone());
+        let filter = |c: &str, label: &String| ShardFilter {
+            controller: c.into(),
+            by: FilterBy::ChildLabel(label.clone()),
+            follower: gate.cache_follower(c).expect("sharded"),
+        };
+        let until = |inf: &Arc<Informer>, want: &[&str]| {
+            let inf = Arc::clone(inf);
+            let want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+            async move {
+                let deadline = Instant::now() + WAIT;
+                while cached_names(&inf) != want {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{:?} != {want:?}",
+                        cached_names(&inf)
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        let gc = gate.set_cache("c", BTreeSet::from([1]));
+        let gd = gate.set_cache("d", BTreeSet::from([2]));
+        let inf = reg.sharded(&cm_ar(), true, filter("c", &lc));
+        inf.wait_synced(WAIT).await.expect("sync");
+        acked(&gate, "c", gc).await;
+        // c alone: its selector keeps d's children (they lack c's label).
+        assert_eq!(cached_names(&inf), ["s-c1", "s-d2", "s-d6", "s-u"]);
+        // d reads the same resource: the union of both shares, not everything.
+        let same = reg.sharded(&cm_ar(), true, filter("d", &ld));
+        assert!(Arc::ptr_eq(&inf, &same));
+        assert_eq!(inf.filtered_by().len(), 2);
+        acked(&gate, "d", gd).await;
+        until(&inf, &["s-c1", "s-d2", "s-u"]).await;
+        // d's scope changes, c's share stays.
+        let gd2 = gate.set_cache("d", BTreeSet::from([6]));
+        acked(&gate, "d", gd2).await;
+        assert!(gate.cache_ready("c", gc));
+        until(&inf, &["s-c1", "s-d6", "s-u"]).await;
+        // A child relabelled out of c's scope leaves the cache.
+        merge(
+            &client,
+            "default",
+            "s-c1",
+            json!({"metadata": {"labels": {lc.clone(): "05"}}}),
+        )
+        .await;
+        until(&inf, &["s-d6", "s-u"]).await;
+        // An unfiltered reader: everything, for good.
+        let all = reg.informer(&cm_ar(), true);
+        assert!(all.filtered_by().is_empty());
+        until(&all, &["s-c1", "s-c5", "s-d2", "s-d6", "s-u"]).await;
+        assert!(gate.cache_ready("c", gc) && gate.cache_ready("d", gd2));
+        reg.shutdown();
     }
 
     #[tokio::test]

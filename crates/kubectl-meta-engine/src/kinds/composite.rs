@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EngineEvent, Trigger};
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::informer::{FilterBy, Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
 use crate::kinds::shared::{self, SyncHooks};
 use crate::plan::hookapi::{self, Version};
@@ -83,10 +83,13 @@ pub struct Prepared {
 }
 
 impl Built for Composite {
-    const SHARDS_ITS_CACHE: bool = true;
-
     type Spec = CompositeControllerSpec;
     type Prepared = Prepared;
+
+    /// Sharded: the parent (first) by uid, the children by their bucket label.
+    fn cache_filter(_: &Prepared, controller: &str, index: usize) -> Option<FilterBy> {
+        Some(shared::shard_filter(controller, index < 1))
+    }
 
     fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
         let hooks = SyncHooks::resolve(ctx, &def.name, def.base_dir(), &def.spec.hooks)?;
@@ -184,31 +187,6 @@ impl Built for Composite {
 }
 
 impl Composite {
-    /// `run --sharded`: label every desired child with its parent's bucket, so that the
-    /// replica owning the parent watches it and the others do not.
-    fn label_shard(&self, parent: &Value, desired: &mut [(ChildId, Value)]) {
-        let name = &self.core.name;
-        if !self.core.ctx.shard().is_some_and(|g| g.knows(name)) {
-            return;
-        }
-        let Some(uid) = object::uid(parent) else {
-            return;
-        };
-        let label = crate::shard::bucket_label(name);
-        let value = Value::String(crate::shard::bucket_value(crate::shard::bucket(uid)));
-        for (_, child) in desired.iter_mut() {
-            let Some(meta) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
-                continue;
-            };
-            let labels = meta
-                .entry("labels")
-                .or_insert_with(|| Value::Object(serde_json::Map::new()));
-            if let Some(l) = labels.as_object_mut() {
-                l.insert(label.clone(), value.clone());
-            }
-        }
-    }
-
     fn parents_in_scope(&self) -> Vec<Arc<Value>> {
         let namespaced = self.parent.namespaced;
         shared::list_in_scope(&self.core.ctx, namespaced, &self.parent_source, |p| {
@@ -491,7 +469,7 @@ impl SyncKind for Composite {
             }
             rollout_decision = Some(decision);
         }
-        self.label_shard(parent, &mut desired);
+        shared::label_shard(&self.core.ctx, &self.core.name, parent, &mut desired);
         Ok(Decided {
             resp,
             desired,

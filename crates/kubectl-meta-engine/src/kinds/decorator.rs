@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Trigger;
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::informer::{FilterBy, Informer, InformerEvent};
 use crate::k8s::object::{self, ObjectKey};
 use crate::kinds::shared::{self, SyncHooks};
 use crate::plan::decorator_rule::{self, TargetRule};
@@ -121,6 +121,15 @@ pub struct Prepared {
 impl Built for Decorator {
     type Spec = DecoratorControllerSpec;
     type Prepared = Prepared;
+
+    /// Sharded: the targets (one resource per rule, first) by uid, the attachments by their
+    /// bucket label.
+    fn cache_filter(prepared: &Prepared, controller: &str, index: usize) -> Option<FilterBy> {
+        Some(shared::shard_filter(
+            controller,
+            index < prepared.rules.len(),
+        ))
+    }
 
     fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
         let hooks = SyncHooks::resolve(ctx, &def.name, def.base_dir(), &def.spec.hooks)?;
@@ -472,6 +481,7 @@ impl SyncKind for Decorator {
         for (_, obj) in &mut desired {
             obj["metadata"]["annotations"][DECORATOR_ANNOTATION] = json!(self.core.name);
         }
+        shared::label_shard(&self.core.ctx, &self.core.name, target, &mut desired);
         let clashes = planner::foreign_clashes(
             &desired,
             |id| self.attachment_source(&id.type_key)?.get(&id.object_key()),

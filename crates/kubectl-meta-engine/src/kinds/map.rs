@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventSubject, Trigger};
 use crate::k8s::discovery::ResourceInfo;
-use crate::k8s::informer::{Informer, InformerEvent};
+use crate::k8s::informer::{FilterBy, Informer, InformerEvent};
 use crate::k8s::object::strip_volatile;
 use crate::k8s::object::{self, ObjectKey};
 use crate::kinds::shared;
@@ -176,6 +176,8 @@ impl KindHooks for MapHooks {
 pub struct Prepared {
     hooks: MapHooks,
     parent_selector: Option<LabelSelector>,
+    /// How many input resources follow the parent.
+    inputs: usize,
 }
 
 /// Did these triggers ask for the hook to be called again even if nothing changed?
@@ -191,6 +193,16 @@ fn forced(triggers: &[Trigger]) -> bool {
 impl Built for MapCtl {
     type Spec = MapControllerSpec;
     type Prepared = Prepared;
+
+    /// Sharded: the parent (first) by uid, the outputs (after the inputs) by their parent's
+    /// bucket label; the inputs are not narrowed (any parent may select any input).
+    fn cache_filter(prepared: &Prepared, controller: &str, index: usize) -> Option<FilterBy> {
+        match index {
+            0 => Some(shared::shard_filter(controller, true)),
+            i if i <= prepared.inputs => None,
+            _ => Some(shared::shard_filter(controller, false)),
+        }
+    }
 
     fn prepare(def: &Controller<Self::Spec>, ctx: &EngineContext) -> Prepare<Self> {
         let name = &def.name;
@@ -212,6 +224,7 @@ impl Built for MapCtl {
                 tombstone: tombstone_hook,
             },
             parent_selector,
+            inputs: def.spec.input_resources.len(),
         };
         Ok((prepared, wanted))
     }
@@ -890,6 +903,12 @@ impl SyncKind for MapCtl {
         }
     }
 
+    /// Every work item (a parent's fan-out and status too, which [`SyncKind::parent`] does
+    /// not give) is synced by the replica owning its parent.
+    fn shard_parent(&self, work: &MapWork) -> Option<Arc<Value>> {
+        self.parent_source.get(work.parent())
+    }
+
     /// The key's input and outputs; nothing to do when they are as the last successful sync
     /// left them (unless forced), or when the input is gone and no output is left.
     async fn observe(
@@ -1007,6 +1026,7 @@ impl SyncKind for MapCtl {
         )
         .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
         map_plan::tag_outputs(&mut desired, &seen.mk, &map_plan::input_ref(input));
+        shared::label_shard(&self.core.ctx, &self.core.name, parent, &mut desired);
         map_plan::check_clashes(&desired, &seen.uid, &seen.mk, |id| {
             let slot = self.outputs.iter().find(|s| s.ty.key == id.type_key)?;
             slot.source.get(&id.object_key())

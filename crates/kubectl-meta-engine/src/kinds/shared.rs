@@ -1,7 +1,8 @@
 //! What the controller kinds share to read a definition: its hooks resolved
 //! ([`resolve_hook`], [`SyncHooks`] with the customize call it makes), its declared child
 //! types ([`child_type`], [`declared_types`]), and the scope checks of a sync ([`sync_mode`],
-//! [`parent_selector`], [`scope_namespace`], [`in_namespace_scope`]). It re-exports nothing.
+//! [`parent_selector`], [`scope_namespace`], [`in_namespace_scope`]), and how `run --sharded`
+//! narrows a kind's caches ([`shard_filter`], [`label_shard`]). It re-exports nothing.
 //!
 //! Starting a controller (resolving resources, waiting for caches, `StartError`) is
 //! [`crate::runtime::start`]; what the kinds run on (routing, hook calls, memory, the
@@ -16,8 +17,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::k8s::discovery::ResourceInfo;
+use crate::k8s::informer::FilterBy;
 use crate::k8s::object::{self, ObjectKey};
-use crate::plan::writes::ChildType;
+use crate::plan::writes::{ChildId, ChildType};
 use crate::runtime::caller::Caller;
 use crate::runtime::context::{EngineContext, HookSpec};
 use crate::runtime::core::KindHooks;
@@ -255,6 +257,47 @@ pub fn selected(selector: Option<&LabelSelector>, obj: &Value) -> bool {
 /// Is `obj` (of a resource that is `namespaced` or not) inside the `-n` namespace, if any?
 pub fn in_namespace_scope(ctx: &EngineContext, namespaced: bool, obj: &Value) -> bool {
     scope_namespace(ctx, namespaced).is_none_or(|ns| object::namespace(obj) == Some(ns))
+}
+
+/// How `run --sharded` narrows a controller's resource: its parents by their uid's bucket
+/// (`parents`), else its children (attachments, outputs) by the bucket label the engine puts
+/// on them ([`label_shard`]).
+pub fn shard_filter(controller: &str, parents: bool) -> FilterBy {
+    if parents {
+        FilterBy::ParentUid
+    } else {
+        FilterBy::ChildLabel(crate::shard::bucket_label(controller))
+    }
+}
+
+/// `run --sharded`: label every desired child of `parent` with the parent's bucket
+/// ([`crate::shard::bucket_label`]), so that the replica owning the parent watches it and
+/// the others do not. Nothing when `controller` is not sharded here.
+pub fn label_shard(
+    ctx: &EngineContext,
+    controller: &str,
+    parent: &Value,
+    desired: &mut [(ChildId, Value)],
+) {
+    if !ctx.shard().is_some_and(|g| g.knows(controller)) {
+        return;
+    }
+    let Some(uid) = object::uid(parent) else {
+        return;
+    };
+    let label = crate::shard::bucket_label(controller);
+    let value = Value::String(crate::shard::bucket_value(crate::shard::bucket(uid)));
+    for (_, child) in desired.iter_mut() {
+        let Some(meta) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(label.clone(), value.clone());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,12 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
 
     /// Step 1: the parent (target) of `key`, if it is there to sync.
     fn parent(&self, key: &Self::Key) -> Option<Arc<Value>>;
+    /// The cached parent whose uid's bucket decides which `run --sharded` replica syncs `key`
+    /// (by default [`SyncKind::parent`]; a kind whose work items are not all synced through
+    /// the skeleton names their parent here).
+    fn shard_parent(&self, key: &Self::Key) -> Option<Arc<Value>> {
+        self.parent(key)
+    }
     /// Step 2: the sync mode, related objects and children; `None`: nothing to do.
     fn observe(
         &self,
@@ -470,7 +476,7 @@ impl<S: KindController> Reconciler for Running<S> {
     }
 
     fn shard_bucket(&self, key: &S::Key) -> Option<u8> {
-        let parent = self.ctl.parent(key)?;
+        let parent = self.ctl.shard_parent(key)?;
         crate::k8s::object::uid(&parent).map(crate::shard::bucket)
     }
 

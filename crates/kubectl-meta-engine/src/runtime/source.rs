@@ -194,11 +194,15 @@ pub trait Built: Sized + Send {
     fn build(b: Building<Self>) -> Result<Self, StartError>;
     /// Every source it reads.
     fn sources(&self) -> Vec<&Source>;
-    /// With `run --sharded`, its first resource is the parents and the others their children,
-    /// cached only for the parents this process is assigned ([`crate::shard::CacheScope`]);
-    /// the kind labels every child it writes with its parent's bucket
-    /// ([`crate::shard::bucket_label`]). By default not: every object is cached.
-    const SHARDS_ITS_CACHE: bool = false;
+    /// With `run --sharded`, how the informer of its `index`-th resource (in
+    /// [`Built::prepare`]'s order) is narrowed to the parents this process is assigned
+    /// ([`crate::shard::CacheScope`]): [`FilterBy::ParentUid`] for its parents,
+    /// [`FilterBy::ChildLabel`] for children it labels with their parent's bucket
+    /// ([`crate::shard::bucket_label`]); `None` (the default) caches every object.
+    fn cache_filter(prepared: &Self::Prepared, controller: &str, index: usize) -> Option<FilterBy> {
+        let _ = (prepared, controller, index);
+        None
+    }
     /// Built on shared informers, before their first lists are waited for (by default
     /// nothing).
     fn watching(
@@ -228,21 +232,15 @@ pub async fn watched<K: Built>(
     let name = def.name.clone();
     let (prepared, wanted) = K::prepare(&def, &ctx)?;
     let infos = resolve_all(&ctx, &name, &wanted, stop).await?;
-    let gate = ctx
-        .shard()
-        .filter(|g| K::SHARDS_ITS_CACHE && g.knows(&name));
+    let gate = ctx.shard().filter(|g| g.knows(&name));
     let resolved = infos
         .into_iter()
         .enumerate()
         .map(|(n, i)| {
-            let follower = gate.as_ref().and_then(|g| g.cache_follower(&name));
+            let by = K::cache_filter(&prepared, &name, n);
+            let follower = by.and_then(|by| Some((by, gate.as_ref()?.cache_follower(&name)?)));
             let s = match follower {
-                Some(follower) => {
-                    let by = if n == 0 {
-                        FilterBy::ParentUid
-                    } else {
-                        FilterBy::ChildLabel(crate::shard::bucket_label(&name))
-                    };
+                Some((by, follower)) => {
                     let filter = ShardFilter {
                         controller: name.clone(),
                         by,
