@@ -24,11 +24,25 @@ fn show(out: &Output) -> String {
     format!("exit {:?}\nstdout:\n{o}\nstderr:\n{e}", out.status.code())
 }
 
+/// `kubectl meta test examples/NAME/e2e` in the example's webhook form, as Metacontroller's
+/// test.sh runs its controllers (like for like): its CRD (if any), `webhook/controller.yaml`,
+/// and `server.py` as the managed hook server (`--hook-server`) on a free port, the webhook
+/// URLs pointed there (`--hook-base-url`), ready when its `/healthz` answers.
 fn test_example(home: &Path, name: &str) -> Output {
     let dir = format!("{}/e2e", example(name));
-    let def = example(name);
+    let crd = format!("{}/00-crd.yaml", example(name));
+    let def = format!("{}/webhook/controller.yaml", example(name));
+    let port = crate::common::free_port();
+    let server = format!("python3 {}/server.py --port {port}", example(name));
+    let base = format!("http://127.0.0.1:{port}");
+    let ready = format!("{base}/healthz");
     let external = external_args();
-    let mut args = vec!["test", &dir, "-f", &def];
+    let mut args = vec!["test", &dir];
+    if Path::new(&crd).is_file() {
+        args.extend(["-f", &crd]);
+    }
+    args.extend(["-f", &def, "--hook-server", &server]);
+    args.extend(["--hook-base-url", &base, "--hook-server-ready", &ready]);
     args.extend(external.iter().map(String::as_str));
     meta(home, &args).output().expect("kubectl-meta runs")
 }

@@ -279,14 +279,20 @@ impl Env {
             r.abort();
         }
         if let Some(e) = self.engine.lock().await.take() {
-            // The environment is thrown away: the syncs in flight get a moment to end, not the
-            // engine's full grace (which can wait ~10 s on a sync that has nothing left to do).
-            let ctx = Arc::clone(e.context());
-            if tokio::time::timeout(ENGINE_STOP_GRACE, e.shutdown())
-                .await
-                .is_err()
-            {
-                ctx.informers.shutdown();
+            // A sandbox of its own is thrown away with the engine: nothing is left to finish
+            // (a graceful stop cost every test the whole ENGINE_STOP_GRACE, measured: 0.31 s).
+            if self.sandbox.is_some() {
+                e.kill();
+            } else {
+                // On a named cluster the syncs in flight get a moment to end, not the engine's
+                // full grace (which can wait ~10 s on a sync that has nothing left to do).
+                let ctx = Arc::clone(e.context());
+                if tokio::time::timeout(ENGINE_STOP_GRACE, e.shutdown())
+                    .await
+                    .is_err()
+                {
+                    ctx.informers.shutdown();
+                }
             }
         }
         if let Some(sb) = self.sandbox.take() {
