@@ -22,8 +22,10 @@
 //!   `kubectl_meta_shard_move_seconds_total{controller}` (ring changes and their durations).
 //! - `kubectl_meta_cached_objects{controller,resource}`: objects the caches the controller
 //!   reads hold on this replica (with `--sharded`, about this replica's share).
-//! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `label`: the
-//!   caches hold this replica's share, `all`: not narrowed for this kind).
+//! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `server`: the
+//!   caches hold this replica's share, parents listed and watched with a KEP-5866
+//!   `shardSelector`; `label`: the same, parents filtered as they arrive (a server without the
+//!   gate); `all`: not narrowed for this kind).
 //! - `kubectl_meta_events_dropped_total`: events the collector missed (it fell behind), so
 //!   the counters above undercount by at most that much.
 
@@ -666,7 +668,7 @@ fn render_shard(out: &mut String, status: &Status) {
     }
     let _ = writeln!(
         out,
-        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: label (parents by uid bucket, children by bucket label) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
+        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: server (parents by a KEP-5866 shardSelector, children by bucket label), label (parents by uid bucket as they arrive, children by bucket label) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
     );
     for (name, s) in &sharded {
         let l = vec![

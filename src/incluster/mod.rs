@@ -331,6 +331,7 @@ impl Runner {
         self.generation += 1;
         if let Some(gate) = self.cfg.shard.clone() {
             let name = def.name().to_string();
+            let mode = shard::cache_mode(def.kind(), gate.server_selector());
             let member = shard::Member::spawn(
                 self.engine.context().client.clone(),
                 shard::MemberConfig {
@@ -351,7 +352,7 @@ impl Runner {
                     self.cfg.identity,
                     self.cfg.lease_namespace,
                     shard::member_lease_name(def.kind(), &name, &self.cfg.identity),
-                    shard::cache_mode(def.kind()).describe()
+                    mode.describe()
                 ),
             );
             self.engine.start(def.clone());

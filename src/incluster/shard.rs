@@ -128,7 +128,7 @@ impl Member {
         gate.add(&cfg.controller);
         let stop = CancellationToken::new();
         let (tx, state) = watch::channel(MemberState {
-            cache_mode: cache_mode(&cfg.kind).name(),
+            cache_mode: cache_mode(&cfg.kind, gate.server_selector()).name(),
             ..MemberState::default()
         });
         let controller = cfg.controller.clone();
@@ -428,8 +428,12 @@ fn owned_buckets(rings: &[Ring], me: &str) -> BTreeSet<u8> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheMode {
     /// Parents filtered by their uid's bucket as they arrive, children watched by their
-    /// bucket label (CompositeController).
+    /// bucket label (CompositeController, a server without KEP-5866).
     Label,
+    /// Parents listed and watched with a KEP-5866 `shardSelector` (the server sends only
+    /// this replica's share; the bucket filter stays as a safety net), children watched by
+    /// their bucket label (CompositeController, a server with `ShardedListAndWatch`).
+    Server,
     /// Everything cached (DecoratorController, MapController: not sharded yet).
     All,
 }
@@ -439,6 +443,7 @@ impl CacheMode {
     pub fn name(self) -> &'static str {
         match self {
             CacheMode::Label => "label",
+            CacheMode::Server => "server",
             CacheMode::All => "all",
         }
     }
@@ -449,16 +454,20 @@ impl CacheMode {
             CacheMode::Label => {
                 "only its share (mode label: parents filtered by uid bucket as they arrive, children watched by their bucket label)"
             }
+            CacheMode::Server => {
+                "only its share (mode server: parents listed and watched with a KEP-5866 shardSelector, children watched by their bucket label)"
+            }
             CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
         }
     }
 }
 
-/// The cache mode of a controller of `kind`.
-pub fn cache_mode(kind: &str) -> CacheMode {
-    if kind == "CompositeController" {
-        CacheMode::Label
-    } else {
-        CacheMode::All
+/// The cache mode of a controller of `kind`, on a server that honours `shardSelector` or not
+/// ([`ShardGate::server_selector`]).
+pub fn cache_mode(kind: &str, server_selector: bool) -> CacheMode {
+    match (kind == "CompositeController", server_selector) {
+        (true, true) => CacheMode::Server,
+        (true, false) => CacheMode::Label,
+        (false, _) => CacheMode::All,
     }
 }

@@ -150,6 +150,18 @@ pub struct ShardFilter {
 }
 
 impl ShardFilter {
+    /// The KEP-5866 `shardSelector` the parents' list and watch carry for `scope`, when the
+    /// server honours it (`None`: children, a server without the gate, or no bucket in scope,
+    /// which a selector cannot say: then the client-side filter alone narrows).
+    fn shard_selector(&self, scope: &CacheScope) -> Option<String> {
+        match &self.by {
+            FilterBy::ParentUid if self.follower.server_selector => {
+                crate::shard::shard_selector(&scope.buckets)
+            }
+            _ => None,
+        }
+    }
+
     /// The watch's label selector and the uid buckets kept, for `scope`.
     fn narrowing(&self, scope: &CacheScope) -> (Option<String>, Option<Arc<BTreeSet<u8>>>) {
         match &self.by {
@@ -367,7 +379,6 @@ impl Informer {
         let mut informer = Informer::new(ar, namespaced);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                let api = Api::<DynamicObject>::all_with(client, ar);
                 let shared = Arc::clone(&informer.shared);
                 let task = match perturb {
                     None => {
@@ -379,7 +390,7 @@ impl Informer {
                                 Some((f.controller.clone(), f.by.clone()));
                         }
                         let unfiltered = informer.unfiltered.subscribe();
-                        rt.spawn(run(shared, api, ar.clone(), filter, unfiltered))
+                        rt.spawn(run(shared, client, ar.clone(), filter, unfiltered))
                     }
                     Some(p) => {
                         // Perturbed informers cache everything (a filter is not combined
@@ -389,6 +400,7 @@ impl Informer {
                                 .ack
                                 .store(u64::MAX, std::sync::atomic::Ordering::Release);
                         }
+                        let api = Api::<DynamicObject>::all_with(client, ar);
                         rt.spawn(run_perturbed(shared, api, ar.clone(), p))
                     }
                 };
@@ -711,7 +723,7 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 /// selector; the list that follows removes what left the scope and adds what entered it.
 async fn run(
     shared: Arc<Shared>,
-    api: Api<DynamicObject>,
+    client: kube::Client,
     ar: ApiResource,
     mut filter: Option<ShardFilter>,
     mut unfiltered: watch::Receiver<bool>,
@@ -721,24 +733,33 @@ async fn run(
     // announces its differences only.
     let mut rescoped = false;
     loop {
-        let (generation, selector, keep) = match &mut filter {
-            None => (u64::MAX, None, None),
+        let (generation, selector, keep, shards) = match &mut filter {
+            None => (u64::MAX, None, None, None),
             Some(f) => {
                 let scope = f.follower.scope.borrow_and_update().clone();
                 let (sel, keep) = f.narrowing(&scope);
-                (scope.generation, sel, keep)
+                (scope.generation, sel, keep, f.shard_selector(&scope))
             }
         };
         if let Some(f) = &filter {
             tracing::debug!(
-                "watch of {} for {}: scope {} ({} buckets), selector {:?}",
+                "watch of {} for {}: scope {} ({} buckets), selector {:?}, shardSelector {:?}",
                 describe(&ar),
                 f.controller,
                 generation,
                 keep.as_ref().map_or(BUCKETS_ALL, |k| k.len()),
-                selector
+                selector,
+                shards
             );
         }
+        // Server mode: the server sends only the scope's parents; the client-side filter
+        // (`keep`) stays, for a server that ignores the parameter.
+        let api = match &shards {
+            Some(sel) => {
+                Api::<DynamicObject>::all_with(super::shard_query::selecting(&client, sel), &ar)
+            }
+            None => Api::<DynamicObject>::all_with(client.clone(), &ar),
+        };
         let mut cfg = watcher::Config::default();
         if let Some(sel) = &selector {
             cfg = cfg.labels(sel);
