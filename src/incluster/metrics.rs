@@ -22,6 +22,8 @@
 //!   `kubectl_meta_shard_move_seconds_total{controller}` (ring changes and their durations).
 //! - `kubectl_meta_cached_objects{controller,resource}`: objects the caches the controller
 //!   reads hold on this replica (with `--sharded`, about this replica's share).
+//! - `kubectl_meta_watch_objects_total{controller,resource}`: objects the server sent those
+//!   caches (lists, changes, deletes), before a sharded controller's client-side filter.
 //! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `server`: the
 //!   caches hold this replica's share, parents listed and watched with a KEP-5866
 //!   `shardSelector`; `label`: the same, parents filtered as they arrive (a server without the
@@ -596,6 +598,20 @@ fn render_gauges(out: &mut String, status: &Status) {
         for (resource, n) in &c.cached {
             let l = vec![("controller", name.clone()), ("resource", resource.clone())];
             let _ = writeln!(out, "kubectl_meta_cached_objects{} {n}", render_labels(&l));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP kubectl_meta_watch_objects_total Objects the server sent the caches the controller reads on this replica (lists, changes, deletes), by resource, before client-side filters.\n# TYPE kubectl_meta_watch_objects_total counter"
+    );
+    for (name, c) in &status.controllers {
+        for (resource, n) in &c.received {
+            let l = vec![("controller", name.clone()), ("resource", resource.clone())];
+            let _ = writeln!(
+                out,
+                "kubectl_meta_watch_objects_total{} {n}",
+                render_labels(&l)
+            );
         }
     }
     let _ = writeln!(

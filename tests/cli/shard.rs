@@ -275,6 +275,59 @@ async fn cached(port: u16, resource: &str) -> Option<f64> {
     )
 }
 
+/// Parent objects the server has sent each replica so far (`kubectl_meta_watch_objects_total`).
+async fn received_parents(ports: &[u16]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for p in ports {
+        let (_, body) = http_get(*p, "/metrics").await.expect("metrics");
+        out.push(
+            sample(
+                &parse_prometheus(&body),
+                "kubectl_meta_watch_objects_total",
+                &[
+                    ("controller", CONTROLLER),
+                    ("resource", "helloworlds.example.kubectl-meta.dev"),
+                ],
+            )
+            .expect("kubectl_meta_watch_objects_total of the parents"),
+        );
+    }
+    out
+}
+
+/// The parent events each replica received since `before` (a poke of every parent, then the
+/// syncs' status writes): in mode `server` each gets about its share (at most half of what all
+/// three got), in mode `label` each gets every parent's poke at least.
+async fn assert_received_parents(ports: &[u16], before: &[f64], mode: &str) {
+    let all = (PARENTS + 1) as f64;
+    // The counters are refreshed with the status; wait until every poke is counted.
+    let got = wait_for("the replicas' parent events counted", TIMEOUT, || async {
+        let now = received_parents(ports).await;
+        let d: Vec<f64> = now.iter().zip(before).map(|(n, b)| n - b).collect();
+        let counted = if mode == "server" {
+            d.iter().sum::<f64>() >= all
+        } else {
+            d.iter().all(|n| *n >= all)
+        };
+        counted.then_some(d)
+    })
+    .await;
+    eprintln!(
+        "FIGURE parent events received per replica during a poke of {all} parents (mode {mode}): {got:?}"
+    );
+    let sum: f64 = got.iter().sum();
+    for (p, n) in ports.iter().zip(&got) {
+        if mode == "server" {
+            assert!(
+                *n <= 0.5 * sum,
+                "replica on {p} received {n} of {sum} parent events"
+            );
+        } else {
+            assert!(*n >= all, "replica on {p} received {n} parent events");
+        }
+    }
+}
+
 /// Whether the cluster filters lists by KEP-5866 `shardSelector`, asked independently of the
 /// replicas: a list of the parents with the selector of half the hash range holds fewer than
 /// all of them (a server without the gate ignores the parameter).
@@ -466,7 +519,9 @@ async fn three_replicas(sb: crate::common::external::Cluster, expect: Option<&st
     ring_of(&ports, 3).await;
 
     // A steady period: each parent synced by exactly one replica, about a third each.
+    let before = received_parents(&ports).await;
     let steady = poke(&sb, "1", &[("a", &a), ("b", &b), ("c", &c)]).await;
+    assert_received_parents(&ports, &before, mode).await;
     assert_shares(&steady, 0.2, 0.47);
     for p in ports {
         let owned = metric(p, "kubectl_meta_shard_parents").await.unwrap_or(0.0);

@@ -294,6 +294,8 @@ struct Shared {
     events: broadcast::Sender<InformerEvent>,
     /// Bumped after every cache change and status change; waiters watch it.
     version: watch::Sender<u64>,
+    /// Objects the server sent (listed, changed or deleted), before any client-side filter.
+    received: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -362,6 +364,7 @@ impl Informer {
                 state: RwLock::new(State::default()),
                 events,
                 version,
+                received: std::sync::atomic::AtomicU64::new(0),
             }),
             task: None,
             filter: Mutex::new(None),
@@ -424,6 +427,15 @@ impl Informer {
             t.abort();
         }
         self.shared.stop(reason);
+    }
+
+    /// How many objects the server has sent this informer (in lists, changes and deletes),
+    /// counted before a sharded controller's client-side filter: with the server filtering
+    /// by `shardSelector`, about this replica's share.
+    pub fn received(&self) -> u64 {
+        self.shared
+            .received
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The controller and filter this informer follows (`None`: it caches everything).
@@ -805,6 +817,9 @@ async fn run(
             match converted {
                 Ok(ev) => {
                     let done = matches!(ev, watcher::Event::InitDone);
+                    if event_key(&ev).is_some() {
+                        shared.received.fetch_add(1, Ordering::Relaxed);
+                    }
                     if let Some(ev) = keep_in_scope(ev, keep.as_deref()) {
                         shared.apply_announcing(ev, !(done && rescoped));
                     }

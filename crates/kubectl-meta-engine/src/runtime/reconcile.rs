@@ -541,6 +541,21 @@ impl<S: KindController + source::Built> ControllerHandle for Running<S> {
         }
         by.into_iter().collect()
     }
+    fn received_objects(&self) -> Vec<(String, u64)> {
+        let mut by: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+        for i in self
+            .ctl
+            .sources()
+            .into_iter()
+            .filter_map(source::Source::informer)
+        {
+            by.insert(
+                crate::k8s::informer::resource_name(i.resource()),
+                i.received(),
+            );
+        }
+        by.into_iter().collect()
+    }
     fn replay(
         &self,
         exchanges: Vec<LastExchange>,
