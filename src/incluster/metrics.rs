@@ -590,28 +590,36 @@ fn render_gauges(out: &mut String, status: &Status) {
             let _ = writeln!(out, "kubectl_meta_queue_depth{} {v}", render_labels(&l));
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP kubectl_meta_cached_objects Objects held by the caches the controller reads on this replica, by resource.\n# TYPE kubectl_meta_cached_objects gauge"
-    );
-    for (name, c) in &status.controllers {
-        for (resource, n) in &c.cached {
+    let cached: Vec<(&String, &String, String)> = status
+        .controllers
+        .iter()
+        .flat_map(|(name, c)| c.cached.iter().map(move |(r, n)| (name, r, n.to_string())))
+        .collect();
+    let received: Vec<(&String, &String, String)> = status
+        .controllers
+        .iter()
+        .flat_map(|(name, c)| {
+            c.received
+                .iter()
+                .map(move |(r, n)| (name, r, n.to_string()))
+        })
+        .collect();
+    for (metric, help, rows) in [
+        (
+            "kubectl_meta_cached_objects",
+            "Objects held by the caches the controller reads on this replica, by resource.\n# TYPE kubectl_meta_cached_objects gauge",
+            cached,
+        ),
+        (
+            "kubectl_meta_watch_objects_total",
+            "Objects the server sent the caches the controller reads on this replica (lists, changes, deletes), by resource, before client-side filters.\n# TYPE kubectl_meta_watch_objects_total counter",
+            received,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {metric} {help}");
+        for (name, resource, n) in rows {
             let l = vec![("controller", name.clone()), ("resource", resource.clone())];
-            let _ = writeln!(out, "kubectl_meta_cached_objects{} {n}", render_labels(&l));
-        }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP kubectl_meta_watch_objects_total Objects the server sent the caches the controller reads on this replica (lists, changes, deletes), by resource, before client-side filters.\n# TYPE kubectl_meta_watch_objects_total counter"
-    );
-    for (name, c) in &status.controllers {
-        for (resource, n) in &c.received {
-            let l = vec![("controller", name.clone()), ("resource", resource.clone())];
-            let _ = writeln!(
-                out,
-                "kubectl_meta_watch_objects_total{} {n}",
-                render_labels(&l)
-            );
+            let _ = writeln!(out, "{metric}{} {n}", render_labels(&l));
         }
     }
     let _ = writeln!(
