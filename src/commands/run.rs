@@ -148,10 +148,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
             lease_namespace: lease_namespace.clone(),
             identity: identity.clone(),
             election: cfg.election,
-            shard: cfg
-                .args
-                .sharded
-                .then(|| crate::engine::shard::ShardGate::new(identity.clone())),
+            shard: match cfg.args.sharded {
+                true => Some(sharded_gate(&conn.client, &identity, &lease_namespace).await),
+                false => None,
+            },
         },
         sources_count,
         std::sync::Arc::clone(&metrics),
@@ -233,4 +233,23 @@ async fn connect(cfg: &RunConfig) -> Result<Connection> {
         engine_start::connect_kubeconfig(cluster, cfg.limits).await
     };
     conn.map_err(|e| fail(Class::Usage, e))
+}
+
+/// The shard gate of a `--sharded` replica, told once whether the server filters lists and
+/// watches by KEP-5866 `shardSelector` (probed with a list of the Leases it keeps anyway); a
+/// probe that fails leaves the client-side filter alone, with a warning saying why.
+async fn sharded_gate(
+    client: &kube::Client,
+    identity: &str,
+    lease_namespace: &str,
+) -> std::sync::Arc<crate::engine::shard::ShardGate> {
+    let gate = crate::engine::shard::ShardGate::new(identity);
+    match crate::engine::k8s::shard_query::server_filters_shards(client, lease_namespace).await {
+        Ok(honoured) => gate.set_server_selector(honoured),
+        Err(e) => tracing::warn!(
+            "cannot tell whether the server honours shardSelector (listing Leases in {lease_namespace}: {}); parents are filtered as they arrive",
+            crate::engine::k8s::kube_error_message(&e)
+        ),
+    }
+    gate
 }

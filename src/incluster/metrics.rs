@@ -22,9 +22,13 @@
 //!   `kubectl_meta_shard_move_seconds_total{controller}` (ring changes and their durations).
 //! - `kubectl_meta_cached_objects{controller,resource}`: objects the caches the controller
 //!   reads hold on this replica (with `--sharded`, about this replica's share).
-//! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `label`: the
-//!   caches hold this replica's share, `label-except-inputs`: a MapController's parents and
-//!   outputs narrowed, its inputs not, `all`: not narrowed for this kind).
+//! - `kubectl_meta_watch_objects_total{controller,resource}`: objects the server sent those
+//!   caches (lists, changes, deletes), before a sharded controller's client-side filter.
+//! - `run --sharded`: `kubectl_meta_shard_cache_mode{controller,mode}` (1; `server`: the
+//!   caches hold this replica's share, parents listed and watched with a KEP-5866
+//!   `shardSelector`; `label`: the same, parents filtered as they arrive (a server without the
+//!   gate); `server-except-inputs`, `label-except-inputs`: a MapController's parents and
+//!   outputs narrowed so, its inputs not; `all`: not narrowed for this kind).
 //! - `kubectl_meta_events_dropped_total`: events the collector missed (it fell behind), so
 //!   the counters above undercount by at most that much.
 
@@ -587,14 +591,36 @@ fn render_gauges(out: &mut String, status: &Status) {
             let _ = writeln!(out, "kubectl_meta_queue_depth{} {v}", render_labels(&l));
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP kubectl_meta_cached_objects Objects held by the caches the controller reads on this replica, by resource.\n# TYPE kubectl_meta_cached_objects gauge"
-    );
-    for (name, c) in &status.controllers {
-        for (resource, n) in &c.cached {
+    let cached: Vec<(&String, &String, String)> = status
+        .controllers
+        .iter()
+        .flat_map(|(name, c)| c.cached.iter().map(move |(r, n)| (name, r, n.to_string())))
+        .collect();
+    let received: Vec<(&String, &String, String)> = status
+        .controllers
+        .iter()
+        .flat_map(|(name, c)| {
+            c.received
+                .iter()
+                .map(move |(r, n)| (name, r, n.to_string()))
+        })
+        .collect();
+    for (metric, help, rows) in [
+        (
+            "kubectl_meta_cached_objects",
+            "Objects held by the caches the controller reads on this replica, by resource.\n# TYPE kubectl_meta_cached_objects gauge",
+            cached,
+        ),
+        (
+            "kubectl_meta_watch_objects_total",
+            "Objects the server sent the caches the controller reads on this replica (lists, changes, deletes), by resource, before client-side filters.\n# TYPE kubectl_meta_watch_objects_total counter",
+            received,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {metric} {help}");
+        for (name, resource, n) in rows {
             let l = vec![("controller", name.clone()), ("resource", resource.clone())];
-            let _ = writeln!(out, "kubectl_meta_cached_objects{} {n}", render_labels(&l));
+            let _ = writeln!(out, "{metric}{} {n}", render_labels(&l));
         }
     }
     let _ = writeln!(
@@ -667,7 +693,7 @@ fn render_shard(out: &mut String, status: &Status) {
     }
     let _ = writeln!(
         out,
-        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: label (parents or targets by uid bucket, children or attachments by bucket label), label-except-inputs (MapController: the same for parents and outputs, every input) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
+        "# HELP kubectl_meta_shard_cache_mode 1 for how this replica narrows the controller's caches to its share: server (parents or targets by a KEP-5866 shardSelector, children or attachments by bucket label), label (parents or targets by uid bucket as they arrive, children or attachments by bucket label), server-except-inputs and label-except-inputs (MapController: the same for parents and outputs, every input) or all (not narrowed).\n# TYPE kubectl_meta_shard_cache_mode gauge"
     );
     for (name, s) in &sharded {
         let l = vec![

@@ -81,6 +81,8 @@ pub struct ControllerStatus {
     pub shard: Option<(shard::MemberState, usize)>,
     /// What its caches hold, `(resource, objects)` (empty when not started).
     pub cached: Vec<(String, usize)>,
+    /// Objects the server sent those caches, by resource (before client-side filters).
+    pub received: Vec<(String, u64)>,
 }
 
 /// What the runner shows: each controller's state, and whether the definitions were read.
@@ -331,6 +333,7 @@ impl Runner {
         self.generation += 1;
         if let Some(gate) = self.cfg.shard.clone() {
             let name = def.name().to_string();
+            let mode = shard::cache_mode(def.kind(), gate.server_selector());
             let member = shard::Member::spawn(
                 self.engine.context().client.clone(),
                 shard::MemberConfig {
@@ -351,7 +354,7 @@ impl Runner {
                     self.cfg.identity,
                     self.cfg.lease_namespace,
                     shard::member_lease_name(def.kind(), &name, &self.cfg.identity),
-                    shard::cache_mode(def.kind()).describe()
+                    mode.describe()
                 ),
             );
             self.engine.start(def.clone());
@@ -617,7 +620,11 @@ impl Runner {
                         .as_ref()
                         .map(|h| h.queue_metrics())
                         .unwrap_or_default(),
-                    cached: handle.map(|h| h.cached_objects()).unwrap_or_default(),
+                    cached: handle
+                        .as_ref()
+                        .map(|h| h.cached_objects())
+                        .unwrap_or_default(),
+                    received: handle.map(|h| h.received_objects()).unwrap_or_default(),
                     workers: self.engine.context().options.workers.max(1),
                     shard,
                 },

@@ -128,7 +128,7 @@ impl Member {
         gate.add(&cfg.controller);
         let stop = CancellationToken::new();
         let (tx, state) = watch::channel(MemberState {
-            cache_mode: cache_mode(&cfg.kind).name(),
+            cache_mode: cache_mode(&cfg.kind, gate.server_selector()).name(),
             ..MemberState::default()
         });
         let controller = cfg.controller.clone();
@@ -429,11 +429,18 @@ fn owned_buckets(rings: &[Ring], me: &str) -> BTreeSet<u8> {
 pub enum CacheMode {
     /// Parents (a decorator's targets) filtered by their uid's bucket as they arrive,
     /// children (a decorator's attachments) watched by their bucket label
-    /// (CompositeController, DecoratorController).
+    /// (CompositeController, DecoratorController, on a server without KEP-5866).
     Label,
-    /// Parents by uid bucket, outputs by their parent's bucket label, inputs all cached
-    /// (MapController: any parent may select any input).
+    /// Parents (targets) listed and watched with a KEP-5866 `shardSelector` (the server sends
+    /// only this replica's share; the bucket filter stays as a safety net), children
+    /// (attachments) watched by their bucket label (CompositeController, DecoratorController,
+    /// on a server with `ShardedListAndWatch`).
+    Server,
+    /// Parents by uid bucket as they arrive, outputs by their parent's bucket label, inputs
+    /// all cached (MapController: any parent may select any input).
     LabelExceptInputs,
+    /// As `LabelExceptInputs`, parents by a KEP-5866 `shardSelector`.
+    ServerExceptInputs,
     /// Everything cached (no kind today; kept for kinds not narrowed).
     All,
 }
@@ -443,7 +450,9 @@ impl CacheMode {
     pub fn name(self) -> &'static str {
         match self {
             CacheMode::Label => "label",
+            CacheMode::Server => "server",
             CacheMode::LabelExceptInputs => "label-except-inputs",
+            CacheMode::ServerExceptInputs => "server-except-inputs",
             CacheMode::All => "all",
         }
     }
@@ -457,16 +466,25 @@ impl CacheMode {
             CacheMode::LabelExceptInputs => {
                 "its share of parents and outputs, every input (mode label-except-inputs: parents filtered by uid bucket as they arrive, outputs watched by their parent's bucket label)"
             }
+            CacheMode::Server => {
+                "only its share (mode server: parents and targets listed and watched with a KEP-5866 shardSelector, children and attachments watched by their bucket label)"
+            }
+            CacheMode::ServerExceptInputs => {
+                "its share of parents and outputs, every input (mode server-except-inputs: parents listed and watched with a KEP-5866 shardSelector, outputs watched by their parent's bucket label)"
+            }
             CacheMode::All => "every object (mode all: this kind's caches are not sharded)",
         }
     }
 }
 
-/// The cache mode of a controller of `kind`.
-pub fn cache_mode(kind: &str) -> CacheMode {
-    match kind {
-        "CompositeController" | "DecoratorController" => CacheMode::Label,
-        "MapController" => CacheMode::LabelExceptInputs,
+/// The cache mode of a controller of `kind`, on a server that honours `shardSelector` or not
+/// ([`ShardGate::server_selector`]).
+pub fn cache_mode(kind: &str, server_selector: bool) -> CacheMode {
+    match (kind, server_selector) {
+        ("CompositeController" | "DecoratorController", true) => CacheMode::Server,
+        ("CompositeController" | "DecoratorController", false) => CacheMode::Label,
+        ("MapController", true) => CacheMode::ServerExceptInputs,
+        ("MapController", false) => CacheMode::LabelExceptInputs,
         _ => CacheMode::All,
     }
 }

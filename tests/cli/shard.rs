@@ -307,10 +307,95 @@ async fn cached_of(port: u16, controller: &str, resource: &str) -> Option<f64> {
     )
 }
 
-/// Each replica caches only its share (`kubectl_meta_cached_objects`, mode `label`): its
-/// parents and their Pods, 15-50% of all each, and the replicas together exactly all of them
-/// (no parent or Pod cached twice), once the moves' re-lists are done.
-async fn assert_cached_shares(ports: &[u16]) {
+/// Parent objects the server has sent each replica so far (`kubectl_meta_watch_objects_total`).
+async fn received_parents(ports: &[u16]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for p in ports {
+        let (_, body) = http_get(*p, "/metrics").await.expect("metrics");
+        out.push(
+            sample(
+                &parse_prometheus(&body),
+                "kubectl_meta_watch_objects_total",
+                &[
+                    ("controller", CONTROLLER),
+                    ("resource", "helloworlds.example.kubectl-meta.dev"),
+                ],
+            )
+            .expect("kubectl_meta_watch_objects_total of the parents"),
+        );
+    }
+    out
+}
+
+/// The parent events each replica received since `before` (a poke of every parent, then the
+/// syncs' status writes): in mode `server` each gets about its share (at most half of what all
+/// three got), in mode `label` each gets every parent's poke at least.
+async fn assert_received_parents(ports: &[u16], before: &[f64], mode: &str) {
+    let all = (PARENTS + 1) as f64;
+    // The counters are refreshed with the status; wait until every poke is counted.
+    let got = wait_for("the replicas' parent events counted", TIMEOUT, || async {
+        let now = received_parents(ports).await;
+        let d: Vec<f64> = now.iter().zip(before).map(|(n, b)| n - b).collect();
+        let counted = if mode == "server" {
+            d.iter().sum::<f64>() >= all
+        } else {
+            d.iter().all(|n| *n >= all)
+        };
+        counted.then_some(d)
+    })
+    .await;
+    eprintln!(
+        "FIGURE parent events received per replica during a poke of {all} parents (mode {mode}): {got:?}"
+    );
+    let sum: f64 = got.iter().sum();
+    for (p, n) in ports.iter().zip(&got) {
+        if mode == "server" {
+            assert!(
+                *n <= 0.5 * sum,
+                "replica on {p} received {n} of {sum} parent events"
+            );
+        } else {
+            assert!(*n >= all, "replica on {p} received {n} parent events");
+        }
+    }
+}
+
+/// Whether the cluster filters lists by KEP-5866 `shardSelector`, asked independently of the
+/// replicas: a list of the parents with the selector of half the hash range holds fewer than
+/// all of them (a server without the gate ignores the parameter).
+async fn server_filters(sb: &impl Target) -> bool {
+    let path = |sel: &str| {
+        let mut q = String::new();
+        for b in sel.bytes() {
+            if b.is_ascii_alphanumeric() {
+                q.push(char::from(b));
+            } else {
+                q.push_str(&format!("%{b:02X}"));
+            }
+        }
+        format!(
+            "/apis/example.kubectl-meta.dev/v1/namespaces/{}/helloworlds?shardSelector={q}",
+            sb.ns()
+        )
+    };
+    let half = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    let req = http::Request::get(path(half))
+        .body(Vec::new())
+        .expect("request");
+    let list: Value = sb.client().request(req).await.expect("list of parents");
+    let n = list["items"].as_array().map_or(0, Vec::len);
+    eprintln!(
+        "the server answers {n} of {} parents for half the hash range",
+        PARENTS + 1
+    );
+    n <= PARENTS
+}
+
+/// Each replica caches only its share (`kubectl_meta_cached_objects`, mode `mode`: `server`
+/// when the server filters the parents' list and watch, else `label`): its parents and their
+/// Pods, 15-50% of all each, and the replicas together exactly all of them (no parent or Pod
+/// cached twice), once the moves' re-lists are done.
+async fn assert_cached_shares(ports: &[u16], mode: &str) {
     let all = (PARENTS + 1) as f64;
     let hw = "helloworlds.example.kubectl-meta.dev";
     let shares = wait_for(
@@ -340,10 +425,10 @@ async fn assert_cached_shares(ports: &[u16]) {
             sample(
                 &parse_prometheus(&body),
                 "kubectl_meta_shard_cache_mode",
-                &[("controller", CONTROLLER), ("mode", "label")],
+                &[("controller", CONTROLLER), ("mode", mode)],
             ),
             Some(1.0),
-            "replica on {p}"
+            "replica on {p} runs cache mode {mode}"
         );
     }
 }
@@ -356,7 +441,29 @@ fn kill9(b: &Background) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in() {
-    let sb = cluster("shard").await;
+    sharding_proof(cluster("shard").await, None).await;
+}
+
+/// As above on a sandbox with `ShardedListAndWatch` on: the replicas detect it and list and
+/// watch their parents with a `shardSelector` (mode `server`). On an external cluster the
+/// test above already runs in the mode its gate gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_sharded_replicas_with_the_server_filtering_parents() {
+    if std::env::var_os(crate::common::external::KUBECONFIG_VAR).is_some() {
+        eprintln!("skipped on an external cluster: the test above runs in its gate's mode");
+        return;
+    }
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = Some(Duration::from_millis(50));
+    cfg.feature_gates.sharded_list_and_watch = true;
+    let sb = crate::common::external::Cluster::Sandbox(crate::common::start_with(cfg).await);
+    sharding_proof(sb, Some("server")).await;
+}
+
+/// The proof, on `sb`: three replicas converge and split the parents, a kill -9 fails over,
+/// a fourth joins; the cache mode is the one the server's answers call for (and `expect`'s,
+/// when given).
+async fn sharding_proof(sb: crate::common::external::Cluster, expect: Option<&str>) {
     let home = tempfile::tempdir().unwrap();
     hello_world_crd_and_sample(&sb).await;
     let mut list = String::new();
@@ -368,6 +475,15 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     let parents = home.path().join("parents.yaml");
     std::fs::write(&parents, list).unwrap();
     ok_kubectl(&sb, &["apply", "-f", &parents.display().to_string()]);
+    let mode = if server_filters(&sb).await {
+        "server"
+    } else {
+        "label"
+    };
+    eprintln!("FIGURE cache mode expected: {mode}");
+    if let Some(e) = expect {
+        assert_eq!(mode, e, "the server's answers to a shardSelector");
+    }
 
     // The hook: the example's webhook server, one process for all replicas.
     let (_server, hook_addr) = hook_server(|port| {
@@ -430,7 +546,9 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     ring_of(&ports, 3).await;
 
     // A steady period: each parent synced by exactly one replica, about a third each.
+    let before = received_parents(&ports).await;
     let steady = poke(&sb, "1", &[("a", &a), ("b", &b), ("c", &c)]).await;
+    assert_received_parents(&ports, &before, mode).await;
     assert_shares(&steady, 0.2, 0.47);
     for p in ports {
         let owned = metric(p, "kubectl_meta_shard_parents").await.unwrap_or(0.0);
@@ -440,7 +558,7 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
         );
     }
     let c_parents = steady["c"].clone();
-    assert_cached_shares(&ports).await;
+    assert_cached_shares(&ports, mode).await;
 
     // kill -9 of c: its parents are synced by a and b once its Lease lapses (3 s).
     let killed = Instant::now();
@@ -476,7 +594,7 @@ async fn three_sharded_replicas_split_the_parents_fail_over_and_take_a_fourth_in
     ring_of(&[ports[0], ports[1], pd], 3).await;
     let three = poke(&sb, "3", &[("a", &a), ("b", &b), ("d", &d)]).await;
     assert_shares(&three, 0.2, 0.47);
-    assert_cached_shares(&[ports[0], ports[1], pd]).await;
+    assert_cached_shares(&[ports[0], ports[1], pd], mode).await;
 
     // Each ring change is said in the replica's own log: a, there from the start, saw the
     // ring of three, then of two (c killed), then of three again (d joined).

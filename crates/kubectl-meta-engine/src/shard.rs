@@ -35,7 +35,7 @@
 //! the scope asked for.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -292,6 +292,9 @@ pub struct CacheFollower {
     pub scope: watch::Receiver<CacheScope>,
     /// The generation of the scope the informer last completed a list with.
     pub ack: Arc<AtomicU64>,
+    /// The server filters by KEP-5866 `shardSelector` ([`ShardGate::set_server_selector`]):
+    /// the parents' informer lists and watches with one.
+    pub server_selector: bool,
 }
 
 /// Which parents this process may sync, per controller, and the syncs in flight.
@@ -301,6 +304,8 @@ pub struct ShardGate {
     state: Mutex<BTreeMap<String, Owned>>,
     /// Woken when a sync ends (a drain may have completed).
     ended: Notify,
+    /// The server honours `shardSelector` (probed once per client at start).
+    server_selector: AtomicBool,
 }
 
 /// A sync admitted by [`ShardGate::begin`]; dropping it ends the sync for the gate.
@@ -339,7 +344,20 @@ impl ShardGate {
             me: identity.into(),
             state: Mutex::default(),
             ended: Notify::new(),
+            server_selector: AtomicBool::new(false),
         })
+    }
+
+    /// Say whether the server filters lists and watches by KEP-5866 `shardSelector`
+    /// ([`crate::k8s::shard_query::server_filters_shards`]); informers started afterwards
+    /// send the parents' selector when it does.
+    pub fn set_server_selector(&self, honoured: bool) {
+        self.server_selector.store(honoured, Ordering::Release);
+    }
+
+    /// Whether the parents' informers list and watch with a `shardSelector`.
+    pub fn server_selector(&self) -> bool {
+        self.server_selector.load(Ordering::Acquire)
     }
 
     /// This member's identity.
@@ -406,7 +424,11 @@ impl ShardGate {
             let ack = Arc::new(AtomicU64::new(u64::MAX - 1));
             o.acks.retain(|a| Arc::strong_count(a) > 1);
             o.acks.push(Arc::clone(&ack));
-            Some(CacheFollower { scope, ack })
+            Some(CacheFollower {
+                scope,
+                ack,
+                server_selector: self.server_selector(),
+            })
         })
     }
 

@@ -354,6 +354,8 @@ struct Shared {
     events: broadcast::Sender<InformerEvent>,
     /// Bumped after every cache change and status change; waiters watch it.
     version: watch::Sender<u64>,
+    /// Objects the server sent (listed, changed or deleted), before any client-side filter.
+    received: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -422,6 +424,7 @@ impl Informer {
                 state: RwLock::new(State::default()),
                 events,
                 version,
+                received: std::sync::atomic::AtomicU64::new(0),
             }),
             task: None,
             readers: watch::channel(Readers::default()).0,
@@ -438,19 +441,19 @@ impl Informer {
         let mut informer = Informer::new(ar, namespaced);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                let api = Api::<DynamicObject>::all_with(client, ar);
                 let shared = Arc::clone(&informer.shared);
                 let task = match perturb {
                     None => {
                         informer.add_reader(filter);
                         let readers = informer.readers.subscribe();
-                        rt.spawn(run(shared, api, ar.clone(), readers))
+                        rt.spawn(run(shared, client, ar.clone(), readers))
                     }
                     Some(p) => {
                         // Perturbed informers cache everything (a filter is not combined
                         // with a perturbation).
                         informer.add_reader(None);
                         informer.add_reader(filter);
+                        let api = Api::<DynamicObject>::all_with(client, ar);
                         rt.spawn(run_perturbed(shared, api, ar.clone(), p))
                     }
                 };
@@ -479,6 +482,15 @@ impl Informer {
             t.abort();
         }
         self.shared.stop(reason);
+    }
+
+    /// How many objects the server has sent this informer (in lists, changes and deletes),
+    /// counted before a sharded controller's client-side filter: with the server filtering
+    /// by `shardSelector`, about this replica's share.
+    pub fn received(&self) -> u64 {
+        self.shared
+            .received
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The sharded readers this informer follows, `(controller, filter)` each (empty: it
@@ -800,7 +812,7 @@ impl kube::runtime::utils::Backoff for CappedBackoff {
 /// scope generations it was made with.
 async fn run(
     shared: Arc<Shared>,
-    api: Api<DynamicObject>,
+    client: kube::Client,
     ar: ApiResource,
     mut readers: watch::Receiver<Readers>,
 ) {
@@ -837,6 +849,7 @@ async fn run(
             .map(|(by, s)| (by.clone(), Arc::clone(&s.buckets)))
             .collect();
         let narrowing = Narrowing::union(&union);
+        let shards = server_shard_selector(&filters, &union);
         if !filters.is_empty() {
             let who: Vec<String> = filters
                 .iter()
@@ -844,12 +857,21 @@ async fn run(
                 .map(|(f, (_, s))| format!("{} (scope {})", f.controller, s.generation))
                 .collect();
             tracing::debug!(
-                "watch of {} for {}: {}",
+                "watch of {} for {}: {}, shardSelector {:?}",
                 describe(&ar),
                 who.join(", "),
-                narrowing.describe()
+                narrowing.describe(),
+                shards
             );
         }
+        // Server mode: the server sends only the scope's parents; the client-side filter
+        // stays, for a server that ignores the parameter.
+        let api = match &shards {
+            Some(sel) => {
+                Api::<DynamicObject>::all_with(super::shard_query::selecting(&client, sel), &ar)
+            }
+            None => Api::<DynamicObject>::all_with(client.clone(), &ar),
+        };
         let mut cfg = watcher::Config::default();
         if let Some(sel) = &narrowing.selector {
             cfg = cfg.labels(sel);
@@ -886,6 +908,9 @@ async fn run(
             match converted {
                 Ok(ev) => {
                     let done = matches!(ev, watcher::Event::InitDone);
+                    if event_key(&ev).is_some() {
+                        shared.received.fetch_add(1, Ordering::Relaxed);
+                    }
                     if let Some(ev) = keep_in_scope(ev, &narrowing) {
                         shared.apply_announcing(ev, !(done && rescoped));
                     }
@@ -903,6 +928,25 @@ async fn run(
 }
 
 /// Wait until one of the readers' scopes changes (or closes).
+/// The KEP-5866 `shardSelector` the list and watch carry: only when every reader is a parent
+/// reader (filtering by uid) on a server that honours it, for the union of their buckets
+/// (`None`: children, a server without the gate, or no bucket in scope, which a selector
+/// cannot say: then the client-side filter alone narrows).
+fn server_shard_selector(
+    filters: &[ShardFilter],
+    union: &[(FilterBy, Arc<BTreeSet<u8>>)],
+) -> Option<String> {
+    let all_server_parents = !filters.is_empty()
+        && filters
+            .iter()
+            .all(|f| matches!(f.by, FilterBy::ParentUid) && f.follower.server_selector);
+    if !all_server_parents {
+        return None;
+    }
+    let buckets: BTreeSet<u8> = union.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    crate::shard::shard_selector(&buckets)
+}
+
 async fn any_scope_changed(filters: &mut [ShardFilter]) {
     if filters.is_empty() {
         return std::future::pending().await;

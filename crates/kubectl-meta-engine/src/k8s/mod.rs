@@ -37,3 +37,4 @@ pub mod lease;
 pub mod manifests;
 pub mod object;
 pub mod pace;
+pub mod shard_query;

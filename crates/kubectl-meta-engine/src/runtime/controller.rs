@@ -140,6 +140,11 @@ pub trait ControllerHandle: Send + Sync {
     /// watches (`plural.group`, or `plural` for the core group), sorted. Shared informers are
     /// counted for every controller that reads them.
     fn cached_objects(&self) -> Vec<(String, usize)>;
+    /// How many objects the server sent the informers this controller reads, as
+    /// [`ControllerHandle::cached_objects`] (before a sharded controller's client-side filter).
+    fn received_objects(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
     /// Send the exchanges' requests again and publish how the answers differ.
     fn replay(
         &self,

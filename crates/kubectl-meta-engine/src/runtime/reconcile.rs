@@ -503,6 +503,25 @@ impl<S: KindController> Reconciler for Running<S> {
     }
 }
 
+impl<S: KindController + source::Built> Running<S> {
+    /// `f` of every informer the controller reads, by resource name, sorted.
+    fn per_informer<T>(
+        &self,
+        f: impl Fn(&crate::k8s::informer::Informer) -> T,
+    ) -> Vec<(String, T)> {
+        let mut by = std::collections::BTreeMap::new();
+        for i in self
+            .ctl
+            .sources()
+            .into_iter()
+            .filter_map(source::Source::informer)
+        {
+            by.insert(crate::k8s::informer::resource_name(i.resource()), f(i));
+        }
+        by.into_iter().collect()
+    }
+}
+
 impl<S: KindController + source::Built> ControllerHandle for Running<S> {
     fn name(&self) -> &str {
         self.ctl.parts().name
@@ -536,16 +555,10 @@ impl<S: KindController + source::Built> ControllerHandle for Running<S> {
         self.ctl.exchanges()
     }
     fn cached_objects(&self) -> Vec<(String, usize)> {
-        let mut by: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
-        for i in self
-            .ctl
-            .sources()
-            .into_iter()
-            .filter_map(source::Source::informer)
-        {
-            by.insert(crate::k8s::informer::resource_name(i.resource()), i.len());
-        }
-        by.into_iter().collect()
+        self.per_informer(crate::k8s::informer::Informer::len)
+    }
+    fn received_objects(&self) -> Vec<(String, u64)> {
+        self.per_informer(crate::k8s::informer::Informer::received)
     }
     fn replay(
         &self,
