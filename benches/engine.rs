@@ -29,9 +29,9 @@
 //!   and the engine's whole working set per cached object: what the process's live heap grew
 //!   by from before that engine started (the first engine's memory freed: the heap settled)
 //!   until it converged (counted by the bench's allocator), and its RSS before and after; that
-//!   growth by part (the caches' JSON text and the last-applied annotations in it, the replay
-//!   memory, the event channels allocated up front, and the rest: indexes, keys, per-parent
-//!   memory), and, as a cross-check, what the heap gave back when that engine stopped. Run two
+//!   growth by part (the caches' JSON text and the last-applied annotations in it, the event
+//!   channels allocated up front, and the rest: the replay memory, indexes, keys, per-parent
+//!   memory; the replay memory's exchanges as whole text are printed as its upper bound), and, as a cross-check, what the heap gave back when that engine stopped. Run two
 //!   sizes (`--parents`) for the slope: the channels are a fixed cost, the rest per object;
 //! - the floors, measured in the same run: the API server's (the creates convergence needs,
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
@@ -407,8 +407,11 @@ struct Breakdown {
     cache_text: usize,
     /// The last-applied annotations inside that text.
     last_applied: usize,
-    /// The replay memory: every parent's last request and answer, as compact JSON text.
+    /// The replay memory's exchanges as compact JSON text, whole (what copies would cost: the
+    /// objects shared with the caches cost nothing, so this is an upper bound).
     replay: usize,
+    /// What the replay memory keeps of them: without the parents and children (shared).
+    replay_kept: usize,
     /// The event channels allocated up front: one per informer, and the engine's event bus.
     channels: usize,
     /// How many informers that counts.
@@ -448,16 +451,30 @@ impl Breakdown {
                 cache_text += serde_json::to_string(&obj).expect("json").len();
             }
         }
-        let replay = engine
+        let len = |v: &Value| serde_json::to_string(v).expect("json").len();
+        let (mut replay, mut replay_kept) = (0, 0);
+        for x in engine
             .replay_jobs(&["bench".to_string()])
             .iter()
             .flat_map(|j| &j.exchanges)
-            .map(|x| {
-                x.hook.len()
-                    + serde_json::to_string(&x.request).expect("json").len()
-                    + serde_json::to_string(&x.response).expect("json").len()
-            })
-            .sum();
+        {
+            let whole = x.hook.len() + len(&x.request) + len(&x.response);
+            // The parent and the children, converged: the caches hold them as they were sent,
+            // so the replay memory shares them (a `null` left in their place).
+            let objects: usize = std::iter::once(&x.request["parent"])
+                .chain(
+                    x.request["children"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|groups| groups.values())
+                        .filter_map(Value::as_object)
+                        .flat_map(|group| group.values()),
+                )
+                .map(|o| len(o).saturating_sub("null".len()))
+                .sum();
+            replay += whole;
+            replay_kept += whole.saturating_sub(objects);
+        }
         // Measured, not computed: a broadcast channel allocates its slots when made. An
         // informer event is two `Arc`s and a tag at most, as this stand-in.
         let before = common::heap_bytes();
@@ -474,6 +491,7 @@ impl Breakdown {
             cache_text,
             last_applied,
             replay,
+            replay_kept,
             channels: one_channel * resources.len() + bus_bytes,
             informers: resources.len(),
         }
@@ -481,15 +499,16 @@ impl Breakdown {
 
     fn print(&self, grown: usize, cached: usize) {
         let kb = |b: usize| b as f64 / cached as f64 / 1000.0;
-        let known = self.cache_text + self.replay + self.channels;
+        let known = self.cache_text + self.channels + self.replay_kept;
         println!(
-            "memory per cached object, by part: cache text {:.2} KB (of which last-applied annotations {:.2} KB), replay memory {:.2} KB, event channels {:.2} KB ({} informers x {} slots, and the engine's event bus), indexes, keys and the rest {:.2} KB",
+            "memory per cached object, by part: cache text {:.2} KB (of which last-applied annotations {:.2} KB), event channels {:.2} KB ({} informers x {} slots, and the engine's event bus: a fixed cost), replay memory {:.2} KB as text (whole exchanges {:.2} KB; the parents and children in them are shared with the caches), indexes, keys and the rest {:.2} KB",
             kb(self.cache_text),
             kb(self.last_applied),
-            kb(self.replay),
             kb(self.channels),
             self.informers,
             kubectl_meta::engine::k8s::EVENT_CAPACITY,
+            kb(self.replay_kept),
+            kb(self.replay),
             kb(grown.saturating_sub(known)),
         );
     }
