@@ -27,8 +27,12 @@
 //! - a restart: a new engine on the converged parents (start-up: the informers' lists and one
 //!   sync per parent, writing nothing; the run fails on any other count), its time and writes,
 //!   and the engine's whole working set per cached object: what the process's live heap grew
-//!   by from before that engine started until it converged (counted by the bench's allocator),
-//!   and its RSS before and after;
+//!   by from before that engine started (the first engine's memory freed: the heap settled)
+//!   until it converged (counted by the bench's allocator), and its RSS before and after; that
+//!   growth by part (the caches' JSON text and the last-applied annotations in it, the event
+//!   channels allocated up front, and the rest: the replay memory, indexes, keys, per-parent
+//!   memory; the replay memory's exchanges as whole text are printed as its upper bound), and, as a cross-check, what the heap gave back when that engine stopped. Run two
+//!   sizes (`--parents`) for the slope: the channels are a fixed cost, the rest per object;
 //! - the floors, measured in the same run: the API server's (the creates convergence needs,
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
 //!   as the engine made, at `--workers` concurrency), and the engine's time as a multiple of the
@@ -378,6 +382,138 @@ async fn start_telemetry(traces: bool) -> (kubectl_meta::telemetry::Telemetry, A
     (telemetry, exported)
 }
 
+/// The live heap once it stops moving (no sample in 1 s more than 64 KiB from the last one; at
+/// most 30 s): what a stopped engine's tasks free after it returned.
+async fn settled_heap() -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = common::heap_bytes();
+    let mut still_since = Instant::now();
+    while still_since.elapsed() < Duration::from_secs(1) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = common::heap_bytes();
+        if now.abs_diff(last) > 64 * 1024 {
+            still_since = Instant::now();
+        }
+        last = now;
+    }
+    last
+}
+
+/// The parts of the restarted engine's working set that can be told apart from outside, in
+/// bytes: what the rest of the live heap growth is made of (indexes, keys, per-parent memory)
+/// is the difference.
+struct Breakdown {
+    /// The cached objects as compact JSON text (what an informer keeps: managedFields dropped).
+    cache_text: usize,
+    /// The last-applied annotations inside that text.
+    last_applied: usize,
+    /// The replay memory's exchanges as compact JSON text, whole (what copies would cost: the
+    /// objects shared with the caches cost nothing, so this is an upper bound).
+    replay: usize,
+    /// What the replay memory keeps of them: without the parents and children (shared).
+    replay_kept: usize,
+    /// The event channels allocated up front: one per informer, and the engine's event bus.
+    channels: usize,
+    /// How many informers that counts.
+    informers: usize,
+}
+
+impl Breakdown {
+    async fn measure(
+        client: &kube::Client,
+        ns: &str,
+        parents: &kube::discovery::ApiResource,
+        mix: bool,
+        engine: &Engine,
+    ) -> Breakdown {
+        use kube::discovery::ApiResource;
+        let mut resources = vec![
+            parents.clone(),
+            ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        ];
+        if mix {
+            resources.push(ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()));
+            resources.push(ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()));
+        }
+        let (mut cache_text, mut last_applied) = (0, 0);
+        for ar in &resources {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+            for mut obj in api.list(&ListParams::default()).await.expect("list").items {
+                obj.metadata.managed_fields = None;
+                last_applied += obj
+                    .metadata
+                    .annotations
+                    .iter()
+                    .flatten()
+                    .filter(|(k, _)| k.ends_with("/last-applied-configuration"))
+                    .map(|(_, v)| v.len())
+                    .sum::<usize>();
+                cache_text += serde_json::to_string(&obj).expect("json").len();
+            }
+        }
+        let len = |v: &Value| serde_json::to_string(v).expect("json").len();
+        let (mut replay, mut replay_kept) = (0, 0);
+        for x in engine
+            .replay_jobs(&["bench".to_string()])
+            .iter()
+            .flat_map(|j| &j.exchanges)
+        {
+            let whole = x.hook.len() + len(&x.request) + len(&x.response);
+            // The parent and the children, converged: the caches hold them as they were sent,
+            // so the replay memory shares them (a `null` left in their place).
+            let objects: usize = std::iter::once(&x.request["parent"])
+                .chain(
+                    x.request["children"]
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|groups| groups.values())
+                        .filter_map(Value::as_object)
+                        .flat_map(|group| group.values()),
+                )
+                .map(|o| len(o).saturating_sub("null".len()))
+                .sum();
+            replay += whole;
+            replay_kept += whole.saturating_sub(objects);
+        }
+        // Measured, not computed: a broadcast channel allocates its slots when made. An
+        // informer event is two `Arc`s and a tag at most, as this stand-in.
+        let before = common::heap_bytes();
+        let informer_channel = tokio::sync::broadcast::channel::<[usize; 3]>(
+            kubectl_meta::engine::k8s::EVENT_CAPACITY,
+        );
+        let one_channel = common::heap_bytes().saturating_sub(before);
+        drop(informer_channel);
+        let before = common::heap_bytes();
+        let bus = EventBus::new();
+        let bus_bytes = common::heap_bytes().saturating_sub(before);
+        drop(bus);
+        Breakdown {
+            cache_text,
+            last_applied,
+            replay,
+            replay_kept,
+            channels: one_channel * resources.len() + bus_bytes,
+            informers: resources.len(),
+        }
+    }
+
+    fn print(&self, grown: usize, cached: usize) {
+        let kb = |b: usize| b as f64 / cached as f64 / 1000.0;
+        let known = self.cache_text + self.channels + self.replay_kept;
+        println!(
+            "memory per cached object, by part: cache text {:.2} KB (of which last-applied annotations {:.2} KB), event channels {:.2} KB ({} informers x {} slots, and the engine's event bus: a fixed cost), replay memory {:.2} KB as text (whole exchanges {:.2} KB; the parents and children in them are shared with the caches), indexes, keys and the rest {:.2} KB",
+            kb(self.cache_text),
+            kb(self.last_applied),
+            kb(self.channels),
+            self.informers,
+            kubectl_meta::engine::k8s::EVENT_CAPACITY,
+            kb(self.replay_kept),
+            kb(self.replay),
+            kb(grown.saturating_sub(known)),
+        );
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let parents = arg("--parents", 1000);
@@ -572,7 +708,10 @@ async fn main() {
     //    memory: replay exchanges, statuses; the sandbox's objects were there before).
     let calls_before = calls.load(Ordering::Relaxed);
     let restart_counts = Arc::new(Counts::default());
-    let (heap_before, rss_before) = (common::heap_bytes(), common::rss_kib(std::process::id()));
+    // The first engine's tasks free its caches after `shutdown` returns: wait for the heap to
+    // settle, or its freeing hides the new engine's growth.
+    let heap_before = settled_heap().await;
+    let rss_before = common::rss_kib(std::process::id());
     let t = Instant::now();
     let engine = start_engine(&client, def, workers, &ns, &restart_counts);
     let conv = engine.wait_converged(timeout).await;
@@ -603,7 +742,16 @@ async fn main() {
         grown as f64 / 1024.0 / 1024.0,
         grown as f64 / cached as f64 / 1000.0
     );
+    let parts = Breakdown::measure(&client, &ns, &bench_ar, mix, &engine).await;
+    parts.print(grown, cached);
     engine.shutdown().await;
+    // Cross-check: what the heap gave back once this engine stopped.
+    let released = heap_after.saturating_sub(settled_heap().await);
+    println!(
+        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
+        released as f64 / 1024.0 / 1024.0,
+        released as f64 / cached as f64 / 1000.0
+    );
 
     // 5. The floors: the API server's (measured first) and the hook's, for as many calls as
     //    the start-up made, at the same concurrency.

@@ -33,6 +33,7 @@ pub mod client;
 pub mod discovery;
 pub mod error;
 pub(crate) mod informer;
+pub use informer::EVENT_CAPACITY;
 pub mod lease;
 pub mod manifests;
 pub mod object;

@@ -992,7 +992,9 @@ impl SyncKind for MapCtl {
     /// The last exchange per map key, in the parent's state.
     fn record(&self, work: &MapWork, hook: &str, request: &Value, response: &Value) {
         if let MapWork::Key(pk, mk) = work {
-            let x = StoredExchange::new(hook, request, response);
+            let x = StoredExchange::sharing(hook, request, response, |obj| {
+                crate::runtime::memory::cached_text(obj, |t| self.informer_for(t))
+            });
             self.with_parent_state(pk, |ps| ps.exchanges.insert(mk.to_string(), x));
         }
     }

@@ -132,7 +132,9 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     fn record(&self, key: &Self::Key, hook: &str, request: &Value, response: &Value) {
         self.parts()
             .memory
-            .record_exchange(key, hook, request, response);
+            .record_exchange_sharing(key, hook, request, response, |obj| {
+                crate::runtime::memory::cached_text(obj, |t| self.informer_for(t))
+            });
     }
     /// Step 4: the hook's answer (`body`) as desired objects.
     fn desired(
