@@ -41,6 +41,11 @@
 //!   written twice under Metacontroller's semantics: after its children are created, and once
 //!   the hook sees them), and the engine's time as a multiple of that.
 //!
+//! Each of the start-up, no-op resync and restart lines also gives the process CPU the phase
+//! took (`/proc/self/stat`: the engine with the sandbox and the hook server beside it, the
+//! restart's lists included) and that per sync. A restart that syncs a parent more than once
+//! prints, before failing, the triggers of each sync of the first such parents.
+//!
 //! `--flight-recorder BYTES` runs each engine with a flight recorder of that bound on its event
 //! bus (as `run` does by default; 0, the default here: off), for its cost: compare the figures
 //! with it on and off. The start-up line then says what the recorder kept, and the run fails if
@@ -234,6 +239,9 @@ struct Counts {
     /// The flight recorder's largest byte count seen, and its events kept (last seen).
     flight_max_bytes: Arc<AtomicUsize>,
     flight_events: Arc<AtomicUsize>,
+    /// Each parent's sync triggers, one entry per sync (`Debug` text), to say why a parent
+    /// was synced more than once after a restart.
+    triggers: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl Counts {
@@ -278,8 +286,15 @@ fn start_engine(
     tokio::spawn(async move {
         loop {
             match rx.recv().await {
-                Ok(EngineEvent::SyncStarted { .. }) => {
+                Ok(EngineEvent::SyncStarted {
+                    subject, triggers, ..
+                }) => {
                     counts.syncs.fetch_add(1, Ordering::Relaxed);
+                    if let Ok(mut t) = counts.triggers.lock() {
+                        t.entry(subject.parent)
+                            .or_default()
+                            .push(format!("{triggers:?}"));
+                    }
                 }
                 Ok(EngineEvent::Action {
                     error: None,
@@ -324,6 +339,30 @@ fn start_engine(
     engine.set_wait_for(WaitFor::None);
     engine.start(def);
     engine
+}
+
+/// The CPU time this process has used (all threads: the engine, and the sandbox and hook
+/// server beside it), from `/proc/self/stat` (`utime + stime`, in ticks of 10 ms).
+fn process_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which ends with the last `)`): state is field 3, utime
+    // field 14, stime field 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    f.iter().sum::<u64>() as f64 / 100.0
+}
+
+/// `CPU 1.23s (0.41 ms per sync)`: the process CPU a phase took, per sync it made.
+fn cpu_note(cpu_s: f64, syncs: usize) -> String {
+    format!(
+        "process CPU {cpu_s:.2}s ({:.2} ms per sync)",
+        cpu_s * 1000.0 / syncs.max(1) as f64
+    )
 }
 
 fn converged_note(c: bool) -> &'static str {
@@ -583,6 +622,7 @@ async fn main() {
     // 1. Parent creation to all children created.
     let papi: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &bench_ar);
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cpu_start = process_cpu_s();
     let start = Instant::now();
     // 8 at a time (as the API floor's clients), so that creating them is not the bottleneck.
     futures::stream::iter(0..parents)
@@ -620,6 +660,7 @@ async fn main() {
     let all_children = start.elapsed();
     let conv = engine.wait_converged(timeout).await;
     let converged = work_ended(&conv, start);
+    let start_cpu = process_cpu_s() - cpu_start;
     let stored = cm
         .list_metadata(&ListParams::default())
         .await
@@ -633,11 +674,12 @@ async fn main() {
     let start_calls = calls.load(Ordering::Relaxed);
     let (start_syncs, start_writes, _) = counts.get();
     println!(
-        "start-up: parents created in {:.2}s; all {want} ConfigMap children after {:.2}s ({:.0} ConfigMaps/s); converged (statuses written) after {:.2}s; {start_syncs} syncs, {start_calls} hook calls, {start_writes} writes{}",
+        "start-up: parents created in {:.2}s; all {want} ConfigMap children after {:.2}s ({:.0} ConfigMaps/s); converged (statuses written) after {:.2}s; {start_syncs} syncs, {start_calls} hook calls, {start_writes} writes; {}{}",
         created.as_secs_f64(),
         all_children.as_secs_f64(),
         want as f64 / all_children.as_secs_f64(),
         converged.as_secs_f64(),
+        cpu_note(start_cpu, start_syncs),
         converged_note(conv.converged)
     );
     let flight_size = arg("--flight-recorder", 0);
@@ -655,15 +697,18 @@ async fn main() {
 
     // 2. No-op resync.
     let rv_before = server.global_rv().await;
-    let (_, writes_before, noops_before) = counts.get();
+    let (syncs_before, writes_before, noops_before) = counts.get();
     let calls_before = calls.load(Ordering::Relaxed);
+    let cpu_before = process_cpu_s();
     let t = Instant::now();
     engine.resync_all();
     let conv = engine.wait_converged(timeout).await;
     let resync = work_ended(&conv, t);
+    let resync_cpu = process_cpu_s() - cpu_before;
     let rv_after = server.global_rv().await;
-    let (_, w, n) = counts.get();
+    let (s, w, n) = counts.get();
     let (resync_writes, resync_noops) = (w - writes_before, n - noops_before);
+    let resync_syncs = s - syncs_before;
     let server_writes = match (rv_before, rv_after) {
         (Some(a), Some(b)) => format!(
             "resourceVersion {a} -> {b} ({} writes seen by the server)",
@@ -673,9 +718,10 @@ async fn main() {
             .to_string(),
     };
     println!(
-        "no-op resync of {parents} parents: {:.2}s, {} hook calls, {resync_writes} writes by the engine, {resync_noops} no-op writes, {server_writes}{}",
+        "no-op resync of {parents} parents: {:.2}s, {} hook calls, {resync_writes} writes by the engine, {resync_noops} no-op writes, {server_writes}; {resync_syncs} syncs, {}{}",
         resync.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
+        cpu_note(resync_cpu, resync_syncs),
         converged_note(conv.converged)
     );
 
@@ -712,17 +758,20 @@ async fn main() {
     // settle, or its freeing hides the new engine's growth.
     let heap_before = settled_heap().await;
     let rss_before = common::rss_kib(std::process::id());
+    let cpu_before = process_cpu_s();
     let t = Instant::now();
     let engine = start_engine(&client, def, workers, &ns, &restart_counts);
     let conv = engine.wait_converged(timeout).await;
     let restart = work_ended(&conv, t);
+    let restart_cpu = process_cpu_s() - cpu_before;
     let (heap_after, rss_after) = (common::heap_bytes(), common::rss_kib(std::process::id()));
     let (rs, rw, rn) = restart_counts.get();
     println!(
-        "restart on {parents} converged parents: steady after {:.2}s; {rs} syncs ({:.2} per parent), {} hook calls, {rw} writes, {rn} no-op writes{}",
+        "restart on {parents} converged parents: steady after {:.2}s; {rs} syncs ({:.2} per parent), {} hook calls, {rw} writes, {rn} no-op writes; {} (the lists included){}",
         restart.as_secs_f64(),
         rs as f64 / parents as f64,
         calls.load(Ordering::Relaxed) - calls_before,
+        cpu_note(restart_cpu, rs),
         converged_note(conv.converged)
     );
     // Every object the engine caches: the parents and their children.
@@ -792,6 +841,18 @@ async fn main() {
         std::process::exit(1);
     }
     if rs != parents {
+        // Why: the parents synced more than once, with each sync's triggers.
+        if let Ok(t) = restart_counts.triggers.lock() {
+            let mut again: Vec<_> = t.iter().filter(|(_, v)| v.len() > 1).collect();
+            again.sort();
+            eprintln!(
+                "{} parents synced more than once after the restart; the first of them:",
+                again.len()
+            );
+            for (p, syncs) in again.iter().take(5) {
+                eprintln!("  {p}: {}", syncs.join(" then "));
+            }
+        }
         eprintln!(
             "FAIL: a restart on converged parents must sync each exactly once ({rs} syncs for {parents} parents)"
         );

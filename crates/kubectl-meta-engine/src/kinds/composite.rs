@@ -345,6 +345,18 @@ impl SyncKind for Composite {
         self.parent_source.get(key)
     }
 
+    /// From the informer's metadata beside the cached text, without parsing the parent.
+    fn parent_resource_version(&self, key: &ObjectKey) -> Option<String> {
+        match self.parent_source.informer() {
+            Some(i) => i.meta(key)?.resource_version,
+            None => self
+                .parent(key)
+                .as_deref()
+                .and_then(object::resource_version)
+                .map(str::to_string),
+        }
+    }
+
     /// Sync mode, related objects (customize hook), children claimed by the selector.
     async fn observe(
         &self,
@@ -424,19 +436,33 @@ impl SyncKind for Composite {
         body: &Value,
     ) -> Result<Decided, SyncError> {
         let fail = |message: String| SyncError::answer(hook_name, message);
-        let resp =
+        let mut resp =
             hookapi::decode_sync(hook_name, spec.version, body).map_err(|e| fail(e.to_string()))?;
+        // The plan reads the desired children from `desired` alone: no copy of the answer's.
         let mut desired = planner::normalize_desired(
             parent,
             &self.child_types(),
             &seen.selector,
             self.def.spec.generate_selector == Some(true),
-            resp.children.clone(),
+            std::mem::take(&mut resp.children),
         )
         .map_err(|e| fail(format!("{hook_name} hook: {e}")))?;
+        // A child this sync claimed is ours: only the other names are looked up (and parsed)
+        // in the caches.
+        let claimed: std::collections::HashSet<ChildId> = seen
+            .claimed
+            .observed
+            .iter()
+            .flat_map(|(t, objs)| objs.iter().map(move |o| ChildId::of(t, o)))
+            .collect();
         let clashes = planner::foreign_clashes(
             &desired,
-            |id| self.child_source(&id.type_key)?.get(&id.object_key()),
+            |id| {
+                if claimed.contains(id) {
+                    return None;
+                }
+                self.child_source(&id.type_key)?.get(&id.object_key())
+            },
             |o| planner::controlled_by_other(o, &seen.uid),
         );
         if !clashes.is_empty() {

@@ -193,15 +193,16 @@ pub fn apply_holding(
     let last_view = last
         .as_ref()
         .map(|l| server_view::server_view(l, Some(observed)));
-    let mut object = merge(observed, last_view.as_ref(), &annotated_as(&view, &record));
-    if last.as_ref().is_some_and(|l| values_equal(l, &record)) {
-        // Same state, maybe written differently (by Metacontroller): keep the observed text.
-        if let (Some(old), Some(slot)) =
-            (last_applied_text(observed), last_applied_slot(&mut object))
-        {
-            *slot = old.clone();
-        }
-    }
+    // Same state as last applied, maybe written differently (by Metacontroller): keep the
+    // observed text (and skip writing the record out again: the common case, an unchanged
+    // child on every resync).
+    let same_text = last_applied_text(observed)
+        .filter(|_| last.as_ref().is_some_and(|l| values_equal(l, &record)));
+    let desired_view = match same_text {
+        Some(old) => with_last_applied(view, old.clone()),
+        None => annotated_as(&view, &record),
+    };
+    let mut object = merge(observed, last_view.as_ref(), &desired_view);
     let mut held_back = Vec::new();
     if !held.is_empty() {
         // Fields the hot-loop guard holds keep their observed value while the hook asks for
@@ -568,14 +569,17 @@ fn annotated(record: &Value) -> Value {
 
 /// `obj` with the [`LAST_APPLIED`] annotation set to the JSON of `record`.
 fn annotated_as(obj: &Value, record: &Value) -> Value {
-    let mut obj = obj.clone();
-    let text = go_json(record);
+    with_last_applied(obj.clone(), Value::String(go_json(record)))
+}
+
+/// `obj` with the [`LAST_APPLIED`] annotation set to `text`.
+fn with_last_applied(mut obj: Value, text: Value) -> Value {
     if let Some(ann) = obj
         .as_object_mut()
         .and_then(|o| object_entry(o, "metadata"))
         .and_then(|m| object_entry(m, "annotations"))
     {
-        ann.insert(LAST_APPLIED.to_string(), Value::String(text));
+        ann.insert(LAST_APPLIED.to_string(), text);
     }
     obj
 }
@@ -642,12 +646,6 @@ fn sorted_keys(v: &Value) -> Value {
 
 fn last_applied_text(obj: &Value) -> Option<&Value> {
     obj.get("metadata")?.get("annotations")?.get(LAST_APPLIED)
-}
-
-fn last_applied_slot(obj: &mut Value) -> Option<&mut Value> {
-    obj.get_mut("metadata")?
-        .get_mut("annotations")?
-        .get_mut(LAST_APPLIED)
 }
 
 /// The last applied state from the observed annotation, or a warning when it is unusable.

@@ -119,6 +119,17 @@ pub trait SyncKind: Send + Sync + Sized + 'static {
     fn shard_parent(&self, key: &Self::Key) -> Option<Arc<Value>> {
         self.parent(key)
     }
+
+    /// The resourceVersion of the parent of `key` as cached (`None`: absent, or none), for
+    /// telling its own writes' echoes apart; by default read from [`SyncKind::parent`], a kind
+    /// whose cache shows it without parsing the object overrides this.
+    fn parent_resource_version(&self, key: &Self::Key) -> Option<String> {
+        self.parent(key)
+            .as_deref()
+            .and_then(crate::k8s::object::resource_version)
+            .map(str::to_string)
+    }
+
     /// Step 2: the sync mode, related objects and children; `None`: nothing to do.
     fn observe(
         &self,
@@ -486,22 +497,19 @@ impl<S: KindController> Reconciler for Running<S> {
         if !S::DROP_OWN_ECHOES {
             return triggers;
         }
-        let parent = self.ctl.parent(key);
-        let parent_rv = parent
-            .as_deref()
-            .and_then(crate::k8s::object::resource_version);
-        self.ctl
-            .parts()
-            .memory
-            .drop_own_echoes(key, triggers, parent_rv, |type_key, object| {
-                match self.ctl.informer_for(type_key) {
-                    None => Cached::Unknown,
-                    Some(inf) => match inf.meta(object) {
-                        None => Cached::Absent,
-                        Some(m) => Cached::At(m.resource_version),
-                    },
-                }
-            })
+        let parent_rv = self.ctl.parent_resource_version(key);
+        self.ctl.parts().memory.drop_own_echoes(
+            key,
+            triggers,
+            parent_rv.as_deref(),
+            |type_key, object| match self.ctl.informer_for(type_key) {
+                None => Cached::Unknown,
+                Some(inf) => match inf.meta(object) {
+                    None => Cached::Absent,
+                    Some(m) => Cached::At(m.resource_version),
+                },
+            },
+        )
     }
 }
 
