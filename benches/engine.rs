@@ -37,9 +37,12 @@
 //!   parents plus ConfigMap children, from 8 keep-alive clients) and the hook's (as many calls
 //!   as the engine made, at `--workers` concurrency), and the engine's time as a multiple of the
 //!   larger; syncs and hook calls per parent. Then the floor of all the writes the start-up
-//!   made: those creates plus the status writes of the run as updates (each parent's status is
-//!   written twice under Metacontroller's semantics: after its children are created, and once
-//!   the hook sees them), and the engine's time as a multiple of that.
+//!   made, the same objects: every parent created, its children exactly as the hook answers
+//!   them (with the label, controller reference and last-applied annotation the engine adds;
+//!   with the mix, the Deployments set the sandbox's Deployment controller going as the
+//!   engine's did), and as many parent status writes as the engine made (each parent's status
+//!   is written twice under Metacontroller's semantics: after its children are created, and
+//!   once the hook sees them), from 8 clients, and the engine's time as a multiple of that.
 //!
 //! Each of the start-up, no-op resync and restart lines also gives the process CPU the phase
 //! took (`/proc/self/stat`: the engine with the sandbox and the hook server beside it, the
@@ -92,6 +95,22 @@ fn normalized_children(name: &str) -> [Value; 2] {
     ]
 }
 
+/// The children the bench's hook answers for parent `name`: `children` ConfigMaps, and with
+/// `mix` the Secret and Deployment of [`normalized_children`].
+fn hook_children(name: &str, children: usize, mix: bool) -> Vec<Value> {
+    let mut kids: Vec<Value> = (0..children)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-{i}")},
+                "data": {"index": i.to_string(), "parent": name}})
+        })
+        .collect();
+    if mix {
+        kids.extend(normalized_children(name));
+    }
+    kids
+}
+
 async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> String {
     let app = axum::Router::new().route(
         "/sync",
@@ -100,16 +119,7 @@ async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> Str
             async move {
                 calls.fetch_add(1, Ordering::Relaxed);
                 let name = req["parent"]["metadata"]["name"].as_str().unwrap_or("x");
-                let mut kids: Vec<Value> = (0..children)
-                    .map(|i| {
-                        json!({"apiVersion": "v1", "kind": "ConfigMap",
-                            "metadata": {"name": format!("{name}-{i}")},
-                            "data": {"index": i.to_string(), "parent": name}})
-                    })
-                    .collect();
-                if mix {
-                    kids.extend(normalized_children(name));
-                }
+                let kids = hook_children(name, children, mix);
                 let ready = req["children"]["ConfigMap.v1"]
                     .as_object()
                     .map_or(0, |m| m.len());
@@ -176,21 +186,105 @@ async fn api_floor(server: &Server, floor_ns: &str, n: usize) -> f64 {
     .await
 }
 
-/// The API server's floor for `n` updates: merge patches of the ConfigMaps [`api_floor`]
-/// created (`created` of them, in turn), from 8 clients: what the status writes a start-up
-/// makes cost the server.
-async fn api_update_floor(server: &Server, floor_ns: &str, created: usize, n: usize) -> f64 {
-    from_8_clients(server, floor_ns, n, move |api, i| async move {
-        let patch = json!({"data": {"status": format!("update {i}")}});
-        api.patch(
-            &format!("f{:06}", i % created.max(1)),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .expect("floor update");
-    })
-    .await
+/// The floor of all the writes a start-up made, the same objects from 8 keep-alive clients
+/// (client `c` takes every 8th parent, no client-side limit), in namespace `floor_ns` once
+/// no engine runs: for each of `parents` parents of `parent_ar`, its creation, then its
+/// children exactly as the bench's hook answers them ([`hook_children`]: ConfigMaps, and
+/// with `mix` the Secret and the Deployment, whose creation sets the sandbox's Deployment
+/// controller going as the engine's did), each with what the engine adds (the
+/// `controller-uid` label, a controller reference, the last-applied annotation), then
+/// `status_writes` merge patches of the parents' status (spread evenly). The sandbox's
+/// controllers run on as during the engine's run; the time ends with the last write
+/// answered, not when they settle (so the floor does not grow by their lag).
+/// Returns the seconds it took and the writes made (creations of parents included).
+#[allow(clippy::too_many_arguments)]
+async fn all_writes_floor(
+    server: &Server,
+    floor_ns: &str,
+    parent_ar: &kube::discovery::ApiResource,
+    parents: usize,
+    children: usize,
+    mix: bool,
+    status_writes: usize,
+) -> (f64, usize) {
+    use kube::discovery::ApiResource;
+    let kinds = [
+        ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+        ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+    ];
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(server.client().await);
+    }
+    let writes = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(c, client)| {
+            let (floor_ns, parent_ar, kinds) =
+                (floor_ns.to_string(), parent_ar.clone(), kinds.clone());
+            let writes = Arc::clone(&writes);
+            tokio::spawn(async move {
+                let papi: Api<DynamicObject> =
+                    Api::namespaced_with(client.clone(), &floor_ns, &parent_ar);
+                for i in (c..parents).step_by(8) {
+                    let name = format!("fp{i:06}");
+                    let p: DynamicObject = serde_json::from_value(json!({
+                        "apiVersion": parent_ar.api_version, "kind": parent_ar.kind,
+                        "metadata": {"name": name}, "spec": {"n": i}
+                    }))
+                    .expect("floor parent");
+                    let p = papi
+                        .create(&PostParams::default(), &p)
+                        .await
+                        .expect("floor parent create");
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    writes.fetch_add(1, Ordering::Relaxed);
+                    for mut kid in hook_children(&name, children, mix) {
+                        let last_applied = kid.to_string();
+                        let ar = kinds
+                            .iter()
+                            .find(|k| kid["kind"] == k.kind.as_str())
+                            .expect("child kind");
+                        let meta = &mut kid["metadata"];
+                        meta["labels"] = json!({"controller-uid": uid});
+                        meta["annotations"] = json!({
+                            "metacontroller.k8s.io/last-applied-configuration": last_applied
+                        });
+                        meta["ownerReferences"] = json!([{
+                            "apiVersion": parent_ar.api_version, "kind": parent_ar.kind,
+                            "name": name, "uid": uid,
+                            "controller": true, "blockOwnerDeletion": true
+                        }]);
+                        let kid: DynamicObject = serde_json::from_value(kid).expect("child");
+                        Api::<DynamicObject>::namespaced_with(client.clone(), &floor_ns, ar)
+                            .create(&PostParams::default(), &kid)
+                            .await
+                            .expect("floor child create");
+                        writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let mine = status_writes / parents.max(1)
+                        + usize::from(i < status_writes % parents.max(1));
+                    for w in 0..mine {
+                        let patch = json!({"status": {"children": children, "write": w}});
+                        papi.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await
+                            .expect("floor status write");
+                        writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("floor task");
+    }
+    (
+        start.elapsed().as_secs_f64(),
+        writes.load(Ordering::Relaxed),
+    )
 }
 
 /// The hook's floor: `n` calls of a sync request like the engine's, `concurrency` at a time.
@@ -806,11 +900,21 @@ async fn main() {
     //    the start-up made, at the same concurrency.
     let hook_floor_s = hook_floor(&url, start_calls, workers).await;
     let floor = api_floor_s.max(hook_floor_s);
-    // The start-up's other writes (parent statuses) as updates, for the floor of everything
-    // the server had to write: the parents' creates, the children's, and the statuses.
-    let updates = start_writes.saturating_sub(want);
-    let update_floor_s = api_update_floor(&server, &floor_ns, floor_creates, updates).await;
-    let all_writes_floor = (api_floor_s + update_floor_s).max(hook_floor_s);
+    // The floor of all the start-up's writes, the same objects (parents, children, status
+    // writes), from 8 clients.
+    let child_creates = parents * (children + if mix { 2 } else { 0 });
+    let status_writes = start_writes.saturating_sub(child_creates);
+    let (same_writes_s, floor_writes) = all_writes_floor(
+        &server,
+        &floor_ns,
+        &bench_ar,
+        parents,
+        children,
+        mix,
+        status_writes,
+    )
+    .await;
+    let all_writes_floor = same_writes_s.max(hook_floor_s);
     println!(
         "floors: API server {floor_creates} creates from 8 clients in {api_floor_s:.2}s ({:.0}/s); hook {start_calls} calls at concurrency {workers} in {hook_floor_s:.2}s ({:.0}/s). Engine (workers {workers}, api-qps {qps}): converged in {:.2}s = {:.2}x the floor; {:.2} syncs and {:.2} hook calls per parent",
         floor_creates as f64 / api_floor_s,
@@ -821,8 +925,7 @@ async fn main() {
         start_calls as f64 / parents as f64,
     );
     println!(
-        "all writes: the creates plus the start-up's {updates} status writes as updates ({update_floor_s:.2}s from 8 clients) = {:.2}s; the engine took {:.2}x that ({:.2} writes per parent besides its creation)",
-        api_floor_s + update_floor_s,
+        "all writes, the same objects: {floor_writes} writes from 8 clients ({parents} parents created, their {child_creates} children as the hook answers them, {status_writes} status writes) in {same_writes_s:.2}s; the engine took {:.2}x that ({:.2} writes per parent besides its creation)",
         converged.as_secs_f64() / all_writes_floor,
         start_writes as f64 / parents as f64,
     );
