@@ -26,7 +26,8 @@
 //! dead member (its Lease not renewed for the Lease duration) is simply not waited for: it
 //! fenced itself after the renew deadline (shorter) when its renewals failed. On stop the
 //! member fences, its controller's in-flight syncs end, and its Lease is deleted: the others
-//! re-form the ring at once.
+//! re-form the ring at once. The Lease of a member gone without a clean stop is deleted by the
+//! live members once unchanged for [`STALE_LEASE_DURATIONS`] Lease durations.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -36,7 +37,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +54,10 @@ pub const RING_LABEL: &str = "alpha.sharding.timebertt.dev/controllerring";
 /// Annotation on a member Lease: the id of the ring ([`Ring::id`]) this member has drained
 /// for (it syncs nothing that ring assigns to another member).
 pub const DRAINED_ANNOTATION: &str = "kubectl-meta.dev/shard-drained-for";
+
+/// A member Lease unchanged for this many Lease durations (by our observation) is deleted by
+/// the live members ([`Loop::delete_stale`]).
+pub const STALE_LEASE_DURATIONS: u32 = 4;
 
 /// How long one Lease request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -231,6 +236,7 @@ impl Loop {
         let mut live: BTreeMap<String, String> = BTreeMap::new();
         let mut present = std::collections::BTreeSet::new();
         let mut own: Option<Lease> = None;
+        let mut stale: Vec<(String, String)> = Vec::new();
         for l in &listed {
             let Some(name) = l.metadata.name.clone() else {
                 continue;
@@ -254,12 +260,18 @@ impl Loop {
                 continue;
             }
             let rv = l.metadata.resource_version.clone().unwrap_or_default();
-            let entry = self.seen.entry(name).or_insert_with(|| (rv.clone(), now));
+            let entry = self
+                .seen
+                .entry(name.clone())
+                .or_insert_with(|| (rv.clone(), now));
             if entry.0 != rv {
-                *entry = (rv, now);
+                *entry = (rv.clone(), now);
             }
-            if now.duration_since(entry.1) < self.cfg.election.lease_duration {
+            let unchanged = now.duration_since(entry.1);
+            if unchanged < self.cfg.election.lease_duration {
                 live.insert(holder, drained);
+            } else if unchanged >= self.cfg.election.lease_duration * STALE_LEASE_DURATIONS {
+                stale.push((name, rv));
             }
         }
         self.seen.retain(|n, _| present.contains(n));
@@ -323,6 +335,7 @@ impl Loop {
             }
             _ => return,
         }
+        self.delete_stale(stale).await;
 
         // Widen once every live member drained for the wanted ring: first the caches (the
         // buckets gained listed), then the gate.
@@ -351,6 +364,36 @@ impl Loop {
             let gained: BTreeSet<u8> = mine.difference(&before).copied().collect();
             if !gained.is_empty() {
                 let _ = self.widened.send((ctl, Some(gained)));
+            }
+        }
+    }
+
+    /// Delete the Leases of members gone for [`STALE_LEASE_DURATIONS`] Lease durations (a
+    /// replica killed or lost: `run` deletes its own Lease only on a clean stop). Each delete is
+    /// preconditioned on the resourceVersion we saw unchanged, so a member that renewed since
+    /// keeps its Lease; one whose Lease we deleted had long fenced itself (renew deadline) and
+    /// rejoins with a new Lease as a new member. Without this, every replica a Deployment ever
+    /// replaced would leave a Lease behind, and each new replica would wait a Lease duration
+    /// on every one of them before it first sees the ring settle. Failures are left for the next
+    /// round (another member may have deleted it first).
+    async fn delete_stale(&mut self, stale: Vec<(String, String)>) {
+        for (name, rv) in stale {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(rv),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            let deleted = tokio::time::timeout(REQUEST_TIMEOUT, self.api.delete(&name, &dp)).await;
+            if matches!(deleted, Ok(Ok(_))) {
+                tracing::info!(
+                    controller = %self.cfg.controller,
+                    lease = %name,
+                    "deleted the Lease of a member gone for {} Lease durations",
+                    STALE_LEASE_DURATIONS
+                );
+                self.seen.remove(&name);
             }
         }
     }

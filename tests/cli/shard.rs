@@ -620,6 +620,29 @@ async fn sharding_proof(sb: crate::common::external::Cluster, expect: Option<&st
         ("c", c_log),
         ("d", d.output()),
     ]);
+
+    // c's Lease, left behind by the kill, is deleted by the live members once unchanged for 4
+    // Lease durations (12 s here); the live members' Leases stay.
+    let leases = ar("coordination.k8s.io", "Lease", "leases");
+    let gone = Instant::now();
+    wait_for("c's stale Lease deleted", TIMEOUT * 2, || async {
+        let all = names(&sb, &leases, sb.ns()).await;
+        (!all.iter().any(|n| n.ends_with("-shard-replica-c"))).then_some(all)
+    })
+    .await;
+    eprintln!(
+        "FIGURE the killed replica's Lease deleted {:.1}s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+    let left = names(&sb, &leases, sb.ns()).await;
+    for who in ["a", "b", "d"] {
+        assert!(
+            left.iter()
+                .any(|n| n.ends_with(&format!("-shard-replica-{who}"))),
+            "{who}'s Lease stays: {left:?} ({:?} after c's went)",
+            gone.elapsed()
+        );
+    }
     let (ok, stderr) = d.interrupt().await;
     assert!(ok, "{stderr}");
 }
