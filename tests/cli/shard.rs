@@ -364,31 +364,33 @@ async fn assert_received_parents(ports: &[u16], before: &[f64], mode: &str) {
 /// replicas: a list of the parents with the selector of half the hash range holds fewer than
 /// all of them (a server without the gate ignores the parameter).
 async fn server_filters(sb: &impl Target) -> bool {
-    let path = |sel: &str| {
-        let mut q = String::new();
-        for b in sel.bytes() {
-            if b.is_ascii_alphanumeric() {
-                q.push(char::from(b));
-            } else {
-                q.push_str(&format!("%{b:02X}"));
-            }
-        }
-        format!(
-            "/apis/example.kubectl-meta.dev/v1/namespaces/{}/helloworlds?shardSelector={q}",
-            sb.ns()
-        )
-    };
+    server_filters_on(
+        sb,
+        "/apis/example.kubectl-meta.dev/v1",
+        "helloworlds",
+        PARENTS + 1,
+    )
+    .await
+}
+
+/// [`server_filters`] for the `all` objects of `plural` under `prefix` (`/api/v1`, `/apis/G/V`)
+/// in the test's namespace.
+async fn server_filters_on(sb: &impl Target, prefix: &str, plural: &str, all: usize) -> bool {
     let half = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
-    let req = http::Request::get(path(half))
-        .body(Vec::new())
-        .expect("request");
-    let list: Value = sb.client().request(req).await.expect("list of parents");
+    let mut q = String::new();
+    for b in half.bytes() {
+        if b.is_ascii_alphanumeric() {
+            q.push(char::from(b));
+        } else {
+            q.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let path = format!("{prefix}/namespaces/{}/{plural}?shardSelector={q}", sb.ns());
+    let req = http::Request::get(path).body(Vec::new()).expect("request");
+    let list: Value = sb.client().request(req).await.expect("list");
     let n = list["items"].as_array().map_or(0, Vec::len);
-    eprintln!(
-        "the server answers {n} of {} parents for half the hash range",
-        PARENTS + 1
-    );
-    n <= PARENTS
+    eprintln!("the server answers {n} of {all} {plural} for half the hash range");
+    n < all
 }
 
 /// Each replica caches only its share (`kubectl_meta_cached_objects`, mode `mode`: `server`
@@ -702,6 +704,12 @@ async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
     };
     let (_home, _server, ports, [a, b, c]) =
         three_converged(&sb, &list, DECORATOR_HOOK, def, "-att", TARGETS).await;
+    // Targets are listed with a shardSelector where the server honours one.
+    let mode = if server_filters_on(&sb, "/api/v1", "configmaps", TARGETS).await {
+        "server"
+    } else {
+        "label"
+    };
     let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
     ring_of_controller(&ports, DECORATOR, 3).await;
 
@@ -747,7 +755,7 @@ async fn three_sharded_replicas_narrow_a_decorators_targets_and_attachments() {
         );
         assert_eq!(
             metric_mode(*p, DECORATOR).await.as_deref(),
-            Some("label"),
+            Some(mode),
             "replica on {p}"
         );
     }
@@ -846,6 +854,12 @@ async fn three_sharded_replicas_narrow_a_map_controllers_parents_and_outputs() {
     };
     let (_home, _server, ports, [a, b, c]) =
         three_converged(&sb, &list, MAP_HOOK, def, "-out", MAP_PARENTS).await;
+    let prefix = "/apis/example.kubectl-meta.dev/v1";
+    let mode = if server_filters_on(&sb, prefix, "snapshotschedules", MAP_PARENTS).await {
+        "server-except-inputs"
+    } else {
+        "label-except-inputs"
+    };
     let (_ga, _gb, _gc) = (guard(&a), guard(&b), guard(&c));
     ring_of_controller(&ports, MAPPER, 3).await;
 
@@ -891,7 +905,7 @@ async fn three_sharded_replicas_narrow_a_map_controllers_parents_and_outputs() {
         );
         assert_eq!(
             metric_mode(*p, MAPPER).await.as_deref(),
-            Some("label-except-inputs"),
+            Some(mode),
             "replica on {p}"
         );
     }
@@ -901,16 +915,22 @@ async fn three_sharded_replicas_narrow_a_map_controllers_parents_and_outputs() {
 /// The `mode` of a replica's `kubectl_meta_shard_cache_mode` for `controller`.
 async fn metric_mode(port: u16, controller: &str) -> Option<String> {
     let (_, body) = http_get(port, "/metrics").await?;
-    ["label", "label-except-inputs", "all"]
-        .into_iter()
-        .find(|m| {
-            sample(
-                &parse_prometheus(&body),
-                "kubectl_meta_shard_cache_mode",
-                &[("controller", controller), ("mode", m)],
-            ) == Some(1.0)
-        })
-        .map(str::to_string)
+    [
+        "server",
+        "label",
+        "server-except-inputs",
+        "label-except-inputs",
+        "all",
+    ]
+    .into_iter()
+    .find(|m| {
+        sample(
+            &parse_prometheus(&body),
+            "kubectl_meta_shard_cache_mode",
+            &[("controller", controller), ("mode", m)],
+        ) == Some(1.0)
+    })
+    .map(str::to_string)
 }
 
 /// Starts a hook server (the command `command` builds for a free port) and waits until it
