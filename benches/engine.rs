@@ -515,23 +515,6 @@ async fn start_telemetry(traces: bool) -> (kubectl_meta::telemetry::Telemetry, A
     (telemetry, exported)
 }
 
-/// The live heap once it stops moving (no sample in 1 s more than 64 KiB from the last one; at
-/// most 30 s): what a stopped engine's tasks free after it returned.
-async fn settled_heap() -> usize {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = common::heap_bytes();
-    let mut still_since = Instant::now();
-    while still_since.elapsed() < Duration::from_secs(1) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let now = common::heap_bytes();
-        if now.abs_diff(last) > 64 * 1024 {
-            still_since = Instant::now();
-        }
-        last = now;
-    }
-    last
-}
-
 /// The parts of the restarted engine's working set that can be told apart from outside, in
 /// bytes: what the rest of the live heap growth is made of (indexes, keys, per-parent memory)
 /// is the difference.
@@ -850,7 +833,7 @@ async fn main() {
     let restart_counts = Arc::new(Counts::default());
     // The first engine's tasks free its caches after `shutdown` returns: wait for the heap to
     // settle, or its freeing hides the new engine's growth.
-    let heap_before = settled_heap().await;
+    let heap_before = common::settled_heap().await;
     let rss_before = common::rss_kib(std::process::id());
     let cpu_before = process_cpu_s();
     let t = Instant::now();
@@ -889,7 +872,7 @@ async fn main() {
     parts.print(grown, cached);
     engine.shutdown().await;
     // Cross-check: what the heap gave back once this engine stopped.
-    let released = heap_after.saturating_sub(settled_heap().await);
+    let released = heap_after.saturating_sub(common::settled_heap().await);
     println!(
         "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
         released as f64 / 1024.0 / 1024.0,

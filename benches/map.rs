@@ -10,7 +10,11 @@
 //! - initial convergence: from engine start until every output exists and the parent's status
 //!   counts them all, with the hook calls it took (must be N) and the process's peak RSS;
 //! - reacting to a change of one input: the time until its output shows the change and the
-//!   engine is idle again, and the hook calls it took (must be exactly 1; exits 1 otherwise).
+//!   engine is idle again, and the hook calls it took (must be exactly 1; exits 1 otherwise);
+//! - a restart on the converged map and the MapController's whole working set per cached
+//!   object: the live heap (counted by the bench's allocator, `common::heap_bytes`) the new
+//!   engine grew by until it converged (caches, indexes, per map key its routing and replay
+//!   memory), and what it gave back when stopped. Two sizes give the slope.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,13 +143,14 @@ async fn main() {
         ..EngineOptions::default()
     };
     let ctx = Arc::new(
-        EngineContext::new(engine_client, EventBus::new(), options).expect("engine context"),
+        EngineContext::new(engine_client.clone(), EventBus::new(), options)
+            .expect("engine context"),
     );
 
     // 1. Initial convergence.
     let start = Instant::now();
     let mut engine = Engine::new(ctx);
-    engine.start(def);
+    engine.start(def.clone());
     let mut status_ok = false;
     while start.elapsed() < Duration::from_secs(900) {
         let p = papi.get("all").await.expect("get parent");
@@ -213,6 +218,55 @@ async fn main() {
         }
     );
     engine.shutdown().await;
+
+    // 3. The MapController's whole working set: a new engine on the converged map. What the
+    //    process's live heap grew by from before it started (the first engine's memory freed:
+    //    the heap settled) until it converged: its caches (the parent; the inputs and outputs,
+    //    one ConfigMap informer), their indexes, and per map key its routing and replay memory.
+    let heap_before = common::settled_heap().await;
+    let calls_before = calls.load(Ordering::Relaxed);
+    let t = Instant::now();
+    let ctx = Arc::new(
+        EngineContext::new(
+            engine_client.clone(),
+            EventBus::new(),
+            EngineOptions {
+                workers,
+                namespace: Some(ns.clone()),
+                ..EngineOptions::default()
+            },
+        )
+        .expect("engine context"),
+    );
+    let mut engine = Engine::new(ctx);
+    engine.start(def);
+    let conv = engine.wait_converged(Duration::from_secs(300)).await;
+    let restart = work_ended(&conv, t);
+    let heap_after = common::heap_bytes();
+    let cached = 2 * inputs + 1;
+    let grown = heap_after.saturating_sub(heap_before);
+    println!(
+        "restart on the converged map: steady after {:.2}s, {} hook calls{}",
+        restart.as_secs_f64(),
+        calls.load(Ordering::Relaxed) - calls_before,
+        if conv.converged {
+            ""
+        } else {
+            " (NOT converged)"
+        }
+    );
+    println!(
+        "memory, MapController working set after the restart: {:.1} MiB of live heap for {cached} cached objects (the parent, {inputs} inputs, {inputs} outputs; {inputs} map keys with their replay memory) = {:.2} KB per cached object (run two sizes for the slope: --inputs)",
+        grown as f64 / 1024.0 / 1024.0,
+        grown as f64 / cached as f64 / 1000.0
+    );
+    engine.shutdown().await;
+    let released = heap_after.saturating_sub(common::settled_heap().await);
+    println!(
+        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
+        released as f64 / 1024.0 / 1024.0,
+        released as f64 / cached as f64 / 1000.0
+    );
     server.cleanup(&[plural.as_str()], &[&ns]).await;
     if initial_calls != inputs || change_calls != 1 {
         eprintln!(

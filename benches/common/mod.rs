@@ -90,6 +90,23 @@ pub fn heap_bytes() -> usize {
         .max(0) as usize
 }
 
+/// The live heap once it stops moving (no sample in 1 s more than 64 KiB from the last one; at
+/// most 30 s): what a stopped engine's tasks free after it returned.
+pub async fn settled_heap() -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = heap_bytes();
+    let mut still_since = Instant::now();
+    while still_since.elapsed() < Duration::from_secs(1) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = heap_bytes();
+        if now.abs_diff(last) > 64 * 1024 {
+            still_since = Instant::now();
+        }
+        last = now;
+    }
+    last
+}
+
 /// Group of the bench CRDs.
 pub const GROUP: &str = "bench.kubectl-meta.dev";
 

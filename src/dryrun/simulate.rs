@@ -918,7 +918,7 @@ async fn read_statuses(
 /// and ask for the parent's status after each writing sync; once `done` is cancelled, take
 /// what is left on the bus and return.
 async fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    mut rx: crate::engine::events::EventReceiver,
     out: Collected,
     read_status: tokio::sync::mpsc::UnboundedSender<(String, String)>,
     done: tokio_util::sync::CancellationToken,

@@ -22,10 +22,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value};
-use tokio::sync::broadcast::{
-    self,
-    error::{RecvError, TryRecvError},
-};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::engine::events::{EngineEvent, EventSubject};
 use crate::view::notice::{
@@ -528,7 +525,7 @@ impl<W: Write> Printer<W> {
 /// many events were lost and goes on. Returns early only when writing fails (for example
 /// stdout closed).
 pub async fn run<W: Write>(
-    mut rx: broadcast::Receiver<EngineEvent>,
+    mut rx: crate::engine::events::EventReceiver,
     mut printer: Printer<W>,
     stop: impl std::future::Future<Output = ()>,
 ) -> io::Result<()> {
@@ -1351,14 +1348,14 @@ mod tests {
 
     #[tokio::test]
     async fn run_reports_lag_and_stops_when_the_channel_closes() {
-        let (tx, rx) = broadcast::channel(2);
+        let tx = crate::engine::events::EventBus::with_capacity(2);
+        let rx = tx.subscribe();
         // Five events into a channel of two: the first three are lost before `run` reads.
         for i in 0..5 {
-            tx.send(EngineEvent::Info {
+            tx.publish(EngineEvent::Info {
                 controller: None,
                 message: format!("n{i}"),
-            })
-            .expect("receiver alive");
+            });
         }
         drop(tx);
         let out = Shared::default();
@@ -1389,13 +1386,13 @@ mod tests {
 
     #[tokio::test]
     async fn run_stops_when_told_although_senders_live_and_prints_what_was_queued() {
-        let (tx, rx) = broadcast::channel(16);
+        let tx = crate::engine::events::EventBus::with_capacity(16);
+        let rx = tx.subscribe();
         for i in 0..2 {
-            tx.send(EngineEvent::Info {
+            tx.publish(EngineEvent::Info {
                 controller: None,
                 message: format!("n{i}"),
-            })
-            .expect("receiver alive");
+            });
         }
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);
@@ -1409,9 +1406,9 @@ mod tests {
 
     #[tokio::test]
     async fn run_flushes_held_back_syncs_at_close() {
-        let (tx, rx) = broadcast::channel(16);
-        tx.send(started("p", vec![Trigger::Manual]))
-            .expect("receiver alive");
+        let tx = crate::engine::events::EventBus::with_capacity(16);
+        let rx = tx.subscribe();
+        tx.publish(started("p", vec![Trigger::Manual]));
         drop(tx);
         let out = Shared::default();
         let p = Printer::new(out.clone(), OutputFormat::Human, false, false);

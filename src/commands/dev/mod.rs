@@ -315,7 +315,7 @@ async fn prepare(
 /// The event log, and what the TUI (if any) will read.
 struct LogOutput {
     log: EventLog,
-    tui_events: Option<tokio::sync::broadcast::Receiver<EngineEvent>>,
+    tui_events: Option<crate::engine::events::EventReceiver>,
     color: bool,
 }
 
@@ -469,7 +469,7 @@ fn spawn_tui(
     cfg: &DevConfig,
     conn: &Connection,
     dev: &DevLoop,
-    events: tokio::sync::broadcast::Receiver<EngineEvent>,
+    events: crate::engine::events::EventReceiver,
     tx: tokio::sync::mpsc::Sender<control::Request>,
     color: bool,
 ) -> Tui {

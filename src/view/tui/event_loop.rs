@@ -22,7 +22,6 @@ use super::ui;
 use crate::devloop::control::{Command, Request};
 use crate::engine::QueueStats;
 use crate::engine::error::WritesHeld;
-use crate::engine::events::EngineEvent;
 
 /// The most frames drawn per second.
 pub const FPS: u64 = 30;
@@ -64,7 +63,7 @@ pub enum ReplayFrame {
     Position(ReplayPosition),
     /// The timeline starts again from its first state (a step back): the model forgets what
     /// it showed and reads these events instead (subscribed before the new engine started).
-    Restart(broadcast::Receiver<EngineEvent>),
+    Restart(crate::engine::events::EventReceiver),
 }
 
 /// The next frame of a replay, or never when there is none (`None`: it ended).
@@ -108,7 +107,7 @@ pub struct Wiring<S> {
     /// Terminal input events.
     pub input: S,
     /// Engine events.
-    pub events: broadcast::Receiver<EngineEvent>,
+    pub events: crate::engine::events::EventReceiver,
     /// Commands to the dev loop (resync, pause, replay).
     pub commands: mpsc::Sender<Request>,
     /// Ends the loop (the dev loop is stopping).

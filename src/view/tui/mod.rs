@@ -25,11 +25,10 @@ pub(crate) mod theme;
 pub mod tree;
 pub mod ui;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::devloop::control::Request;
-use crate::engine::events::EngineEvent;
 
 /// Sends `true` when dropped.
 struct Done(watch::Sender<bool>);
@@ -52,7 +51,7 @@ impl Tui {
     /// so the controllers' start is seen) and `feeds`, sending commands on `commands`.
     /// `context` is the status bar's context and namespace; `color` false for `NO_COLOR`.
     pub fn spawn(
-        events: broadcast::Receiver<EngineEvent>,
+        events: crate::engine::events::EventReceiver,
         feeds: event_loop::Feeds,
         commands: mpsc::Sender<Request>,
         context: String,
