@@ -20,106 +20,49 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::post;
-use futures::StreamExt;
-use kube::api::{Api, ListParams, PostParams};
-use kube_sandbox::SandboxConfig;
-use kubectl_meta::engine::Engine;
-use kubectl_meta::engine::events::EventBus;
-use kubectl_meta::engine::{EngineContext, EngineOptions};
+use kube::api::{Api, ListParams};
 use kubectl_meta::spec::{self, Source};
-use serde_json::{Value, json};
+use serde_json::json;
 
 mod common;
 use common::{Server, arg, work_ended};
 
 /// The sync hook: label the target, attach one Secret `<target>-att` holding its name.
 async fn hook_server(calls: Arc<AtomicUsize>) -> String {
-    let app = axum::Router::new().route(
-        "/sync",
-        post(move |Json(req): Json<Value>| {
-            let calls = Arc::clone(&calls);
-            async move {
-                calls.fetch_add(1, Ordering::Relaxed);
-                let name = req["object"]["metadata"]["name"].as_str().unwrap_or("x");
-                Json(json!({"labels": {"decorated": "yes"},
-                    "attachments": [{"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": format!("{name}-att")},
-                        "stringData": {"from": name}}]}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind hook server");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/sync")
+    common::counting_hook("/sync", calls, |req| {
+        let name = req["object"]["metadata"]["name"].as_str().unwrap_or("x");
+        json!({"labels": {"decorated": "yes"},
+            "attachments": [{"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("{name}-att")},
+                "stringData": {"from": name}}]})
+    })
+    .await
 }
 
-/// An engine running `def` in namespace `ns` with `workers` workers, on `dev`'s client.
-fn start_engine(
-    client: &kube::Client,
-    def: spec::ControllerDef,
-    workers: usize,
-    ns: &str,
-) -> Engine {
-    let ctx = Arc::new(
-        EngineContext::new(
-            client.clone(),
-            EventBus::new(),
-            EngineOptions {
-                workers,
-                namespace: Some(ns.to_string()),
-                ..EngineOptions::default()
-            },
-        )
-        .expect("engine context"),
-    );
-    let mut engine = Engine::new(ctx);
-    engine.start(def);
-    engine
+/// The resourceVersion of a list of `api` (on the sandbox, its global one: any write moves it).
+async fn list_rv<K>(api: &Api<K>) -> Option<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
 }
 
 #[tokio::main]
 async fn main() {
     let targets = arg("--targets", 5000);
-    let workers = arg("--workers", EngineOptions::default().workers);
-    let qps = arg("--api-qps", 0) as f64;
-    let mut cfg = SandboxConfig::ephemeral();
-    cfg.tunables.kubelet_delay = None;
-    let server = Server::from_args(cfg).await;
-    let client = server.client().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let engine_client = server.dev_client(qps, dir.path()).await;
-    let ns = match server {
-        Server::Sandbox(_) => server.namespace("default").await,
-        Server::External { .. } => server.namespace("decorator").await,
-    };
-    println!("server: {}", server.label());
+    let (server, client, engine_client, ns, workers, qps, _dir) = common::setup("decorator").await;
 
     // The targets, before the engine starts.
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
-    futures::stream::iter(0..targets)
-        .map(|i| {
-            let cm = cm.clone();
-            async move {
-                let o: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
-                    "metadata": {"name": format!("t-{i:05}"), "labels": {"decorate": "yes"}},
-                    "data": {"v": "1"}
-                }))
-                .expect("target");
-                cm.create(&PostParams::default(), &o)
-                    .await
-                    .expect("create target");
-            }
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<()>>()
-        .await;
+    common::create_configmaps(&cm, targets, 16, |i| {
+        json!({"metadata": {"name": format!("t-{i:05}"), "labels": {"decorate": "yes"}},
+            "data": {"v": "1"}})
+    })
+    .await;
 
     let calls = Arc::new(AtomicUsize::new(0));
     let url = hook_server(Arc::clone(&calls)).await;
@@ -142,7 +85,7 @@ async fn main() {
     // 1. Initial convergence: every target labelled, every attachment there.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
     let start = Instant::now();
-    let engine = start_engine(&engine_client, def.clone(), workers, &ns);
+    let engine = common::start_engine(&engine_client, def.clone(), workers, &ns);
     let decorated = ListParams::default().labels("decorated=yes");
     loop {
         let labelled = cm.list_metadata(&decorated).await.expect("list targets");
@@ -177,34 +120,20 @@ async fn main() {
         converged.as_secs_f64(),
         targets as f64 / converged.as_secs_f64(),
         initial_calls as f64 / targets as f64,
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        common::converged_note(conv.converged)
     );
     engine.shutdown().await;
 
     // 2. The DecoratorController's whole working set: a new engine on the converged targets.
     let heap_before = common::settled_heap().await;
-    let rv_before = cm
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .expect("list")
-        .metadata
-        .resource_version;
+    let rv_before = list_rv(&cm).await;
     let calls_before = calls.load(Ordering::Relaxed);
     let t = Instant::now();
-    let engine = start_engine(&engine_client, def, workers, &ns);
+    let engine = common::start_engine(&engine_client, def, workers, &ns);
     let conv = engine.wait_converged(Duration::from_secs(300)).await;
     let restart = work_ended(&conv, t);
     let heap_after = common::heap_bytes();
-    let rv_after = cm
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .expect("list")
-        .metadata
-        .resource_version;
+    let rv_after = list_rv(&cm).await;
     let restart_calls = calls.load(Ordering::Relaxed) - calls_before;
     // The targets and their attachments (a namespace's own ConfigMap, if any, is also cached).
     let cached = 2 * targets;
@@ -214,24 +143,17 @@ async fn main() {
         restart.as_secs_f64(),
         rv_before.as_deref().unwrap_or("?"),
         rv_after.as_deref().unwrap_or("?"),
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        common::converged_note(conv.converged)
     );
-    println!(
-        "memory, DecoratorController working set after the restart: {:.1} MiB of live heap for {cached} cached objects ({targets} targets, {targets} attachments; per target its replay memory) = {:.2} KB per cached object (run two sizes for the slope: --targets)",
-        grown as f64 / 1024.0 / 1024.0,
-        grown as f64 / cached as f64 / 1000.0
+    common::print_working_set(
+        "DecoratorController",
+        grown,
+        cached,
+        &format!("{targets} targets, {targets} attachments; per target its replay memory"),
+        "--targets",
     );
     engine.shutdown().await;
-    let released = heap_after.saturating_sub(common::settled_heap().await);
-    println!(
-        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
-        released as f64 / 1024.0 / 1024.0,
-        released as f64 / cached as f64 / 1000.0
-    );
+    common::print_released(heap_after, cached).await;
     // On a real server others' writes move its resourceVersion too: checked on the sandbox.
     let on_sandbox = matches!(server, Server::Sandbox(_));
     server.cleanup(&[], &[&ns]).await;

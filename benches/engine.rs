@@ -62,8 +62,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::post;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube_sandbox::SandboxConfig;
@@ -112,29 +110,15 @@ fn hook_children(name: &str, children: usize, mix: bool) -> Vec<Value> {
 }
 
 async fn hook_server(children: usize, mix: bool, calls: Arc<AtomicUsize>) -> String {
-    let app = axum::Router::new().route(
-        "/sync",
-        post(move |Json(req): Json<Value>| {
-            let calls = Arc::clone(&calls);
-            async move {
-                calls.fetch_add(1, Ordering::Relaxed);
-                let name = req["parent"]["metadata"]["name"].as_str().unwrap_or("x");
-                let kids = hook_children(name, children, mix);
-                let ready = req["children"]["ConfigMap.v1"]
-                    .as_object()
-                    .map_or(0, |m| m.len());
-                Json(json!({"status": {"children": ready}, "children": kids}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind hook server");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/sync")
+    common::counting_hook("/sync", calls, move |req| {
+        let name = req["parent"]["metadata"]["name"].as_str().unwrap_or("x");
+        let kids = hook_children(name, children, mix);
+        let ready = req["children"]["ConfigMap.v1"]
+            .as_object()
+            .map_or(0, |m| m.len());
+        json!({"status": {"children": ready}, "children": kids})
+    })
+    .await
 }
 
 type ConfigMaps = Api<k8s_openapi::api::core::v1::ConfigMap>;
@@ -459,10 +443,6 @@ fn cpu_note(cpu_s: f64, syncs: usize) -> String {
     )
 }
 
-fn converged_note(c: bool) -> &'static str {
-    if c { "" } else { " (NOT converged)" }
-}
-
 /// Spans an OTLP receiver decoded, and the export requests it answered.
 #[derive(Default)]
 struct Exported {
@@ -480,7 +460,7 @@ async fn start_telemetry(traces: bool) -> (kubectl_meta::telemetry::Telemetry, A
         let counts = Arc::clone(&exported);
         let app = axum::Router::new().route(
             "/v1/traces",
-            post(move |body: axum::body::Bytes| {
+            axum::routing::post(move |body: axum::body::Bytes| {
                 let counts = Arc::clone(&counts);
                 async move {
                     let req = ExportTraceServiceRequest::decode(body).expect("OTLP request");
@@ -757,7 +737,7 @@ async fn main() {
         want as f64 / all_children.as_secs_f64(),
         converged.as_secs_f64(),
         cpu_note(start_cpu, start_syncs),
-        converged_note(conv.converged)
+        common::converged_note(conv.converged)
     );
     let flight_size = arg("--flight-recorder", 0);
     if flight_size > 0 {
@@ -799,7 +779,7 @@ async fn main() {
         resync.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
         cpu_note(resync_cpu, resync_syncs),
-        converged_note(conv.converged)
+        common::converged_note(conv.converged)
     );
 
     // 3. A hot reload: every parent resynced and its last request replayed, as `dev` does.
@@ -821,7 +801,7 @@ async fn main() {
         reloaded.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
         counts.get().1 - writes_before,
-        converged_note(conv.converged)
+        common::converged_note(conv.converged)
     );
     engine.shutdown().await;
 
@@ -849,7 +829,7 @@ async fn main() {
         rs as f64 / parents as f64,
         calls.load(Ordering::Relaxed) - calls_before,
         cpu_note(restart_cpu, rs),
-        converged_note(conv.converged)
+        common::converged_note(conv.converged)
     );
     // Every object the engine caches: the parents and their children.
     let cached = parents * (1 + children + if mix { 2 } else { 0 });
@@ -872,12 +852,7 @@ async fn main() {
     parts.print(grown, cached);
     engine.shutdown().await;
     // Cross-check: what the heap gave back once this engine stopped.
-    let released = heap_after.saturating_sub(common::settled_heap().await);
-    println!(
-        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
-        released as f64 / 1024.0 / 1024.0,
-        released as f64 / cached as f64 / 1000.0
-    );
+    common::print_released(heap_after, cached).await;
 
     // 5. The floors: the API server's (measured first) and the hook's, for as many calls as
     //    the start-up made, at the same concurrency.

@@ -20,44 +20,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::post;
-use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube_sandbox::SandboxConfig;
-use kubectl_meta::engine::Engine;
-use kubectl_meta::engine::events::EventBus;
-use kubectl_meta::engine::{EngineContext, EngineOptions};
 use kubectl_meta::spec::{self, Source};
-use serde_json::{Value, json};
+use serde_json::json;
 
 mod common;
-use common::{Server, arg, work_ended};
+use common::{arg, work_ended};
 
 /// The map hook: input `in-N` -> output ConfigMap `out-N` with the input's data.
 async fn hook_server(calls: Arc<AtomicUsize>) -> String {
-    let app = axum::Router::new().route(
-        "/map",
-        post(move |Json(req): Json<Value>| {
-            let calls = Arc::clone(&calls);
-            async move {
-                calls.fetch_add(1, Ordering::Relaxed);
-                let name = req["input"]["metadata"]["name"].as_str().unwrap_or("x");
-                let out = name.replacen("in-", "out-", 1);
-                Json(json!({"outputs": [{"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": out, "labels": {"role": "out"}},
-                    "data": req["input"]["data"]}]}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind hook server");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/map")
+    common::counting_hook("/map", calls, |req| {
+        let name = req["input"]["metadata"]["name"].as_str().unwrap_or("x");
+        let out = name.replacen("in-", "out-", 1);
+        json!({"outputs": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": out, "labels": {"role": "out"}},
+            "data": req["input"]["data"]}]})
+    })
+    .await
 }
 
 /// Peak resident set size of this process (engine, sandbox and hook server together), in MiB.
@@ -71,20 +50,7 @@ fn peak_rss_mib() -> Option<f64> {
 #[tokio::main]
 async fn main() {
     let inputs = arg("--inputs", 5000);
-    let workers = arg("--workers", EngineOptions::default().workers);
-    let qps = arg("--api-qps", 0) as f64;
-    let mut cfg = SandboxConfig::ephemeral();
-    cfg.tunables.kubelet_delay = None;
-    let server = Server::from_args(cfg).await;
-    let client = server.client().await;
-    // The engine's client is `dev`'s (default: no fixed rate, the adaptive window).
-    let dir = tempfile::tempdir().expect("tempdir");
-    let engine_client = server.dev_client(qps, dir.path()).await;
-    let ns = match server {
-        Server::Sandbox(_) => server.namespace("default").await,
-        Server::External { .. } => server.namespace("map").await,
-    };
-    println!("server: {}", server.label());
+    let (server, client, engine_client, ns, workers, qps, _dir) = common::setup("map").await;
 
     let (kind, plural) = server.crd_names("Map", "maps");
     let map_ar = common::install_crd(&client, &kind, &plural).await;
@@ -93,23 +59,11 @@ async fn main() {
     // The inputs and the parent, before the engine starts.
     let cm: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
-    futures::stream::iter(0..inputs)
-        .map(|i| {
-            let cm = cm.clone();
-            async move {
-                let o: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
-                    "metadata": {"name": format!("in-{i:05}"), "labels": {"role": "in"}},
-                    "data": {"v": "1"}
-                }))
-                .expect("input");
-                cm.create(&PostParams::default(), &o)
-                    .await
-                    .expect("create input");
-            }
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<()>>()
-        .await;
+    common::create_configmaps(&cm, inputs, 16, |i| {
+        json!({"metadata": {"name": format!("in-{i:05}"), "labels": {"role": "in"}},
+            "data": {"v": "1"}})
+    })
+    .await;
     let created = t.elapsed();
     let parent: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "bench.kubectl-meta.dev/v1", "kind": kind,
@@ -137,20 +91,9 @@ async fn main() {
         Source::cluster("mapcontroller", "bench"),
     )
     .expect("definition");
-    let options = EngineOptions {
-        workers,
-        namespace: Some(ns.clone()),
-        ..EngineOptions::default()
-    };
-    let ctx = Arc::new(
-        EngineContext::new(engine_client.clone(), EventBus::new(), options)
-            .expect("engine context"),
-    );
-
     // 1. Initial convergence.
     let start = Instant::now();
-    let mut engine = Engine::new(ctx);
-    engine.start(def.clone());
+    let engine = common::start_engine(&engine_client, def.clone(), workers, &ns);
     let mut status_ok = false;
     while start.elapsed() < Duration::from_secs(900) {
         let p = papi.get("all").await.expect("get parent");
@@ -211,11 +154,7 @@ async fn main() {
         "one input changed: output updated after {:.1}ms; engine idle again after {:.0}ms; {change_calls} hook call(s){}",
         followed.as_secs_f64() * 1000.0,
         idle.as_secs_f64() * 1000.0,
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        common::converged_note(conv.converged)
     );
     engine.shutdown().await;
 
@@ -226,20 +165,7 @@ async fn main() {
     let heap_before = common::settled_heap().await;
     let calls_before = calls.load(Ordering::Relaxed);
     let t = Instant::now();
-    let ctx = Arc::new(
-        EngineContext::new(
-            engine_client.clone(),
-            EventBus::new(),
-            EngineOptions {
-                workers,
-                namespace: Some(ns.clone()),
-                ..EngineOptions::default()
-            },
-        )
-        .expect("engine context"),
-    );
-    let mut engine = Engine::new(ctx);
-    engine.start(def);
+    let engine = common::start_engine(&engine_client, def, workers, &ns);
     let conv = engine.wait_converged(Duration::from_secs(300)).await;
     let restart = work_ended(&conv, t);
     let heap_after = common::heap_bytes();
@@ -249,24 +175,19 @@ async fn main() {
         "restart on the converged map: steady after {:.2}s, {} hook calls{}",
         restart.as_secs_f64(),
         calls.load(Ordering::Relaxed) - calls_before,
-        if conv.converged {
-            ""
-        } else {
-            " (NOT converged)"
-        }
+        common::converged_note(conv.converged)
     );
-    println!(
-        "memory, MapController working set after the restart: {:.1} MiB of live heap for {cached} cached objects (the parent, {inputs} inputs, {inputs} outputs; {inputs} map keys with their replay memory) = {:.2} KB per cached object (run two sizes for the slope: --inputs)",
-        grown as f64 / 1024.0 / 1024.0,
-        grown as f64 / cached as f64 / 1000.0
+    common::print_working_set(
+        "MapController",
+        grown,
+        cached,
+        &format!(
+            "the parent, {inputs} inputs, {inputs} outputs; {inputs} map keys with their replay memory"
+        ),
+        "--inputs",
     );
     engine.shutdown().await;
-    let released = heap_after.saturating_sub(common::settled_heap().await);
-    println!(
-        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
-        released as f64 / 1024.0 / 1024.0,
-        released as f64 / cached as f64 / 1000.0
-    );
+    common::print_released(heap_after, cached).await;
     server.cleanup(&[plural.as_str()], &[&ns]).await;
     if initial_calls != inputs || change_calls != 1 {
         eprintln!(

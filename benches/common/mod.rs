@@ -107,6 +107,153 @@ pub async fn settled_heap() -> usize {
     last
 }
 
+/// Serve `app` on a free port of 127.0.0.1 in the background; its address.
+pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a bench server");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
+/// A hook served over HTTP on 127.0.0.1 at `path` (`/sync`, `/map`): every POSTed request is
+/// counted in `calls` and answered with `answer(request)`. Returns its URL.
+pub async fn counting_hook<F>(
+    path: &str,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    answer: F,
+) -> String
+where
+    F: Fn(&serde_json::Value) -> serde_json::Value + Clone + Send + Sync + 'static,
+{
+    let app = axum::Router::new().route(
+        path,
+        axum::routing::post(move |axum::Json(req): axum::Json<serde_json::Value>| {
+            let (calls, answer) = (std::sync::Arc::clone(&calls), answer.clone());
+            async move {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                axum::Json(answer(&req))
+            }
+        }),
+    );
+    let addr = serve(app).await;
+    format!("http://{addr}{path}")
+}
+
+/// What a single-controller bench (map, decorator) starts from: the server of `--kubeconfig`
+/// (else an in-process sandbox without a kubelet's delay), a plain client, the engine's client
+/// as `dev` builds it (`--api-qps`), the namespace everything goes in (`default` on the
+/// sandbox, `<P>NAME` on a real server), `--workers` (default: the engine's), `--api-qps`, and
+/// the directory holding the engine client's kubeconfig (keep it).
+pub type Setup = (
+    Server,
+    kube::Client,
+    kube::Client,
+    String,
+    usize,
+    f64,
+    tempfile::TempDir,
+);
+
+/// [`Setup`] for a bench whose namespace on a real server is `<P>name`; prints the server.
+pub async fn setup(name: &str) -> Setup {
+    let workers = arg(
+        "--workers",
+        kubectl_meta::engine::EngineOptions::default().workers,
+    );
+    let qps = arg("--api-qps", 0) as f64;
+    let mut cfg = kube_sandbox::SandboxConfig::ephemeral();
+    cfg.tunables.kubelet_delay = None;
+    let server = Server::from_args(cfg).await;
+    let client = server.client().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine_client = server.dev_client(qps, dir.path()).await;
+    let ns = match server {
+        Server::Sandbox(_) => server.namespace("default").await,
+        Server::External { .. } => server.namespace(name).await,
+    };
+    println!("server: {}", server.label());
+    (server, client, engine_client, ns, workers, qps, dir)
+}
+
+/// An engine running `def` in namespace `ns` with `workers` workers, on `dev`'s client.
+pub fn start_engine(
+    client: &kube::Client,
+    def: kubectl_meta::spec::ControllerDef,
+    workers: usize,
+    ns: &str,
+) -> kubectl_meta::engine::Engine {
+    let ctx = std::sync::Arc::new(
+        kubectl_meta::engine::EngineContext::new(
+            client.clone(),
+            kubectl_meta::engine::events::EventBus::new(),
+            kubectl_meta::engine::EngineOptions {
+                workers,
+                namespace: Some(ns.to_string()),
+                ..kubectl_meta::engine::EngineOptions::default()
+            },
+        )
+        .expect("engine context"),
+    );
+    let mut engine = kubectl_meta::engine::Engine::new(ctx);
+    engine.start(def);
+    engine
+}
+
+/// `""`, or `" (NOT converged)"` to append to a phase's line.
+pub fn converged_note(c: bool) -> &'static str {
+    if c { "" } else { " (NOT converged)" }
+}
+
+/// Print a restarted engine's whole working set: `grown` bytes of live heap for `cached`
+/// objects of a `kind`, which are `what`; `size_flag` names the bench's size argument.
+pub fn print_working_set(kind: &str, grown: usize, cached: usize, what: &str, size_flag: &str) {
+    println!(
+        "memory, {kind} working set after the restart: {:.1} MiB of live heap for {cached} cached objects ({what}) = {:.2} KB per cached object (run two sizes for the slope: {size_flag})",
+        grown as f64 / 1024.0 / 1024.0,
+        grown as f64 / cached.max(1) as f64 / 1000.0
+    );
+}
+
+/// Create `n` ConfigMaps in `api`'s namespace, `concurrency` at a time: the `i`-th is
+/// `make(i)` (its metadata and data, as JSON).
+pub async fn create_configmaps(
+    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    n: usize,
+    concurrency: usize,
+    make: impl Fn(usize) -> serde_json::Value,
+) {
+    use futures::StreamExt;
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let o: k8s_openapi::api::core::v1::ConfigMap =
+                serde_json::from_value(make(i)).expect("configmap");
+            async move {
+                api.create(&PostParams::default(), &o)
+                    .await
+                    .expect("create configmap");
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Print what the live heap gave back once an engine stopped (it was `heap_after` when the
+/// engine had converged), per each of `cached` objects: the cross-check of a working set.
+pub async fn print_released(heap_after: usize, cached: usize) {
+    let released = heap_after.saturating_sub(settled_heap().await);
+    println!(
+        "memory released when that engine stopped: {:.1} MiB = {:.2} KB per cached object",
+        released as f64 / 1024.0 / 1024.0,
+        released as f64 / cached.max(1) as f64 / 1000.0
+    );
+}
+
 /// Group of the bench CRDs.
 pub const GROUP: &str = "bench.kubectl-meta.dev";
 
