@@ -332,6 +332,62 @@ impl Counts {
     }
 }
 
+/// Each sync's triggers (`Debug` text) with the objects' names left out, so that syncs of
+/// different parents for the same reason count together.
+fn trigger_class(triggers: &str) -> String {
+    let mut out = String::with_capacity(triggers.len());
+    let mut rest = triggers;
+    while let Some(i) = rest.find("object: \"") {
+        out.push_str(&rest[..i + 9]);
+        rest = &rest[i + 9..];
+        match rest.find('"') {
+            Some(j) => {
+                out.push_str(if &rest[..j] == "*" { "*" } else { "_" });
+                rest = &rest[j..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The syncs of a phase by trigger: every sync, and the syncs after a parent's `expected`-th
+/// (the extra ones), each as a count per trigger class, most frequent first (the first 8).
+fn trigger_breakdown(counts: &Counts, expected: usize) -> String {
+    let Ok(t) = counts.triggers.lock() else {
+        return String::new();
+    };
+    let mut all: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut extra: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut over = 0;
+    for syncs in t.values() {
+        over += usize::from(syncs.len() > expected);
+        for (i, s) in syncs.iter().enumerate() {
+            let c = trigger_class(s);
+            if i >= expected {
+                *extra.entry(c.clone()).or_default() += 1;
+            }
+            *all.entry(c).or_default() += 1;
+        }
+    }
+    let top = |m: std::collections::HashMap<String, usize>| {
+        let mut v: Vec<_> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v.iter()
+            .take(8)
+            .map(|(c, n)| format!("{n} x {c}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    format!(
+        "syncs by trigger: {}
+  {over} parents synced more than {expected} times; their syncs after the first {expected} by trigger: {}",
+        top(all),
+        top(extra)
+    )
+}
+
 /// An engine running `def` with `workers` on `client`, its events counted in `counts`.
 fn start_engine(
     client: &kube::Client,
@@ -739,6 +795,9 @@ async fn main() {
         cpu_note(start_cpu, start_syncs),
         common::converged_note(conv.converged)
     );
+    // Metacontroller's start-up is 3 syncs per parent (create the children; see them and
+    // write the status; see the status committed): say why any parent had more.
+    println!("  start-up {}", trigger_breakdown(&counts, 3));
     let flight_size = arg("--flight-recorder", 0);
     if flight_size > 0 {
         let max = counts.flight_max_bytes.load(Ordering::Relaxed);
